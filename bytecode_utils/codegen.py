@@ -1,0 +1,253 @@
+"""Building new code and function objects from a template code object.
+
+Why this module exists: the tracer's output is always "the user's code object, but with a
+different body" (the graph call plus fallbacks, or a resume function). That new code must
+keep the frame layout CPython expects of it: the same argument slots and local names in the
+same order, the same cell and free variables, the 3.11 prologue (MAKE_CELL / COPY_FREE_VARS /
+RESUME), a correct stack size. These helpers do that bookkeeping in one place, on top of the
+``bytecode`` package, and also build the argument *binder* that turns ``(*args, **kwargs)``
+into the flat argument slots exactly as CPython would, including its error messages.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from typing import Any, Iterable, Sequence
+
+import bytecode as _bc
+
+__all__ = [
+    "make_code",
+    "prologue",
+    "flatten_signature",
+    "arg_count",
+    "arg_names",
+    "make_binder",
+    "make_function",
+]
+
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+# Attributes of bytecode.Bytecode that make_code copies from the template; keys of ``replace``.
+_ATTRS = (
+    "name",
+    "qualname",
+    "filename",
+    "first_lineno",
+    "argcount",
+    "posonlyargcount",
+    "kwonlyargcount",
+    "flags",
+    "argnames",
+    "freevars",
+    "cellvars",
+    "docstring",
+)
+
+
+def arg_count(code: types.CodeType) -> int:
+    """Number of argument slots: positional + keyword-only + ``*args`` + ``**kwargs``."""
+    return (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & _CO_VARARGS)
+        + bool(code.co_flags & _CO_VARKEYWORDS)
+    )
+
+
+def arg_names(code: types.CodeType) -> tuple[str, ...]:
+    """Names of the argument slots, in ``co_varnames`` (= frame slot) order."""
+    return code.co_varnames[: arg_count(code)]
+
+
+def flatten_signature(code: types.CodeType) -> types.CodeType:
+    """``code`` with every argument slot turned into a plain positional parameter.
+
+    The frame hook calls rewritten code with the already-bound argument slots, positionally.
+    """
+    return code.replace(
+        co_argcount=arg_count(code),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=code.co_flags & ~(_CO_VARARGS | _CO_VARKEYWORDS),
+    )
+
+
+def prologue(code: types.CodeType) -> list[_bc.Instr]:
+    """Fresh copies of the instructions up to and including ``RESUME``.
+
+    On 3.11 that is ``MAKE_CELL*``, ``COPY_FREE_VARS`` and, for generators,
+    ``RETURN_GENERATOR; POP_TOP`` before ``RESUME 0``. Rewritten versions of ``code`` start
+    with exactly these.
+    """
+    out: list[_bc.Instr] = []
+    for item in _bc.Bytecode.from_code(code):
+        if not isinstance(item, _bc.Instr):
+            continue
+        out.append(item.copy())
+        if item.name == "RESUME":
+            return out
+    raise ValueError(f"{code.co_name}: no RESUME instruction found")
+
+
+# --- constants -----------------------------------------------------------------------------
+# bytecode dedups LOAD_CONST arguments by their marshal form, so two *distinct* but equal
+# mutable objects (two lists, two dicts...) would be merged into one constant. The tracer puts
+# live objects into constants and relies on identity, so such objects travel as unique
+# placeholders (unmarshalable, hence keyed by id) and are swapped back after assembly.
+
+_SAFE_CONST_TYPES = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), types.CodeType)
+
+
+class _ConstSlot:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _is_value_const(obj: Any) -> bool:
+    if type(obj) in _SAFE_CONST_TYPES:
+        return True
+    if type(obj) in (tuple, frozenset):
+        return all(_is_value_const(x) for x in obj)
+    return False
+
+
+def _protect_consts(instructions: Iterable[Any]) -> tuple[list[Any], bool]:
+    out, used = [], False
+    for item in instructions:
+        if isinstance(item, _bc.Instr) and item.name == "LOAD_CONST" and not _is_value_const(item.arg):
+            item = _bc.Instr("LOAD_CONST", _ConstSlot(item.arg), location=item.location)
+            used = True
+        out.append(item)
+    return out, used
+
+
+def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: Any) -> types.CodeType:
+    """Assemble ``instructions`` (bytecode Instr/Label/TryBegin/TryEnd/SetLineno) into a code object.
+
+    Everything not in ``replace`` (keys: ``name, qualname, filename, first_lineno, argcount,
+    posonlyargcount, kwonlyargcount, flags, argnames, freevars, cellvars, docstring`` and
+    ``varnames``) comes from ``template``. Local slots keep the template's ``co_varnames`` order
+    (after ``argnames``), so frame layouts match; new locals are appended. The stack size is
+    computed. ``LOAD_CONST`` accepts any Python object (the result is never marshalled).
+    """
+    unknown = set(replace) - set(_ATTRS) - {"varnames"}
+    if unknown:
+        raise TypeError(f"make_code: unknown keys {sorted(unknown)}")
+    items, protected = _protect_consts(instructions)
+    bc = _bc.Bytecode(items)
+    defaults = {
+        "name": template.co_name,
+        "qualname": template.co_qualname,
+        "filename": template.co_filename,
+        "first_lineno": template.co_firstlineno,
+        "argcount": template.co_argcount,
+        "posonlyargcount": template.co_posonlyargcount,
+        "kwonlyargcount": template.co_kwonlyargcount,
+        "flags": template.co_flags,
+        "argnames": list(arg_names(template)),
+        "freevars": list(template.co_freevars),
+        "cellvars": list(template.co_cellvars),
+        "docstring": _bc.UNSET,
+    }
+    defaults.update(replace)
+    for attr in _ATTRS:
+        value = defaults[attr]
+        if attr == "flags":
+            value = _bc.CompilerFlags(value)
+        elif attr in ("argnames", "freevars", "cellvars"):
+            value = list(value)
+        setattr(bc, attr, value)
+    # bytecode numbers local slots argnames-first, then by first use. Seeding argnames with
+    # the whole wanted layout keeps template slots where they were.
+    varnames = list(replace.get("varnames", template.co_varnames if "argnames" not in replace else ()))
+    argnames = list(defaults["argnames"])
+    bc.argnames = argnames + [v for v in varnames if v not in argnames]
+    code = bc.to_code()
+    if protected:
+        consts = tuple(c.value if isinstance(c, _ConstSlot) else c for c in code.co_consts)
+        code = code.replace(co_consts=consts)
+    return code
+
+
+# --- functions -----------------------------------------------------------------------------
+
+
+def make_function(
+    code: types.CodeType,
+    globals: dict,
+    name: str | None = None,
+    defaults: tuple | None = None,
+    closure: tuple | None = None,
+    kwdefaults: dict | None = None,
+    qualname: str | None = None,
+) -> types.FunctionType:
+    """``types.FunctionType`` plus kwdefaults and qualname, with a closure-size check."""
+    if len(closure or ()) != len(code.co_freevars):
+        raise ValueError(
+            f"{code.co_name} needs {len(code.co_freevars)} closure cells, got {len(closure or ())}"
+        )
+    fn = types.FunctionType(code, globals, name or code.co_name, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = dict(kwdefaults)
+    fn.__qualname__ = qualname or code.co_qualname
+    return fn
+
+
+@functools.lru_cache(maxsize=256)
+def _binder_template(nposonly: int, nposkw: int, nkwonly: int, varargs: bool, varkw: bool) -> types.CodeType:
+    # Placeholder names only: the shape comes from counts, never from user strings.
+    n = nposonly + nposkw + nkwonly + varargs + varkw
+    names = [f"_{i}" for i in range(n)]
+    pos = names[: nposonly + nposkw]
+    kwonly = names[nposonly + nposkw : nposonly + nposkw + nkwonly]
+    rest = names[nposonly + nposkw + nkwonly :]
+    params = list(pos[:nposonly])
+    if nposonly:
+        params.append("/")
+    params += pos[nposonly:]
+    if varargs:
+        params.append("*" + rest[0])
+    elif nkwonly:
+        params.append("*")
+    params += kwonly
+    if varkw:
+        params.append("**" + rest[-1])
+    body = "(" + "".join(name + ", " for name in names) + ")"
+    src = f"def binder({', '.join(params)}):\n    return {body}\n"
+    ns: dict = {}
+    exec(compile(src, "<binder>", "exec"), ns)
+    code = ns["binder"].__code__
+    assert code.co_varnames == tuple(names), (code.co_varnames, names)
+    return code
+
+
+def make_binder(
+    code: types.CodeType, defaults: tuple | None = None, kwdefaults: dict | None = None
+) -> types.FunctionType:
+    """A function with ``code``'s exact signature returning its argument slots as a tuple.
+
+    ``binder(*args, **kwargs)`` binds like the real function would (same TypeErrors, naming
+    the real function) and returns the values of ``co_varnames[:arg_count(code)]``.
+    """
+    flags = code.co_flags
+    template = _binder_template(
+        code.co_posonlyargcount,
+        code.co_argcount - code.co_posonlyargcount,
+        code.co_kwonlyargcount,
+        bool(flags & _CO_VARARGS),
+        bool(flags & _CO_VARKEYWORDS),
+    )
+    bcode = template.replace(
+        co_varnames=arg_names(code),
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+        co_filename=code.co_filename,
+        co_firstlineno=code.co_firstlineno,
+    )
+    return make_function(bcode, {}, code.co_name, defaults, None, kwdefaults, code.co_qualname)
