@@ -17,6 +17,7 @@ from .analysis import (
 from .codegen import (
     arg_count,
     arg_names,
+    flat_args,
     flatten_signature,
     make_binder,
     make_code,
@@ -64,6 +65,7 @@ __all__ = [
     "make_code",
     "prologue",
     "flatten_signature",
+    "flat_args",
     "arg_count",
     "arg_names",
     "make_binder",

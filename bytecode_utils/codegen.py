@@ -22,6 +22,7 @@ __all__ = [
     "make_code",
     "prologue",
     "flatten_signature",
+    "flat_args",
     "arg_count",
     "arg_names",
     "make_binder",
@@ -74,6 +75,10 @@ def flatten_signature(code: types.CodeType) -> types.CodeType:
         co_kwonlyargcount=0,
         co_flags=code.co_flags & ~(_CO_VARARGS | _CO_VARKEYWORDS),
     )
+
+
+#: Alias of :func:`flatten_signature` (name used in the original issue).
+flat_args = flatten_signature
 
 
 def prologue(code: types.CodeType) -> list[_bc.Instr]:
@@ -153,7 +158,8 @@ def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: 
         "argnames": list(arg_names(template)),
         "freevars": list(template.co_freevars),
         "cellvars": list(template.co_cellvars),
-        "docstring": _bc.UNSET,
+        # as bytecode.Bytecode.from_code does: a leading str constant is the docstring
+        "docstring": template.co_consts[0] if template.co_consts and isinstance(template.co_consts[0], str) else _bc.UNSET,
     }
     defaults.update(replace)
     for attr in _ATTRS:

@@ -213,5 +213,10 @@ def to_bytecode(code: types.CodeType) -> _bc.Bytecode:
 
 
 def from_bytecode(bc: _bc.Bytecode) -> types.CodeType:
-    """Assemble a ``bytecode.Bytecode`` back into a code object (stack size recomputed)."""
+    """Assemble a ``bytecode.Bytecode`` back into a code object (stack size recomputed).
+
+    Behaviour and instructions are preserved, but bytecode numbers non-argument locals by
+    first use, so ``co_varnames`` order may change; use ``codegen.make_code`` with the
+    original code as template when the frame layout must be kept.
+    """
     return bc.to_code()
