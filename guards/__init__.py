@@ -1,0 +1,24 @@
+"""frametracer guards: sources, guard kinds, and compiling a guard set into one fast check.
+
+Why a separate package: the design keeps guards independent of the interpreter
+(``guards`` knows sources and values, never ``tracer``).  A compiled set is called as
+``check(L, G, C) -> bool`` with L = the frame's argument values in co_varnames order,
+G = its globals dict, C = its closure tuple (or None); it never raises.
+"""
+
+from .builder import GuardSet, compile_guards, order_guards
+from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
+                    NoAliasing, Predicate, SameObject, TypeMatch, check_const_supported)
+from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GlobalSource,
+                      ItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
+                      is_from_const, is_from_global, is_from_local)
+from .tensor import TensorMatch
+
+__all__ = [
+    "AttrSource", "BuiltinSource", "CellSource", "ConstMatch", "ConstSource", "DictKeysMatch",
+    "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource",
+    "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "SameObject", "Source",
+    "TensorMatch", "TypeMatch", "TypeSource", "check_const_supported", "compile_guards",
+    "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",
+    "order_guards",
+]

@@ -1,0 +1,172 @@
+"""Compile a list of guards into one generated ``check(L, G, C) -> bool`` function.
+
+Why generated code: the check runs on every call of a compiled frame, so it must be a
+single Python function with no interpretation overhead.  The text holds only generated
+identifiers (rule 6); every name, key, value, type and helper is a bound constant.  Each
+distinct source is loaded once into a local, just before the first condition that needs
+it.  The text is kept (``source_code``) for dumps: one condition per line.
+
+Order: guards that make a base valid run before guards that reach through it.
+  1. type/id guards, and any guard on a strict base of a tensor source, by source depth;
+  2. the tensor batch: all TensorMatch guards as ONE TensorGuards call;
+  3. everything else, by source depth.
+The slow path ``failures`` evaluates each guard on its own (same order), skipping guards
+whose base already failed, and names each failed guard in plain words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .codegen import ExprContext, HoistContext
+from .guard import Guard, IdMatch
+from .sources import Source
+from .tensor import TensorMatch, make_tensor_guards
+
+
+def _dedupe(guards: list[Guard]) -> list[Guard]:
+    seen: set = set()
+    out = []
+    for g in guards:
+        if g not in seen:
+            seen.add(g)
+            out.append(g)
+    return out
+
+
+def order_guards(guards: list[Guard]) -> tuple[list[Guard], list[TensorMatch], list[Guard]]:
+    """Split into (before tensors, tensors, after tensors), each in evaluation order."""
+    tensors = [g for g in guards if isinstance(g, TensorMatch)]
+    tensor_bases: set[Source] = set()
+    for t in tensors:
+        tensor_bases.update(t.source.ancestors())
+    idx = {id(g): i for i, g in enumerate(guards)}
+
+    def key(g: Guard):
+        return (g.depth(), g.rank, idx[id(g)])
+
+    first, rest = [], []
+    for g in guards:
+        if isinstance(g, TensorMatch):
+            continue
+        if g.rank == 0 or any(s in tensor_bases for s in g.sources()):
+            first.append(g)
+        else:
+            rest.append(g)
+    tensors.sort(key=key)
+    return sorted(first, key=key), tensors, sorted(rest, key=key)
+
+
+class GuardSet:
+    """A compiled guard set.  ``check`` is the fast generated function; never raises."""
+
+    def __init__(self, guards: list[Guard], builtins: dict) -> None:
+        self.builtins = builtins
+        first, tensors, rest = order_guards(_dedupe(list(guards)))
+        self.guards: list[Guard] = first + tensors + rest
+        self.check: Callable[[tuple, dict, Any], bool]
+        self.check, self.source_code = self._generate(first, tensors, rest)
+        self._slow: list[Callable] | None = None
+
+    # -- fast path ---------------------------------------------------------------------
+    def _generate(self, first, tensors, rest):
+        ctx = HoistContext(self.builtins)
+        body: list[str] = []
+
+        index = {id(g): i for i, g in enumerate(self.guards)}
+
+        def emit(conds: list[str], note: str) -> None:
+            for c in conds:
+                body.extend(ctx.take_pending())
+                # the comment holds only our own class names and indices (rule 6)
+                body.append(f"if not ({c}): return False  # {note}")
+
+        def emit_guards(gs):
+            for g in gs:
+                conds = g.conditions(ctx)  # loads its sources into `pending`
+                emit(conds, f"[{index[id(g)]}] {type(g).__name__}")
+
+        emit_guards(first)
+        if tensors:
+            examples = [t.live_example() for t in tensors]
+            if all(e is not None for e in examples):
+                tg = make_tensor_guards(examples)  # copies metadata only
+                del examples
+                args = ", ".join(ctx.value(t.source) for t in tensors)
+                lo, hi = index[id(tensors[0])], index[id(tensors[-1])]
+                emit([f"{ctx.const(tg.check)}({args})"], f"[{lo}..{hi}] TensorMatch batch")
+            else:  # an example died: check one by one (same facts, a little slower)
+                del examples
+                emit_guards(tensors)
+        emit_guards(rest)
+        lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True",
+                                                          "except Exception:",
+                                                          "    return False"]
+        return ctx.compile("check", lines)
+
+    def __call__(self, L, G, C) -> bool:
+        return self.check(L, G, C)
+
+    # -- slow path ---------------------------------------------------------------------
+    def _compile_slow(self) -> list[Callable]:
+        fns = []
+        for i, g in enumerate(self.guards):
+            ctx = ExprContext(self.builtins)
+            conds = " and ".join(f"({c})" for c in g.conditions(ctx))
+            fn, _ = ctx.compile(f"check{i}", ["try:", f"    return bool({conds})",
+                                              "except Exception:", "    return False"])
+            if isinstance(g, TensorMatch):
+                vctx = ExprContext(self.builtins)
+                getter, _ = vctx.compile(f"check_get{i}", [f"return {g.source.guard_expr(vctx)}"])
+                fns.append((fn, getter))
+            else:
+                fns.append((fn, None))
+        return fns
+
+    def failures(self, L, G, C) -> list[str]:
+        """Descriptions of the guards that fail on these inputs (empty list: all pass).
+
+        Guards reaching through a source whose own guard failed are not evaluated.
+        """
+        if self._slow is None:
+            self._slow = self._compile_slow()
+        failed_sources: set[Source] = set()
+        out: list[str] = []
+        for g, (fn, getter) in zip(self.guards, self._slow):
+            if any(a in failed_sources for s in g.sources() for a in s.ancestors()):
+                continue
+            if fn(L, G, C):
+                continue
+            failed_sources.update(g.sources())
+            msg = g.describe()
+            if getter is not None:
+                try:
+                    why = g.reason(getter(L, G, C))  # type: ignore[attr-defined]
+                except Exception as e:  # noqa: BLE001
+                    why = f"cannot read {g.sources()[0].name()}: {type(e).__name__}"
+                if why:
+                    msg = f"{msg} -- {why}"
+            elif isinstance(g, IdMatch) and g.expired():
+                msg = f"{msg} -- the object no longer exists"
+            out.append(msg)
+        return out
+
+    # -- introspection -----------------------------------------------------------------
+    def expired(self) -> bool:
+        """True if an IdMatch object has died: this set can never pass again."""
+        return any(isinstance(g, IdMatch) and g.expired() for g in self.guards)
+
+    def describe(self) -> str:
+        """One guard per line, in evaluation order, numbered as in ``source_code`` comments."""
+        return "\n".join(f"[{i}] {g.describe()}" for i, g in enumerate(self.guards))
+
+    def __len__(self) -> int:
+        return len(self.guards)
+
+    def __repr__(self) -> str:
+        return f"<GuardSet {len(self.guards)} guards>"
+
+
+def compile_guards(guards: list[Guard], *, builtins: dict) -> GuardSet:
+    """Dedupe, order and compile ``guards`` into a GuardSet (one generated function)."""
+    return GuardSet(guards, builtins)

@@ -1,0 +1,104 @@
+"""Code-generation contexts shared by sources, guards and the builder.
+
+Why this exists: rule 6 of the design says generated guard code never contains user
+strings.  Everything that is not a generated identifier -- attribute names, dict keys,
+global names, guarded values, types, helper callables -- is bound as a constant in the
+namespace of the generated function, and the generated text refers to it only through a
+fresh name from ``ctx.const(value)``.  The only words in the generated text are
+identifiers made here (``_k3``, ``_v1``), Python keywords/builtins we chose, ``L``, ``G``,
+``C`` and integer literals we format ourselves.
+
+Two contexts:
+
+* ``ExprContext`` -- every source value is spelled inline (``getattr(L[0], _k1)``).  Used
+  for ``Source.guard_expr`` on its own and for the per-guard slow path.
+* ``HoistContext`` -- each source value is computed once into a local (``_v2 = ...``),
+  emitted just before the first condition that needs it; used for the fast check function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ExprContext:
+    """Binds constants to fresh names; spells source values inline."""
+
+    def __init__(self, builtins: dict | None = None, prefix: str = "_k") -> None:
+        self.builtins = builtins if builtins is not None else {}
+        self.namespace: dict[str, Any] = {}
+        self._by_id: dict[tuple[type, int], str] = {}
+        self._prefix = prefix
+
+    def const(self, value: Any) -> str:
+        """Return a fresh identifier bound to ``value`` (deduplicated by identity)."""
+        key = (type(value), id(value))
+        name = self._by_id.get(key)
+        if name is None:
+            name = f"{self._prefix}{len(self._by_id)}"
+            self._by_id[key] = name
+            self.namespace[name] = value  # keeps value alive, so its id stays unique
+        return name
+
+    def value(self, source) -> str:
+        """Expression that evaluates to the value of ``source``."""
+        return source.guard_expr(self)
+
+    def compile(self, name: str, body_lines: list[str]) -> tuple[Any, str]:
+        """exec() a ``def name(L, G, C)`` with the given body; return (function, text)."""
+        text = f"def {name}(L, G, C):\n" + "".join(f"    {ln}\n" for ln in body_lines)
+        _check_generated(text)
+        ns = dict(self.namespace)
+        ns["__builtins__"] = {"getattr": getattr, "type": type, "len": len, "id": id,
+                              "tuple": tuple, "map": map, "bool": bool, "Exception": Exception}
+        exec(compile(text, f"<guards:{name}>", "exec"), ns)  # noqa: S102 - generated text only
+        return ns[name], text
+
+
+class HoistContext(ExprContext):
+    """Like ExprContext, but each distinct source is loaded once into a local variable."""
+
+    def __init__(self, builtins: dict | None = None) -> None:
+        super().__init__(builtins)
+        self._locals: dict[Any, str] = {}
+        self.pending: list[str] = []  # assignment lines not yet emitted
+
+    def value(self, source) -> str:
+        name = self._locals.get(source)
+        if name is None:
+            expr = source.guard_expr(self)  # recursion loads bases first
+            if source.is_root_cheap():
+                return expr  # L[0] etc: as cheap as a local, no need to hoist
+            name = f"_v{len(self._locals)}"
+            self._locals[source] = name
+            self.pending.append(f"{name} = {expr}")
+        return name
+
+    def take_pending(self) -> list[str]:
+        out, self.pending = self.pending, []
+        return out
+
+
+_ALLOWED_WORDS = {
+    "def", "return", "if", "not", "and", "or", "is", "in", "try", "except", "True", "False",
+    "None", "getattr", "type", "len", "id", "tuple", "map", "bool", "Exception", "L", "G", "C",
+    "cell_contents",
+}
+
+
+def _check_generated(text: str) -> None:
+    """Defence in depth for rule 6: the text may hold only our own identifiers."""
+    import io
+    import keyword
+    import tokenize
+
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.STRING:
+            raise AssertionError(f"string literal in generated guard code: {tok.string[:40]!r}")
+        if tok.type == tokenize.NAME:
+            w = tok.string
+            ok = (w in _ALLOWED_WORDS or keyword.iskeyword(w)
+                  or (w[:2] in ("_k", "_v", "_r") and w[2:].isdigit())
+                  or w.startswith("check"))
+            if not ok:
+                raise AssertionError(f"unexpected identifier in generated guard code: {w!r}")

@@ -1,0 +1,382 @@
+"""Guard kinds: one fact the trace relied on, checkable on the next call.
+
+Why: rule 2 -- every Python value the trace specialised on is guarded.  Each guard knows
+the sources it reads (``sources()``), how to say itself in plain words (``describe()``)
+and how to spell itself as conditions over generated identifiers (``conditions(ctx)``).
+``rank`` orders cheap, likely-to-fail guards first (0: type/id, 1: tensor, 2: the rest).
+
+Guards compare equal by a canonical key, so the builder can deduplicate them without
+merging facts that only look equal (``x == 1`` vs ``x == True`` vs ``x == 1.0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from .sources import Source, const_key
+
+
+class Guard:
+    """Base class; concrete guards are frozen dataclasses with ``eq=False``."""
+
+    rank = 2
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source,)  # type: ignore[attr-defined]
+
+    def conditions(self, ctx) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def depth(self) -> int:
+        return max((s.depth() for s in self.sources()), default=0)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}: {self.describe()}>"
+
+
+def _tname(t: type) -> str:
+    mod = getattr(t, "__module__", "")
+    qn = getattr(t, "__qualname__", getattr(t, "__name__", "?"))
+    return qn if mod in ("builtins", None, "") else f"{mod}.{qn}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TypeMatch(Guard):
+    """``type(v) is T`` (exact type; the type object is held strongly)."""
+
+    source: Source
+    type: type
+    rank = 0
+
+    def _key(self):
+        return (self.source, id(self.type))
+
+    def conditions(self, ctx):
+        return [f"type({ctx.value(self.source)}) is {ctx.const(self.type)}"]
+
+    def describe(self):
+        return f"type({self.source.name()}) is {_tname(self.type)}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class IdMatch(Guard):
+    """``v is obj``.  Weak-referenceable objects are held by weakref (a dead object fails)."""
+
+    source: Source
+    obj_id: int
+    type_name: str
+    _ref: Any = dataclasses.field(compare=False)
+    rank = 0
+
+    def __init__(self, source: Source, obj: Any) -> None:
+        try:
+            ref = ("weak", weakref.ref(obj))
+        except TypeError:
+            ref = ("strong", obj)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "obj_id", id(obj))
+        object.__setattr__(self, "type_name", _tname(type(obj)))
+        object.__setattr__(self, "_ref", ref)
+
+    def _key(self):
+        return (self.source, self.obj_id)
+
+    def expired(self) -> bool:
+        kind, r = self._ref
+        return kind == "weak" and r() is None
+
+    def conditions(self, ctx):
+        kind, r = self._ref
+        v = ctx.value(self.source)
+        if kind == "weak":
+            return [f"{v} is {ctx.const(r)}() is not None"]
+        return [f"{v} is {ctx.const(r)}"]
+
+    def describe(self):
+        kind, r = self._ref
+        if kind == "strong" and (r is None or type(r) in (bool, type(Ellipsis))):
+            return f"{self.source.name()} is {r!r}"
+        return f"{self.source.name()} is the {self.type_name} object at 0x{self.obj_id:x}"
+
+
+_SIMPLE_LEAVES = (int, str, bytes, bool, type(None))
+
+
+def _is_plain_float(v: Any) -> bool:
+    return type(v) is float and v == v and v != 0.0
+
+
+def _const_cond(ctx, e: str, value: Any) -> str:
+    """Condition that ``e`` is a constant indistinguishable from ``value``."""
+    t = type(value)
+    if value is None or value is Ellipsis or value is NotImplemented or t is bool:
+        return f"{e} is {ctx.const(value)}"
+    if t is torch.dtype:
+        return f"{e} is {ctx.const(value)}"
+    if t in (int, str, bytes, torch.device, torch.Size):
+        return f"type({e}) is {ctx.const(t)} and {e} == {ctx.const(value)}"
+    if t is float:
+        base = f"type({e}) is {ctx.const(float)}"
+        if value == value and value != 0.0:
+            return f"{base} and {e} == {ctx.const(value)}"
+        sign = (f"{ctx.const(math.copysign)}({ctx.const(1.0)}, {e})"
+                f" == {ctx.const(math.copysign(1.0, value))}")
+        if value != value:  # nan: only test is v != v; keep the sign bit too
+            return f"{base} and {e} != {e} and {sign}"
+        return f"{base} and {e} == {ctx.const(value)} and {sign}"  # 0.0 vs -0.0
+    if t is complex:
+        if not (_is_plain_float(value.real) and _is_plain_float(value.imag)):
+            raise TypeError(f"ConstMatch: complex with zero/nan part not supported: {value!r}")
+        return f"type({e}) is {ctx.const(complex)} and {e} == {ctx.const(value)}"
+    if t is slice:
+        parts = [f"type({e}) is {ctx.const(slice)}"]
+        for attr in ("start", "stop", "step"):
+            parts.append(_const_cond(ctx, f"getattr({e}, {ctx.const(attr)})", getattr(value, attr)))
+        return " and ".join(f"({p})" for p in parts)
+    if t is tuple:
+        if all(type(x) in _SIMPLE_LEAVES or _is_plain_float(x) or type(x) is torch.dtype
+               for x in value):
+            # element types first, compared by id so no user __eq__ (or metaclass
+            # __eq__) can run; then the values, now known to be builtin scalars
+            type_ids = tuple(id(type(x)) for x in value)
+            ctx.const(tuple(type(x) for x in value))  # keeps the types (and ids) alive
+            return (f"type({e}) is {ctx.const(tuple)} and len({e}) == {len(value)}"
+                    f" and tuple(map(id, map(type, {e}))) == {ctx.const(type_ids)}"
+                    f" and {e} == {ctx.const(value)}")
+        parts = [f"type({e}) is {ctx.const(tuple)}", f"len({e}) == {len(value)}"]
+        for i, x in enumerate(value):
+            parts.append(_const_cond(ctx, f"{e}[{i}]", x))
+        return " and ".join(f"({p})" for p in parts)
+    raise TypeError(f"ConstMatch: unsupported constant type {_tname(t)}")
+
+
+def check_const_supported(value: Any) -> bool:
+    """True if ConstMatch can guard ``value`` exactly."""
+    from .codegen import ExprContext
+
+    try:
+        _const_cond(ExprContext(), "L", value)
+        return True
+    except TypeError:
+        return False
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ConstMatch(Guard):
+    """Value equals a constant, with exact types (1, True, 1.0 differ; so do 0.0 and -0.0).
+
+    Supports int, float (nan included), complex, str, bytes, bool, None, Ellipsis, slice,
+    torch.dtype, torch.device, torch.Size and tuples of those; anything else is TypeError.
+    """
+
+    source: Source
+    value: Any
+    rank = 2
+
+    def __post_init__(self):
+        if not check_const_supported(self.value):
+            raise TypeError(f"ConstMatch: unsupported constant {type(self.value).__name__}")
+
+    def _key(self):
+        return (self.source, const_key(self.value))
+
+    def conditions(self, ctx):
+        return [_const_cond(ctx, ctx.value(self.source), self.value)]
+
+    def describe(self):
+        r = repr(self.value)
+        if len(r) > 80:
+            r = r[:77] + "..."
+        return f"{self.source.name()} == {r} ({type(self.value).__name__})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class LengthMatch(Guard):
+    """``type(v) is T and len(v) == n``."""
+
+    source: Source
+    length: int
+    type: type
+
+    def _key(self):
+        return (self.source, int(self.length), id(self.type))
+
+    def conditions(self, ctx):
+        v = ctx.value(self.source)
+        return [f"type({v}) is {ctx.const(self.type)} and len({v}) == {int(self.length)}"]
+
+    def describe(self):
+        return f"len({self.source.name()}) == {int(self.length)} ({_tname(self.type)})"
+
+
+def _safe_key(k: Any) -> bool:
+    t = type(k)  # no tuples: (1,) == (True,) would pass the key-type check
+    if t is float:
+        return k != 0.0
+    return t in _SIMPLE_LEAVES or t is type
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DictKeysMatch(Guard):
+    """Exact type, then the same keys in the same order with the same key types.
+
+    Keys must be str/int/bool/bytes/None/non-zero float or type objects (exact types), so
+    comparing them never runs user ``__eq__``; otherwise TypeError.
+    """
+
+    source: Source
+    keys: tuple
+    type: type = dict
+
+    def __post_init__(self):
+        object.__setattr__(self, "keys", tuple(self.keys))
+        if not all(_safe_key(k) for k in self.keys):
+            raise TypeError("DictKeysMatch: key types must be plain constants or types")
+
+    def _key(self):
+        return (self.source, const_key(self.keys), id(self.type))
+
+    def conditions(self, ctx):
+        v = ctx.value(self.source)
+        # key types first (by id: no user __eq__ can run), then the keys themselves
+        ctx.const(tuple(type(k) for k in self.keys))  # keeps the types (and ids) alive
+        kt_ids = tuple(id(type(k)) for k in self.keys)
+        return [f"type({v}) is {ctx.const(self.type)} and len({v}) == {len(self.keys)}",
+                f"tuple(map(id, map(type, {v}))) == {ctx.const(kt_ids)}"
+                f" and tuple({v}) == {ctx.const(self.keys)}"]
+
+    def describe(self):
+        return f"{self.source.name()} is a {_tname(self.type)} with keys {list(self.keys)!r}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SameObject(Guard):
+    """``a is b``: two sources were the same object at trace time."""
+
+    source_a: Source
+    source_b: Source
+
+    def sources(self):
+        return (self.source_a, self.source_b)
+
+    def _key(self):
+        return (self.source_a, self.source_b)
+
+    def conditions(self, ctx):
+        return [f"{ctx.value(self.source_a)} is {ctx.value(self.source_b)}"]
+
+    def describe(self):
+        return f"{self.source_a.name()} is {self.source_b.name()}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class NoAliasing(Guard):
+    """The given sources are pairwise distinct objects (``len({id(a), ...}) == n``)."""
+
+    sources_: tuple
+
+    def __init__(self, sources) -> None:
+        object.__setattr__(self, "sources_", tuple(sources))
+
+    def sources(self):
+        return self.sources_
+
+    def _key(self):
+        return (frozenset(self.sources_),)
+
+    def conditions(self, ctx):
+        ids = ", ".join(f"id({ctx.value(s)})" for s in self.sources_)
+        return [f"len({{{ids}}}) == {len(self.sources_)}"]
+
+    def describe(self):
+        return ", ".join(s.name() for s in self.sources_) + " are distinct objects"
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Predicate(Guard):
+    """Escape hatch: ``fn(v)`` is true.  ``fn`` is bound as a constant (held strongly)."""
+
+    source: Source
+    fn: Callable[[Any], bool]
+    description: str
+
+    def _key(self):
+        return (self.source, id(self.fn), self.description)
+
+    def conditions(self, ctx):
+        return [f"{ctx.const(self.fn)}({ctx.value(self.source)})"]
+
+    def describe(self):
+        return f"{self.source.name()}: {self.description}"
+
+
+def _autocast_state() -> tuple:
+    out = []
+    for dev in ("cpu", "cuda"):
+        out.append((dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev)))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class GlobalStateMatch(Guard):
+    """Torch global state captured at creation: grad mode, inference mode, default dtype,
+    deterministic algorithms, and autocast (cpu and cuda: enabled flag and dtype)."""
+
+    grad_enabled: bool = dataclasses.field(default_factory=torch.is_grad_enabled)
+    inference_mode: bool = dataclasses.field(default_factory=torch.is_inference_mode_enabled)
+    default_dtype: torch.dtype = dataclasses.field(default_factory=torch.get_default_dtype)
+    deterministic: bool = dataclasses.field(
+        default_factory=torch.are_deterministic_algorithms_enabled)
+    deterministic_warn_only: bool = dataclasses.field(
+        default_factory=torch.is_deterministic_algorithms_warn_only_enabled)
+    any_autocast: bool = dataclasses.field(default_factory=torch._C._is_any_autocast_enabled)
+    autocast: tuple = dataclasses.field(default_factory=_autocast_state)
+    rank = 2
+
+    def sources(self):
+        return ()
+
+    def _key(self):
+        return (self.grad_enabled, self.inference_mode, self.default_dtype, self.deterministic,
+                self.deterministic_warn_only, self.any_autocast, self.autocast)
+
+    def conditions(self, ctx):
+        k = ctx.const
+        conds = [
+            f"{k(torch.is_grad_enabled)}() is {k(bool(self.grad_enabled))}",
+            f"{k(torch.is_inference_mode_enabled)}() is {k(bool(self.inference_mode))}",
+            f"{k(torch.get_default_dtype)}() is {k(self.default_dtype)}",
+            f"{k(torch._C._get_deterministic_algorithms)}() is {k(bool(self.deterministic))}",
+            f"{k(torch._C._get_deterministic_algorithms_warn_only)}() is "
+            f"{k(bool(self.deterministic_warn_only))}",
+        ]
+        if self.any_autocast:
+            conds.append(f"{k(_autocast_state)}() == {k(self.autocast)}")
+        else:
+            conds.append(f"{k(torch._C._is_any_autocast_enabled)}() is {k(False)}")
+        return conds
+
+    def describe(self):
+        ac = ", ".join(f"{d}:{'on ' + str(dt).replace('torch.', '') if en else 'off'}"
+                       for d, en, dt in self.autocast)
+        return (f"global state: grad_enabled={self.grad_enabled} "
+                f"inference_mode={self.inference_mode} "
+                f"default_dtype={str(self.default_dtype).replace('torch.', '')} "
+                f"deterministic={self.deterministic} autocast({ac})")

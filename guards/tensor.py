@@ -1,0 +1,92 @@
+"""TensorMatch: the tensor facts a graph was compiled for.
+
+Why a module of its own: tensors are checked in C++ by ``torch._C._dynamo.guards.TensorGuards``
+(exact Python type, dispatch key set, dtype, device, requires_grad, sizes, strides), and
+the builder batches every TensorMatch of a set into ONE TensorGuards object, so the
+per-call cost is a single C call.  TensorGuards copies metadata; it keeps no reference to
+the example tensors (tested), and neither does TensorMatch: it holds plain metadata, a
+one-tensor TensorGuards for the slow "why did it fail" path, and a weakref to the
+example used only when the batch is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Any
+
+import torch
+from torch._C._dynamo.guards import TensorGuards
+
+from .guard import Guard, _tname
+from .sources import Source
+
+
+def make_tensor_guards(examples: list[torch.Tensor]) -> TensorGuards:
+    """A static-shape TensorGuards over ``examples`` (copies their metadata only)."""
+    return TensorGuards(
+        *examples,
+        dynamic_dims_sizes=[list(t.shape) for t in examples],
+        dynamic_dims_strides=[list(t.stride()) for t in examples],
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TensorMatch(Guard):
+    """Type, dispatch keys, dtype, device, shape, strides and requires_grad of a tensor."""
+
+    source: Source
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple
+    stride: tuple
+    requires_grad: bool
+    dispatch_keys: str
+    _single: Any = dataclasses.field(compare=False)
+    _example_ref: Any = dataclasses.field(compare=False)
+    rank = 1
+
+    def __init__(self, source: Source, example: torch.Tensor) -> None:
+        if not isinstance(example, torch.Tensor):
+            raise TypeError("TensorMatch needs a torch.Tensor example")
+        s = object.__setattr__
+        s(self, "source", source)
+        s(self, "type", type(example))
+        s(self, "dtype", example.dtype)
+        s(self, "device", example.device)
+        s(self, "shape", tuple(example.shape))
+        s(self, "stride", tuple(example.stride()))
+        s(self, "requires_grad", bool(example.requires_grad))
+        s(self, "dispatch_keys", str(torch._C._dispatch_keys(example)))
+        s(self, "_single", make_tensor_guards([example]))
+        s(self, "_example_ref", weakref.ref(example))
+
+    def _key(self):
+        return (self.source, id(self.type), self.dtype, str(self.device), self.shape,
+                self.stride, self.requires_grad, self.dispatch_keys)
+
+    def live_example(self) -> torch.Tensor | None:
+        """The example if it is still alive and still matches this guard, else None."""
+        t = self._example_ref()
+        if t is None or not self._single.check(t):
+            return None
+        return t
+
+    def conditions(self, ctx):
+        # used when this guard is evaluated on its own (slow path, or no live example)
+        return [f"{ctx.const(self._single.check)}({ctx.value(self.source)})"]
+
+    def reason(self, value: Any) -> str | None:
+        """None if ``value`` passes, else TensorGuards' explanation."""
+        try:
+            r = self._single.check_verbose(value, tensor_check_names=[self.source.name()])
+        except Exception as e:  # noqa: BLE001 - explanation path only
+            return f"{type(e).__name__}: {e}"
+        return None if r is True else str(r)
+
+    def describe(self):
+        name = "tensor" if self.type is torch.Tensor else _tname(self.type)
+        dt = str(self.dtype).replace("torch.", "")
+        return (f"{self.source.name()}: {name} {dt} {self.device} shape {self.shape} "
+                f"stride {self.stride} requires_grad={self.requires_grad}")
