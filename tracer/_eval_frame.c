@@ -1,0 +1,730 @@
+/*
+ * tracer/_eval_frame.c -- the PEP 523 frame hook of frametracer (CPython 3.11 only).
+ *
+ * What it does
+ * ------------
+ * Installs an interpreter-wide frame evaluator.  For every *fresh* Python function
+ * frame started on a thread that has a callback set, it calls
+ *
+ *     callback(view) -> None | CodeType
+ *
+ * with a small read-only FrameView (not a types.FrameType: on 3.11 a frame object
+ * cannot be made safely for a frame that has not started).  None runs the frame as
+ * usual; a code object is run *instead* by "call-through" (strategy S1 of
+ * /work/shared/design/eval_frame_hook.md): a throw-away function object with the
+ * replacement code, the original globals and the original closure is called with
+ * the original N argument values.  The original frame is never touched; on 3.11 its
+ * pusher (_PyEval_Vector) clears and pops it after we return.
+ *
+ * Python API (all per *thread* unless stated):
+ *   set_eval_frame(cb_or_None) -> previous callback (or None)
+ *   get_eval_frame()           -> current callback (or None)
+ *   skip_code(code, recursive=False) / unskip_code(code) / is_skipped(code) -> bool
+ *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
+ *   clear_thread_caches()      drop this thread's recycled function object / view
+ *   _hook_installed() -> bool, _active_count() -> int   (for tests)
+ *
+ * CPython internals relied on (all checked against 3.11.7 headers)
+ * ---------------------------------------------------------------
+ *   internal/pycore_frame.h (needs Py_BUILD_CORE):
+ *     struct _PyInterpreterFrame fields f_func, f_globals, f_builtins, f_locals,
+ *     f_code, prev_instr, owner, localsplus[]; macro _PyInterpreterFrame_LASTI;
+ *     enum value FRAME_OWNED_BY_GENERATOR.
+ *   cpython/code.h (public, unstable): PyCodeObject fields co_argcount,
+ *     co_kwonlyargcount, co_flags, co_nlocalsplus, co_nfreevars, co_localsplusnames;
+ *     _PyCode_GetExtra / _PyCode_SetExtra.
+ *   cpython/funcobject.h: PyFunctionObject.func_closure (set directly on a
+ *     function we just created and own).
+ *   cpython/pystate.h: _PyInterpreterState_Get/SetEvalFrameFunc, PyThreadState
+ *     field curexc_type (pending exception test without a function call).
+ *   cpython/ceval.h: _PyEval_EvalFrameDefault, _PyEval_RequestCodeExtraIndex.
+ *   cpython/pyerrors.h: _PyErr_WriteUnraisableMsg.
+ *   Behaviour: on 3.11 the code that *pushed* a frame clears and pops it (not the
+ *   evaluator); a fresh frame has LASTI == -1 and holds only its argument slots
+ *   (cells not made, free vars not copied); the first co_argcount +
+ *   co_kwonlyargcount + varargs + varkw entries of co_localsplusnames are the
+ *   arguments in that order; free variables are the last co_nfreevars slots.
+ *   3.12 renames f_func and moves the clearing duty; 3.13 drops prev_instr.  Hence
+ *   the #error below for any other version.
+ *
+ * Not supported: sub-interpreters (single-phase init, static state).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "tracer/_eval_frame.c relies on CPython 3.11 frame internals (_PyInterpreterFrame, \
+prev_instr, 3.11 frame ownership) and supports CPython 3.11 only. Build with python3.11."
+#endif
+
+/* pycore_frame.h refuses to compile without Py_BUILD_CORE.  Define it only around
+   that include so the rest of this file sees the ordinary public API. */
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+/* ------------------------------------------------------------------------ */
+/* State.  The GIL protects everything that is not thread-local.            */
+
+/* This thread's callback: a strong reference, or NULL for "off". */
+static _Thread_local PyObject *tls_callback = NULL;
+/* Replacement code we are about to start on this thread (borrowed, only while
+   the call-through is on the C stack): its frame must not reach the callback. */
+static _Thread_local PyCodeObject *tls_pending = NULL;
+
+/* Number of thread-local callback references alive (in TLS, or parked by a
+   disable bracket).  The evaluator is installed while this is > 0. */
+static Py_ssize_t n_active = 0;
+static int hook_in_chain = 0;                 /* our evaluator is in the interp chain */
+static _PyFrameEvalFunction prev_eval = NULL; /* evaluator we chain to; NULL = default */
+static Py_ssize_t extra_index = -1;           /* our slot in code objects' co_extra */
+static PyObject *error_handler = NULL;        /* fn(exc, code) or NULL */
+
+/* Code-extra flags: small tagged integers, never objects, so no freefunc. */
+#define SKIP_FLAG ((uintptr_t)1)           /* never hand this code to the callback */
+#define SKIP_RECURSIVE_FLAG ((uintptr_t)2) /* ...nor anything it calls */
+
+static inline PyObject *
+call_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+{
+    if (prev_eval != NULL) {
+        return prev_eval(tstate, frame, throwflag);
+    }
+    return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+static inline uintptr_t
+code_flags(PyCodeObject *co)
+{
+    void *extra = NULL;
+    if (_PyCode_GetExtra((PyObject *)co, extra_index, &extra) < 0) {
+        PyErr_Clear(); /* cannot happen for a real code object and a valid index */
+        return 0;
+    }
+    return (uintptr_t)extra;
+}
+
+/* Total number of argument slots: positional, kw-only, *args, **kwargs. */
+static inline int
+n_arg_slots(PyCodeObject *co)
+{
+    return co->co_argcount + co->co_kwonlyargcount +
+           ((co->co_flags & CO_VARARGS) ? 1 : 0) + ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+/* Put `saved` back as this thread's callback at the end of a disable bracket.
+   If code run inside the bracket left a callback set (an unbalanced
+   set_eval_frame), that one is dropped: the bracket owns the thread's state. */
+static inline void
+tls_restore(PyObject *saved)
+{
+    PyObject *leftover = tls_callback;
+    tls_callback = saved;
+    if (leftover != NULL) {
+        n_active--; /* cannot reach 0: `saved` is non-NULL and still counted */
+        Py_DECREF(leftover);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* FrameView: what the callback receives.                                    */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *f_code;     /* strong refs, all non-NULL except closure/locals */
+    PyObject *f_globals;
+    PyObject *f_builtins;
+    PyObject *f_func;
+    PyObject *closure;    /* func_closure tuple or NULL (read as None) */
+    PyObject *f_args;     /* tuple of the N argument values */
+    PyObject *f_locals;   /* lazily built dict, NULL until first access */
+} FrameView;
+
+static int
+view_traverse(FrameView *v, visitproc visit, void *arg)
+{
+    Py_VISIT(v->f_code);
+    Py_VISIT(v->f_globals);
+    Py_VISIT(v->f_builtins);
+    Py_VISIT(v->f_func);
+    Py_VISIT(v->closure);
+    Py_VISIT(v->f_args);
+    Py_VISIT(v->f_locals);
+    return 0;
+}
+
+static int
+view_clear(FrameView *v)
+{
+    Py_CLEAR(v->f_code);
+    Py_CLEAR(v->f_globals);
+    Py_CLEAR(v->f_builtins);
+    Py_CLEAR(v->f_func);
+    Py_CLEAR(v->closure);
+    Py_CLEAR(v->f_args);
+    Py_CLEAR(v->f_locals);
+    return 0;
+}
+
+static void
+view_dealloc(FrameView *v)
+{
+    PyObject_GC_UnTrack(v);
+    view_clear(v);
+    PyObject_GC_Del(v);
+}
+
+/* f_locals: {argument name: value} for the N argument slots, plus
+   {free-variable name: cell contents} for non-empty closure cells.  Built from
+   the view's own tuple, never from the frame (no FastToLocals: pitfall P7). */
+static PyObject *
+view_get_locals(FrameView *v, void *Py_UNUSED(closure))
+{
+    if (v->f_code == NULL || v->f_args == NULL) { /* an emptied view; never handed out */
+        Py_RETURN_NONE;
+    }
+    if (v->f_locals == NULL) {
+        PyCodeObject *co = (PyCodeObject *)v->f_code;
+        PyObject *names = co->co_localsplusnames;
+        PyObject *d = PyDict_New();
+        if (d == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->f_args); i++) {
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(v->f_args, i)) < 0) {
+                goto error;
+            }
+        }
+        if (v->closure != NULL) {
+            Py_ssize_t nfree = PyTuple_GET_SIZE(v->closure);
+            Py_ssize_t offset = co->co_nlocalsplus - co->co_nfreevars;
+            for (Py_ssize_t i = 0; i < nfree && i < co->co_nfreevars; i++) {
+                PyObject *cell = PyTuple_GET_ITEM(v->closure, i);
+                PyObject *value = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+                if (value != NULL &&
+                    PyDict_SetItem(d, PyTuple_GET_ITEM(names, offset + i), value) < 0) {
+                    goto error;
+                }
+            }
+        }
+        v->f_locals = d;
+        goto done;
+    error:
+        Py_DECREF(d);
+        return NULL;
+    }
+done:
+    return Py_NewRef(v->f_locals);
+}
+
+static PyObject *
+view_get_lasti(FrameView *Py_UNUSED(v), void *Py_UNUSED(closure))
+{
+    return PyLong_FromLong(-1); /* always: only fresh frames are shown */
+}
+
+static PyObject *
+view_repr(FrameView *v)
+{
+    PyCodeObject *co = (PyCodeObject *)v->f_code;
+    if (co == NULL) {
+        return PyUnicode_FromString("<FrameView (empty)>");
+    }
+    return PyUnicode_FromFormat("<FrameView %U at %U:%d>", co->co_qualname, co->co_filename,
+                                co->co_firstlineno);
+}
+
+static PyMemberDef view_members[] = {
+    {"f_code", T_OBJECT, offsetof(FrameView, f_code), READONLY, "the frame's code object"},
+    {"f_globals", T_OBJECT, offsetof(FrameView, f_globals), READONLY, "globals dict"},
+    {"f_builtins", T_OBJECT, offsetof(FrameView, f_builtins), READONLY, "builtins dict"},
+    {"f_func", T_OBJECT, offsetof(FrameView, f_func), READONLY, "the function being called"},
+    {"closure", T_OBJECT, offsetof(FrameView, closure), READONLY,
+     "the function's __closure__ tuple, or None"},
+    {"f_args", T_OBJECT, offsetof(FrameView, f_args), READONLY,
+     "tuple of the argument-slot values in co_varnames order: positional, keyword-only, "
+     "*args tuple, **kwargs dict"},
+    {NULL}};
+
+static PyGetSetDef view_getset[] = {
+    {"f_locals", (getter)view_get_locals, NULL,
+     "new dict: argument slots and closure-cell contents by name (built on first access)", NULL},
+    {"f_lasti", (getter)view_get_lasti, NULL, "always -1 (the frame has not started)", NULL},
+    {NULL}};
+
+static PyTypeObject FrameView_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._eval_frame.FrameView",
+    .tp_basicsize = sizeof(FrameView),
+    .tp_dealloc = (destructor)view_dealloc,
+    .tp_repr = (reprfunc)view_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Read-only view of a Python frame that is about to start.",
+    .tp_traverse = (traverseproc)view_traverse,
+    .tp_clear = (inquiry)view_clear,
+    .tp_members = view_members,
+    .tp_getset = view_getset,
+};
+
+static _Thread_local FrameView *tls_spare_view = NULL; /* strong ref or NULL */
+
+/* Build the view; NULL with an exception set on failure, NULL *without* an
+   exception if an argument slot is unexpectedly empty (then: run normally). */
+static FrameView *
+make_view(_PyInterpreterFrame *frame, int nargs)
+{
+    PyObject *args = PyTuple_New(nargs);
+    if (args == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < nargs; i++) {
+        PyObject *value = frame->localsplus[i];
+        if (value == NULL) { /* never seen on 3.11; be defensive */
+            Py_DECREF(args);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(args, i, Py_NewRef(value));
+    }
+    FrameView *v = tls_spare_view; /* an emptied view from an earlier call, or NULL */
+    if (v != NULL) {
+        tls_spare_view = NULL;
+        PyObject_GC_Track(v);
+    }
+    else {
+        v = PyObject_GC_New(FrameView, &FrameView_Type);
+        if (v == NULL) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        PyObject_GC_Track(v);
+    }
+    v->f_code = Py_NewRef(frame->f_code);
+    v->f_globals = Py_NewRef(frame->f_globals);
+    v->f_builtins = Py_NewRef(frame->f_builtins);
+    v->f_func = Py_NewRef(frame->f_func);
+    v->closure = Py_XNewRef(frame->f_func->func_closure);
+    v->f_args = args;
+    v->f_locals = NULL;
+    return v;
+}
+
+/* Drop our reference to a view after the callback.  If the callback did not keep it,
+   empty it and park it for the next frame on this thread (saves an allocation and a
+   GC link/unlink per call); an emptied view holds no references. */
+static void
+release_view(FrameView *v)
+{
+    if (Py_REFCNT(v) == 1 && tls_spare_view == NULL) {
+        PyObject_GC_UnTrack(v); /* parked views are invisible to gc.get_objects() */
+        view_clear(v);
+        tls_spare_view = v;
+        return;
+    }
+    Py_DECREF(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors from the callback (or a bad return value).                         */
+
+/* An exception is set.  Returns 0 if it was reported (the frame then runs
+   normally) or -1 if it must propagate to the caller of the frame: a
+   BaseException that is not an Exception (KeyboardInterrupt, SystemExit), or
+   anything the registered error handler itself raises. */
+static int
+report_error(PyCodeObject *co)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        return -1;
+    }
+    if (error_handler == NULL) {
+        _PyErr_WriteUnraisableMsg("in frametracer frame callback for", (PyObject *)co);
+        return 0;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    PyObject *handler = Py_NewRef(error_handler); /* may be replaced while it runs */
+    PyObject *r = PyObject_CallFunctionObjArgs(handler, value, (PyObject *)co, NULL);
+    Py_DECREF(handler);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* S1 shape check for a replacement code object; 0 ok, -1 with TypeError set.
+   Cheap (integer compares, and name identity for interned free-var names), so it
+   runs on every call: a cached "validated" flag would be only as cheap, and it
+   could not know which original the replacement was validated against. */
+static int
+check_replacement(PyCodeObject *new, PyCodeObject *orig, int nargs)
+{
+    const int bad_flags = CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE |
+                          CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
+    if (new->co_argcount != nargs || new->co_kwonlyargcount != 0 ||
+        (new->co_flags & bad_flags) || !(new->co_flags & CO_OPTIMIZED)) {
+        PyErr_Format(PyExc_TypeError,
+                     "frame callback for %R returned a replacement code %R with co_argcount=%d, "
+                     "co_kwonlyargcount=%d, co_flags=0x%x; it must be an optimized plain function "
+                     "taking exactly %d positional arguments (no *args/**kwargs/keyword-only, not a "
+                     "generator or coroutine)",
+                     orig, new, new->co_argcount, new->co_kwonlyargcount, new->co_flags, nargs);
+        return -1;
+    }
+    if (new->co_nfreevars != orig->co_nfreevars) {
+        goto bad_free;
+    }
+    for (int i = 0; i < orig->co_nfreevars; i++) {
+        PyObject *a = PyTuple_GET_ITEM(orig->co_localsplusnames,
+                                       orig->co_nlocalsplus - orig->co_nfreevars + i);
+        PyObject *b = PyTuple_GET_ITEM(new->co_localsplusnames,
+                                       new->co_nlocalsplus - new->co_nfreevars + i);
+        if (a != b && PyUnicode_Compare(a, b) != 0) {
+            goto bad_free;
+        }
+    }
+    return 0;
+bad_free:;
+    PyObject *new_free = PyCode_GetFreevars(new), *orig_free = PyCode_GetFreevars(orig);
+    if (new_free != NULL && orig_free != NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "frame callback for %R returned a replacement code %R whose free variables "
+                     "%R differ from the original's %R (they must be the same names in the same "
+                     "order)",
+                     orig, new, new_free, orig_free);
+    }
+    Py_XDECREF(new_free);
+    Py_XDECREF(orig_free);
+    return -1;
+}
+
+/* Call-through: run `new_code` with the original globals, closure and argument
+   values.  Returns the result, or NULL with the (user's) exception set.
+
+   The function object the call needs is recycled: after a call, if nobody else
+   holds it (refcount 1: no running frame, no kept frame object, no traceback), its
+   closure is cleared and it is parked in `tls_carrier` for the next call with the
+   same code and globals.  That saves PyFunction_New + dealloc (~45 ns) on the hot
+   path and retains only a code object and a globals dict between calls, never user
+   values.  A recursive call finds the carrier taken and makes a fresh function. */
+static _Thread_local PyFunctionObject *tls_carrier = NULL; /* strong ref or NULL */
+
+static PyObject *
+run_replacement(_PyInterpreterFrame *frame, PyCodeObject *new_code, int nargs)
+{
+    PyFunctionObject *fn = tls_carrier;
+    if (fn != NULL && fn->func_code == (PyObject *)new_code &&
+        fn->func_globals == frame->f_globals && Py_REFCNT(fn) == 1) {
+        tls_carrier = NULL; /* we own it now */
+    }
+    else {
+        fn = (PyFunctionObject *)PyFunction_New((PyObject *)new_code, frame->f_globals);
+        if (fn == NULL) {
+            return NULL;
+        }
+    }
+    /* Same cells as the original function: COPY_FREE_VARS of the new frame reads
+       f_func->func_closure.  Set directly: fn is ours and its closure is NULL. */
+    fn->func_closure = Py_XNewRef(frame->f_func->func_closure);
+
+    PyCodeObject *saved_pending = tls_pending;
+    tls_pending = new_code; /* its frame is the next one the hook sees: let it through */
+    /* The argument values are borrowed from the original frame, which stays alive
+       until we return; _PyEval_Vector increfs them into the new frame. */
+    PyObject *result = PyObject_Vectorcall((PyObject *)fn, frame->localsplus, (size_t)nargs, NULL);
+    tls_pending = saved_pending;
+
+    if (Py_REFCNT(fn) == 1) {
+        Py_CLEAR(fn->func_closure); /* do not keep user values alive */
+        PyFunctionObject *old = tls_carrier;
+        tls_carrier = fn;
+        Py_XDECREF(old);
+    }
+    else {
+        Py_DECREF(fn); /* someone kept it (a frame object, a traceback): leave it be */
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The evaluator.                                                            */
+
+static PyObject *
+eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+{
+    PyObject *cb = tls_callback;
+    PyCodeObject *co = frame->f_code;
+
+    /* Filters, cheapest first; each runs the frame normally. */
+    if (cb == NULL) {
+        return call_default(tstate, frame, throwflag); /* 1. off on this thread */
+    }
+    if (co == tls_pending) { /* the replacement frame we are starting right now */
+        tls_pending = NULL;
+        return call_default(tstate, frame, throwflag);
+    }
+    if (throwflag || tstate->curexc_type != NULL ||                  /* 2, 3 */
+        frame->owner == FRAME_OWNED_BY_GENERATOR ||                    /* 4 */
+        (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ||
+        !(co->co_flags & CO_OPTIMIZED) || frame->f_locals != NULL ||   /* 5 */
+        frame->f_func == NULL || _PyInterpreterFrame_LASTI(frame) >= 0 /* 6 */) {
+        return call_default(tstate, frame, throwflag);
+    }
+    uintptr_t flags = code_flags(co); /* 7 */
+    if (flags) {
+        if (!(flags & SKIP_RECURSIVE_FLAG)) {
+            return call_default(tstate, frame, throwflag);
+        }
+        tls_callback = NULL; /* disable bracket: nothing this frame calls is seen */
+        PyObject *result = call_default(tstate, frame, throwflag);
+        tls_restore(cb);
+        return result;
+    }
+
+    /* 8. Call the callback with interception off on this thread. */
+    int nargs = n_arg_slots(co);
+    FrameView *view = make_view(frame, nargs);
+    if (view == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL; /* MemoryError: nothing sensible to run */
+        }
+        return call_default(tstate, frame, throwflag);
+    }
+    tls_callback = NULL;
+    PyObject *ret = PyObject_CallOneArg(cb, (PyObject *)view);
+    release_view(view);
+    if (ret != NULL && ret != Py_None) {
+        if (!PyCode_Check(ret)) {
+            PyErr_Format(PyExc_TypeError,
+                         "frame callback must return None or a code object, not %.200s (for %R)",
+                         Py_TYPE(ret)->tp_name, co);
+            Py_CLEAR(ret);
+        }
+        else if (check_replacement((PyCodeObject *)ret, co, nargs) < 0) {
+            Py_CLEAR(ret);
+        }
+    }
+    if (ret == NULL && report_error(co) < 0) { /* still with interception off */
+        tls_restore(cb);
+        return NULL;
+    }
+    tls_restore(cb);
+
+    if (ret == NULL || ret == Py_None) {
+        Py_XDECREF(ret);
+        return call_default(tstate, frame, throwflag);
+    }
+    PyObject *result = run_replacement(frame, (PyCodeObject *)ret, nargs);
+    Py_DECREF(ret);
+    return result;
+}
+
+/* Installed while some thread has a callback.  Uninstalling is safe on 3.11: frames
+   already inside our evaluator just finish, later calls use whatever is installed.
+   We only restore the previous evaluator if ours is still on top; if another PEP 523
+   user stacked on top of us (and chains to us), we stay in the chain, forwarding
+   every frame, and are not re-installed on top of it later (that could loop). */
+static void
+install_hook(void)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
+    /* Still in the chain, unless the default evaluator is back (someone above us
+       tore down by installing the default instead of their predecessor). */
+    if (hook_in_chain && cur != _PyEval_EvalFrameDefault) {
+        return;
+    }
+    prev_eval = (cur == _PyEval_EvalFrameDefault) ? NULL : cur;
+    _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame_hook);
+    hook_in_chain = 1;
+}
+
+static void
+maybe_uninstall_hook(void)
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (!hook_in_chain || _PyInterpreterState_GetEvalFrameFunc(interp) != eval_frame_hook) {
+        return;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(interp, prev_eval ? prev_eval : _PyEval_EvalFrameDefault);
+    prev_eval = NULL;
+    hook_in_chain = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module functions.                                                         */
+
+static PyObject *
+set_eval_frame(PyObject *Py_UNUSED(m), PyObject *cb)
+{
+    if (cb != Py_None && !PyCallable_Check(cb)) {
+        PyErr_Format(PyExc_TypeError, "set_eval_frame expects a callable or None, not %.200s",
+                     Py_TYPE(cb)->tp_name);
+        return NULL;
+    }
+    PyObject *new = (cb == Py_None) ? NULL : Py_NewRef(cb);
+    PyObject *old = tls_callback;
+    tls_callback = new;
+    if (old == NULL && new != NULL) {
+        if (n_active++ == 0) {
+            install_hook();
+        }
+    }
+    else if (old != NULL && new == NULL) {
+        if (--n_active == 0) {
+            maybe_uninstall_hook();
+        }
+    }
+    return old != NULL ? old : Py_NewRef(Py_None); /* our reference moves to the caller */
+}
+
+static PyObject *
+get_eval_frame(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return Py_NewRef(tls_callback != NULL ? tls_callback : Py_None);
+}
+
+static int
+set_flags(PyObject *code, uintptr_t flags)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return -1;
+    }
+    return _PyCode_SetExtra(code, extra_index, (void *)flags);
+}
+
+static PyObject *
+skip_code(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"code", "recursive", NULL};
+    PyObject *code;
+    int recursive = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:skip_code", kwlist, &code, &recursive)) {
+        return NULL;
+    }
+    if (set_flags(code, recursive ? (SKIP_FLAG | SKIP_RECURSIVE_FLAG) : SKIP_FLAG) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+unskip_code(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (set_flags(code, 0) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+is_skipped(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(code_flags((PyCodeObject *)code) != 0);
+}
+
+static PyObject *
+set_error_handler(PyObject *Py_UNUSED(m), PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "set_error_handler expects a callable or None, not %.200s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    PyObject *old = error_handler;
+    error_handler = (fn == Py_None) ? NULL : Py_NewRef(fn);
+    return old != NULL ? old : Py_NewRef(Py_None);
+}
+
+static PyObject *
+clear_thread_caches(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    PyFunctionObject *fn = tls_carrier;
+    FrameView *v = tls_spare_view;
+    tls_carrier = NULL;
+    tls_spare_view = NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+hook_installed(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) ==
+                           eval_frame_hook);
+}
+
+static PyObject *
+active_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(n_active);
+}
+
+static PyMethodDef methods[] = {
+    {"set_eval_frame", set_eval_frame, METH_O,
+     "set_eval_frame(callback_or_None) -> previous: set this thread's frame callback."},
+    {"get_eval_frame", get_eval_frame, METH_NOARGS, "This thread's frame callback, or None."},
+    {"skip_code", (PyCFunction)(void (*)(void))skip_code, METH_VARARGS | METH_KEYWORDS,
+     "skip_code(code, recursive=False): never hand frames of `code` to the callback; "
+     "recursive=True also hides everything it calls while it runs."},
+    {"unskip_code", unskip_code, METH_O, "unskip_code(code): undo skip_code."},
+    {"is_skipped", is_skipped, METH_O, "is_skipped(code) -> bool"},
+    {"set_error_handler", set_error_handler, METH_O,
+     "set_error_handler(fn_or_None) -> previous. fn(exc, code) is called when the callback "
+     "raises an Exception or returns something unusable; the frame then runs normally. "
+     "If fn raises, that exception propagates from the intercepted call. Without a handler "
+     "the error is printed as an unraisable exception."},
+    {"clear_thread_caches", clear_thread_caches, METH_NOARGS,
+     "Drop this thread's recycled function object (it keeps the last replacement code and "
+     "its globals alive) and spare frame view. Call after dropping compiled code."},
+    {"_hook_installed", hook_installed, METH_NOARGS, "Is our evaluator the installed one?"},
+    {"_active_count", active_count, METH_NOARGS, "Number of thread callbacks alive."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "tracer._eval_frame",
+    "PEP 523 frame hook for frametracer (CPython 3.11). See tracer/frame_hook.py.", -1, methods};
+
+PyMODINIT_FUNC
+PyInit__eval_frame(void)
+{
+    static int initialized = 0; /* static state: one interpreter, one load */
+    if (initialized) {
+        PyErr_SetString(PyExc_ImportError,
+                        "tracer._eval_frame cannot be initialized twice (sub-interpreters are not "
+                        "supported)");
+        return NULL;
+    }
+    if (PyType_Ready(&FrameView_Type) < 0) {
+        return NULL;
+    }
+    extra_index = _PyEval_RequestCodeExtraIndex(NULL); /* flags only: nothing to free */
+    if (extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "tracer._eval_frame: no free code-extra slot");
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "FrameView", (PyObject *)&FrameView_Type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    initialized = 1;
+    return m;
+}
