@@ -1,0 +1,15 @@
+"""frametracer: a bytecode-level frame-evaluation tracer for PyTorch.
+
+    import tracer
+
+    @tracer.compile                     # or tracer.compile(fn_or_module, backend=..., fullgraph=...)
+    def f(x, y):
+        return (x.sin() + y).relu()
+
+See README.md and ../shared/DESIGN.md for the data flow.
+"""
+from .api import CompiledFunction, CompiledModule, compile, reset
+from .exc import BackendError, FullGraphError, Unsupported
+
+__all__ = ["compile", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
+           "BackendError", "Unsupported"]

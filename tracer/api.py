@@ -1,0 +1,175 @@
+"""The public entry points: `compile` (functions and modules) and `reset`.
+
+`CompiledFunction.__call__` is the per-call hot path: bind the call to the N argument
+slots (a no-op for plain positional calls), run each cache entry's guard check, and call the
+entry's rewritten code with the same slots. A miss traces the frame (convert_frame).
+"""
+import functools
+import logging
+import types
+import warnings
+
+import torch
+from bytecode_utils import arg_count, make_binder, make_function
+
+from . import cache
+from .backends import resolve
+from .convert_frame import convert_frame
+
+log = logging.getLogger("tracer.recompiles")
+
+_FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+
+
+class CompiledFunction:
+    """A Python function whose frames are traced, guarded and cached."""
+
+    def __init__(self, fn, backend="eager", fullgraph=False):
+        if not isinstance(fn, types.FunctionType):
+            raise TypeError(f"tracer.compile expects a Python function or nn.Module, got {type(fn).__name__}")
+        self._fn = fn
+        self._code = fn.__code__
+        self._backend = resolve(backend)
+        self._fullgraph = fullgraph
+        self._n = arg_count(self._code)
+        self._simple = not (self._code.co_flags & _FLAG_SIMPLE_MASK) and not self._code.co_kwonlyargcount
+        self._G = fn.__globals__
+        self._C = fn.__closure__
+        self._builtins = _builtins_of(fn.__globals__)
+        self._defaults = None
+        self._binder = None
+        self._hits = []  # [(check, runner)]: this function's view of its code's cache
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self._n or not self._simple:
+            L = self._bind(args, kwargs)
+        else:
+            L = args
+        G, C = self._G, self._C
+        for check, run in self._hits:
+            if check(L, G, C):
+                return run(*L)
+        return self._miss(L)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def _bind(self, args, kwargs):
+        fn = self._fn
+        if self._binder is None or fn.__defaults__ is not self._defaults:
+            self._defaults = fn.__defaults__
+            self._binder = make_binder(self._code, fn.__defaults__, fn.__kwdefaults__)
+        return self._binder(*args, **kwargs)
+
+    def _miss(self, L):
+        code_cache = cache.cache_for(self._code)
+        G, C = self._G, self._C
+        for entry in code_cache.entries:  # entries made by another function with this code
+            if entry.guards.check(L, G, C) and not any(r is entry for r in self._entries()):
+                self._add(entry)
+                return self._hits[-1][1](*L)
+        if code_cache.limit_reached():
+            if not code_cache.warned:
+                code_cache.warned = True
+                warnings.warn(f"tracer: {self._code.co_name} recompiled {cache.RECOMPILE_LIMIT} times; "
+                              f"running it as plain Python from now on", RuntimeWarning, stacklevel=3)
+            args, kwargs = self._unflatten(L)
+            return self._fn(*args, **kwargs)
+        if code_cache.entries and log.isEnabledFor(logging.INFO):
+            for entry in code_cache.entries:
+                log.info("recompiling %s: %s", self._code.co_name, "; ".join(entry.guards.failures(L, G, C)))
+        entry = convert_frame(self._code, L, G, C, self._builtins, self._backend, self._fullgraph)
+        code_cache.compiles += 1
+        code_cache.entries.append(entry)
+        self._add(entry)
+        return self._hits[-1][1](*L)
+
+    def _entries(self):
+        return [getattr(run, "_entry", None) for _c, run in self._hits]
+
+    def _add(self, entry):
+        if entry.code is None:
+            orig = self._fn
+            flat = self._unflatten
+
+            def run(*L):
+                args, kwargs = flat(L)
+                return orig(*args, **kwargs)
+        else:
+            run = make_function(entry.code, self._G, closure=self._C)
+        try:
+            run._entry = entry
+        except AttributeError:
+            pass
+        self._hits.append((entry.guards.check, run))
+
+    def _unflatten(self, L):
+        """Slots back to a call: only needed to run the original function on fallback."""
+        code = self._code
+        npos = code.co_argcount
+        nkw = code.co_kwonlyargcount
+        args = list(L[:npos])
+        kwargs = dict(zip(code.co_varnames[npos:npos + nkw], L[npos:npos + nkw]))
+        i = npos + nkw
+        if code.co_flags & 0x04:
+            args.extend(L[i])
+            i += 1
+        if code.co_flags & 0x08:
+            kwargs.update(L[i])
+        return args, kwargs
+
+    @property
+    def entries(self):
+        return [e for e in self._entries() if e is not None]
+
+
+def _builtins_of(g):
+    b = g.get("__builtins__", __builtins__)
+    return b if isinstance(b, dict) else b.__dict__
+
+
+class CompiledModule(torch.nn.Module):
+    """An nn.Module wrapper whose forward is traced; parameters/state_dict are the original's."""
+
+    def __init__(self, module, backend="eager", fullgraph=False):
+        super().__init__()
+        self._orig_mod = module
+        forward = type(module).forward
+        self._compiled_forward = CompiledFunction(forward, backend=backend, fullgraph=fullgraph)
+
+    def forward(self, *args, **kwargs):
+        m = self._orig_mod
+        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
+            return m(*args, **kwargs)  # hooks run exactly as in eager
+        return self._compiled_forward(m, *args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+
+def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None):
+    """Trace `fn` (a function or nn.Module) into FX graphs run by `backend`.
+
+    Usable as `@compile`, `@compile(backend=...)` or `compile(fn, ...)`.
+    """
+    if dynamic:
+        raise NotImplementedError("dynamic shapes are not supported yet; shapes are specialised and guarded")
+    if fn is None:
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph)
+    if isinstance(fn, torch.nn.Module):
+        return CompiledModule(fn, backend=backend, fullgraph=fullgraph)
+    return CompiledFunction(fn, backend=backend, fullgraph=fullgraph)
+
+
+def reset():
+    cache.reset()

@@ -1,0 +1,368 @@
+"""Python builtins, `math` and `operator` functions applied to Variables.
+
+Each supported builtin has one small function here, registered in `_IMPLS`. On constants
+they compute the real result (a constant fold); on tensors they become graph ops through the
+same operator dispatch the bytecode handlers use; on containers they work item by item.
+"""
+import builtins
+import functools
+import math
+import operator
+
+import torch
+
+from .exc import Unsupported
+from .variables.base import ConstantVariable, Variable
+from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
+                                   TupleVariable)
+from .variables.tensor import TensorVariable
+
+_IMPLS = {}
+
+
+def impl(*fns):
+    def register(f):
+        for fn in fns:
+            _IMPLS[fn] = f
+        return f
+    return register
+
+
+def call_builtin(tx, fn, args, kwargs):
+    f = _IMPLS.get(fn)
+    if f is not None:
+        return f(tx, *args, **kwargs)
+    if fn in _OPERATOR_FUNCS:
+        return _OPERATOR_FUNCS[fn](tx, args, kwargs)
+    if getattr(fn, "__module__", None) == "math" or getattr(fn, "__self__", None) is math:
+        return _fold(fn, args, kwargs)
+    raise Unsupported(f"builtin {getattr(fn, '__qualname__', fn)}() "
+                      f"{'(prints / does I/O)' if fn is print else 'is not supported'}")
+
+
+def _fold(fn, args, kwargs):
+    cargs = [a.as_constant() for a in args]
+    ckw = {k: v.as_constant() for k, v in kwargs.items()}
+    return ConstantVariable(fn(*cargs, **ckw))
+
+
+def _all_const(args):
+    return all(a.is_constant() for a in args)
+
+
+# ---- operator module: binary/unary operators by function ------------------------------
+def _binop(name):
+    return lambda tx, args, kwargs: tx.binary_op(name, args[0], args[1])
+
+
+def _unop(name):
+    return lambda tx, args, kwargs: tx.unary_op(name, args[0])
+
+
+_OPERATOR_FUNCS = {
+    **{getattr(operator, n): _binop(n) for n in (
+        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_",
+        "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne", "is_", "is_not",
+        "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand",
+        "ior", "ixor", "ilshift", "irshift")},
+    **{getattr(operator, n): _unop(n) for n in ("neg", "pos", "not_", "invert", "abs", "truth")},
+    operator.getitem: lambda tx, args, kwargs: tx.getitem(args[0], args[1]),
+    operator.contains: lambda tx, args, kwargs: tx.contains(args[1], args[0]),
+    operator.setitem: lambda tx, args, kwargs: (args[0].setitem(tx, args[1], args[2]), ConstantVariable(None))[1],
+    operator.index: lambda tx, args, kwargs: ConstantVariable(operator.index(args[0].as_constant())),
+}
+
+
+# ---- builtins ---------------------------------------------------------------------------
+@impl(len)
+def _len(tx, obj):
+    return ConstantVariable(obj.length(tx))
+
+
+@impl(isinstance)
+def _isinstance(tx, obj, classes):
+    cls = tx.python_object(classes)
+    try:
+        t = obj.python_type()
+    except Unsupported:
+        raise
+    if isinstance(obj, TensorVariable) and isinstance(cls, type) and issubclass(cls, torch.Tensor):
+        return ConstantVariable(issubclass(t, cls) or cls is torch.Tensor)
+    return ConstantVariable(issubclass(t, cls))
+
+
+@impl(issubclass)
+def _issubclass(tx, a, b):
+    return ConstantVariable(issubclass(tx.python_object(a), tx.python_object(b)))
+
+
+@impl(callable)
+def _callable(tx, obj):
+    from .variables.functions import BaseFunctionVariable, BuiltinVariable
+    if isinstance(obj, (BaseFunctionVariable, BuiltinVariable)):
+        return ConstantVariable(True)
+    return ConstantVariable(callable(tx.python_object(obj)))
+
+
+@impl(getattr)
+def _getattr(tx, obj, name, *default):
+    try:
+        return obj.getattr(tx, name.as_constant())
+    except Unsupported:
+        if default and not obj.hasattr(tx, name.as_constant()):
+            return default[0]
+        raise
+
+
+@impl(hasattr)
+def _hasattr(tx, obj, name):
+    return ConstantVariable(bool(obj.hasattr(tx, name.as_constant())))
+
+
+@impl(setattr)
+def _setattr(tx, obj, name, value):
+    obj.setattr(tx, name.as_constant(), value)
+    return ConstantVariable(None)
+
+
+@impl(type)
+def _type(tx, obj):
+    from .variables.objects import ClassVariable
+    return ClassVariable(obj.python_type())
+
+
+@impl(range)
+def _range(tx, *args):
+    return ConstantVariable(range(*(a.as_constant() for a in args)))
+
+
+@impl(enumerate)
+def _enumerate(tx, iterable, start=None):
+    s = start.as_constant() if start is not None else 0
+    return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
+                             for i, v in enumerate(iterable.iterate(tx))])
+
+
+@impl(zip)
+def _zip(tx, *iterables, strict=None):
+    lists = [it.iterate(tx) for it in iterables]
+    if strict is not None and strict.as_constant() and len({len(x) for x in lists}) > 1:
+        raise Unsupported("zip(strict=True) length mismatch (the user code raises ValueError)")
+    return IteratorVariable([TupleVariable(list(items)) for items in zip(*lists)])
+
+
+@impl(reversed)
+def _reversed(tx, seq):
+    return IteratorVariable(list(reversed(seq.iterate(tx))))
+
+
+@impl(iter)
+def _iter(tx, obj):
+    if isinstance(obj, IteratorVariable):
+        return obj
+    return IteratorVariable(obj.iterate(tx))
+
+
+@impl(next)
+def _next(tx, it, *default):
+    if not isinstance(it, IteratorVariable):
+        raise Unsupported(f"next() on {it}")
+    item = it.next(tx)
+    if item is None:
+        if default:
+            return default[0]
+        raise Unsupported("next() raised StopIteration")
+    return item
+
+
+@impl(map)
+def _map(tx, fn, *iterables):
+    lists = [it.iterate(tx) for it in iterables]
+    return IteratorVariable([fn.call(tx, list(items), {}) for items in zip(*lists)])
+
+
+@impl(filter)
+def _filter(tx, fn, iterable):
+    out = []
+    for item in iterable.iterate(tx):
+        keep = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
+        if tx.truthy(keep):
+            out.append(item)
+    return IteratorVariable(out)
+
+
+@impl(list)
+def _list(tx, iterable=None):
+    return ListVariable(iterable.iterate(tx) if iterable is not None else [])
+
+
+@impl(tuple)
+def _tuple(tx, iterable=None):
+    if isinstance(iterable, TupleVariable) and type(iterable) is TupleVariable:
+        return iterable
+    return TupleVariable(iterable.iterate(tx) if iterable is not None else [])
+
+
+@impl(dict)
+def _dict(tx, *args, **kwargs):
+    items = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictVariable):
+            items.update(src.items)
+        else:
+            for pair in src.iterate(tx):
+                k, v = pair.iterate(tx)
+                items[k.as_constant()] = v
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+@impl(set, frozenset)
+def _set(tx, iterable=None):
+    return SetVariable(iterable.iterate(tx) if iterable is not None else [])
+
+
+@impl(sorted)
+def _sorted(tx, iterable, key=None, reverse=None):
+    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
+        raise Unsupported("sorted() with a key function")
+    values = [v.as_constant() for v in iterable.iterate(tx)]
+    rev = reverse.as_constant() if reverse is not None else False
+    return ListVariable([ConstantVariable(v) for v in sorted(values, reverse=rev)])
+
+
+@impl(bool)
+def _bool(tx, obj=None):
+    if obj is None:
+        return ConstantVariable(False)
+    return ConstantVariable(tx.truthy(obj))
+
+
+@impl(int, float, str, complex)
+def _numeric_ctor(tx, *args, **kwargs):
+    raise Unsupported("unreachable")  # replaced below per type
+
+
+def _make_ctor(cls):
+    def ctor(tx, *args, **kwargs):
+        if any(isinstance(a, TensorVariable) for a in args):
+            raise Unsupported(f"{cls.__name__}() of a tensor needs its value")
+        if cls is str and len(args) == 1 and not args[0].is_constant():
+            raise Unsupported(f"str() of {args[0]}")
+        return _fold(cls, args, kwargs)
+    return ctor
+
+
+for _cls in (int, float, str, complex):
+    _IMPLS[_cls] = _make_ctor(_cls)
+
+
+@impl(abs)
+def _abs(tx, x):
+    return tx.unary_op("abs", x)
+
+
+@impl(min, max)
+def _minmax(tx, *args, **kwargs):
+    raise Unsupported("unreachable")
+
+
+def _make_minmax(fn):
+    def minmax(tx, *args, key=None, default=None):
+        items = args[0].iterate(tx) if len(args) == 1 else list(args)
+        if key is not None:
+            raise Unsupported(f"{fn.__name__}() with key=")
+        if not items and default is not None:
+            return default
+        if all(i.is_constant() for i in items):
+            return ConstantVariable(fn(i.as_constant() for i in items))
+        if len(items) == 2 and any(isinstance(i, TensorVariable) for i in items):
+            raise Unsupported(f"{fn.__name__}() of tensors compares their values")
+        raise Unsupported(f"{fn.__name__}() of non-constant values")
+    return minmax
+
+
+_IMPLS[min] = _make_minmax(min)
+_IMPLS[max] = _make_minmax(max)
+
+
+@impl(sum)
+def _sum(tx, iterable, start=None):
+    total = start if start is not None else ConstantVariable(0)
+    for item in iterable.iterate(tx):
+        total = tx.binary_op("add", total, item)
+    return total
+
+
+@impl(any, all)
+def _anyall(tx, iterable):
+    raise Unsupported("unreachable")
+
+
+def _make_anyall(is_any):
+    def anyall(tx, iterable):
+        for item in iterable.iterate(tx):
+            if tx.truthy(item) == is_any:
+                return ConstantVariable(is_any)
+        return ConstantVariable(not is_any)
+    return anyall
+
+
+_IMPLS[any] = _make_anyall(True)
+_IMPLS[all] = _make_anyall(False)
+
+
+@impl(functools.partial)
+def _partial(tx, fn, *args, **kwargs):
+    from .variables.functions import PartialVariable
+    return PartialVariable(fn, args, kwargs)
+
+
+@impl(functools.reduce)
+def _reduce(tx, fn, iterable, *initial):
+    items = iterable.iterate(tx)
+    acc = initial[0] if initial else items.pop(0)
+    for item in items:
+        acc = fn.call(tx, [acc, item], {})
+    return acc
+
+
+@impl(super)
+def _super(tx, *args):
+    from .variables.objects import SuperVariable
+    if args:
+        return SuperVariable(tx.python_object(args[0]), args[1])
+    return tx.zero_arg_super()
+
+
+@impl(id)
+def _id(tx, obj):
+    raise Unsupported("id() of a traced value")
+
+
+@impl(print)
+def _print(tx, *args, **kwargs):
+    raise Unsupported("print() is I/O, not traceable")
+
+
+@impl(round)
+def _round(tx, x, ndigits=None):
+    if isinstance(x, TensorVariable):
+        raise Unsupported("round() of a tensor")
+    return _fold(round, [x] + ([ndigits] if ndigits is not None else []), {})
+
+
+@impl(divmod, pow, chr, ord, hex, oct, bin, hash)
+def _pure(tx, *args):
+    raise Unsupported("unreachable")
+
+
+for _fn in (divmod, chr, ord, hex, oct, bin):
+    _IMPLS[_fn] = (lambda f: lambda tx, *args: _fold(f, args, {}))(_fn)
+_IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
+del _IMPLS[hash]
+
+
+def is_known_builtin(fn):
+    return fn in _IMPLS or fn in _OPERATOR_FUNCS

@@ -1,0 +1,47 @@
+"""Per-code-object cache of compiled entries, and the recompile limit.
+
+An Entry is (guard set, rewritten code) plus what explain/dump want to show. The cache is
+keyed weakly by code object. Guard sets hold weak references to guarded objects and only
+metadata of tensors, so the cache does not keep user tensors alive.
+"""
+import dataclasses
+import logging
+import weakref
+
+log = logging.getLogger("tracer.recompiles")
+
+RECOMPILE_LIMIT = 8
+
+
+@dataclasses.dataclass
+class Entry:
+    guards: object               # guards.GuardSet
+    code: object                 # rewritten flat-signature CodeType, or None: run the original
+    graph: object = None         # fx.GraphModule (None when nothing was captured)
+    reason: str | None = None    # why the frame fell back, when code is None
+    ops: int = 0
+    location: str | None = None
+
+
+class CodeCache:
+    def __init__(self):
+        self.entries = []
+        self.compiles = 0
+        self.warned = False
+
+    def limit_reached(self):
+        return self.compiles >= RECOMPILE_LIMIT
+
+
+_CACHES = weakref.WeakKeyDictionary()
+
+
+def cache_for(code):
+    c = _CACHES.get(code)
+    if c is None:
+        c = _CACHES[code] = CodeCache()
+    return c
+
+
+def reset():
+    _CACHES.clear()

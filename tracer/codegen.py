@@ -1,0 +1,225 @@
+"""Build the rewritten code object for one cache entry.
+
+The rewritten frame does, in order:
+  1. the original prologue (MAKE_CELL / COPY_FREE_VARS / RESUME), so the frame layout is
+     exactly the original's;
+  2. loads each graph input from its Source and calls the compiled graph once;
+  3. computes every value it must hand back (the return value, the final contents of
+     mutated inputs) into temporaries — all reads happen before any write, so replaying
+     one mutation cannot change what another reads;
+  4. replays the mutations (container contents, attributes, globals, closure cells);
+  5. returns.
+The signature is then flattened to the N argument slots, which is what both the compile()
+wrapper and the C frame hook call it with.
+"""
+import bytecode as bc
+
+from bytecode_utils import flatten_signature, make_code, prologue
+from guards import LocalSource
+
+from .exc import Unsupported
+from .variables.containers import DictVariable, ListVariable, SetVariable
+from .variables.tensor import TensorVariable
+
+GRAPH_OUT = "___graph_out"
+
+
+class _GraphFnSlot:
+    """Placeholder constant replaced by the compiled graph once outputs are known."""
+
+
+class CodeGen:
+    def __init__(self, code, output):
+        self.code = code
+        self.output = output
+        self.instrs = []
+        self.outputs = []          # FX nodes the graph must return, in order
+        self._out_index = {}
+        self._tmp = 0
+
+    # ---- primitives used by Variable.reconstruct ----------------------------------------------
+    def emit(self, name, arg=bc.UNSET):
+        self.instrs.append(bc.Instr(name) if arg is bc.UNSET else bc.Instr(name, arg))
+
+    def load_const(self, value):
+        self.emit("LOAD_CONST", value)
+
+    def load_source(self, source):
+        for ins in source.reconstruct():
+            if ins.name == "LOAD_FAST" and ins.arg in self.code.co_cellvars:
+                ins = bc.Instr("LOAD_DEREF", bc.CellVar(ins.arg))
+            self.instrs.append(ins)
+
+    def load_tensor(self, var):
+        node = var.node
+        if node.op in ("placeholder", "get_attr"):
+            if var.source is None:
+                raise Unsupported("a module tensor without a source escapes the frame")
+            return self.load_source(var.source)
+        idx = self._out_index.get(node)
+        if idx is None:
+            idx = self._out_index[node] = len(self.outputs)
+            self.outputs.append(node)
+        self.emit("LOAD_FAST", GRAPH_OUT)
+        self.load_const(idx)
+        self.emit("BINARY_SUBSCR")
+
+    def build(self, kind, n):
+        if kind is tuple:
+            self.emit("BUILD_TUPLE", n)
+        elif kind is list:
+            self.emit("BUILD_LIST", n)
+        elif kind is set:
+            self.emit("BUILD_SET", n)
+        elif kind is dict:
+            self.emit("BUILD_MAP", n)
+        else:  # torch.Size and other tuple subclasses: build a tuple, then convert
+            self.emit("BUILD_TUPLE", n)
+            self.call_on_stack(kind)
+
+    def call_on_stack(self, fn):
+        """TOS -> fn(TOS), using 3.11's (callable, self) CALL convention."""
+        self.load_const(fn)
+        self.emit("SWAP", 2)
+        self.emit("PRECALL", 0)
+        self.emit("CALL", 0)
+
+    def call_with(self, fn, items):
+        self.emit("PUSH_NULL")
+        self.load_const(fn)
+        for item in items:
+            item.reconstruct(self)
+        self.emit("PRECALL", len(items))
+        self.emit("CALL", len(items))
+
+    def new_tmp(self):
+        self._tmp += 1
+        return f"___tmp{self._tmp}"
+
+    def store_tmp(self):
+        name = self.new_tmp()
+        self.emit("STORE_FAST", name)
+        return name
+
+
+def generate(frame, ret):
+    """Return (instructions, graph slot, outputs) for the root frame's result `ret`."""
+    ctx = frame.ctx
+    cg = CodeGen(frame.code, ctx.output)
+    body = cg.instrs
+    # Phase 1: values to hand back, read before anything is written.
+    ret_var = _value_into_tmp(cg, ret)
+    stores = []
+    se = ctx.side_effects
+    for var in se.mutated_containers:
+        stores.append(("contents", var, _contents_into_tmp(cg, var)))
+    for var, attrs in se.attr_stores.values():
+        for name, value in attrs.items():
+            stores.append(("attr", var, name, _value_into_tmp(cg, value)))
+    for g, names in se.global_stores.values():
+        for name, value in names.items():
+            stores.append(("global", g, name, _value_into_tmp(cg, value)))
+    for name, box in frame.cells.items():
+        if box.dirty and name in frame.code.co_freevars:
+            stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
+    # Phase 2: writes.
+    for st in stores:
+        _emit_store(cg, frame, st)
+    cg.emit("LOAD_FAST", ret_var)
+    cg.emit("RETURN_VALUE")
+
+    # The graph call goes first; it is built last because only now are the outputs known.
+    head = []
+    slot = None
+    if ctx.output.count_ops() or cg.outputs:
+        slot = _GraphFnSlot()
+        head.append(bc.Instr("PUSH_NULL"))
+        head.append(bc.Instr("LOAD_CONST", slot))
+        tmp = CodeGen(frame.code, ctx.output)
+        for source, _node, _t in ctx.output.inputs:
+            tmp.load_source(source)
+        head.extend(tmp.instrs)
+        n = len(ctx.output.inputs)
+        head.append(bc.Instr("PRECALL", n))
+        head.append(bc.Instr("CALL", n))
+        head.append(bc.Instr("STORE_FAST", GRAPH_OUT))
+    return prologue(frame.code) + head + body, slot, cg.outputs
+
+
+def _value_into_tmp(cg, var):
+    var.reconstruct(cg)
+    return cg.store_tmp()
+
+
+def _contents_into_tmp(cg, var):
+    if isinstance(var, ListVariable):
+        for item in var.items:
+            item.reconstruct(cg)
+        cg.build(list, len(var.items))
+    elif isinstance(var, DictVariable):
+        for k, v in var.items.items():
+            cg.load_const(k)
+            v.reconstruct(cg)
+        cg.build(dict, len(var.items))
+    elif isinstance(var, SetVariable):
+        for k in var.items:
+            cg.load_const(k)
+        cg.build(set, len(var.items))
+    else:
+        raise Unsupported(f"cannot replay mutation of {var}")
+    return cg.store_tmp()
+
+
+def _emit_store(cg, frame, st):
+    kind = st[0]
+    if kind == "contents":
+        _, var, tmp = st
+        if isinstance(var, ListVariable):
+            cg.emit("LOAD_FAST", tmp)
+            cg.load_source(var.source)
+            cg.load_const(slice(None))
+            cg.emit("STORE_SUBSCR")
+        else:  # dict / set: clear then update in place, keeping identity
+            for method, arg in (("clear", None), ("update", tmp)):
+                cg.load_source(var.source)
+                cg.emit("LOAD_METHOD", method)
+                if arg is not None:
+                    cg.emit("LOAD_FAST", arg)
+                cg.emit("PRECALL", 1 if arg else 0)
+                cg.emit("CALL", 1 if arg else 0)
+                cg.emit("POP_TOP")
+    elif kind == "attr":
+        _, var, name, tmp = st
+        cg.emit("LOAD_FAST", tmp)
+        cg.load_source(var.source)
+        cg.emit("STORE_ATTR", name)
+    elif kind == "global":
+        _, g, name, tmp = st
+        cg.emit("LOAD_FAST", tmp)
+        if g is frame.f_globals:
+            cg.emit("STORE_GLOBAL", name)
+        else:
+            cg.load_const(g)
+            cg.load_const(name)
+            cg.emit("STORE_SUBSCR")
+    elif kind == "cell":
+        _, name, tmp = st
+        cg.emit("LOAD_FAST", tmp)
+        cg.emit("STORE_DEREF", bc.FreeVar(name))
+
+
+def assemble(code, instrs, slot, compiled_fn):
+    """Substitute the compiled graph for its slot and build the flat-signature code."""
+    if slot is not None:
+        for ins in instrs:
+            if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
+                ins.arg = compiled_fn
+    new = make_code(code, instrs)
+    return flatten_signature(new)
+
+
+def root_local_source(code, index):
+    return LocalSource(code.co_varnames[index], index)
+
+
+__all__ = ["generate", "assemble", "CodeGen", "TensorVariable"]

@@ -1,0 +1,110 @@
+"""Trace one frame into a cache Entry: interpreter -> guards -> graph -> backend -> code.
+
+`convert_frame` is the frame boundary of rule 1: any failure while tracing, building
+guards, compiling or generating code is caught here and turned into a fallback Entry that
+runs the original code (with the reason kept for explain/logs), unless fullgraph=True, in
+which case the user gets a FullGraphError naming the construct and its source line.
+"""
+import logging
+import time
+import traceback
+
+import torch
+from bytecode_utils import arg_names
+from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
+
+from . import codegen
+from .backends import compile_graph
+from .cache import Entry
+from .exc import BackendError, FullGraphError, Unsupported
+from .translator import Frame, TraceContext
+from .variables.functions import CellBox
+
+log = logging.getLogger("tracer")
+graph_log = logging.getLogger("tracer.graph")
+guard_log = logging.getLogger("tracer.guards")
+
+
+class Stats:
+    frames_traced = 0
+    fallbacks = 0
+    trace_seconds = 0.0
+
+
+def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
+    t0 = time.perf_counter()
+    state = GlobalStateMatch()  # captured before tracing can change grad mode
+    ctx = TraceContext(code, G, builtins)
+    frame = Frame(ctx, code, G, {}, {})
+    prev_grad = torch.is_grad_enabled()
+    try:
+        try:
+            _bind_root(frame, code, L, C)
+            ret = frame.run()
+            entry = _finish(frame, ret, state, builtins, backend_fn)
+        finally:
+            torch._C._set_grad_enabled(prev_grad)
+    except (Unsupported, BackendError) as e:
+        if fullgraph:
+            raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
+                                 f"could not be captured whole: {e}") from e
+        entry = _fallback(ctx, state, builtins, str(e), getattr(e, "location", None))
+    except Exception as e:  # an internal error must never reach the user (rule 1)
+        if fullgraph:
+            raise FullGraphError(f"internal error while tracing {code.co_name}: "
+                                 f"{type(e).__name__}: {e}") from e
+        log.warning("tracer internal error in %s, running it as Python:\n%s",
+                    code.co_name, traceback.format_exc())
+        entry = _fallback(ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
+    Stats.frames_traced += 1
+    Stats.trace_seconds += time.perf_counter() - t0
+    return entry
+
+
+def _bind_root(frame, code, L, C):
+    names = arg_names(code)
+    for i, (name, value) in enumerate(zip(names, L)):
+        frame.locals[name] = frame.wrap(value, LocalSource(name, i))
+    for i, name in enumerate(code.co_freevars):
+        frame.cells[name] = CellBox(real_cell=C[i], source=CellSource(name, i))
+
+
+def _finish(frame, ret, state, builtins, backend_fn):
+    ctx = frame.ctx
+    out = ctx.output
+    instrs, slot, outputs = codegen.generate(frame, ret)
+    guards = [state, *ctx.guards]
+    distinct = _distinct_sources(ctx)
+    if len(distinct) > 1:
+        guards.append(NoAliasing(tuple(distinct)))
+    guard_set = compile_guards(guards, builtins=builtins)
+    gm = None
+    compiled = None
+    if slot is not None:
+        gm = out.build_module(outputs)
+        graph_log.debug("graph for %s:\n%s", frame.code.co_name, gm.code)
+        example_inputs = [t for _s, _n, t in out.inputs]
+        compiled = compile_graph(backend_fn, gm, example_inputs)
+    new_code = codegen.assemble(frame.code, instrs, slot, compiled)
+    guard_log.debug("guards for %s:\n%s", frame.code.co_name, guard_set.describe())
+    return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
+
+
+def _distinct_sources(ctx):
+    """Inputs that are tensors or mutable containers must stay distinct objects, as traced."""
+    seen, out = set(), []
+    for src in ctx.input_tensor_sources + [v.source for v in ctx.mutable_inputs]:
+        if src not in seen:
+            seen.add(src)
+            out.append(src)
+    return out
+
+
+def _fallback(ctx, state, builtins, reason, location):
+    Stats.fallbacks += 1
+    log.info("frame %s runs as Python: %s", ctx.code.co_name, reason)
+    try:
+        guard_set = compile_guards([state, *ctx.guards], builtins=builtins)
+    except Exception:
+        guard_set = compile_guards([state], builtins=builtins)
+    return Entry(guards=guard_set, code=None, reason=reason, location=location)

@@ -1,0 +1,86 @@
+"""Jumps, loops and return. Branches are decided at trace time on Python values; a branch
+on a tensor's value is Unsupported (data-dependent)."""
+from ..exc import Unsupported
+from ..variables.base import ConstantVariable
+from ..variables.containers import IteratorVariable, ListVariable
+from ..variables.tensor import TensorVariable
+from . import handler
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+def JUMP(f, inst):
+    f.jump(inst)
+
+
+def _is_none(f, v):
+    return v.is_constant() and v.as_constant() is None
+
+
+def _pop_jump(test):
+    def h(f, inst):
+        v = f.pop()
+        if test(f, v):
+            f.jump(inst)
+    return h
+
+
+def _truth(f, v):
+    if isinstance(v, TensorVariable):
+        raise Unsupported("data-dependent branch: `if` on a tensor value")
+    return f.truthy(v)
+
+
+for _dir in ("FORWARD", "BACKWARD"):
+    handler(f"POP_JUMP_{_dir}_IF_TRUE")(_pop_jump(lambda f, v: _truth(f, v)))
+    handler(f"POP_JUMP_{_dir}_IF_FALSE")(_pop_jump(lambda f, v: not _truth(f, v)))
+    handler(f"POP_JUMP_{_dir}_IF_NONE")(_pop_jump(_is_none))
+    handler(f"POP_JUMP_{_dir}_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
+
+
+@handler("JUMP_IF_TRUE_OR_POP")
+def JUMP_IF_TRUE_OR_POP(f, inst):
+    if _truth(f, f.stack[-1]):
+        f.jump(inst)
+    else:
+        f.pop()
+
+
+@handler("JUMP_IF_FALSE_OR_POP")
+def JUMP_IF_FALSE_OR_POP(f, inst):
+    if not _truth(f, f.stack[-1]):
+        f.jump(inst)
+    else:
+        f.pop()
+
+
+@handler("GET_ITER")
+def GET_ITER(f, inst):
+    v = f.pop()
+    if isinstance(v, IteratorVariable):
+        f.push(v)
+    elif isinstance(v, ListVariable):
+        f.push(IteratorVariable(v.items))  # live view: appends during the loop are seen
+    else:
+        f.push(IteratorVariable(v.iterate(f)))
+
+
+@handler("FOR_ITER")
+def FOR_ITER(f, inst):
+    it = f.stack[-1]
+    item = it.next(f)
+    if item is None:
+        f.pop()
+        f.jump(inst)
+    else:
+        f.push(item)
+
+
+@handler("RETURN_VALUE")
+def RETURN_VALUE(f, inst):
+    f.return_value = f.pop()
+    return True
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def LOAD_ASSERTION_ERROR(f, inst):
+    f.push(f.wrap(AssertionError, None))

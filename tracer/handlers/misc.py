@@ -1,0 +1,81 @@
+"""Stack shuffling, no-ops, imports, and opcodes that are explicitly not traced."""
+import sys
+
+from ..exc import Unsupported
+from ..variables.base import ConstantVariable
+from . import handler
+
+
+@handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG")
+def NOP(f, inst):
+    pass  # RESUME only marks a frame start; CACHE/EXTENDED_ARG are folded away by decode()
+
+
+@handler("POP_TOP")
+def POP_TOP(f, inst):
+    f.pop()
+
+
+@handler("COPY")
+def COPY(f, inst):
+    f.push(f.stack[-inst.arg])
+
+
+@handler("SWAP")
+def SWAP(f, inst):
+    s = f.stack
+    s[-1], s[-inst.arg] = s[-inst.arg], s[-1]
+
+
+@handler("IMPORT_NAME")
+def IMPORT_NAME(f, inst):
+    fromlist, level = f.pop(), f.pop()
+    name = inst.argval
+    if level.as_constant() != 0:
+        raise Unsupported("relative import inside a traced frame")
+    module = sys.modules.get(name)
+    if module is None:
+        raise Unsupported(f"import of a module not yet loaded: {name}")
+    if not fromlist.as_constant() and "." in name:
+        module = sys.modules[name.split(".")[0]]
+    f.push(f.wrap(module, None))
+
+
+@handler("IMPORT_FROM")
+def IMPORT_FROM(f, inst):
+    f.push(f.stack[-1].getattr(f, inst.argval))
+
+
+@handler("GET_LEN")
+def GET_LEN(f, inst):
+    f.push(ConstantVariable(f.stack[-1].length(f)))
+
+
+def _unsupported(reason):
+    def h(f, inst):
+        raise Unsupported(f"{inst.opname}: {reason}")
+    return h
+
+
+for _name, _why in {
+    "IMPORT_STAR": "import * in a function",
+    "PRINT_EXPR": "interactive printing",
+    "SETUP_ANNOTATIONS": "annotations in a frame",
+    "LOAD_BUILD_CLASS": "class definition inside a traced frame",
+    "RETURN_GENERATOR": "generator frame",
+    "YIELD_VALUE": "generator frame",
+    "SEND": "generator/coroutine frame",
+    "GET_AWAITABLE": "coroutine frame",
+    "GET_AITER": "async iteration",
+    "GET_ANEXT": "async iteration",
+    "END_ASYNC_FOR": "async iteration",
+    "BEFORE_ASYNC_WITH": "async with",
+    "ASYNC_GEN_WRAP": "async generator",
+    "GET_YIELD_FROM_ITER": "yield from",
+    "MATCH_CLASS": "structural pattern matching",
+    "MATCH_MAPPING": "structural pattern matching",
+    "MATCH_SEQUENCE": "structural pattern matching",
+    "MATCH_KEYS": "structural pattern matching",
+    "COPY_DICT_WITHOUT_KEYS": "structural pattern matching",
+}.items():
+    handler(_name)(_unsupported(_why))

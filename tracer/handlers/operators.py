@@ -1,0 +1,197 @@
+"""Binary, unary, comparison, identity and membership operators.
+
+One dispatch for all of them: tensors become graph ops (`operator.add` etc. as the FX
+target), constants are folded with the real operator, sequences are combined item-wise,
+and anything else is Unsupported rather than guessed.
+"""
+import operator
+
+from bytecode_utils import BINARY_OP_NAMES
+
+from ..exc import Unsupported
+from ..variables.base import ConstantVariable
+from ..variables.containers import BaseSequence, ListVariable, SizeVariable, TupleVariable
+from ..variables.tensor import TensorVariable
+from . import handler
+
+_SYMBOL_TO_NAME = {
+    "+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
+    "**": "pow", "@": "matmul", "&": "and_", "|": "or_", "^": "xor", "<<": "lshift",
+    ">>": "rshift",
+}
+_CMP = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+        ">": operator.gt, ">=": operator.ge}
+
+
+def _opname(arg):
+    sym = BINARY_OP_NAMES[arg]
+    if sym.endswith("=") and sym not in ("==",):
+        base = _SYMBOL_TO_NAME[sym[:-1]]
+        return "i" + base.rstrip("_") if base.endswith("_") else "i" + base
+    return _SYMBOL_TO_NAME[sym]
+
+
+def _fold(fn, *values):
+    try:
+        return ConstantVariable(fn(*values))
+    except Exception as e:
+        raise Unsupported(f"{fn.__name__}{values!r} raises {type(e).__name__} (the user code raises it)")
+
+
+def binary_op(f, name, a, b):
+    fn = getattr(operator, name)
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return f.call_torch("call_function", fn, [a, b], {})
+    if a.is_constant() and b.is_constant():
+        return _fold(fn, a.as_constant(), b.as_constant())
+    inplace = name.startswith("i") and name not in ("is_", "is_not")
+    base = name[1:] if inplace else name
+    if base == "add" and isinstance(a, BaseSequence) and isinstance(b, BaseSequence):
+        if isinstance(a, ListVariable) and isinstance(b, ListVariable):
+            if inplace:
+                a.call_method(f, "extend", [b], {})
+                return a
+            return ListVariable(a.items + b.items)
+        if isinstance(a, TupleVariable) and isinstance(b, TupleVariable):
+            kind = SizeVariable if isinstance(a, SizeVariable) else TupleVariable
+            return kind(a.items + b.items)
+        if isinstance(a, ListVariable) and inplace:
+            a.call_method(f, "extend", [b], {})
+            return a
+    if base == "add" and isinstance(a, ListVariable) and inplace:
+        a.call_method(f, "extend", [b], {})
+        return a
+    if base == "mul" and isinstance(a, BaseSequence) and b.is_constant():
+        items = a.items * b.as_constant()
+        if isinstance(a, ListVariable):
+            if inplace:
+                f.side_effects.mutated(a)
+                a.items = items
+                return a
+            return ListVariable(items)
+        return TupleVariable(items)
+    if base == "mul" and isinstance(b, BaseSequence) and a.is_constant():
+        return binary_op(f, name, b, a)
+    if base == "mod" and a.is_constant() and isinstance(a.as_constant(), str):
+        raise Unsupported("%-formatting with non-constant values")
+    raise Unsupported(f"operator {name} on {a} and {b}")
+
+
+def unary_op(f, name, a):
+    if name in ("not_", "truth"):
+        value = f.truthy(a)
+        return ConstantVariable(not value if name == "not_" else value)
+    fn = getattr(operator, name)
+    if isinstance(a, TensorVariable):
+        return f.call_torch("call_function", fn, [a], {})
+    if a.is_constant():
+        return _fold(fn, a.as_constant())
+    raise Unsupported(f"unary {name} on {a}")
+
+
+def identical(f, a, b):
+    """`a is b` when it can be decided at trace time."""
+    if a is b:
+        return True
+    if a.is_constant() and b.is_constant():
+        va, vb = a.as_constant(), b.as_constant()
+        if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
+            return va is vb
+        if type(va) is not type(vb):
+            return False
+    ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
+    if ka is not None and kb is not None:
+        return ka() == kb()
+    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        return a.node is b.node
+    try:
+        if a.python_type() is not b.python_type():
+            return False
+    except Unsupported:
+        pass
+    if a.mutable or b.mutable or isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return False  # distinct Variables of mutable kinds are distinct objects (aliasing is memoised)
+    raise Unsupported(f"'is' between {a} and {b}")
+
+
+def compare(f, op, a, b):
+    if op in ("is", "is not"):
+        same = identical(f, a, b)
+        return ConstantVariable(same if op == "is" else not same)
+    fn = _CMP[op]
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return f.call_torch("call_function", fn, [a, b], {})
+    if a.is_constant() and b.is_constant():
+        return _fold(fn, a.as_constant(), b.as_constant())
+    if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):
+        same = type(a.items) is type(b.items) and len(a.items) == len(b.items) and all(
+            f.values_equal(x, y) for x, y in zip(a.items, b.items))
+        if a.python_type() is not b.python_type() and not (
+                issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple)):
+            same = False
+        return ConstantVariable(same if op == "==" else not same)
+    if op in ("==", "!="):
+        ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
+        default_eq = _default_eq(a) and _default_eq(b)
+        if default_eq and (ka is not None or kb is not None or a.is_constant() or b.is_constant()):
+            same = identical(f, a, b)
+            return ConstantVariable(same if op == "==" else not same)
+    raise Unsupported(f"comparison {op} between {a} and {b}")
+
+
+def _default_eq(var):
+    if var.is_constant():
+        return True
+    try:
+        t = var.python_type()
+    except Unsupported:
+        return False
+    return t.__eq__ is object.__eq__ or getattr(var, "identity_key", None) is not None and \
+        t.__eq__ in (object.__eq__, type.__eq__)
+
+
+def contains(f, container, item):
+    if isinstance(container, TensorVariable):
+        raise Unsupported("'in' on a tensor needs its values")
+    if container.is_constant() and item.is_constant():
+        return _fold(operator.contains, container.as_constant(), item.as_constant())
+    return container.call_method(f, "__contains__", [item], {})
+
+
+@handler("BINARY_OP")
+def BINARY_OP(f, inst):
+    b, a = f.pop(), f.pop()
+    f.push(binary_op(f, _opname(inst.arg), a, b))
+
+
+@handler("COMPARE_OP")
+def COMPARE_OP(f, inst):
+    b, a = f.pop(), f.pop()
+    f.push(compare(f, inst.argval, a, b))
+
+
+@handler("IS_OP")
+def IS_OP(f, inst):
+    b, a = f.pop(), f.pop()
+    f.push(compare(f, "is not" if inst.arg else "is", a, b))
+
+
+@handler("CONTAINS_OP")
+def CONTAINS_OP(f, inst):
+    b, a = f.pop(), f.pop()
+    result = contains(f, b, a)
+    if inst.arg:
+        result = ConstantVariable(not f.truthy(result))
+    f.push(result)
+
+
+def _unary(name):
+    def h(f, inst):
+        f.push(unary_op(f, name, f.pop()))
+    return h
+
+
+handler("UNARY_NEGATIVE")(_unary("neg"))
+handler("UNARY_POSITIVE")(_unary("pos"))
+handler("UNARY_INVERT")(_unary("invert"))
+handler("UNARY_NOT")(_unary("not_"))

@@ -1,0 +1,121 @@
+"""The FX graph being built for one frame, and everything it needs to run.
+
+`OutputGraph` owns the `torch.fx.Graph`, the fake-tensor mode that gives every node its
+shape/dtype/device without running real kernels, the graph inputs (each with the Source the
+rewritten code loads it from), and a root `nn.Module` that holds the parameters, buffers and
+leaf submodules the graph reaches through `get_attr` / `call_module`.
+
+Parameters and buffers are `get_attr` attributes of that root, referencing the *same*
+objects as the user's model (no copies): optimizer steps and in-place buffer updates are
+seen without loading anything per call, `gm.named_parameters()` shows the real weights, and
+backends see the classic torch.compile graph shape. Their identity and metadata are guarded
+(see variables/builder.py), so a replaced or converted parameter recompiles.
+"""
+import operator
+import re
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .exc import Unsupported
+
+
+def _sanitize(name):
+    name = re.sub(r"[^0-9a-zA-Z_]", "_", name)
+    if not name or name[0].isdigit():
+        name = "_" + name
+    return name
+
+
+class OutputGraph:
+    def __init__(self):
+        self.graph = fx.Graph()
+        self.fake_mode = FakeTensorMode()
+        self.root = torch.nn.Module()
+        self.inputs = []          # [(source, placeholder node, real tensor)]
+        self._attr_names = {}     # id(obj) -> attribute name on root
+        self._attr_keep = []      # keep objs alive while tracing so ids stay unique
+        self._fake_memo = {}      # id(real tensor) -> fake
+        self._last_placeholder = None
+
+    # ---- graph inputs and attributes -------------------------------------------
+    def fake(self, tensor):
+        key = id(tensor)
+        hit = self._fake_memo.get(key)
+        if hit is None:
+            hit = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            self._fake_memo[key] = hit
+            self._attr_keep.append(tensor)
+        return hit
+
+    def add_input(self, tensor, source):
+        name = _sanitize(source.name())
+        if self._last_placeholder is None:
+            first = next(iter(self.graph.nodes), None)
+            ctx = self.graph.inserting_before(first) if first is not None else self.graph.inserting_after()
+        else:
+            ctx = self.graph.inserting_after(self._last_placeholder)
+        with ctx:
+            node = self.graph.placeholder(name)
+        self._last_placeholder = node
+        node.meta["example_value"] = self.fake(tensor)
+        node.meta["source"] = source.name()
+        self.inputs.append((source, node, tensor))
+        return node
+
+    def attr_name(self, obj, hint):
+        """Register `obj` (tensor or module) on the root module; return its attribute name."""
+        name = self._attr_names.get(id(obj))
+        if name is not None:
+            return name
+        base = _sanitize(hint)
+        name, i = base, 0
+        while hasattr(self.root, name):
+            i += 1
+            name = f"{base}_{i}"
+        if isinstance(obj, torch.nn.Module):
+            self.root.add_module(name, obj)
+        elif isinstance(obj, torch.nn.Parameter):
+            self.root.register_parameter(name, obj)
+        else:
+            self.root.register_buffer(name, obj, persistent=False)
+        self._attr_names[id(obj)] = name
+        self._attr_keep.append(obj)
+        return name
+
+    def get_attr(self, tensor, hint):
+        name = self.attr_name(tensor, hint)
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = self.fake(tensor)
+        return node
+
+    # ---- operations ---------------------------------------------------------------
+    def create_node(self, op, target, args, kwargs, fake_fn):
+        """Add a node whose example value is `fake_fn()` computed under the fake mode."""
+        try:
+            with self.fake_mode:
+                example = fake_fn()
+        except Unsupported:
+            raise
+        except Exception as e:  # data-dependent output, missing fake kernel, user error
+            tname = getattr(target, "__name__", str(target))
+            raise Unsupported(f"{tname}: cannot be traced with fake tensors "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+        node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
+        node.meta["example_value"] = example
+        return node, example
+
+    def count_ops(self):
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    def build_module(self, output_nodes):
+        self.graph.output(tuple(output_nodes))
+        gm = fx.GraphModule(self.root, self.graph, class_name="TracedGraph")
+        return gm
+
+
+def getitem_node(graph, node, index):
+    out = graph.graph.create_node("call_function", operator.getitem, (node, index), {})
+    out.meta["example_value"] = node.meta["example_value"][index]
+    return out

@@ -1,0 +1,40 @@
+"""The log of mutations made by traced code to state that outlives the frame.
+
+Tracing never touches real user state (rule 3). Instead, mutations of inputs are recorded
+here: containers that came from the frame and were changed, attributes stored on
+objects/modules, globals assigned. Reads during the rest of the trace see the pending
+values; the rewritten code replays the final state after the graph has run (codegen.py).
+"""
+
+
+class SideEffects:
+    def __init__(self):
+        self.mutated_containers = []   # Variables with a source whose contents changed
+        self.attr_stores = {}          # id(var) -> (var, {name: Variable})
+        self.global_stores = {}        # id(globals) -> (globals dict, {name: Variable})
+
+    def mutated(self, var):
+        if not getattr(var, "_mutated", False):
+            var._mutated = True
+            if var.source is not None:
+                self.mutated_containers.append(var)
+
+    def store_attr(self, var, name, value):
+        if var.source is None:
+            from .exc import Unsupported
+            raise Unsupported("attribute store on an object that cannot be reached after the graph")
+        self.attr_stores.setdefault(id(var), (var, {}))[1][name] = value
+
+    def pending_attr(self, var, name):
+        entry = self.attr_stores.get(id(var))
+        return entry[1].get(name) if entry else None
+
+    def store_global(self, f_globals, name, value):
+        self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
+
+    def pending_global(self, f_globals, name):
+        entry = self.global_stores.get(id(f_globals))
+        return entry[1].get(name) if entry else None
+
+    def is_empty(self):
+        return not (self.mutated_containers or self.attr_stores or self.global_stores)

@@ -1,0 +1,376 @@
+"""The symbolic interpreter: one `Frame` per code object being interpreted.
+
+A Frame holds a symbolic stack, locals and closure cells of Variables, and steps through
+the decoded instructions, dispatching each to the handler registered for its opname (see
+handlers/). The root frame is the user's frame; calls to user functions create child
+frames that share one `TraceContext` (graph, guards, side effects), which is inlining.
+
+Operations that several handlers and Variables need (binary operators, truthiness, calling
+torch ops, wrapping real values) live here so there is exactly one implementation each.
+"""
+import dis
+import operator
+
+import torch
+from bytecode_utils import decode
+from guards import GlobalSource, ItemSource, ConstSource, Predicate, IdMatch
+from guards.sources import Source
+
+from .exc import Unsupported
+from .handlers import HANDLERS
+from .output_graph import OutputGraph, getitem_node
+from .side_effects import SideEffects
+from .variables.base import ConstantVariable, Variable, is_constant_value
+from .variables.builder import wrap
+from .variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
+                                   SizeVariable, TupleVariable)
+from .variables.functions import CellBox
+from .variables.nn_module import NNModuleVariable, guard_module
+from .variables.tensor import TensorVariable
+
+MAX_INLINE_DEPTH = 32
+MAX_STEPS = 500_000
+
+
+class GlobalsDictSource(Source):
+    """The frame's globals dict itself (for 'name is not shadowed' guards on builtins)."""
+
+    def _key(self):
+        return ()
+
+    def name(self):
+        return "G"
+
+    def guard_expr(self, ctx):
+        return "G"
+
+
+class TraceContext:
+    """State shared by the root frame and every inlined frame of one trace."""
+
+    def __init__(self, code, f_globals, f_builtins):
+        self.code = code
+        self.f_globals = f_globals
+        self.f_builtins = f_builtins
+        self.output = OutputGraph()
+        self.guards = []
+        self.side_effects = SideEffects()
+        self.wrap_memo = {}
+        self.input_tensor_sources = []
+        self.mutable_inputs = []
+        self.steps = 0
+        self.module_hooks_guarded = False
+
+
+class Frame:
+    def __init__(self, ctx, code, f_globals, locals_, cells, parent=None, func=None):
+        self.ctx = ctx
+        self.code = code
+        self.instrs = decode(code)
+        self.f_globals = f_globals
+        self.locals = locals_
+        self.cells = cells
+        self.stack = []
+        self.ip = 0
+        self.kw_names = None
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.func = func
+        self.current = None
+        self.return_value = None
+
+    # ---- shared state shortcuts ---------------------------------------------------------
+    output = property(lambda self: self.ctx.output)
+    side_effects = property(lambda self: self.ctx.side_effects)
+    wrap_memo = property(lambda self: self.ctx.wrap_memo)
+
+    def guard(self, g):
+        self.ctx.guards.append(g)
+
+    # ---- the interpreter loop -----------------------------------------------------------
+    def run(self):
+        instrs = self.instrs
+        while True:
+            if self.ip >= len(instrs):
+                raise Unsupported("fell off the end of the code")
+            inst = instrs[self.ip]
+            self.current = inst
+            self.ip += 1
+            self.ctx.steps += 1
+            if self.ctx.steps > MAX_STEPS:
+                raise Unsupported(f"trace longer than {MAX_STEPS} instructions (unbounded loop?)")
+            handler = HANDLERS.get(inst.opname)
+            if handler is None:
+                raise Unsupported(f"opcode {inst.opname} is not supported")
+            try:
+                done = handler(self, inst)
+            except Unsupported as e:
+                if e.location is None:
+                    e.location = self.location()
+                e.user_stack.insert(0, (self.code.co_filename, inst.lineno, self.code.co_name))
+                raise
+            if done:
+                return self.return_value
+
+    def location(self):
+        inst = self.current
+        return f"{self.code.co_filename}:{inst.lineno if inst else self.code.co_firstlineno}"
+
+    def jump(self, inst):
+        self.ip = inst.target
+
+    # ---- stack helpers --------------------------------------------------------------------
+    def push(self, v):
+        assert isinstance(v, Variable), v
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n):
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # ---- wrapping real values ---------------------------------------------------------------
+    def wrap(self, value, source):
+        return wrap(self, value, source)
+
+    def wrap_module(self, module, source, path, guarded=False):
+        if source is not None and not guarded:
+            guard_module(self, module, source)
+        return NNModuleVariable(module, source, path)
+
+    def module_tensor(self, tensor, source, path):
+        """A parameter/buffer reached through a module: a get_attr node, guarded."""
+        key = id(tensor)
+        hit = self.wrap_memo.get(key)
+        if hit is not None and hit[0] is tensor:
+            return hit[1]
+        if source is not None:
+            from guards import TensorMatch
+            self.guard(IdMatch(source, tensor))
+            self.guard(TensorMatch(source, tensor))
+        node = self.output.get_attr(tensor, path)
+        var = TensorVariable(node, node.meta["example_value"], None)
+        self.wrap_memo[key] = (tensor, var)
+        return var
+
+    def register_input_tensor(self, source):
+        self.ctx.input_tensor_sources.append(source)
+
+    def register_mutable_input(self, var):
+        self.ctx.mutable_inputs.append(var)
+
+    def guard_global_module_hooks(self):
+        if not self.ctx.module_hooks_guarded:
+            self.ctx.module_hooks_guarded = True
+            from torch.nn.modules import module as m
+            self.guard(Predicate(ConstSource(m), _no_global_hooks, "no global nn.Module hooks"))
+
+    def load_global(self, name):
+        pending = self.side_effects.pending_global(self.f_globals, name)
+        if pending is not None:
+            return pending
+        root = self.f_globals is self.ctx.f_globals
+        if name in self.f_globals:
+            src = GlobalSource(name) if root else ItemSource(ConstSource(self.f_globals), name)
+            return self.wrap(self.f_globals[name], src)
+        builtins_dict = self.f_globals.get("__builtins__", self.ctx.f_builtins)
+        if not isinstance(builtins_dict, dict):
+            builtins_dict = builtins_dict.__dict__
+        if name not in builtins_dict:
+            raise Unsupported(f"name {name!r} is not defined (the user code raises NameError)")
+        gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
+        self.guard(Predicate(gsrc, _absent(name), f"{name!r} not shadowed by a global"))
+        return self.wrap(builtins_dict[name], ItemSource(ConstSource(builtins_dict), name))
+
+    # ---- operations shared by handlers and variables ---------------------------------------
+    def python_object(self, var):
+        """The real object behind a class/function/module Variable or a tuple of them."""
+        if isinstance(var, TupleVariable):
+            return tuple(self.python_object(v) for v in var.items)
+        if var.is_constant():
+            return var.as_constant()
+        get = getattr(var, "as_python_object", None)
+        if get is None:
+            raise Unsupported(f"{var} used where a Python object is needed")
+        return get()
+
+    def truthy(self, var):
+        return var.truthy(self)
+
+    def values_equal(self, a, b):
+        result = self.compare("==", a, b)
+        return result.truthy(self)
+
+    def call_torch(self, kind, target, args, kwargs):
+        node_args, fake_args = _to_fx(args)
+        node_kwargs, fake_kwargs = _to_fx(kwargs)
+        if kind == "call_function":
+            fn = lambda: target(*fake_args, **fake_kwargs)  # noqa: E731
+        else:
+            fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
+        node, example = self.output.create_node(kind, target, node_args, node_kwargs, fn)
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        return self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
+                                or target is operator.setitem)
+
+    def call_module(self, mod_var, args, kwargs):
+        from torch.func import functional_call
+        module = mod_var.module
+        target = self.output.attr_name(module, mod_var.path)
+        node_args, fake_args = _to_fx(args)
+        node_kwargs, fake_kwargs = _to_fx(kwargs)
+        state = {}
+        for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+            if mod_var.source is not None:
+                self._guard_module_state(mod_var, name, t)
+            state[name] = self.output.fake(t)
+        self._guard_leaf_attrs(mod_var)
+        fn = lambda: functional_call(module, state, tuple(fake_args), fake_kwargs)  # noqa: E731
+        node, example = self.output.create_node("call_module", target, node_args, node_kwargs, fn)
+        return self.wrap_result(node, example, mutating=True)
+
+    def _guard_module_state(self, mod_var, dotted, tensor):
+        from guards import AttrSource, TensorMatch
+        src = mod_var.source
+        parts = dotted.split(".")
+        for sub in parts[:-1]:
+            src = ItemSource(AttrSource(src, "_modules"), sub)
+        owner = "_parameters" if isinstance(tensor, torch.nn.Parameter) else "_buffers"
+        src = ItemSource(AttrSource(src, owner), parts[-1])
+        self.guard(IdMatch(src, tensor))
+        self.guard(TensorMatch(src, tensor))
+
+    def _guard_leaf_attrs(self, mod_var):
+        """A leaf module's forward reads its plain attributes (training, eps, p, ...): guard them."""
+        from guards import AttrSource
+        from .variables.builder import const_guard
+        if mod_var.source is None:
+            return
+        for mod_path, m in mod_var.module.named_modules():
+            src = mod_var.source
+            for sub in (mod_path.split(".") if mod_path else []):
+                src = ItemSource(AttrSource(src, "_modules"), sub)
+            if mod_path:
+                self.guard(IdMatch(src, m))
+            for k, v in m.__dict__.items():
+                if not k.startswith("_") and is_constant_value(v):
+                    self.guard(const_guard(AttrSource(src, k), v))
+
+    def wrap_result(self, node, example, mutating=False):
+        if isinstance(example, torch.Tensor):
+            return TensorVariable(node, example)
+        if isinstance(example, (tuple, list)) and _has_tensor(example):
+            items = []
+            for i, ex in enumerate(example):
+                items.append(self.wrap_result(getitem_node(self.output, node, i), ex))
+            fields = getattr(type(example), "_fields", None)
+            if isinstance(example, list):
+                return ListVariable(items)
+            if fields is not None and type(example) is not tuple:
+                return NamedTupleVariable(items, type(example))
+            return TupleVariable(items)
+        if example is None and mutating:
+            return ConstantVariable(None)
+        self.output.graph.erase_node(node)
+        if is_constant_value(example):
+            return ConstantVariable(example)
+        raise Unsupported(f"torch op returned {type(example).__name__}, which has no graph meaning")
+
+    def binary_op(self, name, a, b):
+        from .handlers.operators import binary_op
+        return binary_op(self, name, a, b)
+
+    def unary_op(self, name, a):
+        from .handlers.operators import unary_op
+        return unary_op(self, name, a)
+
+    def compare(self, op, a, b):
+        from .handlers.operators import compare
+        return compare(self, op, a, b)
+
+    def getitem(self, obj, key):
+        return obj.getitem(self, key)
+
+    def contains(self, container, item):
+        from .handlers.operators import contains
+        return contains(self, container, item)
+
+    # ---- calls ------------------------------------------------------------------------------
+    def call(self, fn, args, kwargs):
+        return fn.call(self, args, kwargs)
+
+    def inline_call(self, fn_var, args, kwargs):
+        code = fn_var.get_code()
+        if self.depth + 1 > MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+            raise Unsupported(f"call to generator/coroutine function {code.co_name}")
+        bound = fn_var.bind_args(self, args, kwargs)
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = CellBox(bound.pop(name)) if name in bound else CellBox()
+        for name, box in zip(code.co_freevars, fn_var.closure_cells(self)):
+            cells[name] = box
+        child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
+        return child.run()
+
+    def zero_arg_super(self):
+        from .variables.objects import SuperVariable
+        if "__class__" not in self.cells or self.code.co_argcount == 0:
+            raise Unsupported("super() outside a method")
+        cls = self.python_object(self.cells["__class__"].get(self))
+        first = self.code.co_varnames[0]
+        obj = self.cells[first].get(self) if first in self.cells else self.locals[first]
+        return SuperVariable(cls, obj)
+
+
+def _absent(name):
+    return lambda g: name not in g
+
+
+def _no_global_hooks(m):
+    return not (m._global_forward_hooks or m._global_forward_pre_hooks or
+                m._global_backward_hooks or m._global_backward_pre_hooks)
+
+
+def _has_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_has_tensor(v) for v in value)
+    return False
+
+
+def _to_fx(value):
+    """Variables -> (FX node arguments, fake-tensor arguments), structure preserved."""
+    if isinstance(value, dict):
+        pairs = {k: _to_fx(v) for k, v in value.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(value, (list, tuple)):
+        pairs = [_to_fx(v) for v in value]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(value, TensorVariable):
+        return value.node, value.example
+    if isinstance(value, SizeVariable):
+        nodes, fakes = _to_fx(value.items)
+        return tuple(nodes), torch.Size(fakes)
+    if isinstance(value, BaseSequence):
+        nodes, fakes = _to_fx(value.items)
+        kind = list if isinstance(value, ListVariable) else tuple
+        return kind(nodes), kind(fakes)
+    if value.is_constant():
+        c = value.as_constant()
+        return c, c
+    from .variables.torch_vars import TorchFunctionVariable
+    if isinstance(value, TorchFunctionVariable):
+        return value.fn, value.fn
+    raise Unsupported(f"{value} passed to a torch op")
+
+
+def opnames_without_handler():
+    return sorted(name for name in dis.opmap if name not in HANDLERS)

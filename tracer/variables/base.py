@@ -1,0 +1,146 @@
+"""The symbolic value model: a `Variable` says what a value is, and where it came from.
+
+Every value on the interpreter's stack or in its locals is a Variable. Subclasses model one
+kind of Python value each (tensors, constants, containers, functions, modules, objects).
+`source` is how to fetch the real value again from the frame (a `guards.sources.Source`), or
+None for values created during tracing. Operations the interpreter performs on values
+(attribute reads, calls, subscripts, iteration) are methods here; the default of every
+method is `Unsupported`, so a value kind supports exactly what it implements.
+"""
+from ..exc import Unsupported
+
+
+class Variable:
+    """Base of all symbolic values."""
+
+    source = None
+    mutable = False  # True for list/dict/set/user objects whose contents may change
+
+    def __init__(self, source=None):
+        self.source = source
+
+    # ---- what is it -------------------------------------------------------------
+    def python_type(self):
+        raise Unsupported(f"type of {self} is unknown")
+
+    def is_constant(self):
+        return False
+
+    def as_constant(self):
+        """The Python value, when it is known exactly at trace time."""
+        raise Unsupported(f"{self} is not a compile-time constant")
+
+    def truthy(self, tx):
+        """bool(value) when it can be decided at trace time."""
+        raise Unsupported(f"bool() of {self} is not known at trace time")
+
+    # ---- operations -------------------------------------------------------------
+    def getattr(self, tx, name):
+        raise Unsupported(f"attribute {name!r} of {self}")
+
+    def setattr(self, tx, name, value):
+        raise Unsupported(f"setting attribute {name!r} on {self}")
+
+    def call(self, tx, args, kwargs):
+        raise Unsupported(f"calling {self}")
+
+    def call_method(self, tx, name, args, kwargs):
+        """obj.name(*args, **kwargs); default: fetch the attribute then call it."""
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def getitem(self, tx, key):
+        raise Unsupported(f"subscript of {self}")
+
+    def setitem(self, tx, key, value):
+        raise Unsupported(f"item assignment on {self}")
+
+    def delitem(self, tx, key):
+        raise Unsupported(f"item deletion on {self}")
+
+    def iterate(self, tx):
+        """All items, for unpacking and for-loops over finite Python values."""
+        raise Unsupported(f"iterating over {self}")
+
+    def length(self, tx):
+        return len(self.iterate(tx))
+
+    def hasattr(self, tx, name):
+        raise Unsupported(f"hasattr on {self}")
+
+    # ---- codegen ----------------------------------------------------------------
+    def reconstruct(self, cg):
+        """Emit bytecode that leaves this value on the stack of the rewritten frame."""
+        if self.source is not None:
+            cg.load_source(self.source)
+            return
+        raise Unsupported(f"cannot rebuild {self} after the graph")
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
+                  range, slice, type(NotImplemented))
+
+
+def is_constant_value(value):
+    """Immutable values the tracer folds: scalars, strings, and tuples/frozensets of them."""
+    import torch
+    if isinstance(value, CONSTANT_TYPES) or isinstance(value, (torch.dtype, torch.device,
+                                                                  torch.layout, torch.memory_format)):
+        return True
+    if type(value) in (tuple, frozenset, torch.Size):
+        return all(is_constant_value(v) for v in value)
+    return False
+
+
+class ConstantVariable(Variable):
+    """A Python value known exactly at trace time (guarded when it came from a source)."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def getattr(self, tx, name):
+        from .functions import BuiltinMethodVariable
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"constant {self.value!r} has no attribute {name!r}") from e
+        if is_constant_value(attr):
+            return ConstantVariable(attr)
+        if callable(attr):
+            return BuiltinMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of constant {type(self.value).__name__}")
+
+    def getitem(self, tx, key):
+        return ConstantVariable(self.value[key.as_constant()])
+
+    def iterate(self, tx):
+        if isinstance(self.value, (str, bytes, range, tuple, frozenset)):
+            return [ConstantVariable(v) for v in self.value]
+        raise Unsupported(f"iterating over {type(self.value).__name__}")
+
+    def length(self, tx):
+        return len(self.value)
+
+    def hasattr(self, tx, name):
+        return hasattr(self.value, name)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.value)
+
+    def __repr__(self):
+        return f"Constant({self.value!r})"

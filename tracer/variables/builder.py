@@ -1,0 +1,188 @@
+"""Turn a real Python value, fetched from `source`, into a Variable and guard what it assumed.
+
+This is the one place where guards on inputs are decided (rule 2): a tensor gets a tensor
+match, a constant an equality match, a container its type and length/keys, a function,
+module or class its identity. Values without a source (created while tracing, or library
+attributes we treat as immutable) get no guard.
+
+Each real object is wrapped once per trace (memo by id): two sources reaching the same
+object give the same Variable (so in-place changes are seen through both) plus a guard that
+the sources still alias; distinct mutable inputs are guarded to stay distinct.
+"""
+import builtins
+import collections
+import enum
+import functools
+import math
+import operator
+import types
+
+import torch
+from guards import (ConstMatch, check_const_supported, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
+                          TensorMatch, TypeMatch)
+from guards.sources import AttrSource, ItemSource
+
+from ..exc import Unsupported
+from .base import ConstantVariable, is_constant_value
+from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, TupleVariable
+from .functions import BuiltinVariable, BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .nn_module import NNModuleVariable
+from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
+from .tensor import TensorVariable
+from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
+
+_BUILTIN_MODULES = (builtins, math, operator)
+_GRAD_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
+def _is_torch_callable(value):
+    mod = getattr(value, "__module__", None) or ""
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        self_obj = getattr(value, "__self__", None)
+        if isinstance(self_obj, types.ModuleType):
+            mod = mod or self_obj.__name__
+    if mod.startswith("torch") and not mod.startswith("torch._dynamo"):
+        return True
+    qual = getattr(value, "__qualname__", "")
+    return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
+
+
+def _is_builtin_callable(value):
+    if isinstance(value, (types.BuiltinFunctionType,)):
+        return getattr(value, "__self__", None) in _BUILTIN_MODULES or \
+            getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
+    return value in (functools.partial, functools.reduce) or (
+        isinstance(value, type) and value in _BUILTIN_TYPES)
+
+
+_BUILTIN_TYPES = {int, float, bool, str, list, tuple, dict, set, frozenset, range, enumerate,
+                  zip, reversed, slice, map, filter, type, object, super, iter, isinstance,
+                  complex, bytes}
+
+
+def wrap(tx, value, source):
+    memo = tx.wrap_memo
+    key = id(value)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is value:
+        var = hit[1]
+        if source is not None and var.source is not None and source != var.source and \
+                not is_constant_value(value):
+            tx.guard(SameObject(var.source, source))
+        elif source is not None and is_constant_value(value):
+            return _wrap_fresh(tx, value, source)
+        return var
+    var = _wrap_fresh(tx, value, source)
+    if not is_constant_value(value):
+        memo[key] = (value, var)
+    return var
+
+
+def const_guard(source, value):
+    """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
+    if check_const_supported(value):
+        return ConstMatch(source, value)
+    t = type(value)
+    return Predicate(source, lambda v: type(v) is t and v == value, f"== {value!r}")
+
+
+def _wrap_fresh(tx, value, source):
+    g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
+    t = type(value)
+    if isinstance(value, torch.Tensor):
+        if t not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.Parameter):
+            raise Unsupported(f"tensor subclass {t.__name__}")
+        if source is None:
+            raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
+        g(TensorMatch(source, value))
+        tx.register_input_tensor(source)
+        node = tx.output.add_input(value, source)
+        return TensorVariable(node, node.meta["example_value"], source)
+    if is_constant_value(value):
+        g(const_guard(source, value))
+        return ConstantVariable(value, source)
+    if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
+        g(TypeMatch(source, t))
+        g(LengthMatch(source, len(value), t))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
+                 for i, v in enumerate(value)]
+        if t is list:
+            var = ListVariable(items, source)
+            if source is not None:
+                tx.register_mutable_input(var)
+            return var
+        if t is tuple:
+            return TupleVariable(items, source)
+        return NamedTupleVariable(items, t, source)
+    if t in (dict, collections.OrderedDict):
+        g(TypeMatch(source, t))
+        keys = tuple(value.keys())
+        if not all(is_constant_value(k) for k in keys):
+            raise Unsupported("dict with non-constant keys")
+        try:
+            g(DictKeysMatch(source, keys, t))
+        except TypeError:
+            raise Unsupported("dict input with keys that cannot be guarded")
+        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
+                 for k, v in value.items()}
+        var = DictVariable(items, source, user_cls=t)
+        if source is not None:
+            tx.register_mutable_input(var)
+        return var
+    if t is set:
+        if not all(is_constant_value(k) for k in value):
+            raise Unsupported("set of non-constant values")
+        g(TypeMatch(source, t))
+        frozen = frozenset(value)
+        g(Predicate(source, lambda v, _s=frozen: v == _s, f"set == {set(frozen)!r}"))
+        var = SetVariable([ConstantVariable(v) for v in value], source)
+        return var
+    if isinstance(value, torch.nn.Module):
+        g(IdMatch(source, value))
+        return tx.wrap_module(value, source, None, guarded=True)
+    if value in _GRAD_CLASSES if isinstance(value, type) else False:
+        g(IdMatch(source, value))
+        return GradModeClassVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        g(IdMatch(source, value))
+        return PythonModuleVariable(value, source)
+    if t is types.FunctionType and not _is_torch_callable(value):
+        g(IdMatch(source, value))
+        return UserFunctionVariable(value, source)
+    if _is_builtin_callable(value):
+        g(IdMatch(source, value))
+        return BuiltinVariable(value, source)
+    if callable(value) and _is_torch_callable(value) and not isinstance(value, type):
+        g(IdMatch(source, value))
+        return TorchFunctionVariable(value, source)
+    if value is torch.Size:
+        return TorchFunctionVariable(value, source)
+    if t is functools.partial:
+        g(TypeMatch(source, t))
+        fsrc = AttrSource(source, "func") if source else None
+        asrc = AttrSource(source, "args") if source else None
+        ksrc = AttrSource(source, "keywords") if source else None
+        func = wrap(tx, value.func, fsrc)
+        args = wrap(tx, value.args, asrc).items
+        kwargs = wrap(tx, value.keywords, ksrc).items
+        return PartialVariable(func, args, kwargs, source)
+    if t is types.MethodType:
+        g(TypeMatch(source, t))
+        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
+        func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
+        return BoundMethodVariable(func, obj, source)
+    if isinstance(value, type):
+        g(IdMatch(source, value))
+        return ClassVariable(value, source)
+    if isinstance(value, enum.Enum) or t in (types.CodeType,):
+        g(IdMatch(source, value))
+        return OpaqueVariable(value, source)
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
+                          types.MethodDescriptorType, types.WrapperDescriptorType)):
+        raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
+                          f"that has no tensor meaning")
+    if t.__module__ == "builtins" or t.__module__.startswith("torch"):
+        raise Unsupported(f"value of type {t.__qualname__}")
+    g(TypeMatch(source, t))
+    return UserObjectVariable(value, source)

@@ -1,0 +1,392 @@
+"""Tuples, lists, dicts, sets and iterators whose items are Variables.
+
+Lists, dicts and sets are mutable: when one that came from the frame (it has a source) is
+changed by the traced code, it is registered with the side-effect log, and the rewritten
+code writes the final contents back after the graph runs (`lst[:] = ...`,
+`d.clear(); d.update(...)`). Containers created during tracing need no replay; they are
+rebuilt only if they escape (returned, stored).
+"""
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+
+def _const_key(tx, key):
+    """Dict keys and set members must be compile-time constants (or objects with identity)."""
+    if key.is_constant():
+        return key.as_constant()
+    ident = getattr(key, "identity_key", None)
+    if ident is not None:
+        return ident()
+    raise Unsupported(f"dict key / set member {key} is not a constant")
+
+
+def _index(key):
+    value = key.as_constant()
+    if not isinstance(value, (int, slice)):
+        raise Unsupported(f"sequence index {value!r}")
+    return value
+
+
+class BaseSequence(Variable):
+    kind = tuple
+
+    def __init__(self, items, source=None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def python_type(self):
+        return self.kind
+
+    def is_constant(self):
+        return all(i.is_constant() for i in self.items)
+
+    def as_constant(self):
+        return self.kind(i.as_constant() for i in self.items)
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def iterate(self, tx):
+        return list(self.items)
+
+    def length(self, tx):
+        return len(self.items)
+
+    def getitem(self, tx, key):
+        idx = _index(key)
+        if isinstance(idx, slice):
+            return type(self)(self.items[idx])
+        try:
+            return self.items[idx]
+        except IndexError:
+            raise Unsupported(f"{self.kind.__name__} index out of range (the user code raises IndexError)")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "index" and len(args) == 1:
+            target = args[0]
+            for i, item in enumerate(self.items):
+                if tx.values_equal(item, target):
+                    return ConstantVariable(i)
+            raise Unsupported("list.index: value not found (the user code raises ValueError)")
+        if name == "count" and len(args) == 1:
+            return ConstantVariable(sum(1 for i in self.items if tx.values_equal(i, args[0])))
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__contains__":
+            return ConstantVariable(any(tx.values_equal(i, args[0]) for i in self.items))
+        raise Unsupported(f"{self.kind.__name__}.{name}")
+
+    def reconstruct(self, cg):
+        if self.source is not None and not tx_mutated(self):
+            return cg.load_source(self.source)
+        for item in self.items:
+            item.reconstruct(cg)
+        cg.build(self.kind, len(self.items))
+
+    def __repr__(self):
+        return f"{self.kind.__name__}Var({self.items!r})"
+
+
+def tx_mutated(var):
+    return getattr(var, "_mutated", False)
+
+
+class TupleVariable(BaseSequence):
+    kind = tuple
+
+    def getattr(self, tx, name):
+        raise Unsupported(f"tuple attribute {name!r}")
+
+
+class SizeVariable(TupleVariable):
+    """torch.Size built from symbolic items (e.g. `torch.Size([n, 4])`)."""
+
+    import torch as _torch
+    kind = _torch.Size
+
+
+class NamedTupleVariable(TupleVariable):
+    """A namedtuple instance: items plus field names; attribute reads by field."""
+
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        self.cls = cls
+        self.kind = cls
+
+    def getattr(self, tx, name):
+        if name in self.cls._fields:
+            return self.items[self.cls._fields.index(name)]
+        raise Unsupported(f"namedtuple attribute {name!r}")
+
+    def as_constant(self):
+        return self.cls(*(i.as_constant() for i in self.items))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.call_with(self.cls, self.items)
+
+
+class ListVariable(BaseSequence):
+    kind = list
+    mutable = True
+
+    def is_constant(self):
+        return False
+
+    def _mutate(self, tx):
+        tx.side_effects.mutated(self)
+
+    def setitem(self, tx, key, value):
+        idx = _index(key)
+        self._mutate(tx)
+        if isinstance(idx, slice):
+            self.items[idx] = value.iterate(tx)
+        else:
+            self.items[idx] = value
+
+    def delitem(self, tx, key):
+        self._mutate(tx)
+        del self.items[_index(key)]
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs and name != "sort":
+            raise Unsupported(f"list.{name} with keyword arguments")
+        if name == "append":
+            self._mutate(tx)
+            self.items.append(args[0])
+        elif name == "extend":
+            self._mutate(tx)
+            self.items.extend(args[0].iterate(tx))
+        elif name == "insert":
+            self._mutate(tx)
+            self.items.insert(args[0].as_constant(), args[1])
+        elif name == "pop":
+            self._mutate(tx)
+            if not self.items:
+                raise Unsupported("pop from empty list (the user code raises IndexError)")
+            return self.items.pop(args[0].as_constant() if args else -1)
+        elif name == "clear":
+            self._mutate(tx)
+            self.items.clear()
+        elif name == "reverse":
+            self._mutate(tx)
+            self.items.reverse()
+        elif name == "remove":
+            for i, item in enumerate(self.items):
+                if tx.values_equal(item, args[0]):
+                    self._mutate(tx)
+                    del self.items[i]
+                    break
+            else:
+                raise Unsupported("list.remove: value not found (the user code raises ValueError)")
+        elif name == "copy":
+            return ListVariable(self.items)
+        elif name == "sort":
+            if args or any(k != "reverse" for k in kwargs):
+                raise Unsupported("list.sort with a key function")
+            values = sorted((i.as_constant() for i in self.items),
+                            reverse=bool(kwargs["reverse"].as_constant()) if kwargs else False)
+            self._mutate(tx)
+            self.items = [ConstantVariable(v) for v in values]
+        elif name == "__setitem__":
+            self.setitem(tx, args[0], args[1])
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        return ConstantVariable(None)
+
+
+class DictVariable(Variable):
+    mutable = True
+
+    def __init__(self, items, source=None, user_cls=dict):
+        super().__init__(source)
+        self.items = dict(items)  # constant key -> Variable
+        self.user_cls = user_cls
+
+    def python_type(self):
+        return self.user_cls
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def iterate(self, tx):
+        return [ConstantVariable(k) if not isinstance(k, _IdKey) else k.var for k in self.items]
+
+    def length(self, tx):
+        return len(self.items)
+
+    def getitem(self, tx, key):
+        k = _const_key(tx, key)
+        if k not in self.items:
+            raise Unsupported(f"dict key {k!r} missing (the user code raises KeyError)")
+        return self.items[k]
+
+    def setitem(self, tx, key, value):
+        tx.side_effects.mutated(self)
+        self.items[_const_key(tx, key)] = value
+
+    def delitem(self, tx, key):
+        tx.side_effects.mutated(self)
+        del self.items[_const_key(tx, key)]
+
+    def call_method(self, tx, name, args, kwargs):
+        from .functions import iterator_of
+        if name == "get":
+            k = _const_key(tx, args[0])
+            return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "keys":
+            return iterator_of(self.iterate(tx))
+        if name == "values":
+            return iterator_of(list(self.items.values()))
+        if name == "items":
+            return iterator_of([TupleVariable([k, v]) for k, v in zip(self.iterate(tx), self.items.values())])
+        if name == "__contains__":
+            return ConstantVariable(_const_key(tx, args[0]) in self.items)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__setitem__":
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "copy":
+            return DictVariable(self.items, user_cls=self.user_cls)
+        if name in ("pop", "setdefault", "update", "clear", "popitem"):
+            tx.side_effects.mutated(self)
+            if name == "pop":
+                k = _const_key(tx, args[0])
+                if k in self.items:
+                    return self.items.pop(k)
+                if len(args) > 1:
+                    return args[1]
+                raise Unsupported(f"dict.pop: key {k!r} missing (the user code raises KeyError)")
+            if name == "setdefault":
+                k = _const_key(tx, args[0])
+                if k not in self.items:
+                    self.items[k] = args[1] if len(args) > 1 else ConstantVariable(None)
+                return self.items[k]
+            if name == "update":
+                for a in args:
+                    other = a if isinstance(a, DictVariable) else None
+                    if other is None:
+                        raise Unsupported("dict.update from a non-dict")
+                    self.items.update(other.items)
+                for k, v in kwargs.items():
+                    self.items[k] = v
+                return ConstantVariable(None)
+            if name == "clear":
+                self.items.clear()
+                return ConstantVariable(None)
+        raise Unsupported(f"dict.{name}")
+
+    def reconstruct(self, cg):
+        if self.source is not None and not tx_mutated(self):
+            return cg.load_source(self.source)
+        for k, v in self.items.items():
+            if isinstance(k, _IdKey):
+                k.var.reconstruct(cg)
+            else:
+                cg.load_const(k)
+            v.reconstruct(cg)
+        cg.build(dict, len(self.items))
+        if self.user_cls is not dict:
+            cg.call_on_stack(self.user_cls)
+
+    def __repr__(self):
+        return f"DictVar({self.items!r})"
+
+
+class _IdKey:
+    """A dict key that is an object compared by identity (modules, functions)."""
+
+    def __init__(self, var, key):
+        self.var, self.key = var, key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _IdKey) and other.key == self.key
+
+
+class SetVariable(Variable):
+    mutable = True
+
+    def __init__(self, items, source=None):
+        super().__init__(source)
+        self.items = {}  # const -> Variable, insertion-ordered
+        for it in items:
+            self.items[it.as_constant()] = it
+
+    def python_type(self):
+        return set
+
+    def truthy(self, tx):
+        return bool(self.items)
+
+    def iterate(self, tx):
+        # set iteration order is Python's order for these constant values
+        return [ConstantVariable(v) for v in set(self.items)]
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "add":
+            tx.side_effects.mutated(self)
+            self.items[args[0].as_constant()] = args[0]
+            return ConstantVariable(None)
+        if name == "__contains__":
+            return ConstantVariable(args[0].as_constant() in self.items)
+        if name == "discard":
+            tx.side_effects.mutated(self)
+            self.items.pop(args[0].as_constant(), None)
+            return ConstantVariable(None)
+        raise Unsupported(f"set.{name}")
+
+    def as_constant(self):
+        return set(self.items)
+
+    def reconstruct(self, cg):
+        if self.source is not None and not tx_mutated(self):
+            return cg.load_source(self.source)
+        for k in self.items:
+            cg.load_const(k)
+        cg.build(set, len(self.items))
+
+
+class IteratorVariable(Variable):
+    """An iterator over a finite list of Variables, advanced by FOR_ITER / next()."""
+
+    def __init__(self, items):
+        super().__init__(None)
+        self.items = list(items)
+        self.pos = 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def next(self, tx):
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def iterate(self, tx):
+        rest = self.items[self.pos:]
+        self.pos = len(self.items)
+        return rest
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__next__":
+            item = self.next(tx)
+            if item is None:
+                raise Unsupported("StopIteration raised by next()")
+            return item
+        raise Unsupported(f"iterator.{name}")
+
+    def reconstruct(self, cg):
+        for item in self.items[self.pos:]:
+            item.reconstruct(cg)
+        cg.build(tuple, len(self.items) - self.pos)
+        cg.call_on_stack(iter)

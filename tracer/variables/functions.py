@@ -1,0 +1,275 @@
+"""Callables: user functions (inlined), nested functions and lambdas made in the frame,
+builtins, bound methods, functools.partial.
+
+User functions are *inlined*: their bytecode is interpreted by a nested translator frame
+with the bound arguments as locals, so their tensor work lands in the caller's graph.
+Closures are modelled with `CellBox`es shared between the creating frame and the function
+object, which is what makes `nonlocal` correct.
+"""
+import functools
+import inspect
+import types
+
+from guards.sources import AttrSource, ItemSource
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+
+class CellBox:
+    """A closure cell during tracing: its current Variable, and where the real cell lives."""
+
+    _EMPTY = object()
+
+    def __init__(self, value=_EMPTY, real_cell=None, source=None):
+        self._value = value
+        self.real_cell = real_cell   # a real cell object when the cell exists outside the trace
+        self.source = source         # source of the cell *contents*
+        self.dirty = False
+
+    def get(self, tx):
+        if self._value is CellBox._EMPTY:
+            if self.real_cell is None:
+                raise Unsupported("free variable referenced before assignment")
+            try:
+                real = self.real_cell.cell_contents
+            except ValueError:
+                raise Unsupported("empty closure cell")
+            self._value = tx.wrap(real, self.source)
+        return self._value
+
+    def set(self, value):
+        self._value = value
+        self.dirty = True
+
+
+def iterator_of(items):
+    from .containers import IteratorVariable
+    return IteratorVariable(items)
+
+
+class BaseFunctionVariable(Variable):
+    def python_type(self):
+        return types.FunctionType
+
+    def get_code(self):
+        raise NotImplementedError
+
+    def call(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+    def bind_args(self, tx, args, kwargs):
+        """Map call arguments onto parameter names, defaults filled, like CPython does."""
+        code = self.get_code()
+        defaults = self.default_vars(tx)
+        kwdefaults = self.kwdefault_vars(tx)
+        dummy_cells = tuple(types.CellType() for _ in code.co_freevars)
+        shape = types.FunctionType(code, {}, code.co_name, tuple(defaults) or None, dummy_cells or None)
+        if kwdefaults:
+            shape.__kwdefaults__ = dict(kwdefaults)
+        try:
+            bound = inspect.signature(shape).bind(*args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(f"call to {code.co_name}() does not bind: {e} (the user code raises TypeError)")
+        bound.apply_defaults()
+        result = {}
+        for name, value in bound.arguments.items():
+            param = bound.signature.parameters[name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                from .containers import TupleVariable
+                value = TupleVariable(value)
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                from .containers import DictVariable
+                value = DictVariable(value)
+            result[name] = value
+        return result
+
+    def getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(self.get_code().co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.get_code().co_qualname)
+        if name == "__code__":
+            return ConstantVariable(self.get_code())
+        raise Unsupported(f"function attribute {name!r}")
+
+
+class UserFunctionVariable(BaseFunctionVariable):
+    """A real Python function object (guarded by identity when it has a source)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def get_code(self):
+        return self.fn.__code__
+
+    def get_globals(self):
+        return self.fn.__globals__
+
+    def default_vars(self, tx):
+        defaults = self.fn.__defaults__ or ()
+        src = AttrSource(self.source, "__defaults__") if self.source else None
+        return [tx.wrap(v, ItemSource(src, i) if src else None) for i, v in enumerate(defaults)]
+
+    def kwdefault_vars(self, tx):
+        kw = self.fn.__kwdefaults__ or {}
+        src = AttrSource(self.source, "__kwdefaults__") if self.source else None
+        return {k: tx.wrap(v, ItemSource(src, k) if src else None) for k, v in kw.items()}
+
+    def closure_cells(self, tx):
+        cells = self.fn.__closure__ or ()
+        src = AttrSource(self.source, "__closure__") if self.source else None
+        return [CellBox(real_cell=c, source=AttrSource(ItemSource(src, i), "cell_contents") if src else None)
+                for i, c in enumerate(cells)]
+
+    def identity_key(self):
+        return ("fn", id(self.fn))
+
+    def as_python_object(self):
+        return self.fn
+
+    def __repr__(self):
+        return f"UserFunction({self.fn.__qualname__})"
+
+
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A function or lambda created by MAKE_FUNCTION inside the traced frame."""
+
+    def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
+        super().__init__(None)
+        self.code = code
+        self.f_globals = f_globals
+        self.defaults = defaults or []      # Variables
+        self.kwdefaults = kwdefaults or {}  # name -> Variable
+        self.closure = closure or []        # CellBoxes
+        self.qualname = qualname
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.f_globals
+
+    def default_vars(self, tx):
+        return self.defaults
+
+    def kwdefault_vars(self, tx):
+        return self.kwdefaults
+
+    def closure_cells(self, tx):
+        return self.closure
+
+    def reconstruct(self, cg):
+        raise Unsupported("a function created in the traced frame escapes it")
+
+    def __repr__(self):
+        return f"NestedFunction({self.qualname})"
+
+
+class BuiltinVariable(Variable):
+    """A builtin / math / operator function applied to Variables (see builtins_impl)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def is_constant(self):
+        return False
+
+    def call(self, tx, args, kwargs):
+        from ..builtins_impl import call_builtin
+        return call_builtin(tx, self.fn, args, kwargs)
+
+    def identity_key(self):
+        return ("builtin", id(self.fn))
+
+    def as_python_object(self):
+        return self.fn
+
+    def reconstruct(self, cg):
+        cg.load_const(self.fn)
+
+    def __repr__(self):
+        return f"Builtin({getattr(self.fn, '__name__', self.fn)})"
+
+
+class BuiltinMethodVariable(Variable):
+    """`const.method` for methods of immutable constants ("sep".join, str.format, int.bit_length)."""
+
+    def __init__(self, obj, name):
+        super().__init__(None)
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs) if not self.obj.is_constant() \
+            else _call_constant_method(tx, self.obj, self.name, args, kwargs)
+
+
+def _call_constant_method(tx, obj, name, args, kwargs):
+    from .base import is_constant_value
+    try:
+        cargs = [a.as_constant() for a in args]
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+    except Unsupported:
+        if name == "format" and isinstance(obj.as_constant(), str):
+            raise Unsupported("str.format with non-constant arguments")
+        raise
+    result = getattr(obj.as_constant(), name)(*cargs, **ckw)
+    if not is_constant_value(result) and not isinstance(result, list):
+        raise Unsupported(f"{type(obj.as_constant()).__name__}.{name} result")
+    if isinstance(result, list):
+        from .containers import ListVariable
+        return ListVariable([ConstantVariable(r) for r in result])
+    return ConstantVariable(result)
+
+
+class BoundMethodVariable(Variable):
+    """`obj.method` where method is a Python function: calls it with obj prepended."""
+
+    def __init__(self, func, obj, source=None):
+        super().__init__(source)
+        self.func, self.obj = func, obj
+
+    def python_type(self):
+        return types.MethodType
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [self.obj, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.func
+        return self.func.getattr(tx, name)
+
+
+class PartialVariable(Variable):
+    """functools.partial(fn, *args, **kwargs), created in the frame or passed in."""
+
+    def __init__(self, func, args, kwargs, source=None):
+        super().__init__(source)
+        self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+
+    def python_type(self):
+        return functools.partial
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            from .containers import TupleVariable
+            return TupleVariable(self.args)
+        raise Unsupported(f"partial attribute {name!r}")
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        raise Unsupported("a functools.partial created in the traced frame escapes it")

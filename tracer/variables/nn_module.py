@@ -1,0 +1,226 @@
+"""torch.nn.Module instances.
+
+- Parameters and buffers become `get_attr` nodes referencing the live tensors (see
+  output_graph.py for why), guarded by identity and tensor metadata.
+- Leaf torch.nn modules (Linear, Conv, norms, activations, MultiheadAttention, ...) become
+  one `call_module` node; their example output is computed with `torch.func.functional_call`
+  on fake copies of their state, so tracing never touches the real buffers.
+- User modules, containers and the Transformer stacks are inlined: their `forward` is
+  interpreted like any user function, so their ops land in the graph.
+- Every module that is called is guarded to have no forward hooks (a hook added later
+  recompiles instead of being silently skipped); `training` is guarded where read.
+"""
+import torch
+from guards import ConstMatch, IdMatch, LengthMatch
+from guards.sources import AttrSource, ItemSource
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+from .objects import bind_class_attr, lookup_type_attr
+
+_CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
+               torch.nn.ParameterList, torch.nn.ParameterDict)
+_INLINED_TORCH_MODULES = (torch.nn.TransformerEncoder, torch.nn.TransformerEncoderLayer,
+                          torch.nn.TransformerDecoder, torch.nn.TransformerDecoderLayer,
+                          torch.nn.Transformer)
+
+
+def is_leaf_module(module):
+    cls = type(module)
+    return (cls.__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINERS)
+            and not isinstance(module, _INLINED_TORCH_MODULES))
+
+
+def _sub(source, dict_name, key):
+    return ItemSource(AttrSource(source, dict_name), key) if source is not None else None
+
+
+class NNModuleVariable(Variable):
+    def __init__(self, module, source=None, path=""):
+        super().__init__(source)
+        self.module = module
+        self.path = path or (source.name() if source is not None else type(module).__name__)
+
+    def python_type(self):
+        return type(self.module)
+
+    def identity_key(self):
+        return ("module", id(self.module))
+
+    def as_python_object(self):
+        return self.module
+
+    def truthy(self, tx):
+        if isinstance(self.module, _CONTAINERS):
+            return len(self.module) > 0
+        return True
+
+    def _child_path(self, name):
+        return f"{self.path}.{name}"
+
+    def getattr(self, tx, name):
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            return pending
+        m = self.module
+        params, buffers, modules = m.__dict__.get("_parameters"), m.__dict__.get("_buffers"), m.__dict__.get("_modules")
+        if params is not None and name in params:
+            return self._tensor_attr(tx, params[name], _sub(self.source, "_parameters", name), name)
+        if buffers is not None and name in buffers:
+            return self._tensor_attr(tx, buffers[name], _sub(self.source, "_buffers", name), name)
+        if modules is not None and name in modules:
+            sub = modules[name]
+            src = _sub(self.source, "_modules", name)
+            if sub is None:
+                if src is not None:
+                    tx.guard(ConstMatch(src, None))
+                return ConstantVariable(None)
+            return tx.wrap_module(sub, src, self._child_path(name))
+        cls = type(m)
+        attr, _ = lookup_type_attr(cls, name)
+        if attr is not None and hasattr(type(attr), "__set__"):
+            return bind_class_attr(tx, attr, self, cls)
+        if name in m.__dict__:
+            src = AttrSource(self.source, name) if self.source is not None else None
+            return tx.wrap(m.__dict__[name], src)
+        if attr is not None:
+            src = AttrSource(self.source, name) if self.source is not None else None
+            return bind_class_attr(tx, attr, self, cls, src)
+        raise Unsupported(f"{cls.__name__} has no attribute {name!r} (the user code raises AttributeError)")
+
+    def _tensor_attr(self, tx, value, source, name):
+        if value is None:
+            if source is not None:
+                tx.guard(ConstMatch(source, None))
+            return ConstantVariable(None)
+        return tx.module_tensor(value, source, self._child_path(name))
+
+    def setattr(self, tx, name, value):
+        tx.side_effects.store_attr(self, name, value)
+
+    def hasattr(self, tx, name):
+        return hasattr(self.module, name)
+
+    # ---- containers ------------------------------------------------------------------
+    def _items(self, tx):
+        m = self.module
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+            self._guard_len(tx, "_modules")
+            return list(m._modules.keys())
+        if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            self._guard_len(tx, "_parameters")
+            return list(m._parameters.keys())
+        raise Unsupported(f"iterating over {type(m).__name__}")
+
+    def _guard_len(self, tx, dict_name):
+        if self.source is not None:
+            d = getattr(self.module, dict_name)
+            tx.guard(LengthMatch(AttrSource(self.source, dict_name), len(d), type(d)))
+
+    def iterate(self, tx):
+        keys = self._items(tx)
+        if isinstance(self.module, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k in keys]
+        if isinstance(self.module, torch.nn.ParameterDict):
+            return [ConstantVariable(k) for k in keys]
+        return [self.getattr(tx, k) for k in keys]
+
+    def length(self, tx):
+        return len(self._items(tx))
+
+    def getitem(self, tx, key):
+        m = self.module
+        k = key.as_constant()
+        if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
+            self._items(tx)
+            return self.getattr(tx, k)
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ParameterList)):
+            keys = self._items(tx)
+            if isinstance(k, slice):
+                sub = [self.getattr(tx, name) for name in keys[k]]
+                from .containers import ListVariable
+                if isinstance(m, torch.nn.Sequential):
+                    raise Unsupported("slicing an nn.Sequential (creates a new module)")
+                return ListVariable(sub)
+            return self.getattr(tx, keys[k])
+        raise Unsupported(f"indexing {type(m).__name__}")
+
+    def call_method(self, tx, name, args, kwargs):
+        m = self.module
+        if name in ("parameters", "buffers", "children", "modules", "named_parameters",
+                    "named_buffers", "named_children", "named_modules", "keys", "values", "items"):
+            return self._iter_method(tx, name)
+        if name == "forward":
+            return self._forward(tx, args, kwargs)
+        if name == "__len__":
+            return ConstantVariable(self.length(tx))
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def _iter_method(self, tx, name):
+        from .containers import TupleVariable
+        from .functions import iterator_of
+        m = self.module
+        if name in ("keys", "values", "items"):
+            keys = self._items(tx)
+            vals = [self.getattr(tx, k) for k in keys]
+            if name == "keys":
+                return iterator_of([ConstantVariable(k) for k in keys])
+            if name == "values":
+                return iterator_of(vals)
+            return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, vals)])
+        if name in ("children", "named_children"):
+            self._guard_len(tx, "_modules")
+            items = [(k, self.getattr(tx, k)) for k, v in m._modules.items() if v is not None]
+        elif name in ("parameters", "named_parameters", "buffers", "named_buffers") and \
+                not any(True for _ in m.children()):
+            dict_name = "_parameters" if "param" in name else "_buffers"
+            self._guard_len(tx, dict_name)
+            items = [(k, self.getattr(tx, k)) for k, v in getattr(m, dict_name).items() if v is not None]
+        else:
+            raise Unsupported(f"nn.Module.{name}() over nested modules")
+        if name.startswith("named_"):
+            return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in items])
+        return iterator_of([v for _, v in items])
+
+    # ---- calls -------------------------------------------------------------------------
+    def call(self, tx, args, kwargs):
+        self._check_hooks(tx)
+        return self._forward(tx, args, kwargs)
+
+    def _forward(self, tx, args, kwargs):
+        m = self.module
+        if is_leaf_module(m):
+            return tx.call_module(self, args, kwargs)
+        forward = type(m).forward
+        from .functions import UserFunctionVariable
+        if getattr(forward, "__code__", None) is None:
+            raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        return UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
+
+    def _check_hooks(self, tx):
+        m = self.module
+        from torch.nn.modules import module as nn_module_impl
+        for gname in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                      "_global_backward_hooks", "_global_backward_pre_hooks"):
+            if getattr(nn_module_impl, gname, None):
+                raise Unsupported("global nn.Module hooks are registered")
+        for hname in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            hooks = m.__dict__.get(hname)
+            if hooks:
+                raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
+            if hooks is not None and self.source is not None:
+                tx.guard(LengthMatch(AttrSource(self.source, hname), 0, type(hooks)))
+        tx.guard_global_module_hooks()
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        raise Unsupported("a module without a source escapes the frame")
+
+    def __repr__(self):
+        return f"NNModule({self.path}: {type(self.module).__name__})"
+
+
+def guard_module(tx, module, source):
+    if source is not None:
+        tx.guard(IdMatch(source, module))

@@ -1,0 +1,214 @@
+"""User-defined objects, classes, super(), and opaque objects compared only by identity.
+
+Attribute reads follow Python's lookup order closely enough to be exact for ordinary
+classes: data descriptors (property) on the type, then the instance dict, then methods and
+other class attributes. Anything else (custom __getattr__/__getattribute__, metaclass
+magic) is Unsupported rather than guessed.
+"""
+import types
+
+from guards.sources import AttrSource
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+
+def lookup_type_attr(cls, name, start_after=None):
+    """Find `name` in cls.__mro__ (optionally after `start_after`, for super())."""
+    mro = cls.__mro__
+    if start_after is not None:
+        mro = mro[mro.index(start_after) + 1:]
+    for klass in mro:
+        if name in klass.__dict__:
+            return klass.__dict__[name], klass
+    return None, None
+
+
+def bind_class_attr(tx, attr, obj_var, cls, source=None):
+    """What `obj.attr` gives when attr was found on the class."""
+    from .functions import BoundMethodVariable, UserFunctionVariable
+    if isinstance(attr, types.FunctionType):
+        return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
+    if isinstance(attr, staticmethod):
+        return tx.wrap(attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return BoundMethodVariable(tx.wrap(attr.__func__, None), ClassVariable(cls))
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported("unreadable property")
+        return UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
+    if hasattr(type(attr), "__get__"):
+        raise Unsupported(f"descriptor {type(attr).__name__} on {cls.__name__}")
+    return tx.wrap(attr, source)
+
+
+class UserObjectVariable(Variable):
+    mutable = True
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def identity_key(self):
+        return ("obj", id(self.value))
+
+    def as_python_object(self):
+        return self.value
+
+    def truthy(self, tx):
+        cls = type(self.value)
+        if "__bool__" not in dir(cls) and "__len__" not in dir(cls):
+            return True
+        raise Unsupported(f"bool() of {cls.__name__} object")
+
+    def getattr(self, tx, name):
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            return pending
+        obj, cls = self.value, type(self.value)
+        if type(cls).__getattribute__ is not type.__getattribute__ or \
+                cls.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{cls.__name__} customises attribute lookup")
+        attr, owner = lookup_type_attr(cls, name)
+        if attr is not None and hasattr(type(attr), "__set__") and not isinstance(attr, types.MemberDescriptorType):
+            return bind_class_attr(tx, attr, self, cls)
+        inst = getattr(obj, "__dict__", None)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        if inst is not None and name in inst:
+            return tx.wrap(inst[name], src)
+        if isinstance(attr, types.MemberDescriptorType):
+            try:
+                return tx.wrap(getattr(obj, name), src)
+            except AttributeError:
+                raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
+        if attr is not None:
+            return bind_class_attr(tx, attr, self, cls, src)
+        if "__getattr__" in dir(cls):
+            raise Unsupported(f"{cls.__name__}.__getattr__")
+        raise Unsupported(f"{cls.__name__} object has no attribute {name!r} (the user code raises AttributeError)")
+
+    def setattr(self, tx, name, value):
+        cls = type(self.value)
+        attr, _ = lookup_type_attr(cls, name)
+        if attr is not None and hasattr(type(attr), "__set__"):
+            raise Unsupported(f"setting {cls.__name__}.{name} runs a descriptor")
+        if cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"{cls.__name__} customises __setattr__")
+        tx.side_effects.store_attr(self, name, value)
+
+    def hasattr(self, tx, name):
+        try:
+            self.getattr(tx, name)
+            return True
+        except Unsupported:
+            if hasattr(self.value, name):
+                raise
+            return False
+
+    def call(self, tx, args, kwargs):
+        attr, _ = lookup_type_attr(type(self.value), "__call__")
+        if attr is None:
+            raise Unsupported(f"{type(self.value).__name__} object is not callable")
+        return bind_class_attr(tx, attr, self, type(self.value)).call(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"UserObject({type(self.value).__name__})"
+
+
+class ClassVariable(Variable):
+    """A class object: used for isinstance, attribute reads, and classmethod calls."""
+
+    def __init__(self, cls, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self):
+        return type(self.cls)
+
+    def identity_key(self):
+        return ("cls", id(self.cls))
+
+    def as_python_object(self):
+        return self.cls
+
+    def is_constant(self):
+        return False
+
+    def getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(self.cls.__name__)
+        attr, owner = lookup_type_attr(self.cls, name)
+        if attr is None:
+            raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
+        if isinstance(attr, staticmethod):
+            return tx.wrap(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            from .functions import BoundMethodVariable
+            return BoundMethodVariable(tx.wrap(attr.__func__, None), self)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(attr, src)
+
+    def call(self, tx, args, kwargs):
+        raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
+
+    def reconstruct(self, cg):
+        cg.load_const(self.cls)
+
+    def __repr__(self):
+        return f"Class({self.cls.__name__})"
+
+
+class SuperVariable(Variable):
+    """super() inside a method: attribute lookup continues after `cls` in type(obj).__mro__."""
+
+    def __init__(self, cls, obj):
+        super().__init__(None)
+        self.cls, self.obj = cls, obj
+
+    def getattr(self, tx, name):
+        obj_type = self.obj.python_type()
+        attr, owner = lookup_type_attr(obj_type, name, start_after=self.cls)
+        if attr is None:
+            raise Unsupported(f"super() has no attribute {name!r}")
+        if attr is object.__init__:
+            from .functions import BuiltinVariable
+            return BuiltinVariable(lambda *a, **k: None)
+        return bind_class_attr(tx, attr, self.obj, obj_type)
+
+
+class OpaqueVariable(Variable):
+    """A value we only compare by identity/equality or pass through (enum members, types)."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def identity_key(self):
+        return ("opaque", id(self.value))
+
+    def as_python_object(self):
+        return self.value
+
+    def truthy(self, tx):
+        return bool(self.value) if type(self.value).__bool__ is object.__bool__ else \
+            Variable.truthy(self, tx)
+
+    def getattr(self, tx, name):
+        import enum
+        if isinstance(self.value, enum.Enum) and name in ("name", "value"):
+            return tx.wrap(getattr(self.value, name), None)
+        raise Unsupported(f"attribute {name!r} of {type(self.value).__name__} object")
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.load_const(self.value)
+
+    def __repr__(self):
+        return f"Opaque({self.value!r})"

@@ -1,0 +1,98 @@
+"""Tensors: an FX node plus a fake tensor that knows shape, dtype, device, requires_grad.
+
+Shapes are static (guarded exactly), so metadata queries (`x.shape`, `x.size(0)`,
+`x.dtype`, `x.dim()`, ...) fold to constants and never enter the graph. Anything that needs
+tensor *data* at trace time (`bool(x)`, `x.item()` steering control flow, `x.tolist()`) is
+Unsupported: a graph break with that reason.
+"""
+import operator
+
+import torch
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable, is_constant_value
+
+# Tensor attributes that are pure metadata: folded to constants.
+_META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
+               "is_quantized", "is_meta", "layout", "is_leaf", "is_nested", "is_mkldnn",
+               "is_complex"}
+# Methods whose result depends on metadata only.
+_META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                 "is_floating_point", "is_complex", "element_size", "get_device", "type",
+                 "storage_offset", "is_signed", "has_names", "__len__"}
+# Attributes that are tensor-valued views: become graph ops.
+_TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+_DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+                 "data_ptr", "untyped_storage", "storage", "cpu_numpy"}
+
+
+class TensorVariable(Variable):
+    def __init__(self, node, example, source=None):
+        super().__init__(source)
+        self.node = node
+        self.example = example  # a FakeTensor
+
+    def python_type(self):
+        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+
+    def truthy(self, tx):
+        raise Unsupported("data-dependent branch: bool() of a tensor needs its value")
+
+    def getattr(self, tx, name):
+        ex = self.example
+        if name in _META_ATTRS:
+            value = getattr(ex, name)
+            return ConstantVariable(torch.Size(value) if name == "shape" else value)
+        if name in _TENSOR_ATTRS:
+            return tx.call_torch("call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            raise Unsupported("reading .grad inside a traced frame")
+        if name == "data":
+            return tx.call_torch("call_method", "detach", [self], {})
+        if name in _DATA_METHODS:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
+        if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
+            from .torch_vars import TensorMethodVariable
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"Tensor attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _META_METHODS:
+            cargs = [a.as_constant() for a in args]
+            ckw = {k: v.as_constant() for k, v in kwargs.items()}
+            value = getattr(self.example, name)(*cargs, **ckw)
+            if name == "type" and not args and not kwargs:
+                return ConstantVariable(value)
+            if is_constant_value(value):
+                return ConstantVariable(value)
+        if name in _DATA_METHODS:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
+        if name in ("requires_grad_", "retain_grad", "register_hook", "backward"):
+            raise Unsupported(f"Tensor.{name}() changes autograd state outside the graph")
+        return tx.call_torch("call_method", name, [self, *args], kwargs)
+
+    def getitem(self, tx, key):
+        return tx.call_torch("call_function", operator.getitem, [self, key], {})
+
+    def setitem(self, tx, key, value):
+        tx.call_torch("call_function", operator.setitem, [self, key, value], {})
+
+    def iterate(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        return [self.getitem(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
+
+    def length(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return self.example.shape[0]
+
+    def hasattr(self, tx, name):
+        return hasattr(self.example, name)
+
+    def reconstruct(self, cg):
+        cg.load_tensor(self)
+
+    def __repr__(self):
+        ex = self.example
+        return f"Tensor({self.node.name}: {str(ex.dtype).replace('torch.', '')}{list(ex.shape)})"

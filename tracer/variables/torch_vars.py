@@ -1,0 +1,182 @@
+"""torch callables, grad-mode context managers, and Python modules such as `torch` itself.
+
+A torch function or Tensor method call becomes one FX node; its example value is computed
+by calling the same function on fake tensors, which also tells us whether it returns a
+tensor, a structure of tensors, or a metadata constant (folded out of the graph).
+"""
+import torch
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+# torch callables with effects outside the graph, or that only make sense eagerly.
+_DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_default_device",
+         "use_deterministic_algorithms", "set_printoptions", "save", "load", "set_rng_state",
+         "get_rng_state", "set_num_threads", "set_anomaly_enabled", "compile", "synchronize",
+         "set_default_tensor_type", "from_numpy", "set_flush_denormal", "autograd.grad",
+         "backward", "grad"}
+
+
+class TorchFunctionVariable(Variable):
+    """torch.*, torch.nn.functional.*, torch.Tensor.* used as a function, torch.special..."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def identity_key(self):
+        return ("torchfn", id(self.fn))
+
+    def as_python_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        name = getattr(fn, "__name__", "")
+        if name in _DENY:
+            raise Unsupported(f"torch.{name} has effects outside the graph")
+        if fn is torch.set_grad_enabled or fn is torch._C._set_grad_enabled:
+            if len(args) == 1 and not kwargs:
+                mode = args[0].as_constant()
+                return GradModeVariable(mode, immediate=tx)
+        if fn in (torch.is_grad_enabled,):
+            return ConstantVariable(torch.is_grad_enabled())
+        if fn is torch.is_tensor and len(args) == 1:
+            from .tensor import TensorVariable
+            return ConstantVariable(isinstance(args[0], TensorVariable))
+        if fn is torch.Size:
+            from .containers import SizeVariable
+            return SizeVariable(args[0].iterate(tx) if args else [])
+        return tx.call_torch("call_function", fn, args, kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(getattr(self.fn, "__name__", ""))
+        raise Unsupported(f"attribute {name!r} of torch callable")
+
+    def reconstruct(self, cg):
+        cg.load_const(self.fn)
+
+    def __repr__(self):
+        return f"TorchFunction({getattr(self.fn, '__name__', self.fn)})"
+
+
+class TensorMethodVariable(Variable):
+    """`x.method` before it is called."""
+
+    def __init__(self, tensor, name):
+        super().__init__(None)
+        self.tensor, self.name = tensor, name
+
+    def call(self, tx, args, kwargs):
+        return self.tensor.call_method(tx, self.name, args, kwargs)
+
+
+class GradModeVariable(Variable):
+    """torch.no_grad() / enable_grad() / set_grad_enabled(b) as a context manager.
+
+    Entering records `torch._C._set_grad_enabled(mode)` in the graph and switches the real
+    mode while tracing (restored by convert_frame), so fake tensors see the same mode the
+    graph will run under. `immediate` is set for the function form set_grad_enabled(b),
+    which takes effect at the call.
+    """
+
+    def __init__(self, mode, immediate=None):
+        super().__init__(None)
+        self.mode = bool(mode)
+        self.prev = None
+        if immediate is not None:
+            self.prev = torch.is_grad_enabled()
+            _set_grad(immediate, self.mode)
+
+    def python_type(self):
+        return torch.autograd.grad_mode.set_grad_enabled
+
+    def enter(self, tx):
+        if self.prev is None:
+            self.prev = torch.is_grad_enabled()
+            _set_grad(tx, self.mode)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        _set_grad(tx, self.prev)
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        raise Unsupported(f"grad-mode object method {name}")
+
+
+def _set_grad(tx, mode):
+    if torch.is_grad_enabled() != mode:
+        tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
+        torch._C._set_grad_enabled(mode)
+
+
+class GradModeClassVariable(Variable):
+    """torch.no_grad / torch.enable_grad / torch.set_grad_enabled (the classes)."""
+
+    def __init__(self, cls, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def identity_key(self):
+        return ("cls", id(self.cls))
+
+    def as_python_object(self):
+        return self.cls
+
+    def call(self, tx, args, kwargs):
+        if self.cls is torch.no_grad and not args:
+            return GradModeVariable(False)
+        if self.cls is torch.enable_grad and not args:
+            return GradModeVariable(True)
+        if self.cls is torch.set_grad_enabled and len(args) == 1:
+            return GradModeVariable(args[0].as_constant(), immediate=tx)
+        raise Unsupported(f"{self.cls.__name__} called with arguments")
+
+
+class PythonModuleVariable(Variable):
+    """A Python module object (torch, torch.nn.functional, math, a user module)."""
+
+    def __init__(self, module, source=None):
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self):
+        return type(self.module)
+
+    def identity_key(self):
+        return ("module", id(self.module))
+
+    def as_python_object(self):
+        return self.module
+
+    def getattr(self, tx, name):
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r} "
+                              f"(the user code raises AttributeError)")
+        from guards.sources import AttrSource
+        trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
+                                                         "itertools", "collections", "builtins",
+                                                         "typing", "dataclasses", "numbers")
+        # Library modules are treated as immutable (not guarded); user modules are guarded.
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
+        return tx.wrap(value, source)
+
+    def hasattr(self, tx, name):
+        return hasattr(self.module, name)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.module)
+
+    def __repr__(self):
+        return f"PyModule({self.module.__name__})"
