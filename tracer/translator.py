@@ -78,6 +78,7 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
+        self.yielded = None  # a list while running an inlined generator
 
     # ---- shared state shortcuts ---------------------------------------------------------
     output = property(lambda self: self.ctx.output)
@@ -308,8 +309,8 @@ class Frame:
         code = fn_var.get_code()
         if self.depth + 1 > MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
-        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
-            raise Unsupported(f"call to generator/coroutine function {code.co_name}")
+        if code.co_flags & (0x80 | 0x100 | 0x200):
+            raise Unsupported(f"call to coroutine/async generator function {code.co_name}")
         bound = fn_var.bind_args(self, args, kwargs)
         cells = {}
         for name in code.co_cellvars:
@@ -317,6 +318,11 @@ class Frame:
         for name, box in zip(code.co_freevars, fn_var.closure_cells(self)):
             cells[name] = box
         child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
+        if code.co_flags & 0x20:  # generator: run to completion, iterate over what it yielded
+            from .variables.containers import IteratorVariable
+            child.yielded = []
+            child.run()
+            return IteratorVariable(child.yielded)
         return child.run()
 
     def zero_arg_super(self):

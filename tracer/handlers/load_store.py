@@ -28,12 +28,8 @@ def DELETE_FAST(f, inst):
 
 @handler("LOAD_CONST")
 def LOAD_CONST(f, inst):
-    f.push(f.wrap(inst.argval, None) if not _plain_const(inst.argval) else ConstantVariable(inst.argval))
-
-
-def _plain_const(value):
-    from ..variables.base import is_constant_value
-    return is_constant_value(value)
+    # co_consts only holds immutable values (numbers, strings, tuples, frozensets, code objects)
+    f.push(ConstantVariable(inst.argval))
 
 
 @handler("LOAD_GLOBAL")
@@ -99,17 +95,12 @@ def NAME_OPS(f, inst):
     raise Unsupported(f"{inst.opname}: module or class body code is not traced")
 
 
-class _Null:
-    """The NULL that 3.11 pushes below a callable (PUSH_NULL / LOAD_GLOBAL with low bit)."""
-
-    def __repr__(self):
-        return "NULL"
-
-
 from ..variables.base import Variable  # noqa: E402
 
 
 class NullVariable(Variable):
+    """The NULL that 3.11 pushes below a callable (PUSH_NULL / LOAD_GLOBAL with low bit)."""
+
     def __repr__(self):
         return "NULL"
 

@@ -62,8 +62,6 @@ for _name, _why in {
     "PRINT_EXPR": "interactive printing",
     "SETUP_ANNOTATIONS": "annotations in a frame",
     "LOAD_BUILD_CLASS": "class definition inside a traced frame",
-    "RETURN_GENERATOR": "generator frame",
-    "YIELD_VALUE": "generator frame",
     "SEND": "generator/coroutine frame",
     "GET_AWAITABLE": "coroutine frame",
     "GET_AITER": "async iteration",
@@ -79,3 +77,25 @@ for _name, _why in {
     "COPY_DICT_WITHOUT_KEYS": "structural pattern matching",
 }.items():
     handler(_name)(_unsupported(_why))
+
+
+@handler("RETURN_GENERATOR")
+def RETURN_GENERATOR(f, inst):
+    """Start of an inlined generator: the following POP_TOP drops what this pushes."""
+    if f.yielded is None:
+        raise Unsupported("generator frame entered without a consumer")
+    f.push(ConstantVariable(None))
+
+
+@handler("YIELD_VALUE")
+def YIELD_VALUE(f, inst):
+    """Inlined generators run to completion; their yields are collected in order.
+
+    The consumer (for-loop, list(), all(), ...) then iterates over the collected values.
+    This is exact for generators whose body has no side effects visible to the consumer
+    between items, which is what generator expressions over Python values are.
+    """
+    if f.yielded is None:
+        raise Unsupported("yield in a frame that is not an inlined generator")
+    f.yielded.append(f.pop())
+    f.push(ConstantVariable(None))  # the value sent back by the consumer's next()
