@@ -74,7 +74,6 @@ for _name, _why in {
     "MATCH_MAPPING": "structural pattern matching",
     "MATCH_SEQUENCE": "structural pattern matching",
     "MATCH_KEYS": "structural pattern matching",
-    "COPY_DICT_WITHOUT_KEYS": "structural pattern matching",
 }.items():
     handler(_name)(_unsupported(_why))
 
