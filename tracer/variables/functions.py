@@ -7,7 +7,6 @@ Closures are modelled with `CellBox`es shared between the creating frame and the
 object, which is what makes `nonlocal` correct.
 """
 import functools
-import inspect
 import types
 
 from guards.sources import AttrSource, ItemSource
@@ -59,29 +58,24 @@ class BaseFunctionVariable(Variable):
         return tx.inline_call(self, args, kwargs)
 
     def bind_args(self, tx, args, kwargs):
-        """Map call arguments onto parameter names, defaults filled, like CPython does."""
+        """Map call arguments onto parameter names, defaults filled, exactly as CPython does
+        (the binder is a real function with the same signature; see bytecode_utils)."""
+        from bytecode_utils import arg_names, make_binder
+        from .containers import DictVariable, TupleVariable
         code = self.get_code()
-        defaults = self.default_vars(tx)
-        kwdefaults = self.kwdefault_vars(tx)
-        dummy_cells = tuple(types.CellType() for _ in code.co_freevars)
-        shape = types.FunctionType(code, {}, code.co_name, tuple(defaults) or None, dummy_cells or None)
-        if kwdefaults:
-            shape.__kwdefaults__ = dict(kwdefaults)
+        binder = make_binder(code, tuple(self.default_vars(tx)) or None, self.kwdefault_vars(tx) or None)
         try:
-            bound = inspect.signature(shape).bind(*args, **kwargs)
+            slots = binder(*args, **kwargs)
         except TypeError as e:
             raise Unsupported(f"call to {code.co_name}() does not bind: {e} (the user code raises TypeError)")
-        bound.apply_defaults()
-        result = {}
-        for name, value in bound.arguments.items():
-            param = bound.signature.parameters[name]
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
-                from .containers import TupleVariable
-                value = TupleVariable(value)
-            elif param.kind is inspect.Parameter.VAR_KEYWORD:
-                from .containers import DictVariable
-                value = DictVariable(value)
-            result[name] = value
+        names = arg_names(code)
+        result = dict(zip(names, slots))
+        i = code.co_argcount + code.co_kwonlyargcount
+        if code.co_flags & 0x04:
+            result[names[i]] = TupleVariable(list(slots[i]))
+            i += 1
+        if code.co_flags & 0x08:
+            result[names[i]] = DictVariable(dict(slots[i]))
         return result
 
     def getattr(self, tx, name):
