@@ -66,6 +66,8 @@ class CompiledFunction:
         code_cache = cache.cache_for(self._code)
         G, C = self._G, self._C
         for entry in code_cache.entries:  # entries made by another function with this code
+            if self._fullgraph and entry.code is None:
+                continue  # a fallback made without fullgraph: this function must raise instead
             if entry.guards.check(L, G, C) and not any(r is entry for r in self._entries()):
                 self._add(entry)
                 return self._hits[-1][1](*L)

@@ -353,12 +353,12 @@ def _round(tx, x, ndigits=None):
     return _fold(round, [x] + ([ndigits] if ndigits is not None else []), {})
 
 
-@impl(divmod, pow, chr, ord, hex, oct, bin, hash)
+@impl(divmod, pow, chr, ord, hex, oct, bin, hash, repr, ascii, format)
 def _pure(tx, *args):
     raise Unsupported("unreachable")
 
 
-for _fn in (divmod, chr, ord, hex, oct, bin):
+for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
     _IMPLS[_fn] = (lambda f: lambda tx, *args: _fold(f, args, {}))(_fn)
 _IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
 del _IMPLS[hash]

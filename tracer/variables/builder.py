@@ -49,6 +49,8 @@ def _is_torch_callable(value):
 
 
 def _is_builtin_callable(value):
+    if value in (functools.partial, functools.reduce):
+        return True
     if isinstance(value, (types.BuiltinFunctionType,)):
         return getattr(value, "__self__", None) in _BUILTIN_MODULES or \
             getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
@@ -164,7 +166,7 @@ def _wrap_fresh(tx, value, source):
         asrc = AttrSource(source, "args") if source else None
         ksrc = AttrSource(source, "keywords") if source else None
         func = wrap(tx, value.func, fsrc)
-        args = wrap(tx, value.args, asrc).items
+        args = wrap(tx, value.args, asrc).iterate(tx)  # a constant tuple wraps as a ConstantVariable
         kwargs = wrap(tx, value.keywords, ksrc).items
         return PartialVariable(func, args, kwargs, source)
     if t is types.MethodType:

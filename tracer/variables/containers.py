@@ -79,7 +79,8 @@ class BaseSequence(Variable):
         raise Unsupported(f"{self.kind.__name__}.{name}")
 
     def reconstruct(self, cg):
-        if self.source is not None and not tx_mutated(self):
+        if self.source is not None and (self.mutable or not tx_mutated(self)):
+            # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
         for item in self.items:
             item.reconstruct(cg)
@@ -283,7 +284,8 @@ class DictVariable(Variable):
         raise Unsupported(f"dict.{name}")
 
     def reconstruct(self, cg):
-        if self.source is not None and not tx_mutated(self):
+        if self.source is not None and (self.mutable or not tx_mutated(self)):
+            # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
         for k, v in self.items.items():
             if isinstance(k, _IdKey):
@@ -348,7 +350,8 @@ class SetVariable(Variable):
         return set(self.items)
 
     def reconstruct(self, cg):
-        if self.source is not None and not tx_mutated(self):
+        if self.source is not None and (self.mutable or not tx_mutated(self)):
+            # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
         for k in self.items:
             cg.load_const(k)

@@ -152,6 +152,16 @@ class ClassVariable(Variable):
         return tx.wrap(attr, src)
 
     def call(self, tx, args, kwargs):
+        if _is_plain_namedtuple(self.cls):
+            import inspect
+            from .containers import NamedTupleVariable
+            try:
+                bound = inspect.signature(self.cls).bind(*args, **kwargs)
+            except TypeError as e:
+                raise Unsupported(f"{self.cls.__name__}() does not bind: {e} (the user code raises TypeError)")
+            bound.apply_defaults()
+            items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
+            return NamedTupleVariable(items, self.cls)
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
@@ -159,6 +169,16 @@ class ClassVariable(Variable):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _is_plain_namedtuple(cls):
+    """A collections.namedtuple class (or a subclass) whose construction is the generated __new__."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        return False
+    _new, owner = lookup_type_attr(cls, "__new__")
+    _init, init_owner = lookup_type_attr(cls, "__init__")
+    return owner is not None and "_make" in owner.__dict__ and "_fields" in owner.__dict__ and \
+        init_owner in (object, tuple) and type(cls) is type
 
 
 class SuperVariable(Variable):

@@ -1,0 +1,687 @@
+"""Differential tests: Python semantics of traced frames must match eager Python exactly.
+
+Every test runs the function eagerly (on deep copies), then compiled: the first call (trace),
+a second call (cache hit), and — where a guarded fact can change — a call after that change,
+which must recompile (more cache entries) rather than return a stale result.
+"""
+import collections
+import copy
+import dataclasses
+import functools
+import math
+import operator
+
+import pytest
+import torch
+
+import tracer
+from tracer.exc import FullGraphError
+
+
+# ---- helpers ---------------------------------------------------------------------------
+def same(a, b):
+    """Structural equality: same types, equal tensors (values, dtype, shape, requires_grad)."""
+    if isinstance(a, torch.Tensor):
+        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                and a.requires_grad == b.requires_grad
+                and torch.allclose(a.detach(), b.detach(), equal_nan=True, atol=1e-6))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a.keys()) == list(b.keys()) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, functools.partial):
+        return a.func is b.func and same(a.args, b.args) and same(a.keywords, b.keywords)
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if hasattr(a, "__dict__") and not callable(a):
+        return same(vars(a), vars(b))
+    return a == b
+
+
+def run_both(c, fn, args, kwargs):
+    ea, ek = copy.deepcopy(args), copy.deepcopy(kwargs)
+    ref = fn(*ea, **ek)
+    ca, ck = copy.deepcopy(args), copy.deepcopy(kwargs)
+    out = c(*ca, **ck)
+    assert same(out, ref), f"result differs: {out!r} vs eager {ref!r}"
+    assert same(ca, ea), f"mutated args differ: {ca!r} vs eager {ea!r}"
+    assert same(ck, ek), f"mutated kwargs differ: {ck!r} vs eager {ek!r}"
+    return out, ref
+
+
+def check(fn, *args, expect_graph=True, c=None, **kwargs):
+    """Compare fn against eager on a first call and on a cache hit; return the compiled fn."""
+    if c is None:
+        c = tracer.compile(fn)
+    n0 = len(c.entries)
+    run_both(c, fn, args, kwargs)
+    run_both(c, fn, args, kwargs)
+    assert len(c.entries) == max(n0, 1) or n0 > 0 and len(c.entries) == n0 + 1, \
+        "second identical call must hit the cache"
+    e = c.entries[-1]
+    if expect_graph:
+        assert e.code is not None and e.reason is None, f"frame fell back: {e.reason}"
+    return c
+
+
+def recheck(c, fn, *args, **kwargs):
+    """After a guarded fact changed: result still equals eager, and a new entry was made."""
+    n0 = len(c.entries)
+    run_both(c, fn, args, kwargs)
+    assert len(c.entries) == n0 + 1, "changed guarded fact must recompile"
+    run_both(c, fn, args, kwargs)
+    assert len(c.entries) == n0 + 1
+
+
+def t(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+# ---- locals, control flow ----------------------------------------------------------------
+def test_locals_reassigned():
+    def f(x, y):
+        a = x + 1
+        a = a * y
+        b = a
+        a = b - x
+        return a, b
+
+    c = check(f, t(3), t(3, seed=1))
+    recheck(c, f, t(4), t(4, seed=1))
+    recheck(c, f, t(3, dtype=torch.float64), t(3, dtype=torch.float64))
+
+
+def test_if_on_python_values():
+    def f(x, flag, n):
+        if flag:
+            x = x + 1
+        else:
+            x = x - 1
+        if n > 2 and not flag:
+            x = x * n
+        elif n == 0 or flag is None:
+            x = x / 2
+        return x
+
+    c = check(f, t(3), True, 3)
+    recheck(c, f, t(3), False, 3)
+    recheck(c, f, t(3), False, 0)
+    recheck(c, f, t(3), None, 1)
+
+
+def test_for_while_unrolled():
+    def f(x, n):
+        for i in range(n):
+            x = x + i
+        k = 0
+        while k < n:
+            x = x * 1.5
+            k += 2
+        for v in [1, 2.5, -1]:
+            x = x - v
+        return x, k
+
+    c = check(f, t(3), 3)
+    recheck(c, f, t(3), 5)
+
+
+def test_loop_break_continue():
+    def f(x, items):
+        total = 0
+        for i, v in enumerate(items):
+            if v < 0:
+                continue
+            if v > 10:
+                break
+            total += v
+            x = x + v * i
+        else:
+            total = -total
+        return x, total
+
+    c = check(f, t(2), [1, -2, 3])
+    recheck(c, f, t(2), [1, 20, 3])
+
+
+# ---- builtins ------------------------------------------------------------------------------
+def test_iteration_builtins():
+    def f(x, ys):
+        out = []
+        for i, y in enumerate(ys, 1):
+            out.append(x * i + y)
+        for a, b in zip(ys, reversed(ys)):
+            out.append(a - b)
+        for i in range(len(ys) - 1, -1, -1):
+            out.append(ys[i])
+        return out
+
+    c = check(f, t(2), [t(2, seed=1), t(2, seed=2), t(2, seed=3)])
+    recheck(c, f, t(2), [t(2, seed=1), t(2, seed=2)])
+
+
+def test_sorted_min_max_sum_abs():
+    def f(x, nums):
+        s = sorted(nums)
+        r = sorted(nums, reverse=True)
+        return x * min(nums) + max(nums) + sum(nums) + abs(nums[0]), s, r, min(3, 4, 2), \
+            max(nums, default=0), sum(nums, 10), abs(-x)
+
+    c = check(f, t(3), [3, -1, 2])
+    recheck(c, f, t(3), [3, -7, 2])
+
+
+def test_any_all_len():
+    def f(x, flags, xs):
+        if any(flags):
+            x = x + 1
+        if all(flags):
+            x = x + 2
+        return x * len(xs), len(flags), any([]), all([])
+
+    c = check(f, t(2), [False, True], (1, 2, 3))
+    recheck(c, f, t(2), [True, True], (1, 2, 3))
+    recheck(c, f, t(2), [False, False], (1, 2))
+
+
+def test_isinstance_getattr_hasattr():
+    class A:
+        scale = 2.0
+
+        def __init__(self):
+            self.bias = 3
+
+    def f(x, obj, v):
+        if isinstance(v, int):
+            x = x + v
+        elif isinstance(v, (float, str)):
+            x = x - 1
+        if isinstance(x, torch.Tensor):
+            x = x * getattr(obj, "scale")
+        x = x + getattr(obj, "missing", 10)
+        return x, hasattr(obj, "bias"), hasattr(obj, "nope"), isinstance(obj, A)
+
+    c = check(f, t(2), A(), 3)
+    recheck(c, f, t(2), A(), 2.5)
+
+
+# ---- containers -----------------------------------------------------------------------------
+def test_build_containers():
+    def f(x, y):
+        lst = [x, y, 1]
+        tup = (x, 2, "a")
+        d = {"a": x, "b": y, 3: 4}
+        s = {1, 2, 3}
+        s.add(4)
+        lst2 = [*lst, *tup]
+        d2 = {**d, "c": x + y}
+        return lst, tup, d, s, lst2, d2, 3 in s, "a" in d
+
+    check(f, t(2), t(2, seed=1))
+
+
+def test_comprehensions():
+    def f(x, ws):
+        sq = [x * w for w in ws]
+        dd = {i: x + w for i, w in enumerate(ws)}
+        ss = {w * 2 for w in ws if w > 0}
+        nested = [[a * b for b in ws] for a in range(2)]
+        return sq, dd, ss, nested
+
+    c = check(f, t(2), [1, 2, -3])
+    recheck(c, f, t(2), [1, 2])
+
+
+def test_genexpr_consumers():
+    def f(x, ws):
+        total = sum(w * 2 for w in ws)
+        pos = all(w > 0 for w in ws)
+        neg = any(w < 0 for w in ws)
+        tup = tuple(x * w for w in ws)
+        lst = list(w + 1 for w in ws)
+        return total, pos, neg, tup, lst, sum(x * w for w in ws)
+
+    c = check(f, t(2), [1, 2, 3])
+    recheck(c, f, t(2), [1, -2, 3])
+
+
+def test_unpacking():
+    def f(x, seq, pair):
+        a, b, c = seq
+        first, *rest = seq
+        *init, last = seq
+        (p, q), r = pair, 5
+        h, *mid, tl = [x, x + 1, x + 2, x + 3]
+        return a + b + c, first, rest, init, last, p, q, r, mid, tl
+
+    c = check(f, t(2), (1, 2, 3), (t(1), 7))
+    recheck(c, f, t(2), (1, 2, 4), (t(1), 7))
+
+
+def test_slicing():
+    def f(x, lst):
+        return lst[1:], lst[::-1], lst[:-1], lst[::2], (1, 2, 3, 4)[1:3], x[1:], x[::2], x[:, None], \
+            "abcdef"[2:4]
+
+    c = check(f, t(6), [1, 2, 3, 4])
+    recheck(c, f, t(6), [1, 2, 3])
+
+
+def test_strings():
+    def f(x, name, n):
+        s = f"{name}_{n}"
+        u = name.upper()
+        parts = "a,b,c".split(",")
+        j = "-".join(parts)
+        k = "{}:{:03d}".format(name, n)
+        if s.startswith("lin") and name.endswith("r"):
+            x = x + 1
+        return x, s, u, parts, j, k, name.replace("i", "I"), len(name), f"{n:.2f}", str(n), repr(name)
+
+    c = check(f, t(2), "linear", 3)
+    recheck(c, f, t(2), "conv", 3)
+    recheck(c, f, t(2), "linear", 4)
+
+
+# ---- user functions --------------------------------------------------------------------------
+def _helper(x, a, b=2, *args, scale=1.0, **kw):
+    out = x * a + b * scale
+    for v in args:
+        out = out + v
+    for k in sorted(kw):
+        out = out - kw[k]
+    return out
+
+
+def test_user_function_call_forms():
+    def f(x):
+        return (_helper(x, 1), _helper(x, 1, 3), _helper(x, a=2), _helper(x, 1, 2, 3, 4),
+                _helper(x, 1, scale=2.0), _helper(x, 1, 2, 5, scale=0.5, z=1, y=2),
+                _helper(*(x, 2), **{"b": 4, "q": 1}))
+
+    c = check(f, t(3))
+    recheck(c, f, t(4))
+
+
+def _kwonly(x, *, k, m=3):
+    return x * k + m
+
+
+def test_keyword_only():
+    def f(x, k):
+        return _kwonly(x, k=k), _kwonly(x, m=1, k=k)
+
+    c = check(f, t(2), 2)
+    recheck(c, f, t(2), 5)
+
+
+def test_closures_nonlocal_lambda():
+    def f(x, n):
+        count = 0
+
+        def inc(v):
+            nonlocal count
+            count += 1
+            return v + count
+
+        y = inc(x)
+        y = inc(y)
+        g = lambda v, s=n: v * s  # noqa: E731
+
+        def outer(v):
+            def inner(w):
+                return w + v
+            return inner(v)
+        return g(y), count, outer(x)
+
+    c = check(f, t(2), 3)
+    recheck(c, f, t(2), 4)
+
+
+def test_closure_of_compiled_function():
+    scale = [2.0]
+
+    def make(k):
+        def f(x):
+            return x * k + scale[0]
+        return f
+
+    f = make(3)
+    c = check(f, t(2))
+    f2 = make(5)  # same code, different closure cell contents
+    c2 = tracer.compile(f2)
+    run_both(c2, f2, (t(2),), {})
+
+
+def _fact(n):
+    return 1 if n <= 1 else n * _fact(n - 1)
+
+
+def _rec_apply(x, n):
+    if n == 0:
+        return x
+    return _rec_apply(x.sin() + n, n - 1)
+
+
+def test_recursion():
+    def f(x, n):
+        return x * _fact(n), _rec_apply(x, n)
+
+    c = check(f, t(3), 4)
+    recheck(c, f, t(3), 5)
+
+
+def test_functools_partial():
+    p = functools.partial(_helper, b=5)
+
+    def f(x, q):
+        inner = functools.partial(_helper, x, 2)
+        return inner(3), q(x, 1), p(x, 2)
+
+    c = check(f, t(2), functools.partial(_helper, scale=3.0))
+    recheck(c, f, t(3), functools.partial(_helper, scale=3.0))
+
+
+def test_math_operator():
+    def f(x, n):
+        a = math.sqrt(n) + math.floor(2.7) + math.pi + math.log(n)
+        b = operator.add(x, n)
+        c = operator.mul(b, 2)
+        d = operator.getitem([1, 2, 3], 1)
+        return c * a + d, math.ceil(n / 3), operator.neg(n), functools.reduce(operator.add, [1, 2, 3])
+
+    c = check(f, t(2), 4)
+    recheck(c, f, t(2), 9)
+
+
+# ---- classes --------------------------------------------------------------------------------
+class Base:
+    factor = 2
+
+    def __init__(self, w):
+        self.w = w
+
+    def apply(self, x):
+        return x * self.w
+
+    @property
+    def double(self):
+        return self.w * 2
+
+    @classmethod
+    def cfactor(cls):
+        return cls.factor
+
+    @staticmethod
+    def shift(x):
+        return x + 1
+
+
+class Child(Base):
+    factor = 3
+
+    def apply(self, x):
+        return super().apply(x) + self.cfactor()
+
+
+def test_user_classes():
+    def f(x, obj):
+        y = obj.apply(x) + obj.double + Base.shift(x) + obj.shift(x)
+        m = obj.apply
+        return y + m(x), obj.cfactor(), type(obj).factor, obj.w
+
+    c = check(f, t(2), Base(1.5))
+    recheck(c, f, t(2), Child(1.5))
+    recheck(c, f, t(2), Base(2.5))
+
+
+def test_tensor_attribute_on_object():
+    def f(x, obj):
+        return obj.apply(x)
+
+    c = check(f, t(2), Base(t(2, seed=5)))
+    recheck(c, f, t(2), Base(t(3, seed=5)) if False else Base(t(2, seed=5, dtype=torch.float64)))
+
+
+@dataclasses.dataclass
+class Cfg:
+    scale: float
+    bias: torch.Tensor
+    name: str = "x"
+
+
+Point = collections.namedtuple("Point", ["x", "y"])
+
+
+def test_dataclass_and_namedtuple():
+    def f(x, cfg, p):
+        y = x * cfg.scale + cfg.bias
+        if cfg.name == "x":
+            y = y + p.x
+        return y, p.y, p[0], Point(y, 1), len(p)
+
+    c = check(f, t(2), Cfg(2.0, t(2, seed=1)), Point(t(2, seed=2), 3))
+    recheck(c, f, t(2), Cfg(3.0, t(2, seed=1)), Point(t(2, seed=2), 3))
+    recheck(c, f, t(2), Cfg(3.0, t(2, seed=1), "y"), Point(t(2, seed=2), 3))
+
+
+# ---- grad mode ----------------------------------------------------------------------------
+def test_grad_mode_blocks():
+    def f(x, w):
+        with torch.no_grad():
+            a = x * w
+            with torch.enable_grad():
+                b = x * w
+        c = x * w
+        return a, b, c
+
+    x = t(3)
+    w = t(3, seed=1).requires_grad_()
+    c = check(f, x, w)
+    # outside no_grad: in a no_grad caller, a new entry (grad mode is guarded)
+    with torch.no_grad():
+        recheck(c, f, x, w)
+
+
+def test_set_grad_enabled():
+    def f(x, flag):
+        with torch.set_grad_enabled(flag):
+            y = x * 2
+        return y, y.requires_grad
+
+    c = check(f, t(2).requires_grad_(), False)
+    recheck(c, f, t(2).requires_grad_(), True)
+
+
+# ---- globals ------------------------------------------------------------------------------
+G_SCALE = 2.0
+G_TENSOR = torch.ones(3)
+G_COUNTER = 0
+
+
+def _read_globals(x):
+    return x * G_SCALE + G_TENSOR
+
+
+def test_globals_read_and_change():
+    global G_SCALE, G_TENSOR
+    old = G_SCALE, G_TENSOR
+    try:
+        c = check(_read_globals, t(3))
+        G_SCALE = 5.0
+        recheck(c, _read_globals, t(3))
+        G_TENSOR = torch.full((3,), 7.0)  # same metadata, different values: read fresh, no stale
+        run_both(c, _read_globals, (t(3),), {})
+        G_TENSOR = torch.ones(3, dtype=torch.float64)
+        recheck(c, _read_globals, t(3))
+    finally:
+        G_SCALE, G_TENSOR = old
+
+
+def _write_globals(x, n):
+    global G_COUNTER, G_NEW
+    G_COUNTER = G_COUNTER + n
+    G_NEW = x * 2
+    return x + G_COUNTER
+
+
+def test_globals_written():
+    global G_COUNTER
+    G_COUNTER = 0
+    eager_x = t(2)
+    ref = _write_globals(eager_x, 3)
+    ref_counter, ref_new = G_COUNTER, G_NEW
+    G_COUNTER = 0
+    c = tracer.compile(_write_globals)
+    out = c(t(2), 3)
+    assert same(out, ref) and G_COUNTER == ref_counter and same(G_NEW, ref_new)
+    assert c.entries[0].code is not None and c.entries[0].reason is None
+    # second call: G_COUNTER changed (3), a guarded constant -> recompile, correct value
+    out = c(t(2), 3)
+    assert G_COUNTER == 6 and same(out, t(2) + 6)
+    assert len(c.entries) == 2
+
+
+# ---- mutation of inputs ---------------------------------------------------------------------
+def test_list_mutation():
+    def f(x, lst):
+        lst.append(x + 1)
+        a = lst.pop(0)
+        lst[0] = lst[0] * 2
+        lst.extend([3, 4])
+        lst.insert(1, "s")
+        return a, len(lst)
+
+    c = check(f, t(2), [t(2, seed=1), t(2, seed=2)])
+    recheck(c, f, t(2), [t(2, seed=1), t(2, seed=2), t(2, seed=3)])
+
+
+def test_dict_mutation():
+    def f(x, d):
+        d["new"] = x
+        v = d.pop("a")
+        d.update({"b": d["b"] + 1, "c": 3})
+        d.setdefault("e", 5)
+        return v, sorted(d.keys())
+
+    c = check(f, t(2), {"a": 1, "b": t(2, seed=1)})
+    recheck(c, f, t(2), {"a": 1, "b": t(2, seed=1), "z": 0})
+
+
+def test_returns_same_object():
+    def f(x, lst, d, obj):
+        lst.append(1)
+        d["k"] = x
+        return lst, d, obj, x
+
+    lst, d, obj = [1], {"a": 2}, Base(1.0)
+    x = t(2)
+    c = tracer.compile(f)
+    for _ in range(2):
+        out = c(x, lst, d, obj)
+        assert out[0] is lst and out[1] is d and out[2] is obj and out[3] is x
+    assert lst == [1, 1, 1] and d["k"] is x
+    assert c.entries[-1].reason is None
+
+
+def test_attribute_mutation():
+    def f(x, obj):
+        obj.w = obj.w + 1
+        obj.extra = x * 2
+        obj.w = obj.w * 2
+        return obj.w
+
+    c = check(f, t(2), Base(1.0))
+    recheck(c, f, t(2), Base(2.0))
+
+
+def test_mutation_aliasing():
+    def f(x, a, b):
+        a.append(x)
+        return len(b)
+
+    lst = [1]
+    c = tracer.compile(f)
+    ref = f(t(2), [1], [1])
+    assert c(t(2), [1], [1]) == ref
+    # aliased: eager sees the append through b
+    lst2 = [1]
+    assert c(t(2), lst, lst) == f(t(2), lst2, lst2)
+    assert lst == [1, lst[1]] and len(lst) == 2
+
+
+# ---- return structures ------------------------------------------------------------------------
+def test_nested_returns():
+    def f(x, y):
+        return {"a": (x, [y, 1, "s"]), "b": None, "c": {"d": x + y, "e": (1.5, True)}}, [x * 2], ()
+
+    c = check(f, t(2), t(2, seed=1))
+    recheck(c, f, t(5), t(5, seed=1))
+
+
+# ---- tensors: in-place and autograd --------------------------------------------------------
+def test_inplace_on_inputs():
+    def f(x, y):
+        x.add_(1)
+        y.mul_(x)
+        return x + y
+
+    c = check(f, t(3), t(3, seed=1))
+    recheck(c, f, t(4), t(4, seed=1))
+
+
+def test_gradients():
+    def f(x, w, b):
+        return ((x @ w + b).relu() ** 2).sum()
+
+    def grads(fn):
+        x = t(4, 3)
+        w = t(3, 2, seed=1).requires_grad_()
+        b = t(2, seed=2).requires_grad_()
+        loss = fn(x, w, b)
+        loss.backward()
+        return loss.detach(), w.grad, b.grad
+
+    c = tracer.compile(f)
+    ref = grads(f)
+    for _ in range(2):
+        out = grads(c)
+        assert all(torch.allclose(a, r, atol=1e-6) for a, r in zip(out, ref))
+    assert len(c.entries) == 1 and c.entries[0].reason is None
+
+
+# ---- unsupported: fall back with the eager result ----------------------------------------
+def test_print_falls_back(capsys):
+    def f(x):
+        print("hello")
+        return x + 1
+
+    c = check(f, t(2), expect_graph=False)
+    assert c.entries[0].reason is not None and "print" in c.entries[0].reason
+    with pytest.raises(FullGraphError, match=r"print.*test_python_semantics\.py:\d+"):
+        tracer.compile(f, fullgraph=True)(t(2))
+
+
+def test_data_dependent_branch_falls_back():
+    def f(x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
+
+    c = check(f, t(3), expect_graph=False)
+    assert c.entries[0].reason is not None
+    run_both(c, f, (-t(3).abs(),), {})
+    run_both(c, f, (t(3).abs(),), {})
+    with pytest.raises(FullGraphError, match=r"test_python_semantics\.py:\d+"):
+        tracer.compile(f, fullgraph=True)(t(3))
+
+
+def test_user_exception_surfaces():
+    def f(x, d):
+        return x + d["missing"]
+
+    c = tracer.compile(f)
+    with pytest.raises(KeyError):
+        c(t(2), {"a": 1})
