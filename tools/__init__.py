@@ -1,0 +1,1 @@
+"""Developer tools (the graph-dump CLI lands here with its issue)."""

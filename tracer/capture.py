@@ -1,0 +1,89 @@
+"""`with tracer.capture(backend=...):` — every Python frame started inside goes through the
+cache / convert_frame path, via the C frame hook (frame_hook.py).
+
+The callback receives a frame view before the frame runs: it checks the code object's cache
+entries' guards against the frame's argument slots, and returns the entry's rewritten code
+(or None to run the frame as it is). A miss traces the frame. Frames whose code lives in
+torch, the standard library, or the tracer itself are skipped by `should_skip`, which is the
+one configurable rule (`skip_prefixes=`).
+"""
+import logging
+import os
+import sys
+import sysconfig
+import threading
+
+import torch
+
+from . import cache
+from .backends import resolve
+from .convert_frame import convert_frame
+
+log = logging.getLogger("tracer")
+
+_TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
+    sys.modules["tracer"], __import__("guards"), __import__("bytecode_utils")))
+DEFAULT_SKIP_PREFIXES = (
+    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    sysconfig.get_paths()["stdlib"] + os.sep,
+    *_TRACER_DIRS,
+)
+
+
+def should_skip(code, prefixes):
+    filename = code.co_filename
+    return filename.startswith(prefixes) or filename.startswith("<") and filename != "<string>"
+
+
+class capture:
+    """Trace every frame started inside the block; restores the previous hook on exit."""
+
+    def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+        self.backend = resolve(backend)
+        self.fullgraph = fullgraph
+        self.skip_prefixes = tuple(skip_prefixes)
+        self._prev = threading.local()
+
+    def _callback(self, frame):
+        code = frame.f_code
+        if should_skip(code, self.skip_prefixes):
+            return None
+        L, G, C = frame.f_args, frame.f_globals, frame.closure
+        code_cache = cache.cache_for(code)
+        for entry in code_cache.entries:
+            if entry.guards.check(L, G, C):
+                return entry.code
+        if code_cache.limit_reached():
+            return None
+        entry = convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph)
+        code_cache.compiles += 1
+        code_cache.entries.append(entry)
+        return entry.code
+
+    def __enter__(self):
+        from .frame_hook import set_eval_frame, set_error_handler
+        set_error_handler(_report_callback_error)
+        self._prev.value = set_eval_frame(self._callback)
+        return self
+
+    def __exit__(self, *exc):
+        from .frame_hook import set_eval_frame
+        set_eval_frame(self._prev.value)
+        return False
+
+
+def _report_callback_error(exc, code):
+    if isinstance(exc, Exception) and type(exc).__name__ == "FullGraphError":
+        raise exc
+    log.warning("tracer callback failed for %s; the frame runs as Python: %s: %s",
+                getattr(code, "co_name", code), type(exc).__name__, exc)
+
+
+def _skip_own_frames():
+    from .frame_hook import skip_code
+    for fn in (capture.__enter__, capture.__exit__, capture._callback, should_skip,
+               _report_callback_error):
+        skip_code(fn.__code__)
+
+
+_skip_own_frames()
