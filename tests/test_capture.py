@@ -105,3 +105,75 @@ def test_other_thread_is_not_intercepted():
     assert seen["hook"] is None
     assert torch.allclose(seen["out"], torch.tanh(torch.ones(2)) * 2 + 1)
     assert backend.graphs == []  # only the worker thread ran user code
+
+
+def test_callees_of_a_frame_that_falls_back_are_still_traced():
+    backend = Counting()
+
+    def outer(x):
+        print("not traceable")  # outer runs as Python ...
+        return capture_helpers.scale_shift(x)  # ... but this frame is traced by the hook
+
+    f = tracer.compile(outer, backend=backend)
+    x = torch.randn(4)
+    assert torch.allclose(f(x), outer(x))
+    assert torch.allclose(f(x), outer(x))
+    assert f.entries[0].code is None and "print" in f.entries[0].reason
+    assert len(backend.graphs) == 1 and backend.ops() == [3]
+
+
+def test_disable_keeps_a_function_out_of_tracing():
+    backend = Counting()
+
+    @tracer.disable
+    def helper(x):
+        return x * 3
+
+    def g(x):
+        return helper(x) + 1
+
+    with tracer.capture(backend=backend):
+        out = g(torch.ones(2))
+    assert torch.equal(out, torch.full((2,), 4.0))
+    assert backend.graphs == []  # g fell back (it calls a disabled function); helper untraced
+
+
+def test_coroutines_inside_the_block_still_run():
+    import asyncio
+
+    async def double(x):
+        await asyncio.sleep(0)
+        return x * 2
+
+    with tracer.capture():
+        out = asyncio.run(double(torch.ones(2)))
+    assert torch.equal(out, torch.full((2,), 2.0))
+
+
+def test_ten_thousand_hooked_calls_leak_nothing():
+    import gc
+    import sys
+    import tracemalloc
+
+    x = torch.randn(3)
+    backend = Counting()
+    with tracer.capture(backend=backend):
+        for _ in range(100):  # warm up: compile and fill caches
+            capture_helpers.scale_shift(x)
+        gc.collect()
+        refs_before = sys.getrefcount(x)
+        objects_before = len(gc.get_objects())
+        tracemalloc.start()
+        snap_before = tracemalloc.take_snapshot()
+        for _ in range(10_000):
+            capture_helpers.scale_shift(x)
+        gc.collect()
+        snap_after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        objects_after = len(gc.get_objects())
+        refs_after = sys.getrefcount(x)
+    growth = sum(s.size_diff for s in snap_after.compare_to(snap_before, "filename"))
+    assert len(backend.graphs) == 1
+    assert refs_after == refs_before
+    assert abs(objects_after - objects_before) < 50
+    assert growth < 64 * 1024, f"{growth} bytes retained over 10,000 calls"

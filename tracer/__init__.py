@@ -10,7 +10,8 @@ See README.md and ../shared/DESIGN.md for the data flow.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
 from .capture import capture
+from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 
-__all__ = ["compile", "capture", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
+__all__ = ["compile", "capture", "disable", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
            "BackendError", "Unsupported"]

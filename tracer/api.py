@@ -15,6 +15,7 @@ from bytecode_utils import arg_count, make_binder, make_function
 from . import cache
 from .backends import resolve
 from .convert_frame import convert_frame
+from .frame_hook import hook
 
 log = logging.getLogger("tracer.recompiles")
 
@@ -92,12 +93,16 @@ class CompiledFunction:
 
     def _add(self, entry):
         if entry.code is None:
+            # The frame runs as Python, but the frames it calls are still traced, through
+            # the frame hook, each as its own frame (as TorchDynamo does).
             orig = self._fn
             flat = self._unflatten
+            callback = self._fallback_callback()
 
             def run(*L):
                 args, kwargs = flat(L)
-                return orig(*args, **kwargs)
+                with hook(callback):
+                    return orig(*args, **kwargs)
         else:
             run = make_function(entry.code, self._G, closure=self._C)
         try:
@@ -105,6 +110,10 @@ class CompiledFunction:
         except AttributeError:
             pass
         self._hits.append((entry.guards.check, run))
+
+    def _fallback_callback(self):
+        from .capture import FrameCallback
+        return FrameCallback(self._backend, self._fullgraph)
 
     def _unflatten(self, L):
         """Slots back to a call: only needed to run the original function on fallback."""
@@ -174,4 +183,7 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None):
 
 
 def reset():
+    """Drop every cache entry (and the frame hook's per-thread recycled objects)."""
     cache.reset()
+    from .frame_hook import clear_thread_caches
+    clear_thread_caches()

@@ -35,16 +35,15 @@ def should_skip(code, prefixes):
     return filename.startswith(prefixes) or filename.startswith("<") and filename != "<string>"
 
 
-class capture:
-    """Trace every frame started inside the block; restores the previous hook on exit."""
+class FrameCallback:
+    """The hook's callback: cache lookup by guards, else convert_frame."""
 
-    def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
-        self.backend = resolve(backend)
+    def __init__(self, backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+        self.backend = backend_fn
         self.fullgraph = fullgraph
         self.skip_prefixes = tuple(skip_prefixes)
-        self._prev = threading.local()
 
-    def _callback(self, frame):
+    def __call__(self, frame):
         code = frame.f_code
         if should_skip(code, self.skip_prefixes):
             return None
@@ -60,10 +59,18 @@ class capture:
         code_cache.entries.append(entry)
         return entry.code
 
+
+class capture:
+    """Trace every frame started inside the block; restores the previous hook on exit."""
+
+    def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+        self.callback = FrameCallback(resolve(backend), fullgraph, skip_prefixes)
+        self._prev = threading.local()
+
     def __enter__(self):
         from .frame_hook import set_eval_frame, set_error_handler
         set_error_handler(_report_callback_error)
-        self._prev.value = set_eval_frame(self._callback)
+        self._prev.value = set_eval_frame(self.callback)
         return self
 
     def __exit__(self, *exc):
@@ -81,7 +88,7 @@ def _report_callback_error(exc, code):
 
 def _skip_own_frames():
     from .frame_hook import skip_code
-    for fn in (capture.__enter__, capture.__exit__, capture._callback, should_skip,
+    for fn in (capture.__enter__, capture.__exit__, FrameCallback.__call__, should_skip,
                _report_callback_error):
         skip_code(fn.__code__)
 

@@ -86,6 +86,7 @@ def _finish(frame, ret, state, builtins, backend_fn):
         example_inputs = [t for _s, _n, t in out.inputs]
         compiled = compile_graph(backend_fn, gm, example_inputs)
     new_code = codegen.assemble(frame.code, instrs, slot, compiled)
+    _never_intercept(new_code)
     guard_log.debug("guards for %s:\n%s", frame.code.co_name, guard_set.describe())
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 
@@ -108,3 +109,12 @@ def _fallback(ctx, state, builtins, reason, location):
     except Exception:
         guard_set = compile_guards([state], builtins=builtins)
     return Entry(guards=guard_set, code=None, reason=reason, location=location)
+
+
+def _never_intercept(code):
+    """Rewritten code must not be handed to the frame hook again (it would be traced)."""
+    try:
+        from .frame_hook import skip_code
+    except ImportError:  # the C hook is not built: nothing can intercept it
+        return
+    skip_code(code)

@@ -17,6 +17,7 @@ from guards import GlobalSource, ItemSource, ConstSource, Predicate, IdMatch
 from guards.sources import Source
 
 from .exc import Unsupported
+from .frame_hook import is_skipped
 from .handlers import HANDLERS
 from .output_graph import OutputGraph, getitem_node
 from .side_effects import SideEffects
@@ -311,6 +312,8 @@ class Frame:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
         if code.co_flags & (0x80 | 0x100 | 0x200):
             raise Unsupported(f"call to coroutine/async generator function {code.co_name}")
+        if is_skipped(code):
+            raise Unsupported(f"{code.co_name} is marked tracer.disable")
         bound = fn_var.bind_args(self, args, kwargs)
         cells = {}
         for name in code.co_cellvars:
