@@ -685,3 +685,18 @@ def test_user_exception_surfaces():
     c = tracer.compile(f)
     with pytest.raises(KeyError):
         c(t(2), {"a": 1})
+
+
+# ---- generators are lazy: side effects stop where the consumer stops -------------------------
+def test_generator_short_circuit_side_effects():
+    def f(x, lst):
+        r = any((lst.append(i), i > 1)[1] for i in range(5))
+        g = (lst.append(-i) or i for i in range(5))
+        first = next(g)
+        for i, v in enumerate(map(lambda k: lst.append(k) or k, range(10))):
+            if v >= 2:
+                break
+        return x + len(lst), r, first
+
+    c = check(f, t(2), [])
+    recheck(c, f, t(2), [1])

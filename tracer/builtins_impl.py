@@ -136,15 +136,42 @@ def _range(tx, *args):
     return ConstantVariable(range(*(a.as_constant() for a in args)))
 
 
+def _lazy(iterable):
+    return isinstance(iterable, IteratorVariable) and iterable.lazy()
+
+
+def _lazy_map(tx, iterables, step):
+    """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None."""
+    its = [it if isinstance(it, IteratorVariable) else IteratorVariable(it.iterate(tx)) for it in iterables]
+
+    def more(tx):
+        while True:
+            items = []
+            for it in its:
+                item = it.next(tx)
+                if item is None:
+                    return None
+                items.append(item)
+            out = step(items)
+            if out is not None:
+                return out
+    return IteratorVariable([], more=more)
+
+
 @impl(enumerate)
 def _enumerate(tx, iterable, start=None):
     s = start.as_constant() if start is not None else 0
+    if _lazy(iterable):
+        counter = iter(range(s, 1 << 62))
+        return _lazy_map(tx, [iterable], lambda items: TupleVariable([ConstantVariable(next(counter)), items[0]]))
     return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
                              for i, v in enumerate(iterable.iterate(tx))])
 
 
 @impl(zip)
 def _zip(tx, *iterables, strict=None):
+    if any(_lazy(it) for it in iterables) and not (strict is not None and strict.as_constant()):
+        return _lazy_map(tx, iterables, TupleVariable)
     lists = [it.iterate(tx) for it in iterables]
     if strict is not None and strict.as_constant() and len({len(x) for x in lists}) > 1:
         raise Unsupported("zip(strict=True) length mismatch (the user code raises ValueError)")
@@ -177,18 +204,16 @@ def _next(tx, it, *default):
 
 @impl(map)
 def _map(tx, fn, *iterables):
-    lists = [it.iterate(tx) for it in iterables]
-    return IteratorVariable([fn.call(tx, list(items), {}) for items in zip(*lists)])
+    return _lazy_map(tx, iterables, lambda items: fn.call(tx, list(items), {}))
 
 
 @impl(filter)
 def _filter(tx, fn, iterable):
-    out = []
-    for item in iterable.iterate(tx):
-        keep = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
-        if tx.truthy(keep):
-            out.append(item)
-    return IteratorVariable(out)
+    def keep(items):
+        item = items[0]
+        test = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
+        return item if tx.truthy(test) else None
+    return _lazy_map(tx, [iterable], keep)
 
 
 @impl(list)
@@ -302,7 +327,8 @@ def _anyall(tx, iterable):
 
 def _make_anyall(is_any):
     def anyall(tx, iterable):
-        for item in iterable.iterate(tx):
+        it = iterable if isinstance(iterable, IteratorVariable) else IteratorVariable(iterable.iterate(tx))
+        while (item := it.next(tx)) is not None:  # stop where Python stops: generators are lazy
             if tx.truthy(item) == is_any:
                 return ConstantVariable(is_any)
         return ConstantVariable(not is_any)

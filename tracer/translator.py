@@ -114,6 +114,16 @@ class Frame:
             if done:
                 return self.return_value
 
+    def resume_generator(self, tx):
+        """Run an inlined generator frame to its next yield: the value, or None when it returned."""
+        if self.yielded is None:  # finished
+            return None
+        self.run()
+        if self.yielded:
+            return self.yielded.pop()
+        self.yielded = None
+        return None
+
     def location(self):
         inst = self.current
         return f"{self.code.co_filename}:{inst.lineno if inst else self.code.co_firstlineno}"
@@ -321,11 +331,10 @@ class Frame:
         for name, box in zip(code.co_freevars, fn_var.closure_cells(self)):
             cells[name] = box
         child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
-        if code.co_flags & 0x20:  # generator: run to completion, iterate over what it yielded
+        if code.co_flags & 0x20:  # generator: resumed lazily, one yield per next()
             from .variables.containers import IteratorVariable
             child.yielded = []
-            child.run()
-            return IteratorVariable(child.yielded)
+            return IteratorVariable([], more=child.resume_generator)
         return child.run()
 
     def zero_arg_super(self):

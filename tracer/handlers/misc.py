@@ -98,3 +98,4 @@ def YIELD_VALUE(f, inst):
         raise Unsupported("yield in a frame that is not an inlined generator")
     f.yielded.append(f.pop())
     f.push(ConstantVariable(None))  # the value sent back by the consumer's next()
+    return True  # suspend: Frame.resume_generator hands the value to the consumer

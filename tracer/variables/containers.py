@@ -359,25 +359,41 @@ class SetVariable(Variable):
 
 
 class IteratorVariable(Variable):
-    """An iterator over a finite list of Variables, advanced by FOR_ITER / next()."""
+    """An iterator over a finite list of Variables, advanced by FOR_ITER / next().
 
-    def __init__(self, items):
+    `more(tx)`, when given, produces further items lazily (None when exhausted): inlined
+    generators and map/filter/zip/enumerate over them, so that side effects happen exactly
+    as far as the consumer advances (any() short-circuits, loops break, next() steps once).
+    """
+
+    def __init__(self, items, more=None):
         super().__init__(None)
         self.items = list(items)
         self.pos = 0
+        self._more = more
+
+    def lazy(self):
+        return self._more is not None
 
     def python_type(self):
         return type(iter([]))
 
     def next(self, tx):
         if self.pos >= len(self.items):
-            return None
+            if self._more is None:
+                return None
+            item = self._more(tx)
+            if item is None:
+                self._more = None
+                return None
+            self.items.append(item)
         self.pos += 1
         return self.items[self.pos - 1]
 
     def iterate(self, tx):
-        rest = self.items[self.pos:]
-        self.pos = len(self.items)
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
         return rest
 
     def call_method(self, tx, name, args, kwargs):
@@ -389,6 +405,8 @@ class IteratorVariable(Variable):
         raise Unsupported(f"iterator.{name}")
 
     def reconstruct(self, cg):
+        if self._more is not None:
+            raise Unsupported("a partly consumed generator/lazy iterator escapes the frame")
         for item in self.items[self.pos:]:
             item.reconstruct(cg)
         cg.build(tuple, len(self.items) - self.pos)

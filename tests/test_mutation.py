@@ -1,0 +1,178 @@
+"""Differential tests: mutations of inputs, globals and closure cells, replayed after the graph."""
+import torch
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+import tracer
+try:
+    from tests.test_python_semantics import Base, check, recheck, same, t
+except ImportError:  # tests/ is not a package: pytest put it on sys.path
+    from test_python_semantics import Base, check, recheck, same, t
+
+
+def test_nested_container_mutation():
+    def f(x, d):
+        d["l"].append(x * 2)
+        d["l"][0] = 7
+        d["inner"]["k"] = x
+        return len(d["l"])
+
+    c = check(f, t(2), {"l": [1, 2], "inner": {}})
+    recheck(c, f, t(2), {"l": [1, 2, 3], "inner": {}})
+
+
+def test_list_ops_exhaustive():
+    def f(x, lst):
+        lst.sort()
+        lst.reverse()
+        lst.remove(2)
+        del lst[0]
+        lst += [9]
+        lst *= 2
+        lst.insert(0, -1)
+        return lst.index(9), lst.count(9), lst.copy()
+
+    c = check(f, t(2), [3, 2, 5, 1])
+    recheck(c, f, t(2), [3, 2, 5, 1, 0])
+
+
+def test_list_clear_and_slice_assign():
+    def f(x, a, b):
+        a.clear()
+        b[1:] = [x, x + 1]
+        return a, b
+
+    c = check(f, t(2), [1, 2], [3, 4, 5])
+
+
+def test_dict_ops():
+    def f(x, d):
+        del d["a"]
+        d["a"] = x  # re-inserted: order moves to the end
+        d.pop("missing", None)
+        v = d.get("b", 0)
+        ks = list(d)
+        items = [(k, v2) for k, v2 in d.items()]
+        d.clear()
+        d["z"] = v
+        return ks, items
+
+    c = check(f, t(2), {"a": 1, "b": 2, "c": 3})
+    recheck(c, f, t(2), {"a": 1, "c": 3})
+
+
+def test_set_mutation():
+    def f(x, s):
+        s.add(4)
+        s.discard(1)
+        return x + len(s)
+
+    c = check(f, t(2), {1, 2})
+    recheck(c, f, t(2), {1, 2, 3})
+
+
+def test_mutation_in_inlined_function():
+    def helper(lst, d, obj, v):
+        lst.append(v)
+        d["k"] = v * 2
+        obj.w = obj.w + 1
+
+    def f(x, lst, d, obj):
+        helper(lst, d, obj, x)
+        helper(lst, d, obj, x + 1)
+        return lst[-1], d["k"], obj.w
+
+    c = check(f, t(2), [], {}, Base(1.0))
+    recheck(c, f, t(2), [0], {}, Base(1.0))
+
+
+def test_inplace_tensor_returned_identity():
+    def f(x, y):
+        x.add_(1)
+        return x, y, x
+
+    x, y = t(2), t(2, seed=1)
+    c = tracer.compile(f)
+    for _ in range(2):
+        out = c(x, y)
+        assert out[0] is x and out[1] is y and out[2] is x
+    assert torch.equal(x, t(2) + 2)
+
+
+def test_mutation_then_fallback_applies_once():
+    def f(x, lst):
+        lst.append(1)
+        print("side effect")
+        return x + len(lst)
+
+    c = check(f, t(2), [0], expect_graph=False)
+
+
+def test_global_write_then_read():
+    def f(x):
+        global _G_LIST
+        _G_LIST = [x]
+        _G_LIST.append(x * 2)
+        return len(_G_LIST), _G_LIST[1]
+
+    global _G_LIST
+    _G_LIST = None
+    ref = f(t(2))
+    ref_g = _G_LIST
+    _G_LIST = None
+    c = tracer.compile(f)
+    out = c(t(2))
+    assert same(out, ref) and same(_G_LIST, ref_g)
+    assert c.entries[0].reason is None
+
+
+def test_closure_cell_written():
+    count = 0
+
+    def f(x):
+        nonlocal count
+        count += 1
+        return x * count
+
+    c = tracer.compile(f)
+    outs = [c(t(2)) for _ in range(3)]
+    assert count == 3
+    assert all(torch.equal(o, t(2) * (i + 1)) for i, o in enumerate(outs))
+
+
+# ---- a random program of list/dict operations, run eagerly and compiled -------------------------
+_OPS = st.lists(st.sampled_from(["append", "pop", "setitem", "extend", "insert", "dset", "dpop",
+                                 "dupdate", "neg"]), min_size=1, max_size=8)
+
+
+def _program(ops):
+    def f(x, lst, d):
+        for op in ops:
+            if op == "append":
+                lst.append(x * len(lst))
+            elif op == "pop" and lst:
+                x = x + lst.pop()
+            elif op == "setitem" and lst:
+                lst[0] = x - 1
+            elif op == "extend":
+                lst.extend([1, x])
+            elif op == "insert":
+                lst.insert(1, x * 2)
+            elif op == "dset":
+                d[len(d)] = x
+            elif op == "dpop" and d:
+                x = x + d.pop(next(iter(d)))
+            elif op == "dupdate":
+                d.update({"u": len(lst)})
+            elif op == "neg":
+                x = -x
+        return x, lst, d
+    return f
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS, n=st.integers(0, 3))
+def test_random_container_programs(ops, n):
+    tracer.reset()  # every example is a new closure over the same code: keep under the recompile limit
+    f = _program(ops)
+    args = (t(2), [t(2, seed=i) for i in range(n)], {"a": t(2, seed=9)})
+    check(f, *args)
