@@ -88,11 +88,10 @@ def RETURN_GENERATOR(f, inst):
 
 @handler("YIELD_VALUE")
 def YIELD_VALUE(f, inst):
-    """Inlined generators run to completion; their yields are collected in order.
+    """Suspend an inlined generator at a yield; the consumer's next() resumes it.
 
-    The consumer (for-loop, list(), all(), ...) then iterates over the collected values.
-    This is exact for generators whose body has no side effects visible to the consumer
-    between items, which is what generator expressions over Python values are.
+    The frame keeps its stack and ip, so Frame.resume_generator just runs it again: the
+    generator body advances exactly as far as the consumer pulls, as in Python.
     """
     if f.yielded is None:
         raise Unsupported("yield in a frame that is not an inlined generator")
