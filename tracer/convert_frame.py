@@ -13,7 +13,7 @@ import torch
 from bytecode_utils import arg_names
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
-from . import codegen
+from . import codegen, logs
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
@@ -58,6 +58,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
         entry = _fallback(ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
     Stats.frames_traced += 1
     Stats.trace_seconds += time.perf_counter() - t0
+    logs.entry_created(code, entry)
     return entry
 
 

@@ -1,0 +1,119 @@
+"""Named loggers, the TRACER_LOGS switch, and the per-entry notification used by tools.
+
+    TRACER_LOGS=graph,guards,breaks,bytecode,recompiles python my_script.py
+
+turns on, at import of `tracer`, a stderr handler at DEBUG for each named logger under
+`tracer.` (`all` turns on every one). What each logger says, as frames are traced:
+
+    tracer.graph       the FX graph code of each captured frame
+    tracer.guards      the guards of each new cache entry, one per line
+    tracer.breaks      every graph break / fallback: reason, file:line and the source line
+    tracer.bytecode    original and rewritten bytecode of each traced frame
+    tracer.recompiles  which guard failed when a frame is traced again
+
+`convert_frame` calls `entry_created(code, entry)` for every entry it makes; this module
+logs breaks and bytecode from there and appends `(code, entry)` to every active `record()`
+list, which is how `tracer-dump` sees every frame traced during one call (callees traced
+through the frame hook included).
+"""
+import contextlib
+import dis
+import io
+import linecache
+import logging
+import os
+import sys
+
+NAMES = ("graph", "guards", "breaks", "bytecode", "recompiles")
+breaks_log = logging.getLogger("tracer.breaks")
+bytecode_log = logging.getLogger("tracer.bytecode")
+
+_recorders = []  # lists receiving (code, entry), innermost last
+
+
+def configure(spec, stream=None):
+    """Enable the loggers named in `spec` ("graph,guards" or "all"); returns the names enabled."""
+    names = [n.strip() for n in (spec or "").split(",") if n.strip()]
+    if "all" in names:
+        names = list(NAMES)
+    enabled = []
+    for name in names:
+        if name not in NAMES:
+            print(f"tracer: unknown TRACER_LOGS name {name!r} (known: {', '.join(NAMES)}, all)", file=sys.stderr)
+            continue
+        logger = logging.getLogger(f"tracer.{name}")
+        logger.setLevel(logging.DEBUG)
+        if not any(getattr(h, "_tracer_logs", False) for h in logger.handlers):
+            handler = logging.StreamHandler(stream or sys.stderr)
+            handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+            handler._tracer_logs = True
+            logger.addHandler(handler)
+        enabled.append(name)
+    return enabled
+
+
+def configure_from_env():
+    return configure(os.environ.get("TRACER_LOGS", ""))
+
+
+@contextlib.contextmanager
+def record():
+    """Collect `(code, entry)` for every cache entry made inside the block, in order."""
+    out = []
+    _recorders.append(out)
+    try:
+        yield out
+    finally:
+        _recorders.remove(out)
+
+
+def breaks_of(entry):
+    """Every graph break / fallback of an entry as dicts: reason, filename, lineno, user_stack."""
+    out = []
+    for b in getattr(entry, "breaks", None) or ():
+        out.append({"reason": str(getattr(b, "reason", b)), "filename": getattr(b, "filename", None),
+                    "lineno": getattr(b, "lineno", None),
+                    "user_stack": [str(s) for s in (getattr(b, "user_stack", None) or ())]})
+    if getattr(entry, "code", None) is None and getattr(entry, "reason", None):
+        filename, lineno = split_location(getattr(entry, "location", None))
+        if not any(b["reason"] == entry.reason for b in out):
+            out.append({"reason": entry.reason, "filename": filename, "lineno": lineno, "user_stack": []})
+    return out
+
+
+def split_location(location):
+    if not location or ":" not in location:
+        return None, None
+    filename, _, line = location.rpartition(":")
+    return (filename, int(line)) if line.isdigit() else (location, None)
+
+
+def source_line(filename, lineno):
+    return linecache.getline(filename, lineno).rstrip("\n") if filename and lineno else ""
+
+
+def caret(line):
+    """A caret line under the first non-blank character of `line`."""
+    stripped = line.lstrip()
+    return " " * (len(line) - len(stripped)) + "^" * max(1, len(stripped.rstrip()))
+
+
+def dis_text(code):
+    buf = io.StringIO()
+    dis.dis(code, file=buf, depth=0)
+    return buf.getvalue().rstrip()
+
+
+def entry_created(code, entry):
+    for rec in _recorders:
+        rec.append((code, entry))
+    if breaks_log.isEnabledFor(logging.INFO):
+        for b in breaks_of(entry):
+            line = source_line(b["filename"], b["lineno"])
+            where = f"{b['filename']}:{b['lineno']}" if b["lineno"] else "unknown location"
+            extra = f"\n    {line}\n    {caret(line)}" if line else ""
+            breaks_log.info("graph break in %s at %s: %s%s", code.co_name, where, b["reason"], extra)
+    if bytecode_log.isEnabledFor(logging.DEBUG):
+        rewritten = dis_text(entry.code) if entry.code is not None else "(none: the frame runs as Python)"
+        bytecode_log.debug("original bytecode of %s:\n%s\nrewritten bytecode of %s:\n%s",
+                           code.co_name, dis_text(code), code.co_name, rewritten)
