@@ -11,7 +11,7 @@
   recompiles instead of being silently skipped); `training` is guarded where read.
 """
 import torch
-from guards import ConstMatch, IdMatch, LengthMatch
+from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported
@@ -149,14 +149,14 @@ class NNModuleVariable(Variable):
         m = self.module
         if name in ("parameters", "buffers", "children", "modules", "named_parameters",
                     "named_buffers", "named_children", "named_modules", "keys", "values", "items"):
-            return self._iter_method(tx, name)
+            return self._iter_method(tx, name, args, kwargs)
         if name == "forward":
             return self._forward(tx, args, kwargs)
         if name == "__len__":
             return ConstantVariable(self.length(tx))
         return self.getattr(tx, name).call(tx, args, kwargs)
 
-    def _iter_method(self, tx, name):
+    def _iter_method(self, tx, name, args=(), kwargs=None):
         from .containers import TupleVariable
         from .functions import iterator_of
         m = self.module
@@ -168,19 +168,72 @@ class NNModuleVariable(Variable):
             if name == "values":
                 return iterator_of(vals)
             return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, vals)])
-        if name in ("children", "named_children"):
-            self._guard_len(tx, "_modules")
-            items = [(k, self.getattr(tx, k)) for k, v in m._modules.items() if v is not None]
-        elif name in ("parameters", "named_parameters", "buffers", "named_buffers") and \
-                not any(True for _ in m.children()):
-            dict_name = "_parameters" if "param" in name else "_buffers"
-            self._guard_len(tx, dict_name)
-            items = [(k, self.getattr(tx, k)) for k, v in getattr(m, dict_name).items() if v is not None]
-        else:
-            raise Unsupported(f"nn.Module.{name}() over nested modules")
+        items = self._walk_items(tx, name, args, kwargs)
         if name.startswith("named_"):
             return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in items])
         return iterator_of([v for _, v in items])
+
+    def _guard_keys(self, tx, dict_name):
+        if self.source is not None:
+            d = getattr(self.module, dict_name)
+            tx.guard(DictKeysMatch(AttrSource(self.source, dict_name), tuple(d.keys()), type(d)))
+
+    def _named_children(self, tx):
+        """(name, NNModuleVariable) of the direct children; keys and identities guarded."""
+        self._guard_keys(tx, "_modules")
+        out = []
+        for k in self.module._modules:
+            v = self.getattr(tx, k)  # guards identity, or `is None`
+            if isinstance(v, NNModuleVariable):
+                out.append((k, v))
+        return out
+
+    def _named_modules(self, tx, prefix="", memo=None, remove_duplicate=True):
+        """Pre-order walk as nn.Module.named_modules: the module tree, guarded level by level."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate and id(self.module) in memo:
+            return []
+        if remove_duplicate:
+            memo.add(id(self.module))
+        out = [(prefix, self)]
+        for k, child in self._named_children(tx):
+            out.extend(child._named_modules(tx, prefix + ("." if prefix else "") + k, memo, remove_duplicate))
+        return out
+
+    def _named_tensors(self, tx, dict_name, prefix="", recurse=True, remove_duplicate=True):
+        """As nn.Module._named_members over _parameters or _buffers."""
+        mods = self._named_modules(tx, prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        seen, out = set(), []
+        for mprefix, mvar in mods:
+            mvar._guard_keys(tx, dict_name)
+            for k, t in getattr(mvar.module, dict_name).items():
+                v = mvar.getattr(tx, k)  # guards identity + metadata, or `is None`
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                out.append((mprefix + ("." if mprefix else "") + k, v))
+        return out
+
+    def _walk_items(self, tx, name, args, kwargs):
+        import inspect
+        try:
+            bound = inspect.signature(getattr(torch.nn.Module, name)).bind(
+                None, *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in (kwargs or {}).items()})
+        except TypeError as e:
+            raise Unsupported(f"nn.Module.{name}() called with bad arguments ({e})")
+        bound.apply_defaults()
+        a = dict(bound.arguments)
+        a.pop("self")
+        if name in ("children", "named_children"):
+            return self._named_children(tx)
+        if name in ("modules", "named_modules"):
+            if a.get("memo") is not None:
+                raise Unsupported("nn.Module.named_modules(memo=...)")
+            return self._named_modules(tx, a.get("prefix", ""), None, a.get("remove_duplicate", True))
+        dict_name = "_parameters" if "param" in name else "_buffers"
+        return self._named_tensors(tx, dict_name, a.get("prefix", ""), a.get("recurse", True),
+                                   a.get("remove_duplicate", True))
 
     # ---- calls -------------------------------------------------------------------------
     def call(self, tx, args, kwargs):
