@@ -40,6 +40,7 @@ class CompiledFunction:
         self._defaults = None
         self._binder = None
         self._hits = []  # [(check, runner)]: this function's view of its code's cache
+        cache.register_view(self)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -69,7 +70,8 @@ class CompiledFunction:
         for entry in code_cache.entries:  # entries made by another function with this code
             if self._fullgraph and entry.code is None:
                 continue  # a fallback made without fullgraph: this function must raise instead
-            if entry.guards.check(L, G, C) and not any(r is entry for r in self._entries()):
+            if entry.made_for(self._backend, self._fullgraph) and entry.guards.check(L, G, C) \
+                    and not any(r is entry for r in self._entries()):
                 self._add(entry)
                 return self._hits[-1][1](*L)
         if code_cache.limit_reached():
@@ -87,6 +89,9 @@ class CompiledFunction:
         code_cache.entries.append(entry)
         self._add(entry)
         return self._hits[-1][1](*L)
+
+    def _clear_cache(self):
+        self._hits = []
 
     def _entries(self):
         return [getattr(run, "_entry", None) for _c, run in self._hits]

@@ -21,6 +21,11 @@ class Entry:
     reason: str | None = None    # why the frame fell back, when code is None
     ops: int = 0
     location: str | None = None
+    backend: object = None       # the backend and fullgraph flag it was made for: entries are
+    fullgraph: bool = False      # only reused by callers that would have made the same one
+
+    def made_for(self, backend, fullgraph):
+        return self.backend is backend and self.fullgraph == fullgraph
 
 
 class CodeCache:
@@ -34,6 +39,7 @@ class CodeCache:
 
 
 _CACHES = weakref.WeakKeyDictionary()
+_VIEWS = weakref.WeakSet()  # objects holding their own view of entries (CompiledFunction._hits)
 
 
 def cache_for(code):
@@ -43,5 +49,12 @@ def cache_for(code):
     return c
 
 
+def register_view(obj):
+    """`obj._clear_cache()` is called by reset(), so no view keeps serving dropped entries."""
+    _VIEWS.add(obj)
+
+
 def reset():
     _CACHES.clear()
+    for view in list(_VIEWS):
+        view._clear_cache()

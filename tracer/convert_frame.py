@@ -56,6 +56,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
         log.warning("tracer internal error in %s, running it as Python:\n%s",
                     code.co_name, traceback.format_exc())
         entry = _fallback(ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
+    entry.backend, entry.fullgraph = backend_fn, fullgraph
     Stats.frames_traced += 1
     Stats.trace_seconds += time.perf_counter() - t0
     logs.entry_created(code, entry)
