@@ -405,3 +405,51 @@ def test_decorator_on_module_class_instance_call():
     assert isinstance(model, nn.Module)
     x = torch.randn(2, 4)
     close(model(x), model._orig_mod(x))
+
+
+# ---- walking the module tree ---------------------------------------------------------------
+class _Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2)
+        self.register_buffer("buf", torch.ones(2))
+        self.none = None
+
+
+class _Walker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i = _Inner()
+        self.j = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+        self.shared = self.i.a  # a duplicate: removed by the default remove_duplicate=True
+
+    def forward(self, x):
+        total = sum(p.sum() for p in self.parameters()) + sum(b.sum() for b in self.buffers())
+        return (x * total, [n for n, _ in self.named_modules()],
+                [n for n, _ in self.named_parameters()], [n for n, _ in self.named_buffers(prefix="z")],
+                [n for n, _ in self.named_parameters(recurse=False)],
+                len(list(self.named_modules(remove_duplicate=False))), len(list(self.children())))
+
+
+def test_module_tree_walk_matches_eager_and_is_guarded():
+    model = _Walker()
+    c = tracer.compile(model)
+    x = torch.ones(2)
+
+    def same():
+        got, exp = c(x), model(x)
+        close(got[0], exp[0])
+        assert got[1:] == exp[1:]
+
+    same()
+    assert captured(c) == 1
+    model.i.extra = nn.Linear(2, 2)  # a new submodule deep in the tree
+    same()
+    assert captured(c) == 2
+    model.i.register_buffer("b2", torch.full((2,), 3.0))  # a new buffer
+    same()
+    assert captured(c) == 3
+    with torch.no_grad():
+        model.j[0].weight.add_(1)  # values only: same graph
+    same()
+    assert captured(c) == 3
