@@ -1,4 +1,5 @@
-"""Real models, differential against eager: each forward is captured whole in ONE graph.
+"""Real models, differential against eager: each forward is captured whole in ONE graph
+(compiled with fullgraph=True, so any graph break fails the test).
 
 For every model: exactly one cache entry, rewritten code (no fallback, no reason), a
 sensible op count, outputs allclose to an eager deepcopy on the first call (trace) and the
@@ -119,7 +120,7 @@ def one_graph(compiled, min_ops):
 def check_model(model, args, kwargs=None, backend="eager", min_ops=1, atol=1e-5):
     kwargs = kwargs or {}
     ref = copy.deepcopy(model)
-    compiled = tracer.compile(model, backend=backend)
+    compiled = tracer.compile(model, backend=backend, fullgraph=True)  # a graph break raises
     for _ in range(2):  # trace + cache hit
         out = compiled(*args, **kwargs)
         exp = ref(*args, **kwargs)
@@ -171,7 +172,7 @@ def test_transformer_encoder(nested, mask):
 def test_transformer_encoder_no_grad_fastpath(nested):
     model = encoder(nested)
     ref = copy.deepcopy(model)
-    compiled = tracer.compile(model)
+    compiled = tracer.compile(model, fullgraph=True)
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         for _ in range(2):
@@ -181,11 +182,11 @@ def test_transformer_encoder_no_grad_fastpath(nested):
 
 @pytest.mark.xfail(reason="no_grad + nested tensors + padding mask converts the input with "
                           "torch._nested_tensor_from_mask, whose output size depends on the mask's "
-                          "data; the frame runs as Python (correct, not captured)", strict=True)
+                          "data: a graph break there (correct, but not one graph)", strict=True)
 def test_transformer_encoder_no_grad_nested_padmask():
     model = encoder(True)
     ref = copy.deepcopy(model)
-    compiled = tracer.compile(model)
+    compiled = tracer.compile(model, fullgraph=True)
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         for _ in range(2):
@@ -197,7 +198,7 @@ def test_transformer_encoder_no_grad_nested_padmask():
 # ---- gradients ------------------------------------------------------------------------
 def grads_match(model, x, min_ops):
     ref = copy.deepcopy(model)
-    compiled = tracer.compile(model)
+    compiled = tracer.compile(model, fullgraph=True)
     for step in range(2):
         for p in list(model.parameters()) + list(ref.parameters()):
             p.grad = None
