@@ -653,25 +653,27 @@ def test_gradients():
 
 
 # ---- unsupported: fall back with the eager result ----------------------------------------
-def test_print_falls_back(capsys):
+def test_print_graph_breaks(capsys):
     def f(x):
         print("hello")
         return x + 1
 
     c = check(f, t(2), expect_graph=False)
-    assert c.entries[0].reason is not None and "print" in c.entries[0].reason
+    brk = c.entries[0].breaks
+    assert c.entries[0].reason is None and len(brk) == 1 and "print" in brk[0].reason
     with pytest.raises(FullGraphError, match=r"print.*test_python_semantics\.py:\d+"):
         tracer.compile(f, fullgraph=True)(t(2))
 
 
-def test_data_dependent_branch_falls_back():
+def test_data_dependent_branch_graph_breaks():
     def f(x):
         if x.sum() > 0:
             return x + 1
         return x - 1
 
     c = check(f, t(3), expect_graph=False)
-    assert c.entries[0].reason is not None
+    brk = c.entries[0].breaks
+    assert len(brk) == 1 and "data-dependent" in brk[0].reason and brk[0].opname.startswith("POP_JUMP")
     run_both(c, f, (-t(3).abs(),), {})
     run_both(c, f, (t(3).abs(),), {})
     with pytest.raises(FullGraphError, match=r"test_python_semantics\.py:\d+"):

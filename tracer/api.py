@@ -108,6 +108,15 @@ class CompiledFunction:
                 args, kwargs = flat(L)
                 with hook(callback):
                     return orig(*args, **kwargs)
+        elif entry.breaks:
+            # After a graph break the rest of the frame runs in resume functions, and the
+            # call at the break runs natively: both are traced through the frame hook.
+            rewritten = make_function(entry.code, self._G, closure=self._C)
+            callback = self._fallback_callback()
+
+            def run(*L):
+                with hook(callback):
+                    return rewritten(*L)
         else:
             run = make_function(entry.code, self._G, closure=self._C)
         try:

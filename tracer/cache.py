@@ -21,6 +21,7 @@ class Entry:
     reason: str | None = None    # why the frame fell back, when code is None
     ops: int = 0
     location: str | None = None
+    breaks: list = dataclasses.field(default_factory=list)  # graph_break.BreakInfo, in order
     backend: object = None       # the backend and fullgraph flag it was made for: entries are
     fullgraph: bool = False      # only reused by callers that would have made the same one
 

@@ -50,7 +50,7 @@ class FrameCallback:
         L, G, C = frame.f_args, frame.f_globals, frame.closure
         code_cache = cache.cache_for(code)
         for entry in code_cache.entries:
-            if entry.guards.check(L, G, C):
+            if entry.made_for(self.backend, self.fullgraph) and entry.guards.check(L, G, C):
                 return entry.code
         if code_cache.limit_reached():
             return None

@@ -18,7 +18,7 @@ from bytecode_utils import flatten_signature, make_code, prologue
 from guards import LocalSource
 
 from .exc import Unsupported
-from .variables.containers import DictVariable, ListVariable, SetVariable
+from .variables.containers import DictVariable, IteratorVariable, ListVariable, SetVariable, advance
 from .variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
@@ -104,13 +104,23 @@ class CodeGen:
 
 def generate(frame, ret):
     """Return (instructions, graph slot, outputs) for the root frame's result `ret`."""
-    ctx = frame.ctx
-    cg = CodeGen(frame.code, ctx.output)
-    body = cg.instrs
+    cg = CodeGen(frame.code, frame.ctx.output)
     # Phase 1: values to hand back, read before anything is written.
     ret_var = _value_into_tmp(cg, ret)
+    stores = side_effect_values(cg, frame)
+    # Phase 2: writes.
+    for st in stores:
+        _emit_store(cg, frame, st)
+    cg.emit("LOAD_FAST", ret_var)
+    cg.emit("RETURN_VALUE")
+    head, slot = graph_call(frame, cg)
+    return prologue(frame.code) + head + cg.instrs, slot, cg.outputs
+
+
+def side_effect_values(cg, frame):
+    """Phase 1 of replaying side effects: compute every value to be written into temps."""
+    se = frame.ctx.side_effects
     stores = []
-    se = ctx.side_effects
     for var in se.mutated_containers:
         stores.append(("contents", var, _contents_into_tmp(cg, var)))
     for var, attrs in se.attr_stores.values():
@@ -122,28 +132,31 @@ def generate(frame, ret):
     for name, box in frame.cells.items():
         if box.dirty and name in frame.code.co_freevars:
             stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
-    # Phase 2: writes.
+    return stores
+
+
+def emit_stores(cg, frame, stores):
+    """Phase 2: the writes, after every value has been read."""
     for st in stores:
         _emit_store(cg, frame, st)
-    cg.emit("LOAD_FAST", ret_var)
-    cg.emit("RETURN_VALUE")
 
-    # The graph call goes first; it is built last because only now are the outputs known.
-    head = []
-    slot = None
-    if ctx.output.count_ops() or cg.outputs:
-        slot = _GraphFnSlot()
-        head.append(bc.Instr("PUSH_NULL"))
-        head.append(bc.Instr("LOAD_CONST", slot))
-        tmp = CodeGen(frame.code, ctx.output)
-        for source, _node, _t in ctx.output.inputs:
-            tmp.load_source(source)
-        head.extend(tmp.instrs)
-        n = len(ctx.output.inputs)
-        head.append(bc.Instr("PRECALL", n))
-        head.append(bc.Instr("CALL", n))
-        head.append(bc.Instr("STORE_FAST", GRAPH_OUT))
-    return prologue(frame.code) + head + body, slot, cg.outputs
+
+def graph_call(frame, cg):
+    """Instructions that call the compiled graph (a slot filled later) into GRAPH_OUT.
+
+    Built after the body because only then are the graph's outputs known."""
+    ctx = frame.ctx
+    if not (ctx.output.count_ops() or cg.outputs):
+        return [], None
+    slot = _GraphFnSlot()
+    head = [bc.Instr("PUSH_NULL"), bc.Instr("LOAD_CONST", slot)]
+    loader = CodeGen(frame.code, ctx.output)
+    for source, _node, _t in ctx.output.inputs:
+        loader.load_source(source)
+    head.extend(loader.instrs)
+    n = len(ctx.output.inputs)
+    head += [bc.Instr("PRECALL", n), bc.Instr("CALL", n), bc.Instr("STORE_FAST", GRAPH_OUT)]
+    return head, slot
 
 
 def _value_into_tmp(cg, var):
@@ -161,6 +174,8 @@ def _contents_into_tmp(cg, var):
             cg.load_const(k)
             v.reconstruct(cg)
         cg.build(dict, len(var.items))
+    elif isinstance(var, IteratorVariable):
+        cg.load_const(var.pos)
     elif isinstance(var, SetVariable):
         for k in var.items:
             cg.load_const(k)
@@ -179,6 +194,14 @@ def _emit_store(cg, frame, st):
             cg.load_source(var.source)
             cg.load_const(slice(None))
             cg.emit("STORE_SUBSCR")
+        elif isinstance(var, IteratorVariable):
+            cg.emit("PUSH_NULL")
+            cg.load_const(advance)
+            cg.load_source(var.source)
+            cg.emit("LOAD_FAST", tmp)
+            cg.emit("PRECALL", 2)
+            cg.emit("CALL", 2)
+            cg.emit("POP_TOP")
         else:  # dict / set: clear then update in place, keeping identity
             for method, arg in (("clear", None), ("update", tmp)):
                 cg.load_source(var.source)

@@ -17,12 +17,14 @@ from . import codegen, logs
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
-from .translator import Frame, TraceContext
+from .graph_break import BreakInfo, can_break_at, generate_break
+from .translator import BREAK, Frame, TraceContext
 from .variables.functions import CellBox
 
 log = logging.getLogger("tracer")
 graph_log = logging.getLogger("tracer.graph")
 guard_log = logging.getLogger("tracer.guards")
+break_log = logging.getLogger("tracer.breaks")
 
 
 class Stats:
@@ -34,33 +36,52 @@ class Stats:
 def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
     t0 = time.perf_counter()
     state = GlobalStateMatch()  # captured before tracing can change grad mode
-    ctx = TraceContext(code, G, builtins)
-    frame = Frame(ctx, code, G, {}, {})
-    prev_grad = torch.is_grad_enabled()
+    ctx = None
     try:
         try:
-            _bind_root(frame, code, L, C)
-            ret = frame.run()
+            ctx, frame, ret = _trace(code, L, G, C, builtins)
             entry = _finish(frame, ret, state, builtins, backend_fn)
-        finally:
-            torch._C._set_grad_enabled(prev_grad)
+        except Unsupported as e:
+            if fullgraph or not can_break_at(code, e.root_inst):
+                raise
+            # Graph break: trace again, stopping just before the failing root instruction.
+            ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step)
+            if ret is not BREAK:
+                raise Unsupported(f"graph break could not be placed: {e}") from e
+            entry = _finish_break(frame, e, state, builtins, backend_fn)
     except (Unsupported, BackendError) as e:
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e
-        entry = _fallback(ctx, state, builtins, str(e), getattr(e, "location", None))
+        entry = _fallback(code, ctx, state, builtins, str(e), getattr(e, "location", None))
     except Exception as e:  # an internal error must never reach the user (rule 1)
         if fullgraph:
             raise FullGraphError(f"internal error while tracing {code.co_name}: "
                                  f"{type(e).__name__}: {e}") from e
         log.warning("tracer internal error in %s, running it as Python:\n%s",
                     code.co_name, traceback.format_exc())
-        entry = _fallback(ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
+        entry = _fallback(code, ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
     Stats.frames_traced += 1
     Stats.trace_seconds += time.perf_counter() - t0
     logs.entry_created(code, entry)
     return entry
+
+
+def _trace(code, L, G, C, builtins, break_at=None):
+    """Interpret the frame once; the real grad mode is restored whatever happens."""
+    ctx = TraceContext(code, G, builtins)
+    ctx.break_at = break_at
+    frame = Frame(ctx, code, G, {}, {})
+    prev_grad = torch.is_grad_enabled()
+    ctx.grad_at_start = prev_grad
+    try:
+        _bind_root(frame, code, L, C)
+        ret = frame.run()
+        ctx.grad_at_stop = torch.is_grad_enabled()
+        return ctx, frame, ret
+    finally:
+        torch._C._set_grad_enabled(prev_grad)
 
 
 def _bind_root(frame, code, L, C):
@@ -71,15 +92,32 @@ def _bind_root(frame, code, L, C):
         frame.cells[name] = CellBox(real_cell=C[i], source=CellSource(name, i))
 
 
+def _finish_break(frame, error, state, builtins, backend_fn):
+    inst = error.root_inst
+    instrs, slot, outputs = generate_break(frame, inst, error.reason)
+    entry = _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn)
+    stack = list(error.user_stack)  # outermost (this frame) first
+    entry.breaks.append(BreakInfo(error.reason, frame.code.co_filename, inst.lineno, inst.opname, stack))
+    break_log.info("graph break in %s at %s:%s (%s): %s", frame.code.co_name, frame.code.co_filename,
+                   inst.lineno, inst.opname, error.reason)
+    return entry
+
+
 def _finish(frame, ret, state, builtins, backend_fn):
+    instrs, slot, outputs = codegen.generate(frame, ret)
+    return _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn)
+
+
+def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     ctx = frame.ctx
     out = ctx.output
-    instrs, slot, outputs = codegen.generate(frame, ret)
     guards = [state, *ctx.guards]
     distinct = _distinct_sources(ctx)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
     guard_set = compile_guards(guards, builtins=builtins)
+    if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
+        _hand_grad_mode_to_bytecode(ctx, instrs)
     gm = None
     compiled = None
     if slot is not None:
@@ -93,6 +131,19 @@ def _finish(frame, ret, state, builtins, backend_fn):
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 
 
+def _hand_grad_mode_to_bytecode(ctx, instrs):
+    """The graph ends in the grad mode it started in (so any backend can compile it); the
+    rewritten code then sets the mode the traced code had reached (e.g. a break inside
+    `with torch.no_grad()`), right after the graph call."""
+    import bytecode as bc
+    ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
+    at = next(i for i, ins in enumerate(instrs)
+              if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
+    instrs[at + 1:at + 1] = [bc.Instr("PUSH_NULL"), bc.Instr("LOAD_CONST", torch._C._set_grad_enabled),
+                             bc.Instr("LOAD_CONST", ctx.grad_at_stop), bc.Instr("PRECALL", 1),
+                             bc.Instr("CALL", 1), bc.Instr("POP_TOP")]
+
+
 def _distinct_sources(ctx):
     """Inputs that are tensors or mutable containers must stay distinct objects, as traced."""
     seen, out = set(), []
@@ -103,11 +154,11 @@ def _distinct_sources(ctx):
     return out
 
 
-def _fallback(ctx, state, builtins, reason, location):
+def _fallback(code, ctx, state, builtins, reason, location):
     Stats.fallbacks += 1
-    log.info("frame %s runs as Python: %s", ctx.code.co_name, reason)
+    log.info("frame %s runs as Python: %s", code.co_name, reason)
     try:
-        guard_set = compile_guards([state, *ctx.guards], builtins=builtins)
+        guard_set = compile_guards([state, *(ctx.guards if ctx else [])], builtins=builtins)
     except Exception:
         guard_set = compile_guards([state], builtins=builtins)
     return Entry(guards=guard_set, code=None, reason=reason, location=location)

@@ -14,6 +14,8 @@ class Unsupported(Exception):
         self.reason = reason
         self.location = location  # "file:line" of the user instruction, filled by the translator
         self.user_stack = []      # [(filename, lineno, function name)], outermost first
+        self.root_step = None     # index of the root-frame step that failed (graph breaks)
+        self.root_inst = None     # that root-frame instruction
 
     def __str__(self):
         where = f" at {self.location}" if self.location else ""

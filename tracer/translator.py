@@ -61,6 +61,12 @@ class TraceContext:
         self.mutable_inputs = []
         self.steps = 0
         self.module_hooks_guarded = False
+        self.root_steps = 0       # instructions executed by the root frame
+        self.break_at = None      # stop the root frame before this step (graph break)
+        self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
+
+
+BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
 
 
 class Frame:
@@ -97,6 +103,10 @@ class Frame:
                 raise Unsupported("fell off the end of the code")
             inst = instrs[self.ip]
             self.current = inst
+            if self.parent is None:
+                if self.ctx.root_steps == self.ctx.break_at:
+                    return BREAK
+                self.ctx.root_steps += 1
             self.ip += 1
             self.ctx.steps += 1
             if self.ctx.steps > MAX_STEPS:
@@ -109,6 +119,8 @@ class Frame:
             except Unsupported as e:
                 if e.location is None:
                     e.location = self.location()
+                if self.parent is None and e.root_step is None:
+                    e.root_step, e.root_inst = self.ctx.root_steps - 1, inst
                 e.user_stack.insert(0, (self.code.co_filename, inst.lineno, self.code.co_name))
                 raise
             if done:

@@ -21,6 +21,22 @@ class ExitVariable(Variable):
     def call(self, tx, args, kwargs):
         return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
+    def reconstruct(self, cg):
+        """At a graph break inside the block: a real __exit__ that restores the mode."""
+        cg.load_const(GradRestore(self.ctx.prev).__exit__)
+
+
+class GradRestore:
+    """Stands for an entered grad-mode context manager after a graph break."""
+
+    def __init__(self, prev):
+        self.prev = prev
+
+    def __exit__(self, *exc_info):
+        import torch
+        torch._C._set_grad_enabled(self.prev)
+        return False
+
 
 @handler("BEFORE_WITH")
 def BEFORE_WITH(f, inst):

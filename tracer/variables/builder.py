@@ -20,7 +20,7 @@ import types
 import torch
 from guards import (ConstMatch, check_const_supported, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
                           TensorMatch, TypeMatch)
-from guards.sources import AttrSource, ItemSource
+from guards.sources import AttrSource, ItemSource, Source
 
 from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
@@ -79,6 +79,36 @@ def wrap(tx, value, source):
     if not is_constant_value(value):
         memo[key] = (value, var)
     return var
+
+
+_SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+class IterRestSource(Source):
+    """The remaining items of a list/tuple/range iterator, as a tuple (not advancing it)."""
+
+    def __init__(self, base):
+        object.__setattr__(self, "base_", base)
+
+    @property
+    def base(self):
+        return self.base_
+
+    def _key(self):
+        return (self.base_,)
+
+    def name(self):
+        return f"rest({self.base_.name()})"
+
+    def guard_expr(self, ctx):
+        from .containers import iter_rest
+        return f"{ctx.const(iter_rest)}({ctx.value(self.base_)})"
+
+    def reconstruct(self):
+        import bytecode as bc
+        from .containers import iter_rest
+        return [bc.Instr("LOAD_CONST", iter_rest), *self.base_.reconstruct(),
+                bc.Instr("PRECALL", 0), bc.Instr("CALL", 0)]
 
 
 def const_guard(source, value):
@@ -140,6 +170,16 @@ def _wrap_fresh(tx, value, source):
         g(Predicate(source, lambda v, _s=frozen: v == _s, f"set == {set(frozen)!r}"))
         var = SetVariable([ConstantVariable(v) for v in value], source)
         return var
+    if t in _SEQ_ITERATORS:
+        from .containers import IteratorVariable, iter_rest
+        rest = iter_rest(value)
+        if source is None:
+            raise Unsupported("an iterator without a source")
+        g(TypeMatch(source, t))
+        rest_src = IterRestSource(source)
+        g(LengthMatch(rest_src, len(rest), tuple))
+        items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
+        return IteratorVariable(items, source=source)
     if isinstance(value, torch.nn.Module):
         g(IdMatch(source, value))
         return tx.wrap_module(value, source, None, guarded=True)

@@ -366,8 +366,8 @@ class IteratorVariable(Variable):
     as far as the consumer advances (any() short-circuits, loops break, next() steps once).
     """
 
-    def __init__(self, items, more=None):
-        super().__init__(None)
+    def __init__(self, items, more=None, source=None):
+        super().__init__(source)
         self.items = list(items)
         self.pos = 0
         self._more = more
@@ -387,6 +387,8 @@ class IteratorVariable(Variable):
                 self._more = None
                 return None
             self.items.append(item)
+        if self.source is not None:  # a real iterator from the frame: advancing it is a mutation
+            tx.side_effects.mutated(self)
         self.pos += 1
         return self.items[self.pos - 1]
 
@@ -407,7 +409,23 @@ class IteratorVariable(Variable):
     def reconstruct(self, cg):
         if self._more is not None:
             raise Unsupported("a partly consumed generator/lazy iterator escapes the frame")
+        if self.source is not None:
+            return cg.load_source(self.source)  # the real iterator, advanced by the replay
         for item in self.items[self.pos:]:
             item.reconstruct(cg)
         cg.build(tuple, len(self.items) - self.pos)
         cg.call_on_stack(iter)
+
+
+def iter_rest(it):
+    """The items a list/tuple/range iterator has left, without advancing it."""
+    reduced = it.__reduce__()
+    seq = reduced[1][0]
+    pos = reduced[2] if len(reduced) > 2 else 0
+    return tuple(seq[pos:])
+
+
+def advance(it, n):
+    """Replay of a traced iterator's consumption: advance the real one by n items."""
+    for _ in range(n):
+        next(it)

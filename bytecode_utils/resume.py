@@ -1,0 +1,111 @@
+"""Resume functions: "the rest of a frame, from instruction N", as a new code object.
+
+At a graph break the rewritten frame runs the graph, executes the unsupported instruction
+natively, and hands the live stack and live locals to a resume function. The resume code is
+the *original* instruction stream, unchanged, with a short prefix after the prologue that
+pushes the saved stack (arguments, or NULLs where 3.11 had pushed a NULL), optionally the
+`lasti` and the exception an exception handler expects, and jumps to instruction N. Keeping
+the original stream keeps its exception table, so enclosing `try`/`with` blocks and `for`
+iterators are re-established exactly as the compiler laid them out.
+"""
+from __future__ import annotations
+
+import types
+
+import bytecode as _bc
+
+
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+CO_NEWLOCALS = 0x02
+CO_OPTIMIZED = 0x01
+
+STACK_ARG = "arg"
+STACK_NULL = "null"
+
+
+def stack_arg_name(i: int) -> str:
+    return f"___stack{i}"
+
+
+EXC_ARG = "___exc"
+
+
+def _keep_try_depths(code, items):
+    """Set each TryBegin's stack depth from the compiler's exception table, since the dead
+    prefix of the stream makes flow-based recomputation impossible."""
+    from .instructions import decode
+    decoded = decode(code)
+    n_real = 0
+    pending = []
+    for item in items:
+        if isinstance(item, _bc.TryBegin):
+            pending.append(item)
+        elif isinstance(item, _bc.Instr):
+            for tb in pending:
+                entry = decoded[n_real].exn
+                if entry is None:
+                    raise ValueError("try-region start not covered by the exception table")
+                tb.stack_depth = entry.depth
+            pending = []
+            n_real += 1
+
+
+def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_args: list[str],
+                     *, lasti: int | None = None, push_exc: bool = False) -> types.CodeType:
+    """Build resume code for `code` starting at decoded instruction index `target`.
+
+    stack: one entry per stack slot, bottom first: STACK_ARG (passed as an argument) or
+    STACK_NULL (3.11's NULL below a callable, pushed by the prefix).
+    local_args: names of the original locals passed in (after the stack arguments).
+    lasti/push_exc: for resuming at an exception handler: push the int `lasti` (when the
+    exception-table entry asks for it) and the exception, passed as argument `___exc`.
+    Signature: (___stack<i> for each STACK_ARG slot..., [___exc], *local_args), flat.
+    """
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+        raise ValueError("resume functions are only made for plain function frames")
+    bc = _bc.Bytecode.from_code(code)
+    items = list(bc)
+    real = [i for i, ins in enumerate(items) if isinstance(ins, _bc.Instr)]
+    _keep_try_depths(code, items)
+    target_pos = real[target]
+    resume_pos = next(i for i in real if items[i].name == "RESUME")
+    lineno = items[target_pos].lineno
+    label = _bc.Label()
+    prefix = []
+    stack_args = []
+    for i, kind in enumerate(stack):
+        if kind == STACK_NULL:
+            prefix.append(_bc.Instr("PUSH_NULL", lineno=lineno))
+        else:
+            name = stack_arg_name(i)
+            stack_args.append(name)
+            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+    if lasti is not None:
+        prefix.append(_bc.Instr("LOAD_CONST", lasti, lineno=lineno))
+    if push_exc:
+        prefix.append(_bc.Instr("LOAD_FAST", EXC_ARG, lineno=lineno))
+    prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
+    new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
+    args = stack_args + ([EXC_ARG] if push_exc else []) + list(local_args)
+    if len(set(args)) != len(args):
+        raise ValueError(f"duplicate resume arguments {args}")
+    others = [n for n in code.co_varnames if n not in args]
+    out = _bc.Bytecode(new_items)
+    out.name = code.co_name
+    out.qualname = f"{code.co_qualname}.<resume@{items[target_pos].lineno}>"
+    out.filename = code.co_filename
+    out.first_lineno = code.co_firstlineno
+    out.argcount = len(args)
+    out.posonlyargcount = 0
+    out.kwonlyargcount = 0
+    out.flags = _bc.CompilerFlags((code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)) | CO_OPTIMIZED | CO_NEWLOCALS)
+    out.argnames = args + others
+    out.freevars = list(code.co_freevars)
+    out.cellvars = list(code.co_cellvars)
+    out.docstring = None
+    # The skipped prefix of the original stream is dead code now, so the stack depths of its
+    # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from
+    # co_exceptiontable). The stack at the target is the original's, so its size suffices.
+    return out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
+                       compute_exception_stack_depths=False)
