@@ -18,7 +18,6 @@ through the frame hook included).
 """
 import contextlib
 import dis
-import io
 import linecache
 import logging
 import os
@@ -73,12 +72,19 @@ def breaks_of(entry):
     for b in getattr(entry, "breaks", None) or ():
         out.append({"reason": str(getattr(b, "reason", b)), "filename": getattr(b, "filename", None),
                     "lineno": getattr(b, "lineno", None),
-                    "user_stack": [str(s) for s in (getattr(b, "user_stack", None) or ())]})
+                    "user_stack": [_stack_item(s) for s in (getattr(b, "user_stack", None) or ())]})
     if getattr(entry, "code", None) is None and getattr(entry, "reason", None):
         filename, lineno = split_location(getattr(entry, "location", None))
         if not any(b["reason"] == entry.reason for b in out):
             out.append({"reason": entry.reason, "filename": filename, "lineno": lineno, "user_stack": []})
     return out
+
+
+def _stack_item(item):
+    if isinstance(item, (tuple, list)) and len(item) == 3:
+        filename, lineno, name = item
+        return f"{name} ({filename}:{lineno})"
+    return str(item)
 
 
 def split_location(location):
@@ -98,10 +104,20 @@ def caret(line):
     return " " * (len(line) - len(stripped)) + "^" * max(1, len(stripped.rstrip()))
 
 
-def dis_text(code):
-    buf = io.StringIO()
-    dis.dis(code, file=buf, depth=0)
-    return buf.getvalue().rstrip()
+def dis_text(code, width=60):
+    """`dis` listing of `code`, one line per instruction; long constant reprs are shortened."""
+    out = []
+    for ins in dis.get_instructions(code):
+        if ins.starts_line is not None and out:
+            out.append("")
+        line = f"{ins.starts_line:>4}" if ins.starts_line is not None else "    "
+        rep = ins.argrepr.splitlines()[0] if ins.argrepr else ""
+        if len(rep) > width or (ins.argrepr and "\n" in ins.argrepr):
+            rep = rep[:width - 4] + " ...>" if rep.startswith("<") else rep[:width - 3] + "..."
+        arg = "" if ins.arg is None else f"{ins.arg:>4}"
+        target = ">>" if ins.is_jump_target else "  "
+        out.append(f"{line} {target}{ins.offset:>5} {ins.opname:<22}{arg}{f' ({rep})' if rep else ''}".rstrip())
+    return "\n".join(out)
 
 
 def entry_created(code, entry):

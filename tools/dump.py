@@ -1,0 +1,266 @@
+"""`tracer-dump TARGET [options]`: trace one call and show everything the tracer made of it.
+
+    tracer-dump path/to/script.py:function [--inputs "randn(4, 8), randn(8)"]
+    tracer-dump package.module:function --json
+    tracer-dump examples/dump_target.py:encoder --html report.html --export graphs.py
+    python -m tracer dump ...                     (the same)
+
+TARGET names a function (or an nn.Module instance) in a script file or an importable module.
+Example inputs come from `--inputs` or, by convention, from the target's module:
+
+    def example_inputs_<function>():   # preferred when present, else:
+    def example_inputs():
+        return (torch.randn(2, 8),)                      # the positional args, or
+        return (torch.randn(2, 8),), {"scale": 2.0}      # (args, kwargs)
+
+`--inputs` is parsed with `ast`, never evaluated: tensor constructors `randn rand zeros ones
+arange randint` with integer sizes and an optional `dtype=float32|float64|int64|...`, plus
+literal numbers, strings, True/False/None, tuples and lists; `name=value` gives a keyword.
+
+The target is compiled with `tracer.compile` and called once; every frame traced during the
+call (callees traced through the frame hook included) is reported, in the order traced.
+
+JSON schema (`--json`, schema_version 1):
+    {"schema_version": 1, "target": str, "inputs": [str], "kwargs": {name: str},
+     "frames": [{"index": int, "name": str, "qualname": str, "filename": str, "firstlineno": int,
+                 "entry_index": int,            # position in the code's cache entries
+                 "status": "captured" | "fallback",
+                 "graphs": [{"index": int, "ops": int, "code": str,
+                             "nodes": [{"op", "name", "target", "args", "kwargs", "shape"}]}],
+                 "guards": [str],               # GuardSet.describe(), one guard per item
+                 "breaks": [{"reason", "filename", "lineno", "line", "user_stack": [str]}],
+                 "lines": {"captured": [int], "fallback": [int], "break": [int]},
+                 "bytecode": {"original": str, "rewritten": str | null},
+                 "rewritten_python": str | null}]}
+"""
+import argparse
+import ast
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+
+SCHEMA_VERSION = 1
+_TENSOR_FNS = ("randn", "rand", "zeros", "ones", "arange", "randint")
+
+
+# ---- target and inputs ------------------------------------------------------------------------
+def load_target(spec):
+    """`path/to/file.py:attr` or `pkg.module:attr` -> (module, object)."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise SystemExit(f"tracer-dump: TARGET must be file.py:function or package.module:function, got {spec!r}")
+    if where.endswith(".py") or os.sep in where:
+        path = os.path.abspath(where)
+        if not os.path.exists(path):
+            raise SystemExit(f"tracer-dump: no such file: {where}")
+        name = "__tracer_dump_" + os.path.splitext(os.path.basename(path))[0]
+        sys.path.insert(0, os.path.dirname(path))
+        spec_ = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec_)
+        sys.modules[name] = module
+        spec_.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(where)
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SystemExit(f"tracer-dump: {where} has no attribute {attr!r}") from None
+    return module, obj
+
+
+def parse_inputs(text):
+    """Parse `--inputs` safely (ast only): returns (args tuple, kwargs dict)."""
+    import torch
+    try:
+        call = ast.parse(f"_({text})", mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"--inputs is not a valid argument list: {e.msg}") from None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = value(node.operand)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return -v
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [value(e) for e in node.elts]
+            return tuple(items) if isinstance(node, ast.Tuple) else items
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TENSOR_FNS:
+            sizes = [value(a) for a in node.args]
+            if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+                raise ValueError(f"{node.func.id}() takes integer sizes")
+            kw = {}
+            for k in node.keywords:
+                if k.arg != "dtype" or not isinstance(k.value, ast.Name) \
+                        or not isinstance(getattr(torch, k.value.id, None), torch.dtype):
+                    raise ValueError(f"{node.func.id}(): only dtype=<torch dtype name> is accepted")
+                kw["dtype"] = getattr(torch, k.value.id)
+            if node.func.id == "randint":
+                if len(sizes) < 2:
+                    raise ValueError("randint(high, size...) needs a bound and a size")
+                return torch.randint(sizes[0], tuple(sizes[1:]), **kw)
+            return getattr(torch, node.func.id)(*sizes, **kw)
+        raise ValueError(f"--inputs: unsupported expression {ast.unparse(node)!r} "
+                         f"(allowed: {', '.join(_TENSOR_FNS)}, numbers, strings, tuples, lists)")
+
+    args = tuple(value(a) for a in call.args)
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise ValueError("--inputs: * and ** are not accepted")
+    return args, {k.arg: value(k.value) for k in call.keywords}
+
+
+def example_inputs(module, fn_name):
+    maker = getattr(module, f"example_inputs_{fn_name}", None) or getattr(module, "example_inputs", None)
+    if maker is None:
+        raise SystemExit(f"tracer-dump: give --inputs, or define example_inputs() in {module.__name__}")
+    got = maker()
+    if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], (tuple, list)) and isinstance(got[1], dict):
+        return tuple(got[0]), dict(got[1])
+    return (tuple(got) if isinstance(got, (tuple, list)) else (got,)), {}
+
+
+def describe_value(v):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return f"tensor {str(v.dtype).replace('torch.', '')} {tuple(v.shape)}"
+    return f"{type(v).__name__} {v!r}"[:80]
+
+
+# ---- one traced call --------------------------------------------------------------------------
+def trace_call(obj, args, kwargs, backend="eager"):
+    """Compile `obj`, call it once; returns (output, [(code, entry)] traced during the call)."""
+    import tracer
+    from tracer import logs
+    tracer.reset()
+    compiled = tracer.compile(obj, backend=backend)
+    with logs.record() as recorded, contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report
+        out = compiled(*args, **kwargs)
+    return out, list(recorded)
+
+
+def _qualified(target):
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", None)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    if mod in (None, "builtins", "_operator"):
+        return f"operator.{name}" if mod == "_operator" else name
+    if mod.startswith("torch._C") or mod.startswith("torch._tensor"):
+        mod = "torch"
+    short = getattr(target, "__name__", None)
+    if mod == "torch" and short and getattr(__import__("torch"), short, None) is target:
+        name = short  # torch.sin, not torch._VariableFunctionsClass.sin
+    return f"{mod}.{name}"
+
+
+def node_rows(gm):
+    rows = []
+    for n in gm.graph.nodes:
+        ev = n.meta.get("example_value")
+        shape = _shape(ev)
+        rows.append({"op": n.op, "name": n.name, "target": _qualified(n.target), "args": str(n.args),
+                     "kwargs": str(n.kwargs) if n.kwargs else "", "shape": shape})
+    return rows
+
+
+def _shape(value):
+    import torch
+    if isinstance(value, torch.Tensor):
+        return str(tuple(value.shape))
+    if isinstance(value, (tuple, list)) and value:
+        return "(" + ", ".join(_shape(v) or "-" for v in value) + ")"
+    return ""
+
+
+def _code_lines(code):
+    return sorted({ln for _s, _e, ln in code.co_lines() if ln is not None})
+
+
+def frame_report(index, code, entry):
+    from tracer import cache, logs
+    from .pyrender import render_code
+    entries = cache.cache_for(code).entries
+    graphs = getattr(entry, "graphs", None) or ([entry.graph] if entry.graph is not None else [])
+    breaks = []
+    for b in logs.breaks_of(entry):
+        breaks.append({**b, "line": logs.source_line(b["filename"], b["lineno"]).strip()})
+    lines = _code_lines(code)
+    captured = entry.code is not None
+    break_lines = sorted({b["lineno"] for b in breaks if b["lineno"] and b["filename"] == code.co_filename})
+    return {
+        "index": index, "name": code.co_name, "qualname": getattr(code, "co_qualname", code.co_name),
+        "filename": code.co_filename, "firstlineno": code.co_firstlineno,
+        "entry_index": next((i for i, e in enumerate(entries) if e is entry), -1),
+        "status": "captured" if captured else "fallback",
+        "graphs": [{"index": i, "ops": _count_ops(gm), "code": gm.code.strip("\n"), "nodes": node_rows(gm)}
+                   for i, gm in enumerate(graphs)],
+        "guards": entry.guards.describe().splitlines(),
+        "breaks": breaks,
+        "lines": {"captured": lines if captured else [], "fallback": [] if captured else lines, "break": break_lines},
+        "bytecode": {"original": logs.dis_text(code),
+                     "rewritten": logs.dis_text(entry.code) if captured else None},
+        "rewritten_python": render_code(entry.code, graphs) if captured else None,
+    }
+
+
+def _count_ops(gm):
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def build_report(target, args, kwargs, recorded):
+    return {"schema_version": SCHEMA_VERSION, "target": target,
+            "inputs": [describe_value(a) for a in args],
+            "kwargs": {k: describe_value(v) for k, v in kwargs.items()},
+            "frames": [frame_report(i, code, entry) for i, (code, entry) in enumerate(recorded)]}
+
+
+# ---- command line -----------------------------------------------------------------------------
+def make_parser():
+    p = argparse.ArgumentParser(prog="tracer-dump", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", help="path/to/script.py:function or package.module:function")
+    p.add_argument("--inputs", help='example inputs, e.g. "randn(4, 8), randn(8)" (parsed, never evaluated)')
+    p.add_argument("--backend", default="eager", help="backend name (default: eager)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (schema_version %d)" % SCHEMA_VERSION)
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--export", metavar="FILE.py", help="also write the graphs as an importable Python module")
+    p.add_argument("--no-color", action="store_true", help="no ANSI colour (default: colour only on a TTY)")
+    return p
+
+
+def main(argv=None):
+    opts = make_parser().parse_args(argv)
+    with contextlib.redirect_stdout(sys.stderr):
+        module, obj = load_target(opts.target)
+    try:
+        args, kwargs = parse_inputs(opts.inputs) if opts.inputs else example_inputs(module, opts.target.rpartition(":")[2])
+    except ValueError as e:
+        raise SystemExit(f"tracer-dump: {e}") from None
+    _out, recorded = trace_call(obj, args, kwargs, backend=opts.backend)
+    report = build_report(opts.target, args, kwargs, recorded)
+    if opts.json:
+        print(json.dumps(report, indent=1))
+    else:
+        from .text import render_text
+        color = sys.stdout.isatty() and not opts.no_color and not os.environ.get("NO_COLOR")
+        sys.stdout.write(render_text(report, color=color))
+    if opts.html:
+        from .html_report import write_html
+        write_html(report, recorded, opts.html)
+        print(f"tracer-dump: wrote {opts.html}", file=sys.stderr)
+    if opts.export:
+        from .export import export_graphs
+        written = export_graphs(recorded, opts.export, target=opts.target)
+        print(f"tracer-dump: wrote {', '.join(written)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Render a rewritten code object as readable pseudo-Python, from its actual instructions.
+
+The tracer's rewritten frames are straight-line code built from a few patterns (codegen.py):
+load graph inputs from their sources and call the compiled graph, index its outputs, build
+containers, replay side effects (STORE_ATTR / STORE_SUBSCR / STORE_GLOBAL / STORE_DEREF /
+method calls), return. This walks the instructions with a symbolic stack of expression
+strings; anything it does not know is kept as a `# OPNAME arg` comment, never guessed.
+"""
+import dis
+
+_NULL = object()
+_LITERALS = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis))
+_BINARY = {0: "+", 1: "&", 2: "//", 3: "<<", 4: "@", 5: "*", 6: "%", 7: "|", 8: "**", 9: ">>", 10: "-",
+           11: "/", 12: "^"}
+
+
+def _const(value, graph_names):
+    for fn, name in graph_names:
+        if value is fn:
+            return name
+    if isinstance(value, _LITERALS):
+        return repr(value)
+    if isinstance(value, slice):
+        parts = ["" if p is None else repr(p) for p in (value.start, value.stop, value.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if value.step is not None else "")
+    if isinstance(value, tuple):
+        inner = ", ".join(_const(v, graph_names) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if callable(value) and type(value).__name__ in ("method", "function") and \
+            type(getattr(value, "__self__", None)).__name__ in ("TracedGraph", "GraphModule"):
+        return "compiled_graph"
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    mod = getattr(value, "__module__", None)
+    if type(value).__name__ == "function":  # user functions (resume functions too): qualname only
+        return name
+    if name:
+        return f"{mod}.{name}" if mod and mod != "builtins" else name
+    return f"<{type(value).__name__}>"
+
+
+def _graph_names(graphs, code):
+    """Constants of `code` that are (wrappers of) the compiled graphs, named graph_0, graph_1..."""
+    consts = [c for c in code.co_consts if callable(c) and not isinstance(c, type)
+              and not isinstance(c, _LITERALS)]
+    names = []
+    forwards = [getattr(gm, "forward", None) for gm in graphs]
+    for c in consts:
+        owner = getattr(c, "__self__", None)
+        for i, gm in enumerate(graphs):
+            if c is gm or owner is gm or c == forwards[i]:
+                names.append((c, f"graph_{i}"))
+    if not names and len(graphs) == 1:  # a backend's own callable: the only graph call there is
+        calls = [c for c in consts if getattr(c, "__module__", "") not in ("builtins",)]
+        if len(calls) == 1:
+            names.append((calls[0], "graph_0"))
+    return names
+
+
+def render_code(code, graphs=()):
+    """Pseudo-Python for `code` (a rewritten CodeType); one statement per line."""
+    if code is None:
+        return None
+    names = _graph_names(list(graphs), code)
+    args = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    lines = [f"def {code.co_name}({', '.join(args)}):"]
+    stack = []
+    kw_names = ()
+    out = lines.append
+
+    def pop(n=1):
+        vals = [stack.pop() if stack else "<?>" for _ in range(n)]
+        return vals[::-1]
+
+    for ins in dis.get_instructions(code):
+        op, arg, av = ins.opname, ins.arg, ins.argval
+        if op in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS", "PRECALL", "CACHE", "EXTENDED_ARG"):
+            continue
+        if op == "PUSH_NULL":
+            stack.append(_NULL)
+        elif op == "LOAD_CONST":
+            stack.append(_const(av, names))
+        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME"):
+            stack.append(av)
+        elif op == "LOAD_GLOBAL":
+            if arg & 1:
+                stack.append(_NULL)
+            stack.append(av)
+        elif op == "LOAD_ATTR":
+            stack.append(f"{pop()[0]}.{av}")
+        elif op == "LOAD_METHOD":
+            obj = pop()[0]
+            stack.extend([_NULL, f"{obj}.{av}"])
+        elif op == "BINARY_SUBSCR":
+            obj, key = pop(2)
+            stack.append(f"{obj}[{key[1:-1] if key.startswith('(') and key.endswith(')') else key}]")
+        elif op == "BINARY_OP":
+            a, b = pop(2)
+            sym = _BINARY.get(arg % 13, "?") + ("=" if arg >= 13 else "")
+            stack.append(f"({a} {sym} {b})")
+        elif op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET"):
+            items = pop(arg)
+            if op == "BUILD_TUPLE":
+                stack.append(f"({items[0]},)" if arg == 1 else f"({', '.join(items)})")
+            elif op == "BUILD_LIST":
+                stack.append(f"[{', '.join(items)}]")
+            else:
+                stack.append(f"{{{', '.join(items)}}}" if items else "set()")
+        elif op == "BUILD_MAP":
+            items = pop(2 * arg)
+            stack.append("{" + ", ".join(f"{items[i]}: {items[i + 1]}" for i in range(0, len(items), 2)) + "}")
+        elif op == "BUILD_CONST_KEY_MAP":
+            keys = stack.pop()
+            vals = pop(arg)
+            keys = [k.strip() for k in keys.strip("()").split(",") if k.strip()]
+            stack.append("{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, vals)) + "}")
+        elif op == "KW_NAMES":
+            kw_names = tuple(av) if isinstance(av, tuple) else tuple(code.co_consts[arg])
+        elif op == "CALL":
+            argv = pop(arg)
+            if kw_names:
+                n = len(kw_names)
+                argv = argv[:-n] + [f"{k}={v}" for k, v in zip(kw_names, argv[-n:])]
+                kw_names = ()
+            a, b = pop(2)
+            fn, self_ = (b, None) if a is _NULL else (a, b)
+            if self_ is not None and self_ is not _NULL:
+                argv = [self_] + argv
+            stack.append(f"{fn}({', '.join(argv)})")
+        elif op == "SWAP":
+            stack[-1], stack[-arg] = stack[-arg], stack[-1]
+        elif op == "COPY":
+            stack.append(stack[-arg])
+        elif op in ("STORE_FAST", "STORE_DEREF", "STORE_NAME"):
+            out(f"    {av} = {pop()[0]}")
+        elif op == "STORE_GLOBAL":
+            out(f"    global {av}; {av} = {pop()[0]}")
+        elif op == "STORE_ATTR":
+            obj, value = pop(1)[0], pop(1)[0]
+            out(f"    {obj}.{av} = {value}")
+        elif op == "STORE_SUBSCR":
+            key, obj, value = pop(1)[0], pop(1)[0], pop(1)[0]
+            out(f"    {obj}[{key}] = {value}")
+        elif op == "UNPACK_SEQUENCE":
+            src = pop()[0]
+            tmps = [f"_u{len(lines)}_{i}" for i in range(arg)]
+            out(f"    {', '.join(tmps)} = {src}")
+            stack.extend(reversed(tmps))
+        elif op == "POP_TOP":
+            value = pop()[0]
+            if value is not _NULL:
+                out(f"    {value}")
+        elif op == "RETURN_VALUE":
+            out(f"    return {pop()[0]}")
+        else:
+            out(f"    # {op} {ins.argrepr}".rstrip())
+            effect = dis.stack_effect(ins.opcode, arg) if ins.opcode >= dis.HAVE_ARGUMENT else \
+                dis.stack_effect(ins.opcode)
+            if effect < 0:
+                pop(-effect)
+            stack.extend(["<?>"] * max(effect, 0))
+    return "\n".join(lines)
