@@ -10,11 +10,12 @@ See README.md and ../shared/DESIGN.md for the data flow.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
 from .capture import capture
+from .explain import explain
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 from . import logs as _logs
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
-__all__ = ["compile", "capture", "disable", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
+__all__ = ["compile", "capture", "disable", "explain", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
            "BackendError", "Unsupported"]

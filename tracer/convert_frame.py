@@ -24,7 +24,6 @@ from .variables.functions import CellBox
 log = logging.getLogger("tracer")
 graph_log = logging.getLogger("tracer.graph")
 guard_log = logging.getLogger("tracer.guards")
-break_log = logging.getLogger("tracer.breaks")
 
 
 class Stats:
@@ -98,8 +97,6 @@ def _finish_break(frame, error, state, builtins, backend_fn):
     entry = _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn)
     stack = list(error.user_stack)  # outermost (this frame) first
     entry.breaks.append(BreakInfo(error.reason, frame.code.co_filename, inst.lineno, inst.opname, stack))
-    break_log.info("graph break in %s at %s:%s (%s): %s", frame.code.co_name, frame.code.co_filename,
-                   inst.lineno, inst.opname, error.reason)
     return entry
 
 

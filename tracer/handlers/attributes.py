@@ -36,6 +36,12 @@ class _MethodRef(Variable):  # noqa: F811
     def getattr(self, tx, name):
         return self.obj.getattr(tx, self.name).getattr(tx, name)
 
+    def reconstruct(self, cg):
+        """At a graph break between LOAD_METHOD and CALL: the bound attribute (with the NULL
+        below it, CALL then treats it as a plain callable)."""
+        self.obj.reconstruct(cg)
+        cg.emit("LOAD_ATTR", self.name)
+
 
 @handler("STORE_ATTR")
 def STORE_ATTR(f, inst):

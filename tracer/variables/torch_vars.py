@@ -74,6 +74,10 @@ class TensorMethodVariable(Variable):
     def call(self, tx, args, kwargs):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, cg):
+        self.tensor.reconstruct(cg)
+        cg.emit("LOAD_ATTR", self.name)
+
 
 class GradModeVariable(Variable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b) as a context manager.

@@ -1,0 +1,342 @@
+"""Graph breaks: the graph before the break, the unsupported instruction run natively, and
+the rest of the frame captured again in a resume function.
+
+Every test compares with eager on repeated calls and after guards change, and asserts the
+graphs and the ops on each side of the break, so silently lost capture fails a test.
+"""
+import copy
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+import tracer
+from tracer.exc import FullGraphError
+
+
+class Recorder:
+    """A backend that records each graph's call ops (function / method / module names)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append([_name(n) for n in gm.graph.nodes if n.op.startswith("call")])
+        return gm.forward
+
+
+def _name(node):
+    if node.op == "call_method":
+        return node.target
+    if node.op == "call_module":
+        return "module"
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and \
+            torch.allclose(a, b, equal_nan=True) and a.requires_grad == b.requires_grad
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def run(fn, *argsets, backend=None):
+    """Call compiled and eager fn on each argument set (deep-copied for each); compare."""
+    rec = backend or Recorder()
+    c = tracer.compile(fn, backend=rec)
+    for args in argsets:
+        mine, ref = copy.deepcopy(args), copy.deepcopy(args)
+        assert same(c(*mine), fn(*ref)), f"result differs for {fn.__name__}"
+        assert same(list(mine), list(ref)), f"inputs mutated differently by {fn.__name__}"
+    return c, rec
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    yield
+    tracer.reset()
+
+
+def t(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+def test_print_in_the_middle_keeps_both_sides(capsys):
+    def f(x, y):
+        a = torch.sin(x) + y
+        print("middle")
+        return torch.relu(a * 2)
+
+    c, rec = run(f, (t(3), t(3, seed=1)), (t(3), t(3, seed=1)), (t(4), t(4, seed=2)))
+    assert rec.graphs[:2] == [["sin", "add"], ["mul", "relu"]]
+    assert len(rec.graphs) == 4  # two more after the shape change, not on the cache hit
+    entry = c.entries[0]
+    assert [b.lineno for b in entry.breaks] == [f.__code__.co_firstlineno + 2]
+    assert "print" in entry.breaks[0].reason and entry.breaks[0].opname == "CALL"
+    assert capsys.readouterr().out.count("middle") == 6
+
+
+def test_data_dependent_branch_resumes_at_both_targets():
+    def f(x):
+        y = x * 3
+        if y.sum() > 0:
+            return y.exp()
+        return y.neg()
+
+    pos, neg = t(3).abs(), -t(3).abs()
+    _, rec = run(f, (pos,), (neg,), (pos,), (neg,))
+    assert rec.graphs[0] == ["mul", "sum", "gt"]
+    assert sorted(map(tuple, rec.graphs[1:])) == [("exp",), ("neg",)]
+    assert len(rec.graphs) == 3  # both continuations compiled once each
+
+
+def test_item_steering_control_flow():
+    def f(x):
+        s = x.sum().item()
+        if s > 0:
+            return x * s
+        return x - 1
+
+    _, rec = run(f, (t(3).abs(),), (-t(3).abs(),))
+    assert rec.graphs[0] == ["sum"]
+    assert ["mul"] in rec.graphs and ["sub"] in rec.graphs
+
+
+def test_numpy_call_in_the_middle():
+    def f(x):
+        y = x.cos()
+        n = np.sqrt(16.0)
+        return y * float(n)
+
+    _, rec = run(f, (t(2),), (t(2),))
+    assert rec.graphs == [["cos"], ["mul"]]
+
+
+def test_break_inside_no_grad_restores_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("inside")
+            z = y + 1
+        return z * x, z.requires_grad
+
+    x = t(3).requires_grad_()
+    c, rec = run(f, (x,), (x,))
+    assert torch.is_grad_enabled()
+    assert ["_set_grad_enabled", "mul"] == rec.graphs[0][:2]
+    out, flag = c(x)
+    assert flag is False and out.requires_grad  # z*x outside the block tracks x
+    out.sum().backward()
+    assert torch.allclose(x.grad, (x.detach() * 2 + 1))
+
+
+def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
+    def f(x, d):
+        with torch.no_grad():
+            y = x * 2
+            z = d["missing"]  # raises KeyError after the graph: __exit__ must still run
+        return y + z
+
+    c = tracer.compile(f)
+    with pytest.raises(KeyError):
+        c(t(2), {})
+    assert torch.is_grad_enabled()
+
+
+def test_break_inside_try_finally():
+    log = []
+
+    def f(x, log):
+        try:
+            y = x + 1
+            log.append("try")
+            print("in try")
+            y = y * 2
+        finally:
+            y = y - 0.5
+            log.append("finally")
+        return y
+
+    _, rec = run(f, (t(2), log), (t(2), []))
+    assert rec.graphs[0] == ["add"]
+    assert ["mul", "sub"] in rec.graphs
+
+
+def test_exception_raised_natively_at_a_break_is_caught_by_the_users_except():
+    def f(x, d):
+        y = x + 1
+        try:
+            y = y + d["k"]  # KeyError: traced as a break, raised natively
+        except KeyError:
+            y = y * 10
+        return y - 1
+
+    _, rec = run(f, (t(2), {}), (t(2), {"k": 1.0}))
+    assert rec.graphs[0] == ["add"]
+
+
+def test_break_in_a_for_loop_over_range():
+    def f(x, n):
+        out = []
+        for i in range(n):
+            out.append(x * i)
+            print(i)
+        return torch.stack(out).sum(0)
+
+    _, rec = run(f, (t(2), 3), (t(2), 3))
+    assert rec.graphs[0] == ["mul"]
+    assert rec.graphs[-1] == ["stack", "sum"]
+    assert len(rec.graphs) == 4
+
+
+def test_break_in_a_for_loop_over_a_list_of_tensors():
+    def f(xs):
+        total = xs[0] * 0
+        for v in xs:
+            total = total + v.sin()
+            print("step")
+        return total
+
+    xs = [t(2, seed=i) for i in range(3)]
+    _, rec = run(f, (xs,), (xs,))
+    assert rec.graphs[0] == ["mul", "sin", "add"]
+    assert all(g == ["sin", "add"] for g in rec.graphs[1:3])
+
+
+def test_break_inside_an_inlined_helper_keeps_callers_capture():
+    def helper(y):
+        z = y.exp()
+        print("helper")
+        return z + 1
+
+    def f(x):
+        a = x.sin()
+        b = helper(a)
+        return b.cos()
+
+    c, rec = run(f, (t(3),), (t(3),))
+    assert rec.graphs == [["sin"], ["exp"], ["add"], ["cos"]]
+    brk = c.entries[0].breaks[0]
+    assert brk.user_stack[-1][2] == "helper" and brk.user_stack[0][2] == "f"
+
+
+def test_side_effects_before_the_break_are_visible_to_the_unsupported_call():
+    seen = []
+
+    def spy(lst, d):
+        seen.append((list(lst), dict(d)))
+
+    def f(x, lst, d):
+        lst.append(1)
+        d["k"] = 2
+        spy(lst, d)  # a function the tracer cannot see into? it can: make it break
+        print("break")
+        lst.append(3)
+        return x + len(lst)
+
+    _, rec = run(f, (t(2), [], {}))
+    assert seen[0] == ([1], {"k": 2}) and seen[1] == ([1], {"k": 2})
+
+
+def test_values_needed_after_the_break_are_graph_outputs_not_recomputed():
+    calls = []
+
+    def f(x):
+        y = x.exp()
+        print("break")
+        return y + 1, y
+
+    _, rec = run(f, (t(3),))
+    assert rec.graphs == [["exp"], ["add"]]
+    assert not calls
+
+
+def test_user_exception_after_a_break_has_the_users_traceback():
+    def f(x):
+        y = x + 1
+        print("break")
+        raise ValueError("from user code")
+
+    c = tracer.compile(f)
+    with pytest.raises(ValueError, match="from user code") as info:
+        c(t(2))
+    lines = [entry.lineno for entry in info.traceback if str(entry.path).endswith("test_graph_breaks.py")]
+    assert f.__code__.co_firstlineno + 2 in [ln + 1 for ln in lines]
+
+
+def test_fullgraph_raises_at_the_first_break_with_reason_and_line():
+    def f(x):
+        y = x + 1
+        print("no")
+        return y
+
+    with pytest.raises(FullGraphError, match=r"print.*test_graph_breaks\.py:\d+"):
+        tracer.compile(f, fullgraph=True)(t(2))
+
+
+def test_guard_change_after_break_recompiles_resume():
+    scale = {"v": 2.0}
+
+    def f(x, cfg):
+        y = x * cfg["v"]
+        print("break")
+        return y + cfg["v"]
+
+    c, rec = run(f, (t(2), scale), (t(2), {"v": 3.0}))
+    assert len(rec.graphs) == 4
+
+
+def test_resume_functions_are_cached_per_code_and_offset():
+    from tracer import graph_break
+
+    def f(x):
+        y = x + 1
+        print("b")
+        return y * 2
+
+    c = tracer.compile(f)
+    for shape in (2, 3, 4):
+        c(t(shape))
+    resumes = graph_break._RESUME_CACHE[f.__code__]
+    assert len(resumes) == 1
+
+
+def test_explain_reports_graphs_breaks_and_guards(capsys):
+    def helper(y):
+        print("in helper")
+        return y * 2
+
+    def f(x):
+        a = x.sin() + 1
+        b = helper(a)
+        if b.sum() > 0:
+            b = b + 1
+        return b.relu()
+
+    report = tracer.explain(f, t(3).abs())
+    assert report.graph_count >= 3
+    reasons = [b["reason"] for b in report.breaks]
+    assert any("print" in r for r in reasons) and any("data-dependent" in r for r in reasons)
+    text = str(report)
+    assert "Graph count" in text and "b = helper(a)" in text and "if b.sum() > 0:" in text
+    assert f"{f.__code__.co_filename}:{f.__code__.co_firstlineno + 2}" in text
+    assert "x: tensor float32" in text
+    ops = [op for fr in report.frames for op in fr.ops]
+    assert {".sin", "add", "mul", ".relu"} <= set(ops)
+
+
+def test_breaks_are_logged(caplog):
+    def f(x):
+        print("x")
+        return x + 1
+
+    with caplog.at_level(logging.INFO, logger="tracer.breaks"):
+        tracer.compile(f)(t(2))
+    assert any("print" in r.getMessage() for r in caplog.records)
