@@ -19,6 +19,7 @@ targets: compile-latency geomean ratio <= 0.5 and per-call overhead geomean rati
 import argparse
 import gc
 import math
+import io
 import os
 import platform
 import statistics
@@ -26,6 +27,7 @@ import sys
 import time
 import warnings
 
+import numpy as np
 import torch
 import torch._dynamo
 import torch.nn as nn
@@ -77,6 +79,34 @@ def list_dict(x, y):
     d["c"] = sum(parts)
     out = [v.cos() for v in d.values()]
     return {"sum": out[0] + out[1] + out[2], "n": len(out)}
+
+
+_SINK = io.StringIO()
+
+
+def brk_print(x, y):
+    """A print in the middle: one graph on each side of the break."""
+    a = torch.sin(x) + y
+    print("checkpoint", file=_SINK)
+    return torch.relu(a * 2).sum(0)
+
+
+def brk_branch(x):
+    """A branch on a tensor's value: the graph before it, then one per taken side."""
+    y = x * 3 + 1
+    if y.sum() > 0:
+        return y.exp().mean(0)
+    return y.neg().mean(0)
+
+
+def brk_numpy(x):
+    """A numpy call in the middle of tensor work (a random draw: neither tool traces it).
+
+    torch.compile translates numpy *math* (np.linalg.norm, ...) into torch ops, which the
+    tracer does not: on such calls it captures fewer ops (see the README)."""
+    y = x.cos() * 2
+    n = float(np.random.default_rng(0).random())
+    return (y + n).tanh()
 
 
 def args1(a):
@@ -180,6 +210,9 @@ def make_cases():
         ("small CNN (eval)", "module", lambda: (SmallCNN().eval(), (_t(2, 3, 16, 16),))),
         ("TransformerEncoder x2 (eval)", "module", transformer),
         ("GPT block (eval)", "module", lambda: (GPTBlock().eval(), (_t(2, 16, 64),))),
+        ("break: print in the middle", "fn", lambda: (brk_print, (_t(8, 8), _t(8, 8)))),
+        ("break: data-dependent branch", "fn", lambda: (brk_branch, (_t(8, 8).abs(),))),
+        ("break: numpy call", "fn", lambda: (brk_numpy, (_t(8, 8),))),
     ]
 
 

@@ -23,7 +23,15 @@ log = logging.getLogger("tracer")
 
 _TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
     sys.modules["tracer"], __import__("guards"), __import__("bytecode_utils")))
-DEFAULT_SKIP_PREFIXES = (
+def _package_dir(name):
+    try:
+        module = __import__(name)
+    except ImportError:
+        return None
+    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+
+DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in ("numpy", "scipy", "pandas")) if p) + (
     os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
     sysconfig.get_paths()["stdlib"] + os.sep,
     *_TRACER_DIRS,

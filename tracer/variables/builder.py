@@ -49,13 +49,24 @@ def _is_torch_callable(value):
 
 
 def _is_builtin_callable(value):
-    if value in (functools.partial, functools.reduce):
+    # identity tests only: user values (numpy arrays, tensors) may have an ambiguous __eq__
+    if value is functools.partial or value is functools.reduce:
         return True
-    if isinstance(value, (types.BuiltinFunctionType,)):
-        return getattr(value, "__self__", None) in _BUILTIN_MODULES or \
+    if isinstance(value, types.BuiltinFunctionType):
+        owner = getattr(value, "__self__", None)
+        return any(owner is m for m in _BUILTIN_MODULES) or \
             getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
-    return value in (functools.partial, functools.reduce) or (
-        isinstance(value, type) and value in _BUILTIN_TYPES)
+    return isinstance(value, type) and value in _BUILTIN_TYPES
+
+
+# Libraries whose Python functions are called, never inlined: their internals are not
+# tensor programs, and a call to them is a graph break with their name as the reason.
+UNTRACED_LIBRARIES = ("numpy", "scipy", "pandas", "PIL", "matplotlib", "logging", "warnings")
+
+
+def _untraced_library(value):
+    mod = getattr(value, "__module__", None) or ""
+    return mod.split(".")[0] in UNTRACED_LIBRARIES
 
 
 _BUILTIN_TYPES = {int, float, bool, str, list, tuple, dict, set, frozenset, range, enumerate,
@@ -183,12 +194,15 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, torch.nn.Module):
         g(IdMatch(source, value))
         return tx.wrap_module(value, source, None, guarded=True)
-    if value in _GRAD_CLASSES if isinstance(value, type) else False:
+    if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
         g(IdMatch(source, value))
         return GradModeClassVariable(value, source)
     if isinstance(value, types.ModuleType):
         g(IdMatch(source, value))
         return PythonModuleVariable(value, source)
+    if t is types.FunctionType and _untraced_library(value):
+        g(IdMatch(source, value))
+        return OpaqueVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
         g(IdMatch(source, value))
         return UserFunctionVariable(value, source)

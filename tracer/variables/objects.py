@@ -219,6 +219,11 @@ class OpaqueVariable(Variable):
         return bool(self.value) if type(self.value).__bool__ is object.__bool__ else \
             Variable.truthy(self, tx)
 
+    def call(self, tx, args, kwargs):
+        name = getattr(self.value, "__qualname__", type(self.value).__name__)
+        module = getattr(self.value, "__module__", "") or ""
+        raise Unsupported(f"call to {module + '.' if module else ''}{name}, which is not traced")
+
     def getattr(self, tx, name):
         import enum
         if isinstance(self.value, enum.Enum) and name in ("name", "value"):
