@@ -17,6 +17,9 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+	$(VENV)/bin/tracer-dump examples/dump_target.py:encoder
+	mkdir -p build
+	$(VENV)/bin/tracer-dump examples/dump_target.py:pipeline --html build/dump_report.html
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

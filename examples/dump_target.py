@@ -1,7 +1,7 @@
 """Targets for `tracer-dump` (see README, `make demo`).
 
     tracer-dump examples/dump_target.py:encoder        # nn.TransformerEncoder, one graph
-    tracer-dump examples/dump_target.py:pipeline       # a captured frame, a callee that falls back
+    tracer-dump examples/dump_target.py:pipeline       # graph breaks in the frame and in its callee
     tracer-dump examples/dump_target.py:pipeline --inputs "randn(4, 8)"
 
 Example inputs follow tracer-dump's convention: `example_inputs_<function>()` (or a module-level
@@ -26,7 +26,7 @@ history = []
 
 
 def log_step(y):
-    print(f"step: mean={y.mean().item():.3f}")  # I/O: not traceable, this frame runs as Python
+    print(f"step: mean={y.mean().item():.3f}")  # .item() and print(): graph breaks
     return y * 2
 
 
