@@ -96,7 +96,7 @@ def explain(fn, *args, **kwargs):
     for code, entry in made:
         gm = entry.graph
         ops = [_op_name(n) for n in gm.graph.nodes if n.op.startswith("call")] if gm is not None else []
-        frames.append(FrameReport(code.co_name, code.co_filename, code.co_firstlineno, gm, ops,
+        frames.append(FrameReport(code.co_qualname, code.co_filename, code.co_firstlineno, gm, ops,
                                   logs.breaks_of(entry), entry.guards.describe().splitlines(),
                                   entry.code is not None))
     report = ExplainOutput(frames, result)

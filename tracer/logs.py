@@ -99,9 +99,21 @@ def source_line(filename, lineno):
 
 
 def caret(line):
-    """A caret line under the first non-blank character of `line`."""
+    """A caret line under the code of `line` (leading blanks and a trailing comment excluded)."""
     stripped = line.lstrip()
-    return " " * (len(line) - len(stripped)) + "^" * max(1, len(stripped.rstrip()))
+    return " " * (len(line) - len(stripped)) + "^" * max(1, len(_without_comment(stripped)))
+
+
+def _without_comment(text):
+    import io
+    import tokenize
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                return text[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return text.rstrip()
 
 
 def dis_text(code, width=60):

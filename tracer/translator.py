@@ -13,7 +13,7 @@ import operator
 
 import torch
 from bytecode_utils import decode
-from guards import GlobalSource, ItemSource, ConstSource, Predicate, IdMatch
+from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
 from guards.sources import Source
 
 from .exc import Unsupported
@@ -209,7 +209,9 @@ class Frame:
             raise Unsupported(f"name {name!r} is not defined (the user code raises NameError)")
         gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
         self.guard(Predicate(gsrc, _absent(name), f"{name!r} not shadowed by a global"))
-        return self.wrap(builtins_dict[name], ItemSource(ConstSource(builtins_dict), name))
+        bsrc = BuiltinSource(name) if builtins_dict is self.ctx.f_builtins else \
+            ItemSource(ConstSource(builtins_dict), name)
+        return self.wrap(builtins_dict[name], bsrc)
 
     # ---- operations shared by handlers and variables ---------------------------------------
     def python_object(self, var):
