@@ -111,6 +111,11 @@ class OutputGraph:
 
     def build_module(self, output_nodes):
         self.graph.output(tuple(output_nodes))
+        # Attribute reads nothing uses (e.g. weights a Python-level check looked at, then a
+        # leaf module read them itself) are pure: drop them so the graph shows only real work.
+        for node in list(self.graph.nodes):
+            if node.op == "get_attr" and not node.users:
+                self.graph.erase_node(node)
         gm = fx.GraphModule(self.root, self.graph, class_name="TracedGraph")
         return gm
 

@@ -274,7 +274,6 @@ class Frame:
     def _guard_leaf_attrs(self, mod_var):
         """A leaf module's forward reads its plain attributes (training, eps, p, ...): guard them."""
         from guards import AttrSource
-        from .variables.builder import const_guard
         if mod_var.source is None:
             return
         for mod_path, m in mod_var.module.named_modules():
@@ -283,9 +282,10 @@ class Frame:
                 src = ItemSource(AttrSource(src, "_modules"), sub)
             if mod_path:
                 self.guard(IdMatch(src, m))
-            for k, v in m.__dict__.items():
-                if not k.startswith("_") and is_constant_value(v):
-                    self.guard(const_guard(AttrSource(src, k), v))
+            attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
+            if attrs:  # one guard per module for all its plain attributes (cheaper per call)
+                desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
+                self.guard(Predicate(src, _attrs_are(attrs), f"attributes {desc}"))
 
     def wrap_result(self, node, example, mutating=False):
         if isinstance(example, torch.Tensor):
@@ -359,6 +359,23 @@ class Frame:
         first = self.code.co_varnames[0]
         obj = self.cells[first].get(self) if first in self.cells else self.locals[first]
         return SuperVariable(cls, obj)
+
+
+def _attrs_are(attrs):
+    """Predicate: the module's plain attributes have these exact types and values."""
+    expected = tuple((k, type(v), v) for k, v in attrs.items())
+
+    def check(m):
+        d = m.__dict__
+        for k, t, v in expected:
+            got = d.get(k, _MISSING)
+            if type(got) is not t or got != v:
+                return False
+        return True
+    return check
+
+
+_MISSING = object()
 
 
 def _absent(name):

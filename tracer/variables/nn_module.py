@@ -11,7 +11,7 @@
   recompiles instead of being silently skipped); `training` is guarded where read.
 """
 import torch
-from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch
+from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported
@@ -257,12 +257,11 @@ class NNModuleVariable(Variable):
                       "_global_backward_hooks", "_global_backward_pre_hooks"):
             if getattr(nn_module_impl, gname, None):
                 raise Unsupported("global nn.Module hooks are registered")
-        for hname in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-            hooks = m.__dict__.get(hname)
-            if hooks:
+        for hname in _HOOK_DICTS:
+            if m.__dict__.get(hname):
                 raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
-            if hooks is not None and self.source is not None:
-                tx.guard(LengthMatch(AttrSource(self.source, hname), 0, type(hooks)))
+        if self.source is not None:  # one guard for the four hook dicts (a hook added later recompiles)
+            tx.guard(Predicate(self.source, _has_no_hooks, "has no forward/backward (pre-)hooks"))
         tx.guard_global_module_hooks()
 
     def reconstruct(self, cg):
@@ -272,6 +271,15 @@ class NNModuleVariable(Variable):
 
     def __repr__(self):
         return f"NNModule({self.path}: {type(self.module).__name__})"
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _has_no_hooks(m):
+    d = m.__dict__
+    return not (d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks"))
 
 
 def guard_module(tx, module, source):
