@@ -9,6 +9,7 @@ Operations that several handlers and Variables need (binary operators, truthines
 torch ops, wrapping real values) live here so there is exactly one implementation each.
 """
 import dis
+import functools
 import operator
 
 import torch
@@ -199,19 +200,33 @@ class Frame:
         if pending is not None:
             return pending
         root = self.f_globals is self.ctx.f_globals
+        library = _is_library_globals(self.f_globals)
         if name in self.f_globals:
             src = GlobalSource(name) if root else ItemSource(ConstSource(self.f_globals), name)
+            if library:  # library module globals are treated as immutable: not guarded
+                return self._wrap_unguarded(self.f_globals[name], src)
             return self.wrap(self.f_globals[name], src)
         builtins_dict = self.f_globals.get("__builtins__", self.ctx.f_builtins)
         if not isinstance(builtins_dict, dict):
             builtins_dict = builtins_dict.__dict__
         if name not in builtins_dict:
             raise Unsupported(f"name {name!r} is not defined (the user code raises NameError)")
-        gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
-        self.guard(Predicate(gsrc, _absent(name), f"{name!r} not shadowed by a global"))
         bsrc = BuiltinSource(name) if builtins_dict is self.ctx.f_builtins else \
             ItemSource(ConstSource(builtins_dict), name)
+        if library:  # (library modules such as torch.* are treated as immutable)
+            return self._wrap_unguarded(builtins_dict[name], bsrc)
+        gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
+        self.guard(Predicate(gsrc, _absent(name), f"{name!r} not shadowed by a global"))
         return self.wrap(builtins_dict[name], bsrc)
+
+    def _wrap_unguarded(self, value, source):
+        if isinstance(value, torch.Tensor):
+            return self.wrap(value, source)  # data, not code: always guarded
+        saved, self.ctx.guards = self.ctx.guards, []
+        try:
+            return self.wrap(value, source)
+        finally:
+            self.ctx.guards = saved
 
     # ---- operations shared by handlers and variables ---------------------------------------
     def python_object(self, var):
@@ -378,8 +393,17 @@ def _attrs_are(attrs):
 _MISSING = object()
 
 
+@functools.lru_cache(maxsize=None)
 def _absent(name):
+    """One predicate object per name, so equal guards deduplicate."""
     return lambda g: name not in g
+
+
+_LIBRARY_ROOTS = ("torch", "numpy", "math", "functools", "collections", "typing", "operator")
+
+
+def _is_library_globals(g):
+    return (g.get("__name__") or "").split(".")[0] in _LIBRARY_ROOTS
 
 
 def _no_global_hooks(m):
