@@ -93,7 +93,8 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     others = [n for n in code.co_varnames if n not in args]
     out = _bc.Bytecode(new_items)
     out.name = code.co_name
-    out.qualname = f"{code.co_qualname}.<resume@{items[target_pos].lineno}>"
+    base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
+    out.qualname = f"{base}.<resume@{items[target_pos].lineno}>"
     out.filename = code.co_filename
     out.first_lineno = code.co_firstlineno
     out.argcount = len(args)

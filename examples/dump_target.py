@@ -7,6 +7,7 @@
 Example inputs follow tracer-dump's convention: `example_inputs_<function>()` (or a module-level
 `example_inputs()`) returns the positional args, or `(args, kwargs)`.
 """
+import numpy as np
 import torch
 
 torch.manual_seed(0)
@@ -38,3 +39,27 @@ def pipeline(x, scale=0.5):
 
 def example_inputs():
     return (torch.randn(4, 8),), {"scale": 0.25}
+
+
+class ThreeBreaks(torch.nn.Module):
+    """A model with three graph breaks: a print, a branch on a tensor value, a numpy call."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        print("hidden norm computed")                   # break 1: I/O
+        if h.sum() > 0:                                 # break 2: data-dependent branch
+            h = h * 2
+        noise = float(np.random.default_rng(0).random())  # break 3: numpy
+        return self.fc2(h + noise)
+
+
+three_breaks = ThreeBreaks().eval()
+
+
+def example_inputs_three_breaks():
+    return (torch.randn(2, 8),)
