@@ -200,7 +200,8 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, types.ModuleType):
         g(IdMatch(source, value))
         return PythonModuleVariable(value, source)
-    if t is types.FunctionType and _untraced_library(value):
+    if (t is types.FunctionType or (callable(value) and not isinstance(value, type))) and \
+            _untraced_library(value):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
@@ -238,6 +239,9 @@ def _wrap_fresh(tx, value, source):
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
                           f"that has no tensor meaning")
+    if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:
+        g(TypeMatch(source, t))
+        return OpaqueVariable(value, source)
     if t.__module__ == "builtins" or t.__module__.startswith("torch"):
         raise Unsupported(f"value of type {t.__qualname__}")
     g(TypeMatch(source, t))

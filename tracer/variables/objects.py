@@ -228,7 +228,8 @@ class OpaqueVariable(Variable):
         import enum
         if isinstance(self.value, enum.Enum) and name in ("name", "value"):
             return tx.wrap(getattr(self.value, name), None)
-        raise Unsupported(f"attribute {name!r} of {type(self.value).__name__} object")
+        t = type(self.value)
+        raise Unsupported(f"attribute {name!r} of {t.__module__}.{t.__qualname__} object (not traced)")
 
     def reconstruct(self, cg):
         if self.source is not None:
