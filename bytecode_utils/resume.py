@@ -31,6 +31,23 @@ def stack_arg_name(i: int) -> str:
 EXC_ARG = "___exc"
 
 
+def super_self_name(code: types.CodeType) -> str | None:
+    """The local a zero-argument `super()` reads in this code (CPython takes the frame's first
+    local and the `__class__` cell), or None when the code cannot call it."""
+    if "__class__" in code.co_freevars and code.co_argcount and code.co_varnames:
+        return code.co_varnames[0]
+    return None
+
+
+def resume_arg_order(code: types.CodeType, args: list[str]) -> list[str]:
+    """Resume arguments in signature order: the `super()` self local, when passed, comes
+    first, so zero-argument `super()` in the resume function sees the same object."""
+    first = super_self_name(code)
+    if first is None or first not in args:
+        return list(args)
+    return [first] + [a for a in args if a != first]
+
+
 def _keep_try_depths(code, items):
     """Set each TryBegin's stack depth from the compiler's exception table, since the dead
     prefix of the stream makes flow-based recomputation impossible."""
@@ -87,7 +104,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
         prefix.append(_bc.Instr("LOAD_FAST", EXC_ARG, lineno=lineno))
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
-    args = stack_args + ([EXC_ARG] if push_exc else []) + list(local_args)
+    args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     others = [n for n in code.co_varnames if n not in args]

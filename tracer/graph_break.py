@@ -23,7 +23,7 @@ import weakref
 import bytecode as bc
 
 from bytecode_utils import live_locals, prologue
-from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code
+from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code, super_self_name
 
 from .codegen import CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from .exc import Unsupported
@@ -131,6 +131,8 @@ def generate_break(frame, inst, reason):
         needed |= liveness[t]
     if handler is not None:
         needed |= liveness[handler.target]
+    if super_self_name(code) is not None:  # zero-arg super() reads it without a LOAD_FAST
+        needed.add(super_self_name(code))
     local_tmps = {}
     for name in sorted(needed):
         if name in frame.locals:
@@ -200,7 +202,10 @@ def _native(original, inst, jump_label, frame):
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
                  lasti=None, exc_tmp=None):
     kinds = ["null" if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
+    first = super_self_name(frame.code)
     names = [n for n in sorted(liveness[target]) if n in local_tmps]
+    if first in local_tmps and first not in names:
+        names.append(first)
     rcode = resume_code(frame.code, target, [STACK_NULL if k == "null" else STACK_ARG for k in kinds],
                         names, lasti=lasti, push_exc=exc_tmp is not None)
     cg.emit("PUSH_NULL")
@@ -215,7 +220,9 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:
         args.append(exc_tmp)
-    args += [local_tmps[n] for n in names]
+    args += [local_tmps[n] for n in names if n != first]
+    if first in names:  # signature order of make_resume_code (resume_arg_order)
+        args.insert(0, local_tmps[first])
     for t in args:
         cg.emit("LOAD_FAST", t)
     cg.emit("PRECALL", len(args))
