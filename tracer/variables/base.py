@@ -79,6 +79,33 @@ class Variable:
         return f"{type(self).__name__}()"
 
 
+class ObjectVariable(Variable):
+    """A Variable standing for one real Python object (`value`), compared by identity.
+
+    Functions, classes, modules, nn.Modules, user objects: they share what identity gives
+    (`is`, `isinstance`, passing the object to a call) and how to rebuild them after the
+    graph (from their source, else as the object itself).
+    """
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def identity_key(self):
+        return ("obj", id(self.value))
+
+    def as_python_object(self):
+        return self.value
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.load_const(self.value)
+
+
 CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis),
                   range, slice, type(NotImplemented))
 

@@ -12,7 +12,7 @@ import types
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable
 
 
 class CellBox:
@@ -161,15 +161,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return f"NestedFunction({self.qualname})"
 
 
-class BuiltinVariable(Variable):
+class BuiltinVariable(ObjectVariable):
     """A builtin / math / operator function applied to Variables (see builtins_impl)."""
 
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
+    fn = property(lambda self: self.value)
 
-    def python_type(self):
-        return type(self.fn)
+    def __init__(self, fn, source=None):
+        super().__init__(fn, source)
+
 
     def is_constant(self):
         return False
@@ -178,11 +177,7 @@ class BuiltinVariable(Variable):
         from ..builtins_impl import call_builtin
         return call_builtin(tx, self.fn, args, kwargs)
 
-    def identity_key(self):
-        return ("builtin", id(self.fn))
 
-    def as_python_object(self):
-        return self.fn
 
     def reconstruct(self, cg):
         cg.load_const(self.fn)

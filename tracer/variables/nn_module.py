@@ -15,7 +15,7 @@ from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable
 from .objects import bind_class_attr, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
@@ -35,20 +35,15 @@ def _sub(source, dict_name, key):
     return ItemSource(AttrSource(source, dict_name), key) if source is not None else None
 
 
-class NNModuleVariable(Variable):
+class NNModuleVariable(ObjectVariable):
+
+    module = property(lambda self: self.value)
     def __init__(self, module, source=None, path=""):
-        super().__init__(source)
-        self.module = module
+        super().__init__(module, source)
         self.path = path or (source.name() if source is not None else type(module).__name__)
 
-    def python_type(self):
-        return type(self.module)
 
-    def identity_key(self):
-        return ("module", id(self.module))
 
-    def as_python_object(self):
-        return self.module
 
     def truthy(self, tx):
         if isinstance(self.module, _CONTAINERS):

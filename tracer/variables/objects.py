@@ -7,10 +7,11 @@ magic) is Unsupported rather than guessed.
 """
 import types
 
-from guards.sources import AttrSource
+from guards import Predicate
+from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable
 
 
 def lookup_type_attr(cls, name, start_after=None):
@@ -42,21 +43,14 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     return tx.wrap(attr, source)
 
 
-class UserObjectVariable(Variable):
+class UserObjectVariable(ObjectVariable):
     mutable = True
 
     def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
+        super().__init__(value, source)
 
-    def python_type(self):
-        return type(self.value)
 
-    def identity_key(self):
-        return ("obj", id(self.value))
 
-    def as_python_object(self):
-        return self.value
 
     def truthy(self, tx):
         cls = type(self.value)
@@ -65,13 +59,30 @@ class UserObjectVariable(Variable):
         raise Unsupported(f"bool() of {cls.__name__} object")
 
     def getattr(self, tx, name):
+        cls = type(self.value)
+        if type(cls).__getattribute__ is not type.__getattribute__:
+            raise Unsupported(f"{cls.__name__} has a metaclass that customises attribute lookup")
+        custom, _ = lookup_type_attr(cls, "__getattribute__")
+        if custom is object.__getattribute__:
+            return self.generic_getattr(tx, name)
+        if not isinstance(custom, types.FunctionType):
+            raise Unsupported(f"{cls.__name__} customises attribute lookup")
+        # A Python __getattribute__ is inlined like any method; its super().__getattribute__
+        # reaches generic_getattr. (An AttributeError it raises stops the trace, so a
+        # __getattr__ fallback is never guessed.)
+        from .functions import UserFunctionVariable
+        return UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name)], {})
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__(obj, name): data descriptors, instance dict, class attributes."""
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             return pending
         obj, cls = self.value, type(self.value)
-        if type(cls).__getattribute__ is not type.__getattribute__ or \
-                cls.__getattribute__ is not object.__getattribute__:
-            raise Unsupported(f"{cls.__name__} customises attribute lookup")
+        if name == "__dict__" and isinstance(getattr(obj, "__dict__", None), dict):
+            attr, _ = lookup_type_attr(cls, name)
+            if type(attr) is types.GetSetDescriptorType:
+                return InstanceDictVariable(self)
         attr, owner = lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__") and not isinstance(attr, types.MemberDescriptorType):
             return bind_class_attr(tx, attr, self, cls)
@@ -108,6 +119,12 @@ class UserObjectVariable(Variable):
                 raise
             return False
 
+    def getitem(self, tx, key):
+        attr, _ = lookup_type_attr(type(self.value), "__getitem__")
+        if not isinstance(attr, types.FunctionType):  # a Python __getitem__ is inlined
+            raise Unsupported(f"subscript of {self}")
+        return bind_class_attr(tx, attr, self, type(self.value)).call(tx, [key], {})
+
     def call(self, tx, args, kwargs):
         attr, _ = lookup_type_attr(type(self.value), "__call__")
         if attr is None:
@@ -118,21 +135,16 @@ class UserObjectVariable(Variable):
         return f"UserObject({type(self.value).__name__})"
 
 
-class ClassVariable(Variable):
+class ClassVariable(ObjectVariable):
     """A class object: used for isinstance, attribute reads, and classmethod calls."""
 
+    cls = property(lambda self: self.value)
+
     def __init__(self, cls, source=None):
-        super().__init__(source)
-        self.cls = cls
+        super().__init__(cls, source)
 
-    def python_type(self):
-        return type(self.cls)
 
-    def identity_key(self):
-        return ("cls", id(self.cls))
 
-    def as_python_object(self):
-        return self.cls
 
     def is_constant(self):
         return False
@@ -196,28 +208,89 @@ class SuperVariable(Variable):
         if attr is object.__init__:
             from .functions import BuiltinVariable
             return BuiltinVariable(lambda *a, **k: None)
+        if attr is object.__getattribute__ and isinstance(self.obj, UserObjectVariable):
+            return GenericGetattrVariable(self.obj)
         return bind_class_attr(tx, attr, self.obj, obj_type)
 
 
-class OpaqueVariable(Variable):
+class GenericGetattrVariable(Variable):
+    """object.__getattribute__ bound to a user object (reached through super())."""
+
+    def __init__(self, obj):
+        super().__init__(None)
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs or not args[0].is_constant() or not isinstance(args[0].as_constant(), str):
+            raise Unsupported("object.__getattribute__ with a name that is not a constant string")
+        return self.obj.generic_getattr(tx, args[0].as_constant())
+
+
+_ABSENT = object()
+
+
+class InstanceDictVariable(Variable):
+    """obj.__dict__ of a user object, read key by key: each key read is guarded on its own
+    (value guard, or an absence predicate), so the rest of the dict is not specialised on.
+    Only reads are modelled; anything else is Unsupported."""
+
+    def __init__(self, obj):
+        super().__init__(AttrSource(obj.source, "__dict__") if obj.source is not None else None)
+        self.obj = obj
+
+    def _read(self, tx, key):
+        if not key.is_constant() or not isinstance(key.as_constant(), str):
+            raise Unsupported("obj.__dict__ read with a key that is not a constant string")
+        if tx.side_effects.attr_stores.get(id(self.obj)):
+            raise Unsupported("obj.__dict__ read after attribute stores in the trace")
+        k = key.as_constant()
+        d = self.obj.value.__dict__
+        if k in d:
+            return tx.wrap(d[k], ItemSource(self.source, k) if self.source is not None else None)
+        if self.source is not None:
+            tx.guard(Predicate(self.source, _key_absent(k), f"{k!r} not in __dict__"))
+        return _ABSENT
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            got = self._read(tx, args[0])
+            if got is _ABSENT:
+                return args[1] if len(args) == 2 else ConstantVariable(None)
+            return got
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            return ConstantVariable(self._read(tx, args[0]) is not _ABSENT)
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self.getitem(tx, args[0])
+        raise Unsupported(f"obj.__dict__.{name}() is not modelled")
+
+    def getitem(self, tx, key):
+        got = self._read(tx, key)
+        if got is _ABSENT:
+            raise Unsupported(f"obj.__dict__[{key.as_constant()!r}] is missing (the user code raises KeyError)")
+        return got
+
+    def __repr__(self):
+        return f"InstanceDict({type(self.obj.value).__name__})"
+
+
+def _key_absent(k):
+    return lambda d: k not in d
+
+
+class OpaqueVariable(ObjectVariable):
     """A value we only compare by identity/equality or pass through (enum members, types)."""
 
     def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
+        super().__init__(value, source)
 
-    def python_type(self):
-        return type(self.value)
 
-    def identity_key(self):
-        return ("opaque", id(self.value))
 
-    def as_python_object(self):
-        return self.value
 
     def truthy(self, tx):
-        return bool(self.value) if type(self.value).__bool__ is object.__bool__ else \
-            Variable.truthy(self, tx)
+        t = type(self.value)
+        if not hasattr(t, "__bool__") and not hasattr(t, "__len__"):
+            return True  # plain objects are truthy; anything with __bool__/__len__ is not guessed
+        return Variable.truthy(self, tx)
 
     def call(self, tx, args, kwargs):
         name = getattr(self.value, "__qualname__", type(self.value).__name__)

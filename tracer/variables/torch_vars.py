@@ -7,7 +7,7 @@ tensor, a structure of tensors, or a metadata constant (folded out of the graph)
 import torch
 
 from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
 _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_default_device",
@@ -17,21 +17,16 @@ _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_defaul
          "backward", "grad"}
 
 
-class TorchFunctionVariable(Variable):
+class TorchFunctionVariable(ObjectVariable):
     """torch.*, torch.nn.functional.*, torch.Tensor.* used as a function, torch.special..."""
 
+    fn = property(lambda self: self.value)
+
     def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.fn = fn
+        super().__init__(fn, source)
 
-    def python_type(self):
-        return type(self.fn)
 
-    def identity_key(self):
-        return ("torchfn", id(self.fn))
 
-    def as_python_object(self):
-        return self.fn
 
     def call(self, tx, args, kwargs):
         fn = self.fn
@@ -123,18 +118,15 @@ def _set_grad(tx, mode):
         torch._C._set_grad_enabled(mode)
 
 
-class GradModeClassVariable(Variable):
+class GradModeClassVariable(ObjectVariable):
     """torch.no_grad / torch.enable_grad / torch.set_grad_enabled (the classes)."""
 
+    cls = property(lambda self: self.value)
+
     def __init__(self, cls, source=None):
-        super().__init__(source)
-        self.cls = cls
+        super().__init__(cls, source)
 
-    def identity_key(self):
-        return ("cls", id(self.cls))
 
-    def as_python_object(self):
-        return self.cls
 
     def call(self, tx, args, kwargs):
         if self.cls is torch.no_grad and not args:
@@ -146,21 +138,16 @@ class GradModeClassVariable(Variable):
         raise Unsupported(f"{self.cls.__name__} called with arguments")
 
 
-class PythonModuleVariable(Variable):
+class PythonModuleVariable(ObjectVariable):
     """A Python module object (torch, torch.nn.functional, math, a user module)."""
 
+    module = property(lambda self: self.value)
+
     def __init__(self, module, source=None):
-        super().__init__(source)
-        self.module = module
+        super().__init__(module, source)
 
-    def python_type(self):
-        return type(self.module)
 
-    def identity_key(self):
-        return ("module", id(self.module))
 
-    def as_python_object(self):
-        return self.module
 
     def getattr(self, tx, name):
         try:
