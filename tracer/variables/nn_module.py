@@ -40,7 +40,7 @@ class NNModuleVariable(ObjectVariable):
     module = property(lambda self: self.value)
     def __init__(self, module, source=None, path=""):
         super().__init__(module, source)
-        self.path = path or (source.name() if source is not None else type(module).__name__)
+        self.path = path or (readable_path(source) if source is not None else type(module).__name__)
 
 
 
@@ -275,6 +275,14 @@ def _has_no_hooks(m):
     d = m.__dict__
     return not (d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks")
                 or d.get("_backward_pre_hooks"))
+
+
+def readable_path(source):
+    """`G['model']._modules['layers']._modules['0']` -> `model.layers.0` (graph node names)."""
+    import re
+    name = source.name()
+    name = re.sub(r"\._(?:modules|parameters|buffers)\['([^']*)'\]", r".\1", name)
+    return re.sub(r"^G\['([^']*)'\]", r"\1", name)
 
 
 def guard_module(tx, module, source):
