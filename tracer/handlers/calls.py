@@ -62,5 +62,5 @@ def MAKE_FUNCTION(f, inst):
     if flags & 0x04:
         f.pop()  # annotations are not needed to run the function
     kwdefaults = dict(f.pop().items) if flags & 0x02 else {}
-    defaults = f.pop().items if flags & 0x01 else []
+    defaults = f.pop().iterate(f) if flags & 0x01 else []  # a tuple constant when all are constants
     f.push(NestedFunctionVariable(code, f.f_globals, defaults, kwdefaults, closure, code.co_qualname))
