@@ -55,3 +55,117 @@ def test_zero_arg_super_resume_when_self_is_not_otherwise_live():
     x = torch.ones(2)
     tracer.reset()
     assert torch.equal(tracer.compile(f)(x), f(x))
+
+
+# ---- objects with a Python __getattribute__ (HF PretrainedConfig) ----------------------------
+
+class _Config:
+    attribute_map = {"hidden": "hidden_size"}
+
+    def __init__(self):
+        self.hidden_size = 4
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class _SpecConfig(_Config):
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(key)
+        return super().__getattribute__(key)
+
+
+def test_custom_getattribute_is_inlined():
+    cfg = _SpecConfig()
+
+    def f(x):
+        return x * cfg.scale + cfg.hidden + getattr(cfg, "missing", 3)
+
+    x = torch.ones(3)
+    rep = _explain(f, x)
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+    tracer.reset()
+    cf = tracer.compile(f)
+    assert torch.equal(cf(x), f(x))
+    cfg.scale = 5.0              # guarded attribute value
+    assert torch.equal(cf(x), f(x))
+    cfg.missing = 10             # the absent attribute appears: guarded absence
+    assert torch.equal(cf(x), f(x))
+    cfg._spec = {"scale"}        # the instance-dict read of _spec is guarded too
+    try:
+        f(x)
+        raise AssertionError("expected AttributeError")
+    except AttributeError:
+        pass
+    try:
+        cf(x)
+        raise AssertionError("expected AttributeError")
+    except AttributeError:
+        pass
+
+
+class _Registry:
+    _global = {"a": 1.5}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+
+def test_python_getitem_is_inlined():
+    reg = _Registry()
+
+    def f(x):
+        return x * reg["a"]
+
+    x = torch.ones(2)
+    rep = _explain(f, x)
+    assert rep.break_count == 0, str(rep)
+    tracer.reset()
+    cf = tracer.compile(f)
+    assert torch.equal(cf(x), f(x))
+    reg._local["a"] = 4.0
+    assert torch.equal(cf(x), f(x))
+
+
+def test_is_compiling_is_true_while_tracing():
+    def f(x):
+        if torch.compiler.is_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.zeros(2)
+    rep = _explain(f, x)
+    assert rep.break_count == 0 and rep.graph_count == 1
+    tracer.reset()
+    assert torch.equal(tracer.compile(f)(x), x + 1)   # as under torch.compile
+
+
+def test_super_on_the_stack_at_a_graph_break():
+    class A:
+        def scale(self, k):
+            return 2 * k
+
+    class B(A):
+        def scale(self, k):
+            return super().scale(print("", end="") or k)   # break with super().scale on the stack
+
+    b = B()
+
+    def f(x):
+        return x * b.scale(3)
+
+    x = torch.ones(2)
+    tracer.reset()
+    cf = tracer.compile(f)
+    assert torch.equal(cf(x), f(x))
+    assert torch.equal(cf(x), f(x))

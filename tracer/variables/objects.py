@@ -117,6 +117,8 @@ class UserObjectVariable(ObjectVariable):
         except Unsupported:
             if hasattr(self.value, name):
                 raise
+            if self.source is not None:  # the answer is specialised on: guard it
+                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
             return False
 
     def getitem(self, tx, key):
@@ -200,6 +202,14 @@ class SuperVariable(Variable):
         super().__init__(None)
         self.cls, self.obj = cls, obj
 
+    def reconstruct(self, cg):
+        """super(cls, obj), rebuilt after the graph (a break with super() on the stack)."""
+        cg.load_const(super)
+        cg.load_const(self.cls)
+        self.obj.reconstruct(cg)
+        cg.emit("PRECALL", 1)
+        cg.emit("CALL", 1)
+
     def getattr(self, tx, name):
         obj_type = self.obj.python_type()
         attr, owner = lookup_type_attr(obj_type, name, start_after=self.cls)
@@ -275,6 +285,10 @@ class InstanceDictVariable(Variable):
 
 def _key_absent(k):
     return lambda d: k not in d
+
+
+def _lacks_attr(name):
+    return lambda obj: not hasattr(obj, name)
 
 
 class OpaqueVariable(ObjectVariable):

@@ -16,6 +16,9 @@ _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_defaul
          "set_default_tensor_type", "from_numpy", "set_flush_denormal", "autograd.grad",
          "backward", "grad"}
 
+# torch.compiler.is_compiling() & co.: constant while tracing, as TorchDynamo folds them.
+_COMPILING_QUERIES = {"is_compiling": True, "is_dynamo_compiling": True, "is_exporting": False}
+
 
 class TorchFunctionVariable(ObjectVariable):
     """torch.*, torch.nn.functional.*, torch.Tensor.* used as a function, torch.special..."""
@@ -39,6 +42,9 @@ class TorchFunctionVariable(ObjectVariable):
                 return GradModeVariable(mode, immediate=tx)
         if fn in (torch.is_grad_enabled,):
             return ConstantVariable(torch.is_grad_enabled())
+        if name in _COMPILING_QUERIES and (getattr(fn, "__module__", "") or "").startswith("torch"):
+            # As under torch.compile: traced code takes the library's compile-friendly path.
+            return ConstantVariable(_COMPILING_QUERIES[name])
         if fn is torch.is_tensor and len(args) == 1:
             from .tensor import TensorVariable
             return ConstantVariable(isinstance(args[0], TensorVariable))
