@@ -17,7 +17,6 @@ A conditional jump gets two continuations, one per target. If the instruction is
 the exception, so except/finally/__exit__ run exactly as in the original frame.
 """
 import dataclasses
-import types
 import weakref
 
 import bytecode as bc
@@ -209,6 +208,9 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     rcode = resume_code(frame.code, target, [STACK_NULL if k == "null" else STACK_ARG for k in kinds],
                         names, lasti=lasti, push_exc=exc_tmp is not None)
     cg.emit("PUSH_NULL")
+    # MAKE_FUNCTION, not a constant function: the resume function must run with the globals
+    # of the frame that runs this code, and one code object (hence one cache entry) can be
+    # shared by functions with different globals (exec of the same code into two namespaces).
     if frame.code.co_freevars:
         for name in frame.code.co_freevars:
             cg.emit("LOAD_CLOSURE", bc.FreeVar(name))
@@ -216,7 +218,8 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
         cg.load_const(rcode)
         cg.emit("MAKE_FUNCTION", 0x08)
     else:
-        cg.load_const(types.FunctionType(rcode, frame.f_globals, rcode.co_name))
+        cg.load_const(rcode)
+        cg.emit("MAKE_FUNCTION", 0)
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:
         args.append(exc_tmp)
