@@ -13,7 +13,7 @@ import torch
 
 from .exc import Unsupported
 from .variables.base import ConstantVariable, Variable
-from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
+from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
 from .variables.tensor import TensorVariable
 
@@ -104,6 +104,13 @@ def _callable(tx, obj):
     return ConstantVariable(callable(tx.python_object(obj)))
 
 
+@impl(slice)
+def _slice(tx, *args):
+    if not _all_const(args):
+        raise Unsupported("slice() with non-constant bounds")
+    return ConstantVariable(slice(*(a.as_constant() for a in args)))
+
+
 @impl(getattr)
 def _getattr(tx, obj, name, *default):
     try:
@@ -137,12 +144,14 @@ def _range(tx, *args):
 
 
 def _lazy(iterable):
-    return isinstance(iterable, IteratorVariable) and iterable.lazy()
+    # a list is read lazily too: the loop body may append to or pop from it (as CPython sees)
+    return isinstance(iterable, IteratorVariable) and iterable.lazy() or isinstance(iterable, ListVariable)
 
 
 def _lazy_map(tx, iterables, step):
     """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None."""
-    its = [it if isinstance(it, IteratorVariable) else IteratorVariable(it.iterate(tx)) for it in iterables]
+    its = [it if isinstance(it, IteratorVariable) else ListIteratorVariable(it) if isinstance(it, ListVariable)
+           else IteratorVariable(it.iterate(tx)) for it in iterables]
 
     def more(tx):
         while True:
@@ -187,6 +196,8 @@ def _reversed(tx, seq):
 def _iter(tx, obj):
     if isinstance(obj, IteratorVariable):
         return obj
+    if isinstance(obj, ListVariable):
+        return ListIteratorVariable(obj)
     return IteratorVariable(obj.iterate(tx))
 
 

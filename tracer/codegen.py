@@ -18,7 +18,8 @@ from bytecode_utils import flatten_signature, make_code, prologue
 from guards import LocalSource
 
 from .exc import Unsupported
-from .variables.containers import DictVariable, IteratorVariable, ListVariable, SetVariable, advance
+from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
+                                  set_list_iter)
 from .variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
@@ -175,7 +176,7 @@ def _contents_into_tmp(cg, var):
             v.reconstruct(cg)
         cg.build(dict, len(var.items))
     elif isinstance(var, IteratorVariable):
-        cg.load_const(var.pos)
+        cg.load_const(getattr(var, "replay_pos", var.pos))
     elif isinstance(var, SetVariable):
         for k in var.items:
             cg.load_const(k)
@@ -196,7 +197,7 @@ def _emit_store(cg, frame, st):
             cg.emit("STORE_SUBSCR")
         elif isinstance(var, IteratorVariable):
             cg.emit("PUSH_NULL")
-            cg.load_const(advance)
+            cg.load_const(set_list_iter if hasattr(var, "replay_pos") else advance)
             cg.load_source(var.source)
             cg.emit("LOAD_FAST", tmp)
             cg.emit("PRECALL", 2)

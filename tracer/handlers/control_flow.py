@@ -2,7 +2,7 @@
 on a tensor's value is Unsupported (data-dependent)."""
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..variables.containers import IteratorVariable, ListVariable
+from ..variables.containers import IteratorVariable, ListIteratorVariable, ListVariable
 from ..variables.tensor import TensorVariable
 from . import handler
 
@@ -59,7 +59,7 @@ def GET_ITER(f, inst):
     if isinstance(v, IteratorVariable):
         f.push(v)
     elif isinstance(v, ListVariable):
-        f.push(IteratorVariable(v.items))  # live view: appends during the loop are seen
+        f.push(ListIteratorVariable(v))  # live view: appends/pops during the loop are seen
     else:
         f.push(IteratorVariable(v.iterate(f)))
 

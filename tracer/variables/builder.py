@@ -122,6 +122,32 @@ class IterRestSource(Source):
                 bc.Instr("PRECALL", 0), bc.Instr("CALL", 0)]
 
 
+class IterSeqSource(IterRestSource):
+    """The list a list iterator reads (`iter_seq(it)`), or its position (`iter_pos(it)`)."""
+
+    fn_name = "iter_seq"
+
+    def _key(self):
+        return (self.fn_name, self.base_)
+
+    def name(self):
+        return f"{self.fn_name}({self.base_.name()})"
+
+    def guard_expr(self, ctx):
+        from . import containers
+        return f"{ctx.const(getattr(containers, self.fn_name))}({ctx.value(self.base_)})"
+
+    def reconstruct(self):
+        import bytecode as bc
+        from . import containers
+        return [bc.Instr("LOAD_CONST", getattr(containers, self.fn_name)), *self.base_.reconstruct(),
+                bc.Instr("PRECALL", 0), bc.Instr("CALL", 0)]
+
+
+class IterPosSource(IterSeqSource):
+    fn_name = "iter_pos"
+
+
 def const_guard(source, value):
     """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
     if check_const_supported(value):
@@ -181,6 +207,17 @@ def _wrap_fresh(tx, value, source):
         g(Predicate(source, lambda v, _s=frozen: v == _s, f"set == {set(frozen)!r}"))
         var = SetVariable([ConstantVariable(v) for v in value], source)
         return var
+    if t is type(iter([])):
+        # live: the list is wrapped (memo by id: the same Variable as a local holding it), so
+        # the loop body's appends/pops are seen, as by CPython's list iterator
+        from .containers import ListIteratorVariable, iter_pos, iter_seq
+        if source is None:
+            raise Unsupported("an iterator without a source")
+        g(TypeMatch(source, t))
+        pos = iter_pos(value)
+        g(ConstMatch(IterPosSource(source), pos))
+        lst = wrap(tx, iter_seq(value), IterSeqSource(source))
+        return ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
     if t in _SEQ_ITERATORS:
         from .containers import IteratorVariable, iter_rest
         rest = iter_rest(value)

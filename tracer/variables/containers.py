@@ -417,6 +417,78 @@ class IteratorVariable(Variable):
         cg.call_on_stack(iter)
 
 
+class ListIteratorVariable(IteratorVariable):
+    """`iter(some_list)`: reads the list by index at each step, as CPython's list iterator
+    does, so appends/pops/stores made to the list during the loop are seen."""
+
+    def __init__(self, lst, pos=0, source=None):
+        super().__init__([], source=source)
+        self.lst = lst
+        self.pos = pos
+
+    def lazy(self):
+        return True  # zip/enumerate over it pull one item at a time
+
+    def next(self, tx):
+        if self.source is not None:  # a real iterator from the frame: replayed by position
+            tx.side_effects.mutated(self)
+        if self.lst is None or self.pos >= len(self.lst.items):
+            self.lst = None  # exhausted for good, like CPython's
+            return None
+        self.pos += 1
+        return self.lst.items[self.pos - 1]
+
+    def iterate(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    @property
+    def replay_pos(self):
+        return -1 if self.lst is None else self.pos
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)  # the real iterator, set by the replay
+        if self.lst is None:
+            cg.load_const(())
+            cg.call_on_stack(iter)
+            return
+        cg.emit("PUSH_NULL")
+        cg.load_const(list_iter_at)
+        self.lst.reconstruct(cg)
+        cg.load_const(self.pos)
+        cg.emit("PRECALL", 2)
+        cg.emit("CALL", 2)
+
+
+def list_iter_at(lst, pos):
+    it = iter(lst)
+    it.__setstate__(pos)
+    return it
+
+
+def iter_seq(it):
+    """The list a list iterator reads ([] once exhausted)."""
+    return it.__reduce__()[1][0]
+
+
+def iter_pos(it):
+    """A list iterator's position, -1 once exhausted."""
+    r = it.__reduce__()
+    return r[2] if len(r) > 2 else -1
+
+
+def set_list_iter(it, pos):
+    """Replay of a traced list iterator: put the real one at `pos` (-1: exhausted)."""
+    if pos < 0:
+        for _ in it:
+            pass
+    else:
+        it.__setstate__(pos)
+
+
 def iter_rest(it):
     """The items a list/tuple/range iterator has left, without advancing it."""
     reduced = it.__reduce__()

@@ -1,0 +1,19 @@
+"""Fuzz profiles: `ci` (default, bounded) and `long` (FUZZ_PROFILE=long or pytest --long)."""
+import os
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = dict(deadline=None, derandomize=False, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("fuzz-ci", max_examples=120, **_COMMON)
+settings.register_profile("fuzz-long", max_examples=1_000_000, **_COMMON)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true", default=False,
+                     help="run the fuzz tests with the long hypothesis profile (hours)")
+
+
+def pytest_configure(config):
+    long = config.getoption("--long", default=False) or os.environ.get("FUZZ_PROFILE") == "long"
+    config._fuzz_profile = "fuzz-long" if long else "fuzz-ci"
