@@ -65,22 +65,32 @@ class CompiledFunction:
         return self._binder(*args, **kwargs)
 
     def _miss(self, L):
+        # One thread at a time looks up / compiles (threads calling with new shapes would
+        # otherwise trace the same entry twice and exhaust the recompile limit); the call
+        # itself runs outside the lock.
+        with cache.LOCK:
+            run = self._lookup_or_compile(L)
+        return run(*L)
+
+    def _lookup_or_compile(self, L):
         code_cache = cache.cache_for(self._code)
         G, C = self._G, self._C
+        for check, run in self._hits:  # added by another thread while this one waited
+            if check(L, G, C):
+                return run
         for entry in code_cache.entries:  # entries made by another function with this code
             if self._fullgraph and entry.code is None:
                 continue  # a fallback made without fullgraph: this function must raise instead
             if entry.made_for(self._backend, self._fullgraph) and entry.guards.check(L, G, C) \
                     and not any(r is entry for r in self._entries()):
                 self._add(entry)
-                return self._hits[-1][1](*L)
+                return self._hits[-1][1]
         if code_cache.limit_reached():
             if not code_cache.warned:
                 code_cache.warned = True
                 warnings.warn(f"tracer: {self._code.co_name} recompiled {cache.RECOMPILE_LIMIT} times; "
                               f"running it as plain Python from now on", RuntimeWarning, stacklevel=3)
-            args, kwargs = self._unflatten(L)
-            return self._fn(*args, **kwargs)
+            return self._run_eager
         if code_cache.entries and log.isEnabledFor(logging.INFO):
             for entry in code_cache.entries:
                 log.info("recompiling %s: %s", self._code.co_name, "; ".join(entry.guards.failures(L, G, C)))
@@ -88,7 +98,11 @@ class CompiledFunction:
         code_cache.compiles += 1
         code_cache.entries.append(entry)
         self._add(entry)
-        return self._hits[-1][1](*L)
+        return self._hits[-1][1]
+
+    def _run_eager(self, *L):
+        args, kwargs = self._unflatten(L)
+        return self._fn(*args, **kwargs)
 
     def _clear_cache(self):
         self._hits = []
