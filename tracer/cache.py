@@ -6,11 +6,13 @@ metadata of tensors, so the cache does not keep user tensors alive.
 """
 import dataclasses
 import logging
+import threading
 import weakref
 
 log = logging.getLogger("tracer.recompiles")
 
 RECOMPILE_LIMIT = 8
+LOCK = threading.RLock()  # lookup-then-compile is one step (api.CompiledFunction._miss, capture)
 
 
 @dataclasses.dataclass

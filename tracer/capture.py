@@ -60,12 +60,16 @@ class FrameCallback:
         for entry in code_cache.entries:
             if entry.made_for(self.backend, self.fullgraph) and entry.guards.check(L, G, C):
                 return entry.code
-        if code_cache.limit_reached():
-            return None
-        entry = convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph)
-        code_cache.compiles += 1
-        code_cache.entries.append(entry)
-        return entry.code
+        with cache.LOCK:  # one thread compiles; others waiting may then hit its entry
+            for entry in code_cache.entries:
+                if entry.made_for(self.backend, self.fullgraph) and entry.guards.check(L, G, C):
+                    return entry.code
+            if code_cache.limit_reached():
+                return None
+            entry = convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph)
+            code_cache.compiles += 1
+            code_cache.entries.append(entry)
+            return entry.code
 
 
 class capture:
