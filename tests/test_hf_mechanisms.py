@@ -169,3 +169,38 @@ def test_super_on_the_stack_at_a_graph_break():
     cf = tracer.compile(f)
     assert torch.equal(cf(x), f(x))
     assert torch.equal(cf(x), f(x))
+
+
+# ---- torch.finfo / slice() ------------------------------------------------------------------
+
+def test_finfo_and_slice_builtin_fold():
+    def f(x, keep):
+        m = torch.finfo(x.dtype).min
+        s = slice(-keep, None)
+        return x.masked_fill(x > 0.5, m)[:, s] + torch.iinfo(torch.int32).bits
+
+    x = torch.rand(2, 6)
+    rep = _explain(f, x, 2)
+    assert rep.break_count == 0 and rep.graph_count == 1, str(rep)
+    tracer.reset()
+    cf = tracer.compile(f)
+    assert torch.equal(cf(x, 2), f(x, 2))
+    assert torch.equal(cf(x, 3), f(x, 3))
+    xd = x.double()
+    assert torch.equal(cf(xd, 2), f(xd, 2))
+
+
+def test_custom_getattribute_frame_traced_through_hook_does_not_recurse():
+    """The rewritten code of a __getattribute__ frame must not read attributes through
+    that same __getattribute__ (guards/reloads use object.__getattribute__)."""
+    cfg = _SpecConfig()
+
+    def g(x):
+        print("", end="")                    # break: cfg's __getattribute__ frames run natively
+        return x * cfg.scale + cfg.hidden
+
+    x = torch.ones(2)
+    tracer.reset()
+    cg = tracer.compile(g)
+    for _ in range(3):
+        assert torch.equal(cg(x), g(x))

@@ -87,7 +87,7 @@ class UserObjectVariable(ObjectVariable):
         if attr is not None and hasattr(type(attr), "__set__") and not isinstance(attr, types.MemberDescriptorType):
             return bind_class_attr(tx, attr, self, cls)
         inst = getattr(obj, "__dict__", None)
-        src = AttrSource(self.source, name) if self.source is not None else None
+        src = _generic_attr_source(self, name)
         if inst is not None and name in inst:
             return tx.wrap(inst[name], src)
         if isinstance(attr, types.MemberDescriptorType):
@@ -166,6 +166,11 @@ class ClassVariable(ObjectVariable):
         return tx.wrap(attr, src)
 
     def call(self, tx, args, kwargs):
+        if self.cls in _IMMUTABLE_INFO_CLASSES() and all(a.is_constant() for a in args) and \
+                all(v.is_constant() for v in kwargs.values()):
+            # torch.finfo(dtype)/iinfo(dtype): immutable facts about a constant dtype
+            return ConstantVariable(self.cls(*[a.as_constant() for a in args],
+                                             **{k: v.as_constant() for k, v in kwargs.items()}))
         if _is_plain_namedtuple(self.cls):
             import inspect
             from .containers import NamedTupleVariable
@@ -183,6 +188,11 @@ class ClassVariable(ObjectVariable):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _IMMUTABLE_INFO_CLASSES():
+    import torch
+    return (torch.finfo, torch.iinfo)
 
 
 def _is_plain_namedtuple(cls):
@@ -245,7 +255,7 @@ class InstanceDictVariable(Variable):
     Only reads are modelled; anything else is Unsupported."""
 
     def __init__(self, obj):
-        super().__init__(AttrSource(obj.source, "__dict__") if obj.source is not None else None)
+        super().__init__(_generic_attr_source(obj, "__dict__"))
         self.obj = obj
 
     def _read(self, tx, key):
@@ -281,6 +291,30 @@ class InstanceDictVariable(Variable):
 
     def __repr__(self):
         return f"InstanceDict({type(self.obj.value).__name__})"
+
+
+class GenericAttrSource(AttrSource):
+    """``object.__getattribute__(base, attr)``: an attribute read that bypasses a class's own
+    __getattribute__ (which may be the very frame being traced: re-entering it would recurse)."""
+
+    def name(self):
+        return f"object.__getattribute__({self.base_.name()}, {self.attr!r})"
+
+    def guard_expr(self, ctx):
+        return f"{ctx.const(object.__getattribute__)}({ctx.value(self.base_)}, {ctx.const(self.attr)})"
+
+    def reconstruct(self):
+        import bytecode as bc
+        return [bc.Instr("LOAD_CONST", object.__getattribute__), *self.base_.reconstruct(),
+                bc.Instr("LOAD_CONST", self.attr), bc.Instr("PRECALL", 1), bc.Instr("CALL", 1)]
+
+
+def _generic_attr_source(var, name):
+    if var.source is None:
+        return None
+    if lookup_type_attr(type(var.value), "__getattribute__")[0] is object.__getattribute__:
+        return AttrSource(var.source, name)
+    return GenericAttrSource(var.source, name)
 
 
 def _key_absent(k):
