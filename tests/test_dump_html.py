@@ -55,7 +55,7 @@ def test_page_has_source_graphs_guards_bytecode(pages):
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
 def test_graphs_drawn_as_inline_svg(pages):
     page = open(pages["encoder"][0], encoding="utf-8").read()
-    assert page.count("<svg") == 1 and "g__model___layers_0_self_attn" in page.split("<svg", 1)[1]
+    assert page.count("<svg") == 1 and "model_layers_0_self_attn" in page.split("<svg", 1)[1]
 
 
 def test_missing_dot_is_reported_in_page_and_stderr(monkeypatch, tmp_path, capsys):
