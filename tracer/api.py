@@ -94,7 +94,8 @@ class CompiledFunction:
         if code_cache.entries and log.isEnabledFor(logging.INFO):
             for entry in code_cache.entries:
                 log.info("recompiling %s: %s", self._code.co_name, "; ".join(entry.guards.failures(L, G, C)))
-        entry = convert_frame(self._code, L, G, C, self._builtins, self._backend, self._fullgraph)
+        with hook(None):  # the tracer's own reads of user objects must not be traced as frames
+            entry = convert_frame(self._code, L, G, C, self._builtins, self._backend, self._fullgraph)
         code_cache.compiles += 1
         code_cache.entries.append(entry)
         self._add(entry)
