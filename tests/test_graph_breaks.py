@@ -340,3 +340,37 @@ def test_breaks_are_logged(caplog):
     with caplog.at_level(logging.INFO, logger="tracer.breaks"):
         tracer.compile(f)(t(2))
     assert any("print" in r.getMessage() for r in caplog.records)
+
+
+def test_raise_inside_try_is_caught_by_the_users_handler():
+    def f(x, flag):
+        y = x * 2
+        try:
+            if flag:
+                raise ValueError("bad flag")  # raised natively at a break, caught below
+            y = y + 1
+        except ValueError as e:
+            y = y - len(str(e))
+        return y.relu()
+
+    from tracer import logs
+    with logs.record() as made:
+        c, rec = run(f, (t(3), True), (t(3), False), (t(3), True))
+    assert rec.graphs[0] == ["mul"]
+    assert any("relu" in g for g in rec.graphs)
+    # the raise itself runs natively in a resume function, inside the user's try block
+    assert any(b.opname == "RAISE_VARARGS" for _code, e in made for b in e.breaks)
+
+
+def test_generator_expression_and_generator_consumed_in_frame():
+    def gen(xs):
+        for v in xs:
+            yield v * 2
+
+    def f(xs):
+        total = sum(v.sin() for v in xs)
+        return total + sum(gen(xs))
+
+    xs = [t(2, seed=i) for i in range(3)]
+    c, rec = run(f, (xs,), (xs,))
+    assert len(rec.graphs) == 1 and c.entries[0].breaks == []
