@@ -87,7 +87,9 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     _keep_try_depths(code, items)
     target_pos = real[target]
     resume_pos = next(i for i in real if items[i].name == "RESUME")
-    lineno = items[target_pos].lineno
+    # the first source line at or after the target (handler entries often have none)
+    lineno = next((i.lineno for i in items[target_pos:] if isinstance(i, _bc.Instr) and i.lineno),
+                  code.co_firstlineno)
     label = _bc.Label()
     prefix = []
     stack_args = []
@@ -111,7 +113,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     out = _bc.Bytecode(new_items)
     out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
-    out.qualname = f"{base}.<resume@{items[target_pos].lineno}>"
+    out.qualname = f"{base}.<resume@{lineno}>"
     out.filename = code.co_filename
     out.first_lineno = code.co_firstlineno
     out.argcount = len(args)

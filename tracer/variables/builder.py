@@ -227,7 +227,7 @@ def _wrap_fresh(tx, value, source):
         rest_src = IterRestSource(source)
         g(LengthMatch(rest_src, len(rest), tuple))
         items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
-        return IteratorVariable(items, source=source)
+        return IteratorVariable(items, source=source, py_type=t)
     if isinstance(value, torch.nn.Module):
         g(IdMatch(source, value))
         return tx.wrap_module(value, source, None, guarded=True)
@@ -276,6 +276,9 @@ def _wrap_fresh(tx, value, source):
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
                           f"that has no tensor meaning")
+    if isinstance(value, BaseException):  # passed through (e.g. to a `raise` at a break)
+        g(TypeMatch(source, t))
+        return OpaqueVariable(value, source)
     if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
