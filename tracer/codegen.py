@@ -37,6 +37,34 @@ class CodeGen:
         self.outputs = []          # FX nodes the graph must return, in order
         self._out_index = {}
         self._tmp = 0
+        self._memo = {}            # id(var) -> (var, temp name) for mutable values built here
+
+    # ---- rebuilding values -------------------------------------------------------------------
+    def reconstruct(self, var):
+        """Emit code leaving `var` on the stack. A mutable value built here (a list, dict, set or
+        object created during tracing) is built once and reused, so every reference to it
+        after the graph — a call argument, a local, an item of another container — is the same
+        object, as it was in the traced code."""
+        if not getattr(var, "mutable", False) or var.source is not None:
+            return var.reconstruct(self)
+        if self.reuse(var):
+            return
+        var.reconstruct(self)
+        if id(var) not in self._memo:
+            self.remember(var)
+
+    def reuse(self, var):
+        """Load `var` if it was already built by this code; True if it was."""
+        hit = self._memo.get(id(var))
+        if hit is None:
+            return False
+        self.emit("LOAD_FAST", hit[1])
+        return True
+
+    def remember(self, var):
+        """`var` was just built (top of stack): keep it in a temp for later references."""
+        self.emit("COPY", 1)
+        self._memo[id(var)] = (var, self.store_tmp())
 
     # ---- primitives used by Variable.reconstruct ----------------------------------------------
     def emit(self, name, arg=bc.UNSET):
@@ -89,7 +117,7 @@ class CodeGen:
         self.emit("PUSH_NULL")
         self.load_const(fn)
         for item in items:
-            item.reconstruct(self)
+            self.reconstruct(item)
         self.emit("PRECALL", len(items))
         self.emit("CALL", len(items))
 
@@ -161,19 +189,19 @@ def graph_call(frame, cg):
 
 
 def _value_into_tmp(cg, var):
-    var.reconstruct(cg)
+    cg.reconstruct(var)
     return cg.store_tmp()
 
 
 def _contents_into_tmp(cg, var):
     if isinstance(var, ListVariable):
         for item in var.items:
-            item.reconstruct(cg)
+            cg.reconstruct(item)
         cg.build(list, len(var.items))
     elif isinstance(var, DictVariable):
         for k, v in var.items.items():
             cg.load_const(k)
-            v.reconstruct(cg)
+            cg.reconstruct(v)
         cg.build(dict, len(var.items))
     elif isinstance(var, IteratorVariable):
         cg.load_const(getattr(var, "replay_pos", var.pos))

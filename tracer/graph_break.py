@@ -174,7 +174,7 @@ def generate_break(frame, inst, reason):
 
 
 def _into_tmp(cg, var):
-    var.reconstruct(cg)
+    cg.reconstruct(var)
     return cg.store_tmp()
 
 

@@ -39,7 +39,7 @@ class _MethodRef(Variable):  # noqa: F811
     def reconstruct(self, cg):
         """At a graph break between LOAD_METHOD and CALL: the bound attribute (with the NULL
         below it, CALL then treats it as a plain callable)."""
-        self.obj.reconstruct(cg)
+        cg.reconstruct(self.obj)
         cg.emit("LOAD_ATTR", self.name)
 
 

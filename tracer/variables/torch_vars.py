@@ -76,7 +76,7 @@ class TensorMethodVariable(Variable):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
     def reconstruct(self, cg):
-        self.tensor.reconstruct(cg)
+        cg.reconstruct(self.tensor)
         cg.emit("LOAD_ATTR", self.name)
 
 
