@@ -148,7 +148,7 @@ def _lazy(iterable):
     return isinstance(iterable, IteratorVariable) and iterable.lazy() or isinstance(iterable, ListVariable)
 
 
-def _lazy_map(tx, iterables, step):
+def _lazy_map(tx, iterables, step, py_type=None):
     """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None."""
     its = [it if isinstance(it, IteratorVariable) else ListIteratorVariable(it) if isinstance(it, ListVariable)
            else IteratorVariable(it.iterate(tx)) for it in iterables]
@@ -164,7 +164,7 @@ def _lazy_map(tx, iterables, step):
             out = step(items)
             if out is not None:
                 return out
-    return IteratorVariable([], more=more)
+    return IteratorVariable([], more=more, py_type=py_type)
 
 
 @impl(enumerate)
@@ -172,24 +172,25 @@ def _enumerate(tx, iterable, start=None):
     s = start.as_constant() if start is not None else 0
     if _lazy(iterable):
         counter = iter(range(s, 1 << 62))
-        return _lazy_map(tx, [iterable], lambda items: TupleVariable([ConstantVariable(next(counter)), items[0]]))
+        return _lazy_map(tx, [iterable], lambda items: TupleVariable([ConstantVariable(next(counter)), items[0]]),
+                         enumerate)
     return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
-                             for i, v in enumerate(iterable.iterate(tx))])
+                             for i, v in enumerate(iterable.iterate(tx))], py_type=enumerate)
 
 
 @impl(zip)
 def _zip(tx, *iterables, strict=None):
     if any(_lazy(it) for it in iterables) and not (strict is not None and strict.as_constant()):
-        return _lazy_map(tx, iterables, TupleVariable)
+        return _lazy_map(tx, iterables, TupleVariable, zip)
     lists = [it.iterate(tx) for it in iterables]
     if strict is not None and strict.as_constant() and len({len(x) for x in lists}) > 1:
         raise Unsupported("zip(strict=True) length mismatch (the user code raises ValueError)")
-    return IteratorVariable([TupleVariable(list(items)) for items in zip(*lists)])
+    return IteratorVariable([TupleVariable(list(items)) for items in zip(*lists)], py_type=zip)
 
 
 @impl(reversed)
 def _reversed(tx, seq):
-    return IteratorVariable(list(reversed(seq.iterate(tx))))
+    return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
 
 
 @impl(iter)
@@ -198,7 +199,32 @@ def _iter(tx, obj):
         return obj
     if isinstance(obj, ListVariable):
         return ListIteratorVariable(obj)
-    return IteratorVariable(obj.iterate(tx))
+    return IteratorVariable(obj.iterate(tx), py_type=iter_type(obj))
+
+
+def iter_type(obj):
+    """type(iter(x)) for a builtin container Variable (None: unknown, list_iterator is shown)."""
+    try:
+        t = obj.python_type()
+        if t in (tuple, list, dict, set, frozenset, str, bytes):
+            return type(iter(t()))
+        if t is range:
+            return type(iter(obj.as_constant()))
+    except Exception:  # noqa: BLE001 - only a display type
+        return None
+    return None
+
+
+def _reversed_type(seq):
+    try:
+        t = seq.python_type()
+        if t in (list, tuple, dict, str):
+            return type(reversed(t()))
+        if t is range:
+            return type(reversed(range(0)))
+    except Exception:  # noqa: BLE001
+        return None
+    return None
 
 
 @impl(next)
@@ -215,7 +241,7 @@ def _next(tx, it, *default):
 
 @impl(map)
 def _map(tx, fn, *iterables):
-    return _lazy_map(tx, iterables, lambda items: fn.call(tx, list(items), {}))
+    return _lazy_map(tx, iterables, lambda items: fn.call(tx, list(items), {}), map)
 
 
 @impl(filter)
@@ -224,7 +250,7 @@ def _filter(tx, fn, iterable):
         item = items[0]
         test = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
         return item if tx.truthy(test) else None
-    return _lazy_map(tx, [iterable], keep)
+    return _lazy_map(tx, [iterable], keep, filter)
 
 
 @impl(list)

@@ -363,7 +363,8 @@ class Frame:
         if code.co_flags & 0x20:  # generator: resumed lazily, one yield per next()
             from .variables.containers import IteratorVariable
             child.yielded = []
-            return IteratorVariable([], more=child.resume_generator)
+            import types
+            return IteratorVariable([], more=child.resume_generator, py_type=types.GeneratorType)
         return child.run()
 
     def zero_arg_super(self):

@@ -61,7 +61,8 @@ def GET_ITER(f, inst):
     elif isinstance(v, ListVariable):
         f.push(ListIteratorVariable(v))  # live view: appends/pops during the loop are seen
     else:
-        f.push(IteratorVariable(v.iterate(f)))
+        from ..builtins_impl import iter_type
+        f.push(IteratorVariable(v.iterate(f), py_type=iter_type(v)))
 
 
 @handler("FOR_ITER")
