@@ -366,17 +366,18 @@ class IteratorVariable(Variable):
     as far as the consumer advances (any() short-circuits, loops break, next() steps once).
     """
 
-    def __init__(self, items, more=None, source=None):
+    def __init__(self, items, more=None, source=None, py_type=None):
         super().__init__(source)
         self.items = list(items)
         self.pos = 0
         self._more = more
+        self.py_type = py_type  # what type() says: enumerate, zip, map, generator, ...
 
     def lazy(self):
         return self._more is not None
 
     def python_type(self):
-        return type(iter([]))
+        return self.py_type or type(iter([]))
 
     def next(self, tx):
         if self.pos >= len(self.items):
