@@ -366,6 +366,8 @@ class IteratorVariable(Variable):
     as far as the consumer advances (any() short-circuits, loops break, next() steps once).
     """
 
+    mutable = True  # stateful: rebuilt once per codegen, `iter(it) is it`, distinct from others
+
     def __init__(self, items, more=None, source=None, py_type=None):
         super().__init__(source)
         self.items = list(items)
@@ -458,7 +460,7 @@ class ListIteratorVariable(IteratorVariable):
             return
         cg.emit("PUSH_NULL")
         cg.load_const(list_iter_at)
-        self.lst.reconstruct(cg)
+        cg.reconstruct(self.lst)  # the same list object as any local holding it
         cg.load_const(self.pos)
         cg.emit("PRECALL", 2)
         cg.emit("CALL", 2)
