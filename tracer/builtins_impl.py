@@ -98,9 +98,12 @@ def _issubclass(tx, a, b):
 
 @impl(callable)
 def _callable(tx, obj):
-    from .variables.functions import BaseFunctionVariable, BuiltinVariable
-    if isinstance(obj, (BaseFunctionVariable, BuiltinVariable)):
+    from .variables.functions import BaseFunctionVariable, BoundMethodVariable, BuiltinVariable, PartialVariable
+    from .variables.new_objects import NewObjectVariable
+    if isinstance(obj, (BaseFunctionVariable, BuiltinVariable, BoundMethodVariable, PartialVariable)):
         return ConstantVariable(True)
+    if isinstance(obj, NewObjectVariable):
+        return ConstantVariable(any("__call__" in k.__dict__ for k in obj.cls.__mro__))
     return ConstantVariable(callable(tx.python_object(obj)))
 
 
@@ -311,6 +314,11 @@ def _make_ctor(cls):
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{cls.__name__}() of a tensor needs its value")
         if cls is str and len(args) == 1 and not args[0].is_constant():
+            from .variables.objects import ClassVariable
+            meta = type(args[0].cls) if isinstance(args[0], ClassVariable) else None
+            if meta is not None and meta.__repr__ is type.__repr__ and meta.__str__ is object.__str__:
+                # "<class 'm.C'>": fixed by the class's identity
+                return ConstantVariable(str(args[0].cls))
             raise Unsupported(f"str() of {args[0]}")
         return _fold(cls, args, kwargs)
     return ctor

@@ -177,6 +177,14 @@ class BuiltinVariable(ObjectVariable):
         from ..builtins_impl import call_builtin
         return call_builtin(tx, self.fn, args, kwargs)
 
+    def getattr(self, tx, name):
+        if self.fn is object or self.fn is dict:  # object.__setattr__(obj, ...), dict.__setitem__(obj, ...)
+            from .new_objects import slot_method
+            slot = slot_method(getattr(self.fn, name, None))
+            if slot is not None:
+                return slot
+        return super().getattr(tx, name)
+
 
 
     def reconstruct(self, cg):

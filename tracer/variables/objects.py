@@ -25,11 +25,22 @@ def lookup_type_attr(cls, name, start_after=None):
     return None, None
 
 
+_OBJECT_CLASS = object.__dict__["__class__"]
+
+
 def bind_class_attr(tx, attr, obj_var, cls, source=None):
     """What `obj.attr` gives when attr was found on the class."""
     from .functions import BoundMethodVariable, UserFunctionVariable
     if isinstance(attr, types.FunctionType):
         return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
+    if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
+        from guards.sources import ConstSource
+        return ClassVariable(cls, ConstSource(cls))
+    if hasattr(obj_var, "slot_call"):  # object/dict slot methods on a new object act on its state
+        from .new_objects import slot_method
+        slot = slot_method(attr)
+        if slot is not None:
+            return BoundMethodVariable(slot, obj_var)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -63,7 +74,8 @@ class UserObjectVariable(ObjectVariable):
         if type(cls).__getattribute__ is not type.__getattribute__:
             raise Unsupported(f"{cls.__name__} has a metaclass that customises attribute lookup")
         custom, _ = lookup_type_attr(cls, "__getattribute__")
-        if custom is object.__getattribute__:
+        from .new_objects import GENERIC_GETATTRIBUTE
+        if any(custom is g for g in GENERIC_GETATTRIBUTE):  # dict subclasses: dict's slot is generic
             return self.generic_getattr(tx, name)
         if not isinstance(custom, types.FunctionType):
             raise Unsupported(f"{cls.__name__} customises attribute lookup")
@@ -162,6 +174,10 @@ class ClassVariable(ObjectVariable):
         if isinstance(attr, classmethod):
             from .functions import BoundMethodVariable
             return BoundMethodVariable(tx.wrap(attr.__func__, None), self)
+        from .new_objects import slot_method
+        slot = slot_method(attr)  # OrderedDict.__setitem__ & co., applied to a new object
+        if slot is not None:
+            return slot
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(attr, src)
 
@@ -181,6 +197,9 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
             return NamedTupleVariable(items, self.cls)
+        from .new_objects import construct, is_user_class
+        if is_user_class(self.cls):
+            return construct(tx, self, args, kwargs)
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
@@ -228,9 +247,14 @@ class SuperVariable(Variable):
         if attr is object.__init__:
             from .functions import BuiltinVariable
             return BuiltinVariable(lambda *a, **k: None)
-        if attr is object.__getattribute__ and isinstance(self.obj, UserObjectVariable):
+        if any(attr is g for g in _generic_getattribute()) and isinstance(self.obj, UserObjectVariable):
             return GenericGetattrVariable(self.obj)
         return bind_class_attr(tx, attr, self.obj, obj_type)
+
+
+def _generic_getattribute():
+    from .new_objects import GENERIC_GETATTRIBUTE
+    return GENERIC_GETATTRIBUTE
 
 
 class GenericGetattrVariable(Variable):

@@ -1,0 +1,285 @@
+"""Objects of user classes constructed inside the traced frame (tracer/variables/new_objects.py):
+built symbolically, __init__ inlined, rebuilt after the graph without re-running user code."""
+import dataclasses
+from collections import OrderedDict
+from typing import Optional
+
+import pytest
+import torch
+
+import tracer
+
+
+def _run(fn, *args):
+    tracer.reset()
+    rep = tracer.explain(fn, *args)
+    tracer.reset()
+    compiled = tracer.compile(fn)
+    return rep, compiled(*args), compiled(*args)
+
+
+def _same(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, torch.Tensor):
+        assert torch.allclose(a, b)
+    elif isinstance(a, dict):
+        assert list(a.keys()) == list(b.keys())
+        for k in a:
+            _same(a[k], b[k])
+        if type(a) not in (dict, OrderedDict):
+            _same(dict(vars(a)), dict(vars(b)))
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif hasattr(a, "__dict__") and not isinstance(a, type):
+        assert vars(a).keys() == vars(b).keys()
+        for k in vars(a):
+            _same(vars(a)[k], vars(b)[k])
+    else:
+        assert a == b
+
+
+@dataclasses.dataclass
+class Point:
+    x: torch.Tensor
+    y: torch.Tensor
+    scale: float = 2.0
+
+
+@dataclasses.dataclass
+class Scaled:
+    x: torch.Tensor
+    factor: float = 3.0
+
+    def __post_init__(self):
+        self.scaled = self.x * self.factor
+        self.norm = None
+
+
+class Base:
+    def __init__(self, x):
+        self.x = x
+        self.kind = "base"
+
+
+class Child(Base):
+    def __init__(self, x, y):
+        super().__init__(x)
+        self.y = y + 1
+
+    @property
+    def total(self):
+        return self.x + self.y
+
+    def double(self):
+        return self.total * 2
+
+
+# --- the essential ModelOutput pattern ------------------------------------------------------------
+
+class Output(OrderedDict):
+    def __post_init__(self):
+        class_fields = dataclasses.fields(self)
+        for field in class_fields:
+            v = self.__dict__.get(field.name)
+            if v is not None:
+                self[field.name] = v
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def __setattr__(self, name, value):
+        field_names = {field.name for field in dataclasses.fields(self)}
+        if name in field_names and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class MyOutput(Output):
+    logits: Optional[torch.Tensor] = None
+    hidden: Optional[torch.Tensor] = None
+    extra: Optional[torch.Tensor] = None
+
+
+def test_dataclass_built_and_returned():
+    def f(a, b):
+        return Point(a.sin(), b + 1)
+
+    x, y = torch.randn(3), torch.randn(3)
+    rep, out, out2 = _run(f, x, y)
+    _same(out, f(x, y))
+    _same(out2, f(x, y))
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+
+
+def test_dataclass_post_init():
+    def f(a):
+        s = Scaled(a)
+        return s.scaled + 1, s
+
+    x = torch.randn(4)
+    rep, out, _ = _run(f, x)
+    _same(out, f(x))
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+
+
+def test_init_calling_super_init_property_and_method():
+    def f(a):
+        c = Child(a, a * 2)
+        return c.double(), c
+
+    x = torch.randn(2)
+    rep, out, _ = _run(f, x)
+    _same(out, f(x))
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+
+
+def test_model_output_pattern_from_function():
+    def f(a):
+        out = MyOutput(logits=a * 2, hidden=a + 1)
+        first = out[0] + out["hidden"] + out.logits
+        out.extra = first
+        return out
+
+    x = torch.randn(3)
+    rep, out, out2 = _run(f, x)
+    ref = f(x)
+    _same(out, ref)
+    _same(out2, ref)
+    assert list(out.keys()) == ["logits", "hidden", "extra"]
+    assert out.to_tuple()[2] is out.extra
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+
+
+def test_model_output_pattern_from_module_forward():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            out = MyOutput(logits=h.relu(), hidden=h)
+            return out if x.shape[0] > 1 else out.to_tuple()
+
+    m = M()
+    x = torch.randn(2, 4)
+    tracer.reset()
+    rep = tracer.explain(m, x)
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+    tracer.reset()
+    cm = tracer.compile(m)
+    for _ in range(2):
+        _same(cm(x), m(x))
+
+
+def test_new_object_passed_to_inlined_helper_and_mutated():
+    def helper(p, t):
+        p.x = p.x + t
+        p.note = "changed"
+        return p
+
+    def f(a):
+        p = Point(a, a)
+        q = helper(p, a.cos())
+        return q.x * q.scale, q is p, p
+
+    x = torch.randn(3)
+    rep, out, _ = _run(f, x)
+    _same(out, f(x))
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
+
+
+def test_identity_preserved_when_returned_twice():
+    def f(a):
+        p = Point(a, a + 1)
+        return p, p, [p]
+
+    x = torch.randn(2)
+    _, out, out2 = _run(f, x)
+    for o in (out, out2):
+        assert o[0] is o[1] and o[2][0] is o[0]
+        _same(o[0], Point(x, x + 1))
+
+
+def test_new_object_live_across_graph_break(capsys):
+    def f(a):
+        p = Point(a.sin(), a.cos())
+        out = MyOutput(logits=a)
+        print("break")
+        p.x = p.x + 1
+        return p, out, p.x + out.logits
+
+    x = torch.randn(3)
+    rep, out, out2 = _run(f, x)
+    ref = f(x)
+    _same(out, ref)
+    _same(out2, ref)
+    assert rep.break_count == 1
+
+
+def test_new_object_stored_into_input_attribute():
+    class Holder:
+        pass
+
+    h = Holder()
+
+    def f(a, holder):
+        holder.p = Point(a, a * 3)
+        return a + 1
+
+    x = torch.randn(2)
+    tracer.reset()
+    out = tracer.compile(f)(x, h)
+    assert torch.equal(out, x + 1)
+    _same(h.p, Point(x, x * 3))
+
+
+def test_isinstance_and_is_on_new_objects():
+    def f(a):
+        p, q = Point(a, a), Point(a, a)
+        return a + (1 if isinstance(p, Point) and p is not q and p is p else 0)
+
+    x = torch.randn(2)
+    rep, out, _ = _run(f, x)
+    assert torch.equal(out, f(x))
+    assert rep.break_count == 0, str(rep)
+
+
+class Slotted:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+class CustomNew:
+    def __new__(cls, x):
+        obj = super().__new__(cls)
+        obj.made = True
+        return obj
+
+    def __init__(self, x):
+        self.x = x
+
+
+@pytest.mark.parametrize("cls, why", [(Slotted, "__slots__"), (CustomNew, "custom __new__")])
+def test_unsupported_classes_break_with_reason(cls, why):
+    def f(a):
+        return cls(a + 1)
+
+    x = torch.randn(2)
+    rep, out, _ = _run(f, x)
+    assert torch.equal(out.x, x + 1)
+    assert any(why in b["reason"] for b in rep.breaks), str(rep)

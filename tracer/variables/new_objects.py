@@ -1,0 +1,437 @@
+"""Objects of user-defined classes constructed inside the traced frame.
+
+`SomeClass(...)` for a plain Python class (a dataclass, a ModelOutput-style OrderedDict
+subclass, a helper object) makes a `NewObjectVariable`: no real object exists while
+tracing. Its instance attributes live in a pending dict of Variables (and, for dict
+subclasses, its items in a DictVariable); `__init__` (dataclass-generated ones and their
+`__post_init__` included) is inlined with it as `self`, and so are a Python `__setattr__`,
+`__getattribute__`, `__getattr__`, `__getitem__`, properties and methods. Since the object
+did not exist before the frame, its mutations are not side effects: only its final state
+matters, and only if it escapes (returned, stored into an input, live at a graph break).
+
+Then the rewritten code builds the real object once per piece of generated code, without
+running user code again: `new(cls)`, `object.__setattr__` for each attribute (the traced
+`__setattr__` already ran), the builtin base's `__setitem__` for each item, in order
+(`rebuild_object`). Classes whose construction or state cannot be modelled exactly
+(`__slots__`, a custom `__new__`, `__del__`, a metaclass other than type/ABCMeta, a C base
+other than object/dict/OrderedDict) are Unsupported.
+"""
+import abc
+import collections
+import types
+
+from guards.sources import AttrSource, ConstSource
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+_HEAPTYPE = 1 << 9
+_DICT_BASES = (dict, collections.OrderedDict)
+_ALLOWED_C_BASES = (object, dict, collections.OrderedDict)
+_ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"])
+_SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
+GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__dict__["__getattribute__"])
+_UNTRACED_ROOTS = ("torch", "numpy", "scipy", "pandas", "builtins", "logging", "warnings", "typing",
+                   "abc", "enum", "functools", "threading", "weakref", "contextlib")
+_MISSING = object()
+
+
+def constructible_reason(cls):
+    """None when instances of `cls` can be built symbolically; else why not."""
+    name = cls.__qualname__
+    if type(cls) not in (type, abc.ABCMeta):
+        return f"{name} has the metaclass {type(cls).__name__}"
+    if issubclass(cls, BaseException):
+        return f"{name} is an exception class"
+    for klass in cls.__mro__:
+        if not klass.__flags__ & _HEAPTYPE and klass not in _ALLOWED_C_BASES:
+            return f"{name} derives from the builtin type {klass.__qualname__}"
+        slots = klass.__dict__.get("__slots__", ()) if klass.__flags__ & _HEAPTYPE else ()
+        if isinstance(slots, str):
+            slots = (slots,)
+        if any(s not in ("__dict__", "__weakref__") for s in slots):
+            return f"{name} uses __slots__"
+        if "__del__" in klass.__dict__:
+            return f"{name} defines __del__"
+    if not cls.__dictoffset__:
+        return f"{name} instances have no __dict__"
+    new = _type_attr(cls, "__new__")
+    if new not in _ALLOWED_NEW:
+        return f"{name} has a custom __new__"
+    return None
+
+
+def is_user_class(cls):
+    mod = (getattr(cls, "__module__", None) or "").split(".")[0]
+    return cls.__flags__ & _HEAPTYPE and mod not in _UNTRACED_ROOTS
+
+
+def _type_attr(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _dict_base(cls):
+    for klass in cls.__mro__:
+        if klass in _DICT_BASES:
+            return klass
+    return None
+
+
+def construct(tx, cls_var, args, kwargs):
+    """`cls(*args, **kwargs)` for a user class: a NewObjectVariable, __init__ inlined."""
+    from .functions import UserFunctionVariable
+    cls = cls_var.cls
+    reason = constructible_reason(cls)
+    if reason is not None:
+        raise Unsupported(f"constructing a {cls.__qualname__} object inside the traced frame: {reason}")
+    obj = NewObjectVariable(cls)
+    init = _type_attr(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        ret = UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
+        if not (ret.is_constant() and ret.as_constant() is None):
+            raise Unsupported(f"{cls.__qualname__}.__init__ returned a value (the user code raises TypeError)")
+    elif init is object.__init__:
+        if args or kwargs:
+            raise Unsupported(f"{cls.__qualname__}() takes no arguments (the user code raises TypeError)")
+    elif isinstance(init, _SLOT_TYPES) and init.__objclass__ in _DICT_BASES:
+        obj.slot_call(tx, init.__objclass__, "__init__", list(args), kwargs)
+    else:
+        raise Unsupported(f"{cls.__qualname__}.__init__ is {type(init).__name__}, not traced")
+    return obj
+
+
+def rebuild_object(cls, new, names, values, setitem, keys, items):
+    """The real object for a NewObjectVariable, from its final state (no user code runs)."""
+    obj = new(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    for key, item in zip(keys, items):
+        setitem(obj, key, item)
+    return obj
+
+
+class SlotMethodVariable(Variable):
+    """A C slot method of object/dict/OrderedDict (`object.__setattr__`, `super().__setitem__`,
+    `dict.keys`): called with a NewObjectVariable first, it acts on the symbolic state."""
+
+    def __init__(self, descriptor):
+        super().__init__(None)
+        self.descriptor = descriptor
+
+    def call(self, tx, args, kwargs):
+        if not args or not hasattr(args[0], "slot_call"):
+            raise Unsupported(f"{self.descriptor.__objclass__.__name__}.{self.descriptor.__name__} "
+                              f"on {args[0] if args else 'nothing'}")
+        return args[0].slot_call(tx, self.descriptor.__objclass__, self.descriptor.__name__, list(args[1:]), kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.descriptor)
+
+    def __repr__(self):
+        return f"SlotMethod({self.descriptor.__objclass__.__name__}.{self.descriptor.__name__})"
+
+
+def slot_method(attr):
+    """A SlotMethodVariable for a slot descriptor of object/dict/OrderedDict, else None."""
+    if isinstance(attr, _SLOT_TYPES) and getattr(attr, "__objclass__", None) in _ALLOWED_C_BASES:
+        return SlotMethodVariable(attr)
+    return None
+
+
+class InstanceAttrsVariable(Variable):
+    """`obj.__dict__` of a new object: reads and writes go to its pending attributes."""
+
+    def __init__(self, obj):
+        super().__init__(None)
+        self.obj = obj
+
+    def python_type(self):
+        return dict
+
+    def _dict(self):
+        return self.obj.attrs
+
+    def getitem(self, tx, key):
+        return self._dict().getitem(tx, key)
+
+    def setitem(self, tx, key, value):
+        if not (key.is_constant() and isinstance(key.as_constant(), str)):
+            raise Unsupported("obj.__dict__ store with a key that is not a constant string")
+        self._dict().setitem(tx, key, value)
+
+    def delitem(self, tx, key):
+        self._dict().delitem(tx, key)
+
+    def iterate(self, tx):
+        return self._dict().iterate(tx)
+
+    def length(self, tx):
+        return self._dict().length(tx)
+
+    def truthy(self, tx):
+        return self._dict().truthy(tx)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("get", "keys", "values", "items", "__contains__", "__getitem__", "__len__", "copy",
+                    "__setitem__"):
+            return self._dict().call_method(tx, name, args, kwargs)
+        raise Unsupported(f"obj.__dict__.{name}() of a new object")
+
+    def __repr__(self):
+        return f"NewObjectDict({self.obj.cls.__name__})"
+
+
+class NewObjectVariable(Variable):
+    mutable = True
+
+    def __init__(self, cls):
+        from .containers import DictVariable
+        super().__init__(None)
+        self.cls = cls
+        self.cls_source = ConstSource(cls)
+        self.attrs = DictVariable({})       # instance __dict__: name -> Variable, in store order
+        base = _dict_base(cls)
+        self.dict_base = base
+        self.items = DictVariable({}) if base is not None else None
+
+    # ---- identity ------------------------------------------------------------------------
+    def python_type(self):
+        return self.cls
+
+    def identity_key(self):
+        return ("new", id(self))
+
+    # ---- attributes ----------------------------------------------------------------------
+    def getattr(self, tx, name):
+        ga = _type_attr(self.cls, "__getattribute__")
+        if any(ga is g for g in GENERIC_GETATTRIBUTE):
+            return self.generic_getattr(tx, name)
+        if isinstance(ga, types.FunctionType):
+            from .functions import UserFunctionVariable
+            return UserFunctionVariable(ga).call(tx, [self, ConstantVariable(name)], {})
+        raise Unsupported(f"{self.cls.__name__} customises attribute lookup")
+
+    def _lookup(self, tx, name):
+        """object.__getattribute__(self, name), or _MISSING (no __getattr__ fallback)."""
+        from .objects import ClassVariable, bind_class_attr
+        if name == "__class__":
+            return ClassVariable(self.cls, self.cls_source)
+        if name == "__dict__":
+            return InstanceAttrsVariable(self)
+        attr = _type_attr(self.cls, name)
+        if attr is not None and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
+            return bind_class_attr(tx, attr, self, self.cls)
+        if name in self.attrs.items:
+            return self.attrs.items[name]
+        if attr is not None:
+            return bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
+        return _MISSING
+
+    def generic_getattr(self, tx, name):
+        got = self._lookup(tx, name)
+        if got is not _MISSING:
+            return got
+        fallback = _type_attr(self.cls, "__getattr__")
+        if isinstance(fallback, types.FunctionType):
+            from .functions import UserFunctionVariable
+            return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+        if fallback is not None:
+            raise Unsupported(f"{self.cls.__name__}.__getattr__ is not a Python function")
+        raise Unsupported(f"{self.cls.__name__} object has no attribute {name!r} "
+                          f"(the user code raises AttributeError)")
+
+    def hasattr(self, tx, name):
+        if _type_attr(self.cls, "__getattr__") is None and \
+                any(_type_attr(self.cls, "__getattribute__") is g for g in GENERIC_GETATTRIBUTE):
+            return self._lookup(tx, name) is not _MISSING
+        try:
+            self.getattr(tx, name)
+            return True
+        except Unsupported:
+            raise Unsupported(f"hasattr on {self.cls.__name__} with a custom attribute lookup")
+
+    def setattr(self, tx, name, value):
+        sa = _type_attr(self.cls, "__setattr__")
+        if sa is object.__setattr__:
+            return self.generic_setattr(tx, name, value)
+        if isinstance(sa, types.FunctionType):
+            from .functions import UserFunctionVariable
+            UserFunctionVariable(sa).call(tx, [self, ConstantVariable(name), value], {})
+            return
+        raise Unsupported(f"{self.cls.__name__}.__setattr__ is {type(sa).__name__}, not traced")
+
+    def generic_setattr(self, tx, name, value):
+        if name in ("__class__", "__dict__"):
+            raise Unsupported(f"assignment to {name} of a new object")
+        attr = _type_attr(self.cls, name)
+        if attr is not None and hasattr(type(attr), "__set__"):
+            if isinstance(attr, property) and attr.fset is not None:
+                from .functions import UserFunctionVariable
+                UserFunctionVariable(attr.fset).call(tx, [self, value], {})
+                return
+            raise Unsupported(f"setting {self.cls.__name__}.{name} runs a descriptor")
+        self.attrs.items[name] = value
+
+    # ---- special methods: looked up on the type ----------------------------------------------
+    def _special(self, tx, name, args, what):
+        from .objects import bind_class_attr
+        attr = _type_attr(self.cls, name)
+        if attr is None:
+            raise Unsupported(f"{what} of a {self.cls.__name__} object (the user code raises TypeError)")
+        return bind_class_attr(tx, attr, self, self.cls).call(tx, args, {})
+
+    def getitem(self, tx, key):
+        return self._special(tx, "__getitem__", [key], "subscript")
+
+    def setitem(self, tx, key, value):
+        self._special(tx, "__setitem__", [key, value], "item assignment")
+
+    def delitem(self, tx, key):
+        self._special(tx, "__delitem__", [key], "item deletion")
+
+    def iterate(self, tx):
+        return self._special(tx, "__iter__", [], "iteration").iterate(tx)
+
+    def length(self, tx):
+        n = self._special(tx, "__len__", [], "len()")
+        if not n.is_constant():
+            raise Unsupported(f"len() of a {self.cls.__name__} object is not a constant")
+        return n.as_constant()
+
+    def truthy(self, tx):
+        if _type_attr(self.cls, "__bool__") is not None:
+            return tx.truthy(self._special(tx, "__bool__", [], "bool()"))
+        if _type_attr(self.cls, "__len__") is not None:
+            return self.length(tx) != 0
+        return True
+
+    def call(self, tx, args, kwargs):
+        from .objects import bind_class_attr
+        attr = _type_attr(self.cls, "__call__")
+        if attr is None:
+            raise Unsupported(f"{self.cls.__name__} object is not callable (the user code raises TypeError)")
+        return bind_class_attr(tx, attr, self, self.cls).call(tx, args, kwargs)
+
+    # ---- C slot methods of object / dict / OrderedDict ----------------------------------------
+    def slot_call(self, tx, owner, name, args, kwargs):
+        if owner is object:
+            if name == "__setattr__" and len(args) == 2 and not kwargs:
+                self.generic_setattr(tx, _attr_name(args[0]), args[1])
+                return ConstantVariable(None)
+            if name == "__getattribute__" and len(args) == 1 and not kwargs:
+                return self.generic_getattr(tx, _attr_name(args[0]))
+            if name == "__delattr__" and len(args) == 1 and not kwargs:
+                n = _attr_name(args[0])
+                if n not in self.attrs.items or hasattr(type(_type_attr(self.cls, n)), "__delete__"):
+                    raise Unsupported(f"del of attribute {n!r} that is not in the instance dict")
+                del self.attrs.items[n]
+                return ConstantVariable(None)
+            if name == "__init__" and not args and not kwargs:
+                return ConstantVariable(None)
+            raise Unsupported(f"object.{name} on a new {self.cls.__name__} object")
+        if self.items is None or not issubclass(self.cls, owner):
+            raise Unsupported(f"{owner.__name__}.{name} on a {self.cls.__name__} object")
+        if owner is collections.OrderedDict and name not in _ODICT_AS_DICT:
+            raise Unsupported(f"OrderedDict.{name} on a new object")
+        if name in ("__init__", "update"):
+            self._update(tx, args, kwargs)
+            return ConstantVariable(None)
+        if name == "__iter__" and not args:
+            from .functions import iterator_of
+            return iterator_of(self.items.iterate(tx))
+        if name == "__delitem__":
+            self.items.delitem(tx, args[0])
+            return ConstantVariable(None)
+        if name == "copy":
+            from .containers import DictVariable
+            return DictVariable(self.items.items)
+        if name in _DICT_METHODS:
+            return self.items.call_method(tx, name, args, kwargs)
+        raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
+
+    def _update(self, tx, args, kwargs):
+        from .containers import DictVariable, _const_key
+        if len(args) > 1:
+            raise Unsupported("dict update with more than one positional argument (the user code raises TypeError)")
+        if args:
+            src = args[0]
+            if isinstance(src, DictVariable):
+                pairs = list(src.items.items())
+            else:
+                pairs = []
+                for pair in src.iterate(tx):
+                    k, v = pair.iterate(tx)
+                    pairs.append((_const_key(tx, k), v))
+            for k, v in pairs:
+                self.items.items[k] = v
+        for k, v in kwargs.items():
+            self.items.items[k] = v
+
+    # ---- after the graph -------------------------------------------------------------------
+    def reconstruct(self, cg):
+        reuse = getattr(cg, "reuse", None)  # CodeGen's memo of values built once, when it has one
+        built = cg.__dict__.setdefault("_new_objects", {})
+        tmp = built.get(id(self))
+        if tmp == "in progress":
+            raise Unsupported(f"a new {self.cls.__name__} object that refers to itself escapes the frame")
+        if reuse is not None and reuse(self):
+            return
+        if tmp is not None:
+            cg.emit("LOAD_FAST", tmp)
+            return
+        built[id(self)] = "in progress"
+        from .containers import _IdKey
+        base = self.dict_base
+        cg.emit("PUSH_NULL")
+        cg.load_const(rebuild_object)
+        cg.load_const(self.cls)
+        cg.load_const(dict.__new__ if base is not None else object.__new__)
+        names = tuple(self.attrs.items)
+        cg.load_const(names)
+        for n in names:
+            _rebuild_value(cg, self.attrs.items[n])
+        cg.build(tuple, len(names))
+        cg.load_const(base.__setitem__ if base is not None else None)
+        pairs = list(self.items.items.items()) if self.items is not None else []
+        for k, _ in pairs:
+            if isinstance(k, _IdKey):
+                _rebuild_value(cg, k.var)
+            elif isinstance(k, tuple):  # (identity keys are kept as tuples: not rebuilt by value)
+                raise Unsupported(f"a new {self.cls.__name__} object with a tuple key escapes the frame")
+            else:
+                cg.load_const(k)
+        cg.build(tuple, len(pairs))
+        for _, v in pairs:
+            _rebuild_value(cg, v)
+        cg.build(tuple, len(pairs))
+        cg.emit("PRECALL", 7)
+        cg.emit("CALL", 7)
+        if reuse is not None:
+            cg.remember(self)
+            built[id(self)] = "done"
+        else:
+            cg.emit("COPY", 1)
+            built[id(self)] = cg.store_tmp()
+
+    def __repr__(self):
+        return f"NewObject({self.cls.__name__})"
+
+
+_DICT_METHODS = ("__getitem__", "__setitem__", "__contains__", "__len__", "get", "keys", "values", "items",
+                 "pop", "setdefault", "clear")
+_ODICT_AS_DICT = ("__init__", "__setitem__", "__delitem__", "__iter__", "keys", "values", "items", "update",
+                  "pop", "setdefault", "clear")
+
+
+def _rebuild_value(cg, var):
+    rc = getattr(cg, "reconstruct", None)  # built once per code when CodeGen memoises values
+    return rc(var) if rc is not None else var.reconstruct(cg)
+
+
+def _attr_name(var):
+    if not (var.is_constant() and isinstance(var.as_constant(), str)):
+        raise Unsupported("attribute name that is not a constant string")
+    return var.as_constant()
