@@ -4,14 +4,11 @@ import pytest
 
 import cpython_oracle
 
-FAST = ["test_bool", "test_keywordonlyarg", "test_range"]
+FAST = ["test_bool", "test_keywordonlyarg", "test_range", "test_unpack", "test_scope"]
 
-# Differences found by the oracle and not fixed yet (tracer bugs, see README "Reliability"):
-KNOWN = {
-    "test_enumerate": "type(enumerate(...)) is list_iterator inside traced frames (IteratorVariable.python_type)",
-    "test_scope": "exec(code, d) on a dict built in the frame: the write is lost after the break (testGlobalInParallelNestedFunctions)",
-    "test_unpack": "same exec(code, d) dict aliasing loss (test_extended_oparg_not_ignored)",
-}
+# Differences the oracle found, all fixed: type(enumerate(...)) was list_iterator and
+# `iter(e) is e` was False across a graph break (test_enumerate); exec(code, d) on a dict
+# built in the frame lost the write (test_scope, test_unpack: the dict was rebuilt twice).
 
 
 @pytest.mark.parametrize("module", FAST)
@@ -19,8 +16,3 @@ def test_same_results_as_plain_python(module):
     plain, traced = cpython_oracle.compare([module], timeout=170)[0]
     assert "crash" not in traced, traced
     assert traced["run"] == plain["run"] and traced["bad"] == plain["bad"], (plain, traced)
-
-
-@pytest.mark.parametrize("module", sorted(KNOWN))
-def test_known_differences(module):
-    pytest.xfail(KNOWN[module])

@@ -111,3 +111,30 @@ def test_loop_over_a_list_sees_its_mutation(fn, capsys):
         a, b = list(lst), list(lst)
         r1, r2 = fn(torch.zeros(1), a), c(torch.zeros(1), b)
         assert str(r1) == str(r2) and a == b
+
+
+# ---- found by the CPython oracle (tests/cpython_oracle.py) ------------------------------------
+def test_iterator_types_and_identity_across_a_break():
+    import torch
+
+    def f(x, seq):
+        e = enumerate(seq, start=11)
+        kinds = [type(i).__name__ for i in (e, zip(seq), map(abs, seq), reversed(seq), iter(()))]
+        print("break")
+        return x, kinds, iter(e) is e, list(e)
+
+    c = tracer.compile(f)
+    r1, r2 = f(torch.ones(1), [1, 2]), c(torch.ones(1), [1, 2])
+    assert r1[1:] == r2[1:]
+
+
+def test_exec_into_a_dict_built_in_the_frame():
+    import torch
+
+    def f(x):
+        g = {}
+        h = g
+        exec("y = 3", g)
+        return x + h["y"]
+
+    assert torch.equal(tracer.compile(f)(torch.zeros(1)), torch.full((1,), 3.0))
