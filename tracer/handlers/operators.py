@@ -41,6 +41,10 @@ def _fold(fn, *values):
 def binary_op(f, name, a, b):
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        if a.is_constant() and name.startswith("i") and name not in ("is_", "is_not"):
+            # `n += t` with an immutable n is `n + t` (no __iadd__ on numbers); FX cannot print
+            # an in-place op whose target is a literal ("0 += t")
+            fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
         return f.call_torch("call_function", fn, [a, b], {})
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
