@@ -702,3 +702,18 @@ def test_generator_short_circuit_side_effects():
 
     c = check(f, t(2), [])
     recheck(c, f, t(2), [1])
+
+
+def test_dict_views_are_reusable_and_live():
+    # regression: keys() used to be a one-shot iterator, so len() consumed it (wrong result)
+    def f(x, d):
+        k = d.keys()
+        n = len(k)
+        out = x * n
+        for name in k:
+            out = out + d[name]
+        d["c"] = out
+        items = d.items()
+        return out, type(k).__name__, len(items), [name for name in k], "c" in k
+
+    check(f, t(2), {"a": t(2), "b": t(2)})

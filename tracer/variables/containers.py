@@ -82,9 +82,13 @@ class BaseSequence(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
+        if self.mutable and cg.reuse(self):
+            return
         for item in self.items:
-            item.reconstruct(cg)
+            cg.reconstruct(item)
         cg.build(self.kind, len(self.items))
+        if self.mutable:
+            cg.remember(self)
 
     def __repr__(self):
         return f"{self.kind.__name__}Var({self.items!r})"
@@ -238,12 +242,8 @@ class DictVariable(Variable):
         if name == "get":
             k = _const_key(tx, args[0])
             return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
-        if name == "keys":
-            return iterator_of(self.iterate(tx))
-        if name == "values":
-            return iterator_of(list(self.items.values()))
-        if name == "items":
-            return iterator_of([TupleVariable([k, v]) for k, v in zip(self.iterate(tx), self.items.values())])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewVariable(self, name)
         if name == "__contains__":
             return ConstantVariable(_const_key(tx, args[0]) in self.items)
         if name == "__getitem__":
@@ -287,18 +287,67 @@ class DictVariable(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
+        if cg.reuse(self):
+            return
         for k, v in self.items.items():
             if isinstance(k, _IdKey):
-                k.var.reconstruct(cg)
+                cg.reconstruct(k.var)
             else:
                 cg.load_const(k)
-            v.reconstruct(cg)
+            cg.reconstruct(v)
         cg.build(dict, len(self.items))
+        cg.remember(self)
         if self.user_cls is not dict:
             cg.call_on_stack(self.user_cls)
 
     def __repr__(self):
         return f"DictVar({self.items!r})"
+
+
+class DictViewVariable(Variable):
+    """d.keys() / d.values() / d.items(): a live, re-iterable view of a DictVariable.
+
+    Not an iterator: len() and `in` do not consume it, every `for` starts afresh, and it sees
+    the dict's later changes, as CPython's views do."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, dict_var, kind):
+        super().__init__(None)
+        self.dict_var, self.kind = dict_var, kind
+
+    def python_type(self):
+        return self._TYPES[self.kind]
+
+    def iterate(self, tx):
+        d = self.dict_var
+        keys = d.iterate(tx)
+        if self.kind == "keys":
+            return keys
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleVariable([k, v]) for k, v in zip(keys, d.items.values())]
+
+    def length(self, tx):
+        return len(self.dict_var.items)
+
+    def truthy(self, tx):
+        return bool(self.dict_var.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(self.length(tx))
+        if name == "__contains__" and self.kind == "keys":
+            return self.dict_var.call_method(tx, "__contains__", args, kwargs)
+        if name == "__contains__":
+            return ConstantVariable(any(tx.values_equal(i, args[0]) for i in self.iterate(tx)))
+        raise Unsupported(f"dict_{self.kind}.{name}")
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.dict_var)
+        cg.emit("LOAD_METHOD", self.kind)
+        cg.emit("PRECALL", 0)
+        cg.emit("CALL", 0)
 
 
 class _IdKey:
@@ -353,9 +402,12 @@ class SetVariable(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
+        if cg.reuse(self):
+            return
         for k in self.items:
             cg.load_const(k)
         cg.build(set, len(self.items))
+        cg.remember(self)
 
 
 class IteratorVariable(Variable):
@@ -415,7 +467,7 @@ class IteratorVariable(Variable):
         if self.source is not None:
             return cg.load_source(self.source)  # the real iterator, advanced by the replay
         for item in self.items[self.pos:]:
-            item.reconstruct(cg)
+            cg.reconstruct(item)
         cg.build(tuple, len(self.items) - self.pos)
         cg.call_on_stack(iter)
 
@@ -460,7 +512,7 @@ class ListIteratorVariable(IteratorVariable):
             return
         cg.emit("PUSH_NULL")
         cg.load_const(list_iter_at)
-        cg.reconstruct(self.lst)  # the same list object as any local holding it
+        cg.reconstruct(self.lst)
         cg.load_const(self.pos)
         cg.emit("PRECALL", 2)
         cg.emit("CALL", 2)

@@ -235,7 +235,7 @@ class SuperVariable(Variable):
         """super(cls, obj), rebuilt after the graph (a break with super() on the stack)."""
         cg.load_const(super)
         cg.load_const(self.cls)
-        self.obj.reconstruct(cg)
+        cg.reconstruct(self.obj)
         cg.emit("PRECALL", 1)
         cg.emit("CALL", 1)
 
