@@ -80,7 +80,12 @@ def can_break_at(code, inst):
         return False
     if code.co_cellvars:
         return False  # closures made in the frame share cells a resume function cannot
+    if _READS_LOCALS.intersection(code.co_names):
+        return False  # locals()/vars()/dir()/eval/exec read locals that liveness calls dead
     return not code.co_flags & (0x20 | 0x80 | 0x100 | 0x200)
+
+
+_READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):

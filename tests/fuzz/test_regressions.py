@@ -138,3 +138,15 @@ def test_exec_into_a_dict_built_in_the_frame():
         return x + h["y"]
 
     assert torch.equal(tracer.compile(f)(torch.zeros(1)), torch.full((1,), 3.0))
+
+
+def test_locals_read_after_a_break():
+    """eval(..., locals()) after a graph break saw only the locals liveness called live
+    (CPython oracle: test_set TestSubset*.test_issubset, NameError 'x')."""
+    def f(x, y):
+        out = []
+        for case in "<", "==":
+            out.append(eval("x" + case + "y", locals()))
+        return out
+
+    assert tracer.compile(f)(1, 2) == f(1, 2)
