@@ -283,9 +283,22 @@ def _dict(tx, *args, **kwargs):
     return DictVariable(items)
 
 
-@impl(set, frozenset)
+@impl(set)
 def _set(tx, iterable=None):
     return SetVariable(iterable.iterate(tx) if iterable is not None else [])
+
+
+@impl(frozenset)
+def _frozenset(tx, iterable=None):
+    """Immutable: a constant (never a SetVariable, which is a mutable, unhashable set)."""
+    if iterable is None:
+        return ConstantVariable(frozenset())
+    if isinstance(iterable, ConstantVariable) and type(iterable.value) is frozenset:
+        return iterable  # frozenset(f) is f
+    items = iterable.iterate(tx)
+    if not all(isinstance(v, ConstantVariable) for v in items):
+        raise Unsupported("frozenset of non-constant values")
+    return ConstantVariable(frozenset(v.as_constant() for v in items))
 
 
 @impl(sorted)
