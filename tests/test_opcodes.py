@@ -55,7 +55,7 @@ UNSUPPORTED_BY_DESIGN = ["IMPORT_STAR", "PRINT_EXPR", "SETUP_ANNOTATIONS", "LOAD
                          "SEND", "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR",
                          "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP", "GET_YIELD_FROM_ITER", "MATCH_CLASS",
                          "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
-                         "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "PUSH_EXC_INFO", "RERAISE",
+                         "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "RERAISE",
                          "RAISE_VARARGS"]
 
 

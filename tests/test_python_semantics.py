@@ -717,3 +717,42 @@ def test_dict_views_are_reusable_and_live():
         return out, type(k).__name__, len(items), [name for name in k], "c" in k
 
     check(f, t(2), {"a": t(2), "b": t(2)})
+
+
+def test_exceptions_raised_and_caught_inside_the_trace():
+    # old-style iteration (collections.abc.Sequence.__iter__ stops on IndexError), an
+    # attribute miss caught by `except AttributeError`, and getattr with a default
+    from collections.abc import Sequence
+
+    class View(Sequence):
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            if i >= self.n:
+                raise IndexError("list index out of range")
+            return i * 2
+
+    class Cfg:
+        def __init__(self):
+            self.a = 1
+
+    def f(x, cfg):
+        total = x
+        for item in View(3):
+            total = total + item
+        try:
+            b = cfg.b
+        except AttributeError:
+            b = 5
+        return total * getattr(cfg, "zz", 2) + b + cfg.a
+
+    c = check(f, t(2), Cfg())
+    assert c.entries[0].breaks == []
+    later = Cfg()
+    later.b = 100  # the attribute now exists: the miss was guarded, so this recompiles
+    run_both(c, f, (t(2), later), {})
+    assert len(c.entries) == 2

@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from .exc import Unsupported
+from .exc import Unsupported, UserException, user_error
 from .variables.base import ConstantVariable, Variable
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
@@ -118,6 +118,10 @@ def _slice(tx, *args):
 def _getattr(tx, obj, name, *default):
     try:
         return obj.getattr(tx, name.as_constant())
+    except UserException as e:
+        if default and issubclass(e.exc_type, AttributeError):
+            return default[0]
+        raise
     except Unsupported:
         if default and not obj.hasattr(tx, name.as_constant()):
             return default[0]
@@ -126,7 +130,12 @@ def _getattr(tx, obj, name, *default):
 
 @impl(hasattr)
 def _hasattr(tx, obj, name):
-    return ConstantVariable(bool(obj.hasattr(tx, name.as_constant())))
+    try:
+        return ConstantVariable(bool(obj.hasattr(tx, name.as_constant())))
+    except UserException as e:
+        if issubclass(e.exc_type, AttributeError):
+            return ConstantVariable(False)
+        raise
 
 
 @impl(setattr)
@@ -238,7 +247,7 @@ def _next(tx, it, *default):
     if item is None:
         if default:
             return default[0]
-        raise Unsupported("next() raised StopIteration")
+        raise user_error(StopIteration)
     return item
 
 

@@ -22,6 +22,37 @@ class Unsupported(Exception):
         return f"{self.reason}{where}"
 
 
+class UserException(Unsupported):
+    """The traced user code raises `exc_type` at this point (an attribute that does not exist,
+    a `raise` statement). Python code that catches it without a try block — getattr with a
+    default, hasattr — catches it symbolically; anywhere else it is a graph break like any
+    Unsupported, and the instruction then raises natively, in the user's own frame."""
+
+    def __init__(self, exc_type, reason, value=None):
+        super().__init__(reason)
+        self.exc_type = exc_type
+        self.value = value  # the ExceptionVariable raised, when the traced code built one
+
+
+def attribute_error(type_name, name):
+    """The AttributeError CPython raises for a missing attribute, with CPython's message."""
+    from .variables.base import ConstantVariable
+    from .variables.objects import ExceptionVariable
+    message = f"{type_name!r} object has no attribute {name!r}"
+    return UserException(AttributeError, f"{message} (the user code raises AttributeError)",
+                         ExceptionVariable(AttributeError, [ConstantVariable(message)]))
+
+
+def user_error(exc_type, *args):
+    """`exc_type(*args)` raised by the traced user code (e.g. IndexError for a list index out
+    of range, KeyError for a missing key), catchable by a try block in traced code."""
+    from .variables.base import ConstantVariable
+    from .variables.objects import ExceptionVariable
+    shown = ", ".join(repr(a) for a in args)
+    return UserException(exc_type, f"{exc_type.__name__}({shown}) (the user code raises it)",
+                         ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]))
+
+
 class FullGraphError(RuntimeError):
     """Raised to the user when fullgraph=True and the frame could not be captured whole."""
 

@@ -17,7 +17,7 @@ from bytecode_utils import decode
 from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
 from guards.sources import Source
 
-from .exc import Unsupported
+from .exc import Unsupported, UserException
 from .frame_hook import is_skipped
 from .handlers import HANDLERS
 from .output_graph import OutputGraph, getitem_node
@@ -118,6 +118,9 @@ class Frame:
             try:
                 done = handler(self, inst)
             except Unsupported as e:
+                if isinstance(e, UserException) and inst.exn is not None:
+                    self._to_handler(inst.exn, e)  # caught by a try block of this frame
+                    continue
                 if e.location is None:
                     e.location = self.location()
                 if self.parent is None and e.root_step is None:
@@ -126,6 +129,16 @@ class Frame:
                 raise
             if done:
                 return self.return_value
+
+    def _to_handler(self, entry, exc):
+        """Unwind to an exception-table handler the way CPython does: stack cut to the entry's
+        depth, [lasti], then the exception."""
+        from .handlers.exceptions import exception_value
+        del self.stack[entry.depth:]
+        if entry.lasti:
+            self.push(ConstantVariable(self.current.offset))
+        self.push(exception_value(exc))
+        self.ip = entry.target
 
     def resume_generator(self, tx):
         """Run an inlined generator frame to its next yield: the value, or None when it returned."""

@@ -6,7 +6,8 @@ the block's end calls it with (None, None, None). Handlers reached only when an 
 is raised (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) are never executed symbolically because
 traced code does not raise; a `raise` is Unsupported (graph breaks come in a later issue).
 """
-from ..exc import Unsupported
+from ..exc import Unsupported, UserException
+from ..variables.base import ConstantVariable
 from ..variables.base import Variable
 from . import handler
 
@@ -48,15 +49,67 @@ def BEFORE_WITH(f, inst):
     f.push(ctx.call_method(f, "__enter__", [], {}))
 
 
+# ---- exceptions raised and caught inside traced code ------------------------------------
+# A UserException (exc.py) raised at an instruction covered by an exception-table entry of
+# the frame jumps to the handler (translator.Frame.run), with the exception pushed as an
+# ExceptionVariable. The handler's opcodes below then run symbolically: that is how
+# `try: ... except IndexError: ...` around an attribute miss, `raise`, or an old-style
+# __getitem__ iteration is traced instead of breaking the graph. sys.exc_info() inside a
+# handler is not modelled (it is Unsupported).
+
+
+def exception_value(exc):
+    """The Variable a handler sees for a caught UserException."""
+    from ..variables.objects import ExceptionVariable
+    if exc.value is not None:
+        return exc.value
+    return ExceptionVariable(exc.exc_type, [ConstantVariable(exc.reason)])
+
+
 @handler("RAISE_VARARGS")
 def RAISE_VARARGS(f, inst):
+    from ..variables.objects import ClassVariable, ExceptionVariable, is_builtin_exception
+    if inst.arg == 1:
+        exc = f.stack[-1]
+        if isinstance(exc, ClassVariable) and is_builtin_exception(exc.cls):
+            exc = ExceptionVariable(exc.cls, [])
+        if isinstance(exc, ExceptionVariable):
+            f.pop()
+            raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
     raise Unsupported("raise statement (the user code raises an exception)")
+
+
+@handler("PUSH_EXC_INFO")
+def PUSH_EXC_INFO(f, inst):
+    exc = f.pop()
+    f.push(ConstantVariable(None))  # stands for the previously handled exception
+    f.push(exc)
+
+
+@handler("CHECK_EXC_MATCH")
+def CHECK_EXC_MATCH(f, inst):
+    wanted = f.python_object(f.pop())
+    exc = f.stack[-1]
+    f.push(ConstantVariable(issubclass(exc.python_type(), wanted)))
+
+
+@handler("POP_EXCEPT")
+def POP_EXCEPT(f, inst):
+    f.pop()
+
+
+@handler("RERAISE")
+def RERAISE(f, inst):
+    from ..variables.objects import ExceptionVariable
+    exc = f.pop()
+    if not isinstance(exc, ExceptionVariable):
+        raise Unsupported("RERAISE of an exception that is not modelled")
+    raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
 
 
 def _never(f, inst):
     raise Unsupported(f"{inst.opname}: exception handling path reached while tracing")
 
 
-for _name in ("PUSH_EXC_INFO", "POP_EXCEPT", "RERAISE", "CHECK_EXC_MATCH", "CHECK_EG_MATCH",
-              "WITH_EXCEPT_START", "PREP_RERAISE_STAR"):
+for _name in ("CHECK_EG_MATCH", "WITH_EXCEPT_START", "PREP_RERAISE_STAR"):
     handler(_name)(_never)

@@ -6,7 +6,7 @@ code writes the final contents back after the graph runs (`lst[:] = ...`,
 `d.clear(); d.update(...)`). Containers created during tracing need no replay; they are
 rebuilt only if they escape (returned, stored).
 """
-from ..exc import Unsupported
+from ..exc import Unsupported, user_error
 from .base import ConstantVariable, Variable
 
 
@@ -59,7 +59,7 @@ class BaseSequence(Variable):
         try:
             return self.items[idx]
         except IndexError:
-            raise Unsupported(f"{self.kind.__name__} index out of range (the user code raises IndexError)")
+            raise user_error(IndexError, f"{self.kind.__name__} index out of range")
 
     def call_method(self, tx, name, args, kwargs):
         if name == "index" and len(args) == 1:
@@ -171,7 +171,7 @@ class ListVariable(BaseSequence):
         elif name == "pop":
             self._mutate(tx)
             if not self.items:
-                raise Unsupported("pop from empty list (the user code raises IndexError)")
+                raise user_error(IndexError, "pop from empty list")
             return self.items.pop(args[0].as_constant() if args else -1)
         elif name == "clear":
             self._mutate(tx)
@@ -226,7 +226,7 @@ class DictVariable(Variable):
     def getitem(self, tx, key):
         k = _const_key(tx, key)
         if k not in self.items:
-            raise Unsupported(f"dict key {k!r} missing (the user code raises KeyError)")
+            raise user_error(KeyError, k)
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -263,7 +263,7 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise Unsupported(f"dict.pop: key {k!r} missing (the user code raises KeyError)")
+                raise user_error(KeyError, k)
             if name == "setdefault":
                 k = _const_key(tx, args[0])
                 if k not in self.items:
@@ -457,7 +457,7 @@ class IteratorVariable(Variable):
         if name == "__next__":
             item = self.next(tx)
             if item is None:
-                raise Unsupported("StopIteration raised by next()")
+                raise user_error(StopIteration)
             return item
         raise Unsupported(f"iterator.{name}")
 

@@ -22,7 +22,7 @@ import types
 
 from guards.sources import AttrSource, ConstSource
 
-from ..exc import Unsupported
+from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, Variable
 
 _HEAPTYPE = 1 << 9
@@ -240,8 +240,7 @@ class NewObjectVariable(Variable):
             return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
         if fallback is not None:
             raise Unsupported(f"{self.cls.__name__}.__getattr__ is not a Python function")
-        raise Unsupported(f"{self.cls.__name__} object has no attribute {name!r} "
-                          f"(the user code raises AttributeError)")
+        raise attribute_error(self.cls.__name__, name)
 
     def hasattr(self, tx, name):
         if _type_attr(self.cls, "__getattr__") is None and \

@@ -14,7 +14,7 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported
+from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 from .objects import bind_class_attr, lookup_type_attr
 
@@ -81,7 +81,10 @@ class NNModuleVariable(ObjectVariable):
         if attr is not None:
             src = AttrSource(self.source, name) if self.source is not None else None
             return bind_class_attr(tx, attr, self, cls, src)
-        raise Unsupported(f"{cls.__name__} has no attribute {name!r} (the user code raises AttributeError)")
+        if self.source is not None:  # relied on when caught (getattr default, hasattr)
+            from .objects import _lacks_attr
+            tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+        raise attribute_error(cls.__name__, name)
 
     def _tensor_attr(self, tx, value, source, name):
         if value is None:

@@ -10,7 +10,7 @@ import types
 from guards import Predicate
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported
+from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -109,9 +109,15 @@ class UserObjectVariable(ObjectVariable):
                 raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
         if attr is not None:
             return bind_class_attr(tx, attr, self, cls, src)
-        if "__getattr__" in dir(cls):
-            raise Unsupported(f"{cls.__name__}.__getattr__")
-        raise Unsupported(f"{cls.__name__} object has no attribute {name!r} (the user code raises AttributeError)")
+        fallback, _ = lookup_type_attr(cls, "__getattr__")
+        if isinstance(fallback, types.FunctionType):  # a Python __getattr__ is inlined
+            from .functions import UserFunctionVariable
+            return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+        if fallback is not None:
+            raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
+        if self.source is not None:  # relied on when caught (getattr default, hasattr)
+            tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+        raise attribute_error(cls.__name__, name)
 
     def setattr(self, tx, name, value):
         cls = type(self.value)
@@ -200,6 +206,8 @@ class ClassVariable(ObjectVariable):
         from .new_objects import construct, is_user_class
         if is_user_class(self.cls):
             return construct(tx, self, args, kwargs)
+        if is_builtin_exception(self.cls) and not kwargs:
+            return ExceptionVariable(self.cls, list(args))
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
@@ -383,3 +391,33 @@ class OpaqueVariable(ObjectVariable):
 
     def __repr__(self):
         return f"Opaque({self.value!r})"
+
+
+def is_builtin_exception(cls):
+    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
+
+
+class ExceptionVariable(Variable):
+    """A builtin exception made in the traced code, e.g. `IndexError("...")` before a raise.
+
+    Raising it is a symbolic `UserException`: a handler in traced code catches it
+    (handlers/exceptions.py); uncaught, the frame breaks and the raise runs natively."""
+
+    def __init__(self, cls, args):
+        super().__init__(None)
+        self.cls, self.args = cls, args
+
+    def python_type(self):
+        return self.cls
+
+    def getattr(self, tx, name):
+        if name == "args":
+            from .containers import TupleVariable
+            return TupleVariable(self.args)
+        raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
+
+    def reconstruct(self, cg):
+        cg.call_with(self.cls, self.args)
+
+    def __repr__(self):
+        return f"Exception({self.cls.__name__})"

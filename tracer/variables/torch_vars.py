@@ -6,7 +6,7 @@ tensor, a structure of tensors, or a metadata constant (folded out of the graph)
 """
 import torch
 
-from ..exc import Unsupported
+from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
@@ -159,8 +159,7 @@ class PythonModuleVariable(ObjectVariable):
         try:
             value = getattr(self.module, name)
         except AttributeError:
-            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r} "
-                              f"(the user code raises AttributeError)")
+            raise attribute_error(f"module {self.module.__name__!r}", name)
         from guards.sources import AttrSource
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "builtins",
