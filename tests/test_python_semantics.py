@@ -756,3 +756,27 @@ def test_exceptions_raised_and_caught_inside_the_trace():
     later.b = 100  # the attribute now exists: the miss was guarded, so this recompiles
     run_both(c, f, (t(2), later), {})
     assert len(c.entries) == 2
+
+
+REGISTRY = None
+
+
+def test_dict_subclass_input_read_through_super():
+    global REGISTRY
+
+    class Registry(dict):
+        def get(self, key, default=None):
+            return super().get(key, default)
+
+    REGISTRY = Registry(a=2, b=3)
+
+    def f(x):
+        return x * REGISTRY.get("a") + REGISTRY.get("zz", 1) + len(REGISTRY) + ("b" in REGISTRY)
+
+    c = check(f, t(2))
+    assert c.entries[0].breaks == []
+    REGISTRY["a"] = 10  # a guarded item changed: recompile, never a stale result
+    run_both(c, f, (t(2),), {})
+    REGISTRY["new"] = 1  # keys changed
+    run_both(c, f, (t(2),), {})
+    assert len(c.entries) == 3

@@ -41,6 +41,8 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         slot = slot_method(attr)
         if slot is not None:
             return BoundMethodVariable(slot, obj_var)
+    if _is_dict_read(attr) and isinstance(obj_var, UserObjectVariable) and isinstance(obj_var.value, dict):
+        return DictReadMethod(obj_var.dict_contents(tx), attr.__name__)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -54,8 +56,65 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     return tx.wrap(attr, source)
 
 
+_DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values", "items", "__len__",
+                         "__iter__", "copy"})
+
+
+def _is_dict_read(attr):
+    return isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(attr, "__objclass__", None) is dict and attr.__name__ in _DICT_READS
+
+
+class DictReadMethod(Variable):
+    """A read-only `dict` method (get, [], in, keys, ...) reached on a dict-subclass input,
+    e.g. through `super().get(k)`: it reads the object's items, whose keys are guarded."""
+
+    def __init__(self, contents, name):
+        super().__init__(None)
+        self.contents, self.name = contents, name
+
+    def call(self, tx, args, kwargs):
+        if self.name == "__iter__":
+            from .containers import IteratorVariable
+            return IteratorVariable(self.contents.iterate(tx))
+        return self.contents.call_method(tx, self.name, args, kwargs)
+
+
 class UserObjectVariable(ObjectVariable):
     mutable = True
+
+    def dict_contents(self, tx):
+        """The items of a dict-subclass input, as a read-only DictVariable (keys guarded)."""
+        cached = getattr(self, "_contents", None)
+        if cached is not None:
+            return cached
+        from guards import DictKeysMatch
+        from guards.sources import ItemSource
+        from .containers import DictVariable
+        d, t = self.value, type(self.value)
+        if self.source is None or t.__getitem__ is not dict.__getitem__:
+            raise Unsupported(f"reading items of a {t.__name__} (custom __getitem__ or no source)")
+        try:
+            tx.guard(DictKeysMatch(self.source, tuple(d.keys()), t))
+        except TypeError:
+            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
+        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in dict.items(d)}
+        self._contents = DictVariable(items, None)
+        return self._contents
+
+    def _plain_dict(self, slot):
+        t = type(self.value)
+        return isinstance(self.value, dict) and getattr(t, slot) is getattr(dict, slot)
+
+    def length(self, tx):
+        if self._plain_dict("__len__"):
+            return self.dict_contents(tx).length(tx)
+        return super().length(tx)
+
+    def iterate(self, tx):
+        if self._plain_dict("__iter__"):
+            return self.dict_contents(tx).iterate(tx)
+        return super().iterate(tx)
 
     def __init__(self, value, source=None):
         super().__init__(value, source)
