@@ -204,3 +204,27 @@ def test_custom_getattribute_frame_traced_through_hook_does_not_recurse():
     cg = tracer.compile(g)
     for _ in range(3):
         assert torch.equal(cg(x), g(x))
+
+
+def test_method_decorated_with_torch_no_grad_is_inlined():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        @torch.no_grad()
+        def rope(self, x):
+            return x.cos()
+
+        def forward(self, x):
+            return self.lin(self.rope(x)) * 2
+
+    m = M()
+    x = torch.randn(2, 3, requires_grad=True)
+    c = tracer.compile(m)
+    out, ref = c(x), m(x)
+    assert torch.allclose(out, ref) and out.requires_grad == ref.requires_grad
+    entry = c._compiled_forward.entries[0]
+    assert entry.breaks == [] and entry.reason is None
+    ops = [n.target for n in entry.graph.graph.nodes if n.op == "call_function"]
+    assert torch._C._set_grad_enabled in ops  # the no_grad region is in the graph

@@ -333,6 +333,10 @@ class Frame:
         self.output.graph.erase_node(node)
         if is_constant_value(example):
             return ConstantVariable(example)
+        if type(example) in (torch.no_grad, torch.enable_grad):
+            # e.g. the `ctx_factory()` of @torch.no_grad(): a fresh grad-mode context manager
+            from .variables.torch_vars import GradModeVariable
+            return GradModeVariable(type(example) is torch.enable_grad)
         raise Unsupported(f"torch op returned {type(example).__name__}, which has no graph meaning")
 
     def binary_op(self, name, a, b):
