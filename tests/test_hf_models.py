@@ -58,6 +58,10 @@ def _quiet():
     tracer.reset()
 
 
+# Models the tracer captures whole today (the others still break: see the README).
+WHOLE = {"gpt2", "llama", "vit"}
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_tiny_hf_model_matches_eager(name):
     torch.manual_seed(0)
@@ -68,6 +72,8 @@ def test_tiny_hf_model_matches_eager(name):
         rep = tracer.explain(model, **kwargs)
         assert torch.allclose(getattr(rep.result, key), ref, atol=1e-5)
         assert rep.graph_count >= 1 and rep.op_count > 0, str(rep)
+        if name in WHOLE:  # captured like TorchDynamo: one graph, no break
+            assert (rep.graph_count, rep.break_count) == (1, 0), str(rep)
         tracer.reset()
         compiled = tracer.compile(model)
         for _ in range(2):  # first call traces, second runs from the cache
