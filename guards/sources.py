@@ -142,29 +142,19 @@ class GlobalSource(Source):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class BuiltinSource(Source):
-    """A builtin, read from the builtins dict bound when the guard set is built.
+class BuiltinSource(GlobalSource):
+    """A builtin, read from the builtins dict bound when the guard set is built. Reloaded like
+    a global (LOAD_GLOBAL falls through to builtins).
 
     Correct only together with a guard that ``name`` is not shadowed by a global; the
     builder does not add that itself.
     """
-
-    name_: str
-
-    def __init__(self, name: str) -> None:
-        object.__setattr__(self, "name_", name)
-
-    def _key(self):
-        return (self.name_,)
 
     def name(self) -> str:
         return f"B[{self.name_!r}]"
 
     def guard_expr(self, ctx) -> str:
         return f"{ctx.const(ctx.builtins)}[{ctx.const(self.name_)}]"
-
-    def reconstruct(self) -> list[Instr]:
-        return [Instr("LOAD_GLOBAL", (False, self.name_))]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
