@@ -780,3 +780,15 @@ def test_dict_subclass_input_read_through_super():
     REGISTRY["new"] = 1  # keys changed
     run_both(c, f, (t(2),), {})
     assert len(c.entries) == 3
+
+
+def test_dict_changed_size_during_iteration_raises_like_cpython():
+    def f(x, d):
+        try:
+            for k in d.keys():
+                d[k + "x"] = 1
+        except RuntimeError:
+            return x + 1
+        return x
+
+    check(f, t(2), {"a": 1})

@@ -2,7 +2,7 @@
 on a tensor's value is Unsupported (data-dependent)."""
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..variables.containers import IteratorVariable, ListIteratorVariable, ListVariable
+from ..variables.containers import DictVariable, DictViewVariable, SetVariable, IteratorVariable, ListIteratorVariable, ListVariable
 from ..variables.tensor import TensorVariable
 from . import handler
 
@@ -62,7 +62,11 @@ def GET_ITER(f, inst):
         f.push(ListIteratorVariable(v))  # live view: appends/pops during the loop are seen
     else:
         from ..builtins_impl import iter_type
-        f.push(IteratorVariable(v.iterate(f), py_type=iter_type(v)))
+        it = IteratorVariable(v.iterate(f), py_type=iter_type(v))
+        base = v.dict_var if isinstance(v, DictViewVariable) else v
+        if isinstance(base, (DictVariable, SetVariable)):
+            it.sized = (base, len(base.items))
+        f.push(it)
 
 
 @handler("FOR_ITER")

@@ -426,6 +426,7 @@ class IteratorVariable(Variable):
         self.pos = 0
         self._more = more
         self.py_type = py_type  # what type() says: enumerate, zip, map, generator, ...
+        self.sized = None       # (dict/set Variable, its size) for iterators over a dict or set
 
     def lazy(self):
         return self._more is not None
@@ -434,6 +435,10 @@ class IteratorVariable(Variable):
         return self.py_type or type(iter([]))
 
     def next(self, tx):
+        if self.sized is not None and len(self.sized[0].items) != self.sized[1]:
+            # CPython checks this on every step of a dict/set iterator
+            kind = "dictionary" if isinstance(self.sized[0], DictVariable) else "Set"
+            raise user_error(RuntimeError, f"{kind} changed size during iteration")
         if self.pos >= len(self.items):
             if self._more is None:
                 return None
