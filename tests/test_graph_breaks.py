@@ -385,3 +385,25 @@ def test_generator_expression_and_generator_consumed_in_frame():
     xs = [t(2, seed=i) for i in range(3)]
     c, rec = run(f, (xs,), (xs,))
     assert len(rec.graphs) == 1 and c.entries[0].breaks == []
+
+
+def test_a_break_does_not_keep_dead_values_alive():
+    import gc
+    import weakref
+
+    class Thing:
+        pass
+
+    seen = []
+
+    def f(x):
+        obj = Thing()
+        ref = weakref.ref(obj, lambda r: seen.append("freed"))
+        del obj  # eager frees it here
+        print("break")
+        gc.collect()
+        return x + 1, ref() is None
+
+    c = tracer.compile(f)
+    out, freed = c(t(2))
+    assert freed and seen == ["freed"]

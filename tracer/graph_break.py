@@ -24,7 +24,7 @@ import bytecode as bc
 from bytecode_utils import live_locals, prologue
 from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code, super_self_name
 
-from .codegen import CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
+from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from .exc import Unsupported
 from .handlers.load_store import NullVariable
 
@@ -144,6 +144,11 @@ def generate_break(frame, inst, reason):
     stores = side_effect_values(cg, frame)
     # Phase 2: write.
     emit_stores(cg, frame, stores)
+    # Temporaries this frame holds; dropped before the resume call so that it keeps no object
+    # alive longer than the original frame would (weakref callbacks, __del__ timing).
+    held = [f"___tmp{i}" for i in range(1, cg._tmp + 1)]
+    if frame.ctx.output.count_ops() or cg.outputs:
+        held.append(GRAPH_OUT)
 
     # The instruction, natively, with its inputs.
     original = _bytecode_instrs(code)
@@ -162,17 +167,17 @@ def generate_break(frame, inst, reason):
     # Continuation after the instruction (fall-through): results are on the stack.
     result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
     _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
-                 liveness, local_tmps)
+                 liveness, local_tmps, drop=held + result_tmps)
     if is_jump:
         cg.instrs.append(jump_label)
-        _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps)
+        _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
     if handler is not None:
         cg.instrs.append(handler_label)
         exc_tmp = cg.store_tmp()
         kept = below[:handler.depth]
         lasti = inst.offset if handler.lasti else None
         _call_resume(cg, frame, handler.target, kept, below_tmps[:handler.depth], [], liveness,
-                     local_tmps, lasti=lasti, exc_tmp=exc_tmp)
+                     local_tmps, lasti=lasti, exc_tmp=exc_tmp, drop=held + [exc_tmp])
 
     head, slot = graph_call(frame, cg)
     return prologue(code) + head + cg.instrs, slot, cg.outputs
@@ -204,7 +209,7 @@ def _native(original, inst, jump_label, frame):
 
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
-                 lasti=None, exc_tmp=None):
+                 lasti=None, exc_tmp=None, drop=()):
     kinds = ["null" if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
     first = super_self_name(frame.code)
     names = [n for n in sorted(liveness[target]) if n in local_tmps]
@@ -233,6 +238,8 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
         args.insert(0, local_tmps[first])
     for t in args:
         cg.emit("LOAD_FAST", t)
+    for t in drop:
+        cg.emit("DELETE_FAST", t)
     cg.emit("PRECALL", len(args))
     cg.emit("CALL", len(args))
     cg.emit("RETURN_VALUE")
