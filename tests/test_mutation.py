@@ -176,3 +176,24 @@ def test_random_container_programs(ops, n):
     f = _program(ops)
     args = (t(2), [t(2, seed=i) for i in range(n)], {"a": t(2, seed=9)})
     check(f, *args)
+
+
+def test_ordered_dict_built_in_the_frame_is_one_object_after_a_graph_break():
+    # regression: the rebuilt value was remembered before its OrderedDict conversion, so a
+    # second reference after the break got a plain dict (another object, another type)
+    import collections
+
+    def f(x, od):
+        d = od.copy()  # an OrderedDict made in the frame
+        alias = d
+        print("break")
+        alias["b"] = x
+        return d, alias
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    d, alias = c(x, collections.OrderedDict(a=x + 1))
+    ref_d, _ = f(x, collections.OrderedDict(a=x + 1))
+    assert d is alias and type(d) is collections.OrderedDict
+    assert list(d) == list(ref_d) == ["a", "b"]
+    assert torch.equal(d["a"], ref_d["a"])

@@ -44,25 +44,16 @@ class CodeGen:
         """Emit code leaving `var` on the stack. A mutable value built here (a list, dict, set or
         object created during tracing) is built once and reused, so every reference to it
         after the graph — a call argument, a local, an item of another container — is the same
-        object, as it was in the traced code."""
+        object, as it was in the traced code. This is the one memo: Variables just build."""
         if not getattr(var, "mutable", False) or var.source is not None:
             return var.reconstruct(self)
-        if self.reuse(var):
-            return
-        var.reconstruct(self)
-        if id(var) not in self._memo:
-            self.remember(var)
-
-    def reuse(self, var):
-        """Load `var` if it was already built by this code; True if it was."""
         hit = self._memo.get(id(var))
-        if hit is None:
-            return False
-        self.emit("LOAD_FAST", hit[1])
-        return True
-
-    def remember(self, var):
-        """`var` was just built (top of stack): keep it in a temp for later references."""
+        if hit is not None:
+            if hit[1] is None:
+                raise Unsupported(f"{var} contains itself and escapes the frame")
+            return self.emit("LOAD_FAST", hit[1])
+        self._memo[id(var)] = (var, None)  # in progress: a reference back to it is a cycle
+        var.reconstruct(self)
         self.emit("COPY", 1)
         self._memo[id(var)] = (var, self.store_tmp())
 

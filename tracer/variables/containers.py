@@ -82,13 +82,9 @@ class BaseSequence(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
-        if self.mutable and cg.reuse(self):
-            return
         for item in self.items:
             cg.reconstruct(item)
         cg.build(self.kind, len(self.items))
-        if self.mutable:
-            cg.remember(self)
 
     def __repr__(self):
         return f"{self.kind.__name__}Var({self.items!r})"
@@ -287,8 +283,6 @@ class DictVariable(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
-        if cg.reuse(self):
-            return
         for k, v in self.items.items():
             if isinstance(k, _IdKey):
                 cg.reconstruct(k.var)
@@ -296,7 +290,6 @@ class DictVariable(Variable):
                 cg.load_const(k)
             cg.reconstruct(v)
         cg.build(dict, len(self.items))
-        cg.remember(self)
         if self.user_cls is not dict:
             cg.call_on_stack(self.user_cls)
 
@@ -402,12 +395,9 @@ class SetVariable(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
-        if cg.reuse(self):
-            return
         for k in self.items:
             cg.load_const(k)
         cg.build(set, len(self.items))
-        cg.remember(self)
 
 
 class IteratorVariable(Variable):

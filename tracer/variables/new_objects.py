@@ -371,17 +371,7 @@ class NewObjectVariable(Variable):
 
     # ---- after the graph -------------------------------------------------------------------
     def reconstruct(self, cg):
-        reuse = getattr(cg, "reuse", None)  # CodeGen's memo of values built once, when it has one
-        built = cg.__dict__.setdefault("_new_objects", {})
-        tmp = built.get(id(self))
-        if tmp == "in progress":
-            raise Unsupported(f"a new {self.cls.__name__} object that refers to itself escapes the frame")
-        if reuse is not None and reuse(self):
-            return
-        if tmp is not None:
-            cg.emit("LOAD_FAST", tmp)
-            return
-        built[id(self)] = "in progress"
+        # (built once per rewritten code, and refused if it contains itself: CodeGen.reconstruct)
         from .containers import _IdKey
         base = self.dict_base
         cg.emit("PUSH_NULL")
@@ -391,29 +381,23 @@ class NewObjectVariable(Variable):
         names = tuple(self.attrs.items)
         cg.load_const(names)
         for n in names:
-            _rebuild_value(cg, self.attrs.items[n])
+            cg.reconstruct(self.attrs.items[n])
         cg.build(tuple, len(names))
         cg.load_const(base.__setitem__ if base is not None else None)
         pairs = list(self.items.items.items()) if self.items is not None else []
         for k, _ in pairs:
             if isinstance(k, _IdKey):
-                _rebuild_value(cg, k.var)
+                cg.reconstruct(k.var)
             elif isinstance(k, tuple):  # (identity keys are kept as tuples: not rebuilt by value)
                 raise Unsupported(f"a new {self.cls.__name__} object with a tuple key escapes the frame")
             else:
                 cg.load_const(k)
         cg.build(tuple, len(pairs))
         for _, v in pairs:
-            _rebuild_value(cg, v)
+            cg.reconstruct(v)
         cg.build(tuple, len(pairs))
         cg.emit("PRECALL", 7)
         cg.emit("CALL", 7)
-        if reuse is not None:
-            cg.remember(self)
-            built[id(self)] = "done"
-        else:
-            cg.emit("COPY", 1)
-            built[id(self)] = cg.store_tmp()
 
     def __repr__(self):
         return f"NewObject({self.cls.__name__})"
@@ -423,11 +407,6 @@ _DICT_METHODS = ("__getitem__", "__setitem__", "__contains__", "__len__", "get",
                  "pop", "setdefault", "clear")
 _ODICT_AS_DICT = ("__init__", "__setitem__", "__delitem__", "__iter__", "keys", "values", "items", "update",
                   "pop", "setdefault", "clear")
-
-
-def _rebuild_value(cg, var):
-    rc = getattr(cg, "reconstruct", None)  # built once per code when CodeGen memoises values
-    return rc(var) if rc is not None else var.reconstruct(cg)
 
 
 def _attr_name(var):
