@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .codegen import ExprContext, HoistContext
-from .guard import Guard, IdMatch
+from .guard import Guard, IdMatch, SameObject
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards
 
@@ -57,12 +57,30 @@ def order_guards(guards: list[Guard]) -> tuple[list[Guard], list[TensorMatch], l
     return sorted(first, key=key), tensors, sorted(rest, key=key)
 
 
+def _with_aliases(guards: list[Guard]) -> list[Guard]:
+    """One tensor reached under two sources (tied weights: GPT2's lm_head and wte) is checked
+    once: TensorGuards rejects a batch holding the same tensor twice. The second source gets
+    `SameObject(first, second)` instead, which with the first's TensorMatch implies its own."""
+    first_by_id: dict[int, TensorMatch] = {}
+    out = []
+    for g in guards:
+        if isinstance(g, TensorMatch):
+            ex = g.live_example()
+            if ex is not None:
+                prev = first_by_id.setdefault(id(ex), g)
+                if prev is not g:
+                    g = g.as_alias_of(prev)
+                    out.append(SameObject(prev.source, g.source))
+        out.append(g)
+    return out
+
+
 class GuardSet:
     """A compiled guard set.  ``check`` is the fast generated function; never raises."""
 
     def __init__(self, guards: list[Guard], builtins: dict) -> None:
         self.builtins = builtins
-        first, tensors, rest = order_guards(_dedupe(list(guards)))
+        first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
         self.guards: list[Guard] = first + tensors + rest
         self.check: Callable[[tuple, dict, Any], bool]
         self.check, self.source_code = self._generate(first, tensors, rest)
@@ -87,6 +105,7 @@ class GuardSet:
                 emit(conds, f"[{index[id(g)]}] {type(g).__name__}")
 
         emit_guards(first)
+        tensors = [t for t in tensors if not t.aliased]  # their SameObject guard covers them
         if tensors:
             examples = [t.live_example() for t in tensors]
             if all(e is not None for e in examples):

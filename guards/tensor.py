@@ -11,6 +11,7 @@ example used only when the batch is built.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import weakref
 from typing import Any
@@ -45,6 +46,7 @@ class TensorMatch(Guard):
     dispatch_keys: str
     _single: Any = dataclasses.field(compare=False)
     _example_ref: Any = dataclasses.field(compare=False)
+    aliased: bool = dataclasses.field(default=False, compare=False)  # checked as `is` another source
     rank = 1
 
     def __init__(self, source: Source, example: torch.Tensor) -> None:
@@ -61,6 +63,12 @@ class TensorMatch(Guard):
         s(self, "dispatch_keys", str(torch._C._dispatch_keys(example)))
         s(self, "_single", make_tensor_guards([example]))
         s(self, "_example_ref", weakref.ref(example))
+
+    def as_alias_of(self, other: "TensorMatch") -> "TensorMatch":
+        """This guard, left out of the batch: a SameObject guard ties it to `other`."""
+        twin = copy.copy(self)
+        object.__setattr__(twin, "aliased", True)
+        return twin
 
     def _key(self):
         return (self.source, id(self.type), self.dtype, str(self.device), self.shape,

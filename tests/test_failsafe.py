@@ -73,9 +73,11 @@ def _fresh():
     tracer.reset()
 
 
+@pytest.mark.internal_errors
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_internal_fault_falls_back_to_eager(stage, monkeypatch, caplog):
     STAGES[stage](monkeypatch)
+    before = tracer.stats().internal_errors
     c = tracer.compile(fn)
     with caplog.at_level(logging.INFO, logger="tracer"):
         for _ in range(3):  # the first call traces; later calls hit the fallback entry
@@ -88,6 +90,7 @@ def test_internal_fault_falls_back_to_eager(stage, monkeypatch, caplog):
               or "runs as Python" in r.getMessage() and r.levelno >= logging.INFO]
     assert len([r for r in logged if r.levelno >= logging.WARNING]) <= 1
     assert logged, "the fallback reason is logged"
+    assert tracer.stats().internal_errors > before, "the fault is recorded as an internal error"
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
@@ -127,6 +130,7 @@ def test_backend_returning_non_callable(returned, caplog):
     assert isinstance(ei.value.__cause__, BackendError)
 
 
+@pytest.mark.internal_errors
 def test_fault_inside_capture_block(monkeypatch):
     """The same through tracer.capture (the frame hook path)."""
     _fault_generate(monkeypatch)

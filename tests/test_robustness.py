@@ -66,6 +66,10 @@ def _rec(x, n):
     return _rec(x + 1, n - 1)
 
 
+LIMIT_OK = pytest.mark.filterwarnings("default::tracer.RecompileLimitWarning")
+
+
+@LIMIT_OK  # each recursion level is a new constant n: the recompile limit is part of the test
 @pytest.mark.parametrize("depth", [200, "limit"])
 def test_deep_recursion_never_recursion_error_from_tracer(depth):
     n = sys.getrecursionlimit() - 150 if depth == "limit" else depth
@@ -75,6 +79,7 @@ def test_deep_recursion_never_recursion_error_from_tracer(depth):
     assert torch.equal(c(x, n), x + n)  # cached
 
 
+@LIMIT_OK
 def test_deep_recursion_inside_capture():
     x = torch.zeros(2)
     with tracer.capture():
@@ -117,6 +122,7 @@ def test_compiled_and_dropped_functions_leak_nothing():
 
 
 # ---- recompile storm -----------------------------------------------------------------------
+@LIMIT_OK
 def test_recompile_storm_degrades_to_eager_with_one_warning():
     def f(x, k):
         return x * k + k

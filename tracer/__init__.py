@@ -9,6 +9,8 @@
 See README.md and ../shared/DESIGN.md for the data flow.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
+from .cache import RecompileLimitWarning
+from .records import reset_stats, stats
 from .capture import capture
 from .explain import explain
 from .frame_hook import disable
@@ -17,5 +19,5 @@ from . import logs as _logs
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
-__all__ = ["compile", "capture", "disable", "explain", "reset", "CompiledFunction", "CompiledModule", "FullGraphError",
-           "BackendError", "Unsupported"]
+__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "CompiledFunction",
+           "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning"]

@@ -5,19 +5,16 @@ slots (a no-op for plain positional calls), run each cache entry's guard check, 
 entry's rewritten code with the same slots. A miss traces the frame (convert_frame).
 """
 import functools
-import logging
 import types
-import warnings
 
 import torch
 from bytecode_utils import arg_count, make_binder, make_function
 
 from . import cache
+from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
 from .frame_hook import hook
-
-log = logging.getLogger("tracer.recompiles")
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
@@ -51,6 +48,7 @@ class CompiledFunction:
         G, C = self._G, self._C
         for check, run in self._hits:
             if check(L, G, C):
+                HITS[0] += 1
                 return run(*L)
         return self._miss(L)
 
@@ -65,41 +63,22 @@ class CompiledFunction:
         return self._binder(*args, **kwargs)
 
     def _miss(self, L):
-        # One thread at a time looks up / compiles (threads calling with new shapes would
-        # otherwise trace the same entry twice and exhaust the recompile limit); the call
-        # itself runs outside the lock.
-        with cache.LOCK:
-            run = self._lookup_or_compile(L)
+        entry = cache.lookup_or_compile(self._code, L, self._G, self._C, self._backend, self._fullgraph,
+                                        lambda: self._trace(L))
+        if entry is None:  # the recompile limit is reached
+            return self._run_eager(*L)
+        for check, run in self._hits:
+            if getattr(run, "_entry", None) is entry:
+                break  # (another function with this code made it, or another thread)
+        else:
+            self._add(entry)
+            run = self._hits[-1][1]
         return run(*L)
 
-    def _lookup_or_compile(self, L):
-        code_cache = cache.cache_for(self._code)
-        G, C = self._G, self._C
-        for check, run in self._hits:  # added by another thread while this one waited
-            if check(L, G, C):
-                return run
-        for entry in code_cache.entries:  # entries made by another function with this code
-            if self._fullgraph and entry.code is None:
-                continue  # a fallback made without fullgraph: this function must raise instead
-            if entry.made_for(self._backend, self._fullgraph) and entry.guards.check(L, G, C) \
-                    and not any(r is entry for r in self._entries()):
-                self._add(entry)
-                return self._hits[-1][1]
-        if code_cache.limit_reached():
-            if not code_cache.warned:
-                code_cache.warned = True
-                warnings.warn(f"tracer: {self._code.co_name} recompiled {cache.RECOMPILE_LIMIT} times; "
-                              f"running it as plain Python from now on", RuntimeWarning, stacklevel=3)
-            return self._run_eager
-        if code_cache.entries and log.isEnabledFor(logging.INFO):
-            for entry in code_cache.entries:
-                log.info("recompiling %s: %s", self._code.co_name, "; ".join(entry.guards.failures(L, G, C)))
+    def _trace(self, L):
         with hook(None):  # the tracer's own reads of user objects must not be traced as frames
-            entry = convert_frame(self._code, L, G, C, self._builtins, self._backend, self._fullgraph)
-        code_cache.compiles += 1
-        code_cache.entries.append(entry)
-        self._add(entry)
-        return self._hits[-1][1]
+            return convert_frame(self._code, L, self._G, self._C, self._builtins, self._backend,
+                                 self._fullgraph)
 
     def _run_eager(self, *L):
         args, kwargs = self._unflatten(L)

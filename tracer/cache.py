@@ -1,18 +1,29 @@
-"""Per-code-object cache of compiled entries, and the recompile limit.
+"""Per-code-object cache of compiled entries, the recompile limit, and the one lookup path.
 
 An Entry is (guard set, rewritten code) plus what explain/dump want to show. The cache is
 keyed weakly by code object. Guard sets hold weak references to guarded objects and only
 metadata of tensors, so the cache does not keep user tensors alive.
+
+`lookup_or_compile` is the miss path shared by `tracer.compile` (api.py) and the frame hook
+callback (capture.py): look for an entry whose guards pass, else trace a new one, under one
+lock, with recompiles and the recompile limit recorded (records.py) the same way for both.
 """
 import dataclasses
 import logging
 import threading
+import warnings
 import weakref
+
+from . import config, records
 
 log = logging.getLogger("tracer.recompiles")
 
 RECOMPILE_LIMIT = 8
-LOCK = threading.RLock()  # lookup-then-compile is one step (api.CompiledFunction._miss, capture)
+LOCK = threading.RLock()  # lookup-then-compile is one step
+
+
+class RecompileLimitWarning(RuntimeWarning):
+    """A frame was traced RECOMPILE_LIMIT times; it runs as plain Python from now on."""
 
 
 @dataclasses.dataclass
@@ -50,6 +61,54 @@ def cache_for(code):
     if c is None:
         c = _CACHES[code] = CodeCache()
     return c
+
+
+def lookup(code, L, G, C, backend, fullgraph):
+    """The first entry made for (backend, fullgraph) whose guards pass, or None."""
+    for entry in cache_for(code).entries:
+        if entry.made_for(backend, fullgraph) and entry.guards.check(L, G, C):
+            return entry
+    return None
+
+
+def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
+    """An entry for this call: a cached one whose guards pass, else `make_entry()` (which
+    traces the frame). None when the recompile limit is reached: run the frame as Python.
+
+    One thread at a time looks up and compiles: threads calling with new shapes would
+    otherwise trace the same entry twice and exhaust the limit."""
+    with LOCK:
+        hit = lookup(code, L, G, C, backend, fullgraph)
+        if hit is not None:
+            return hit
+        code_cache = cache_for(code)
+        if code_cache.limit_reached():
+            if not code_cache.warned:
+                code_cache.warned = True
+                records.limit_reached(code, RECOMPILE_LIMIT)
+                warnings.warn(f"tracer: {code.co_name} recompiled {RECOMPILE_LIMIT} times; running it as "
+                              f"plain Python from now on (tracer.stats() lists the guards that failed)",
+                              RecompileLimitWarning, stacklevel=4)
+            return None
+        mine = [e for e in code_cache.entries if e.made_for(backend, fullgraph)]
+        if mine:
+            _record_recompile(code, mine, L, G, C)
+        entry = make_entry()
+        code_cache.compiles += 1
+        code_cache.entries.append(entry)
+        return entry
+
+
+def _record_recompile(code, entries, L, G, C):
+    failed = []
+    for i, entry in enumerate(entries):
+        why = entry.guards.failures(L, G, C)
+        if not why and config.verify_guards:
+            records.internal_error(code.co_qualname, f"entry {i}: check() is False but failures() "
+                                   f"names no failing guard (the two disagree)")
+        failed.append(f"entry {i}: " + ("; ".join(why) if why else "?"))
+    records.recompile(code, failed)
+    log.info("recompiling %s: %s", code.co_name, " | ".join(failed))
 
 
 def register_view(obj):

@@ -15,9 +15,11 @@ import threading
 
 import torch
 
-from . import cache
+from . import cache, records
+from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
+from .exc import FullGraphError
 
 log = logging.getLogger("tracer")
 
@@ -56,20 +58,14 @@ class FrameCallback:
         if should_skip(code, self.skip_prefixes):
             return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
-        code_cache = cache.cache_for(code)
-        for entry in code_cache.entries:
-            if entry.made_for(self.backend, self.fullgraph) and entry.guards.check(L, G, C):
-                return entry.code
-        with cache.LOCK:  # one thread compiles; others waiting may then hit its entry
-            for entry in code_cache.entries:
-                if entry.made_for(self.backend, self.fullgraph) and entry.guards.check(L, G, C):
-                    return entry.code
-            if code_cache.limit_reached():
-                return None
-            entry = convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph)
-            code_cache.compiles += 1
-            code_cache.entries.append(entry)
+        entry = cache.lookup(code, L, G, C, self.backend, self.fullgraph)
+        if entry is not None:
+            HITS[0] += 1
             return entry.code
+        entry = cache.lookup_or_compile(
+            code, L, G, C, self.backend, self.fullgraph,
+            lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph))
+        return None if entry is None else entry.code
 
 
 class capture:
@@ -92,10 +88,11 @@ class capture:
 
 
 def _report_callback_error(exc, code):
-    if isinstance(exc, Exception) and type(exc).__name__ == "FullGraphError":
+    if isinstance(exc, (FullGraphError, Warning)):  # fullgraph=True, or warnings made errors (-W error)
         raise exc
-    log.warning("tracer callback failed for %s; the frame runs as Python: %s: %s",
-                getattr(code, "co_name", code), type(exc).__name__, exc)
+    name = getattr(code, "co_qualname", repr(code))
+    log.warning("tracer callback failed for %s; the frame runs as Python: %s: %s", name, type(exc).__name__, exc)
+    records.internal_error(name, f"frame hook callback failed: {type(exc).__name__}: {exc}")
 
 
 def _skip_own_frames():

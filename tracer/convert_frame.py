@@ -13,7 +13,7 @@ import torch
 from bytecode_utils import arg_names
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
-from . import codegen, logs
+from . import codegen, config, logs, records
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
@@ -24,12 +24,6 @@ from .variables.functions import CellBox
 log = logging.getLogger("tracer")
 graph_log = logging.getLogger("tracer.graph")
 guard_log = logging.getLogger("tracer.guards")
-
-
-class Stats:
-    frames_traced = 0
-    fallbacks = 0
-    trace_seconds = 0.0
 
 
 def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
@@ -59,19 +53,43 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
                                  f"{type(e).__name__}: {e}") from e
         log.warning("tracer internal error in %s, running it as Python:\n%s",
                     code.co_name, traceback.format_exc())
+        records.internal_error(code.co_qualname, f"{type(e).__name__}: {e}", _where(ctx))
         entry = _fallback(code, ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
+    entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
-    Stats.frames_traced += 1
-    Stats.trace_seconds += time.perf_counter() - t0
+    records.frame_traced(code, entry, time.perf_counter() - t0)
     logs.entry_created(code, entry)
     return entry
+
+
+def _verified(code, entry, L, G, C, state, builtins):
+    """A new entry's guards must pass on the inputs it was built from: otherwise it would
+    never be hit and every call would trace again. That is a tracer bug; the call runs as
+    Python (an entry guarded on global state only, so there is no recompile loop)."""
+    if entry.guards.check(L, G, C):
+        if config.verify_guards:
+            why = entry.guards.failures(L, G, C)
+            if why:
+                records.internal_error(code.co_qualname, "check() passes but failures() says: " + "; ".join(why))
+        return entry
+    why = "; ".join(entry.guards.failures(L, G, C)) or "no guard names itself (check and failures disagree)"
+    message = f"guards fail on the inputs they were built from: {why}"
+    log.warning("tracer internal error in %s: %s; running it as Python", code.co_name, message)
+    records.internal_error(code.co_qualname, message)
+    return Entry(guards=compile_guards([state], builtins=builtins), code=None,
+                 reason=f"internal error: {message}")
+
+
+def _where(ctx):
+    inst = ctx.root_frame.current if ctx is not None and ctx.root_frame is not None else None
+    return f"{ctx.code.co_filename}:{inst.lineno}" if inst is not None else None
 
 
 def _trace(code, L, G, C, builtins, break_at=None):
     """Interpret the frame once; the real grad mode is restored whatever happens."""
     ctx = TraceContext(code, G, builtins)
     ctx.break_at = break_at
-    frame = Frame(ctx, code, G, {}, {})
+    frame = ctx.root_frame = Frame(ctx, code, G, {}, {})
     prev_grad = torch.is_grad_enabled()
     ctx.grad_at_start = prev_grad
     try:
@@ -152,11 +170,11 @@ def _distinct_sources(ctx):
 
 
 def _fallback(code, ctx, state, builtins, reason, location):
-    Stats.fallbacks += 1
     log.info("frame %s runs as Python: %s", code.co_name, reason)
     try:
         guard_set = compile_guards([state, *(ctx.guards if ctx else [])], builtins=builtins)
-    except Exception:
+    except Exception as e:  # guards the failed trace made: keep only global state
+        records.internal_error(code.co_qualname, f"guards of a fallback could not be built: {type(e).__name__}: {e}")
         guard_set = compile_guards([state], builtins=builtins)
     return Entry(guards=guard_set, code=None, reason=reason, location=location)
 

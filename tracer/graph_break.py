@@ -125,7 +125,8 @@ def generate_break(frame, inst, reason):
     # Phase 1: read everything.
     below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
     input_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in inputs]
-    targets = [inst.index + 1]
+    falls_through = inst.opname != "RAISE_VARARGS"  # a raise continues only at a handler
+    targets = [inst.index + 1] if falls_through else []
     is_jump = inst.opname.startswith("POP_JUMP")
     if is_jump:
         targets.append(inst.target)
@@ -165,9 +166,10 @@ def generate_break(frame, inst, reason):
         cg.instrs.append(bc.TryEnd(try_begin))
 
     # Continuation after the instruction (fall-through): results are on the stack.
-    result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
-    _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
-                 liveness, local_tmps, drop=held + result_tmps)
+    if falls_through:
+        result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
+        _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
+                     liveness, local_tmps, drop=held + result_tmps)
     if is_jump:
         cg.instrs.append(jump_label)
         _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)

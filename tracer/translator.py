@@ -52,6 +52,7 @@ class TraceContext:
 
     def __init__(self, code, f_globals, f_builtins):
         self.code = code
+        self.root_frame = None
         self.f_globals = f_globals
         self.f_builtins = f_builtins
         self.output = OutputGraph()

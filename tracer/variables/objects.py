@@ -307,6 +307,8 @@ class SuperVariable(Variable):
         cg.emit("CALL", 1)
 
     def getattr(self, tx, name):
+        if isinstance(self.obj, ClassVariable):  # super() in a classmethod or __new__
+            return self._class_getattr(tx, name)
         obj_type = self.obj.python_type()
         attr, owner = lookup_type_attr(obj_type, name, start_after=self.cls)
         if attr is None:
@@ -317,6 +319,24 @@ class SuperVariable(Variable):
         if any(attr is g for g in _generic_getattribute()) and isinstance(self.obj, UserObjectVariable):
             return GenericGetattrVariable(self.obj)
         return bind_class_attr(tx, attr, self.obj, obj_type)
+
+
+    def _class_getattr(self, tx, name):
+        """super(C, cls).name: lookup continues after C in cls.__mro__; functions come back
+        unbound, classmethods bound to cls (object.__new__ and other builtins: Unsupported)."""
+        from .functions import BoundMethodVariable
+        klass = self.obj.value
+        if not (isinstance(klass, type) and isinstance(self.cls, type) and issubclass(klass, self.cls)):
+            raise Unsupported("super(C, x) where x is neither an instance nor a subclass of C")
+        attr, _owner = lookup_type_attr(klass, name, start_after=self.cls)
+        if isinstance(attr, staticmethod):
+            attr = attr.__func__
+        if isinstance(attr, types.FunctionType):
+            return tx.wrap(attr, None)
+        if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
+            return BoundMethodVariable(tx.wrap(attr.__func__, None), self.obj)
+        raise Unsupported(f"super().{name} in a classmethod or __new__ reaches "
+                          f"{type(attr).__name__} {getattr(attr, '__qualname__', '')}")
 
 
 def _generic_getattribute():

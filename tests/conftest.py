@@ -1,0 +1,39 @@
+"""Suite-wide rules that keep the tests honest (issue 16).
+
+* Any tracer internal error recorded during a test fails it (the fail-safe would otherwise
+  turn the bug into a silent fallback and the test would pass). A test that injects faults
+  says so with `@pytest.mark.internal_errors`.
+* Guards are verified on every entry made anywhere in the suite: a new entry's guards pass
+  on the inputs it was built from, `check()` and `failures()` agree there, and whenever
+  `check()` rejects a call, `failures()` names a guard (config.verify_guards; a violation is
+  an internal error, so it fails the test through the first rule).
+* The recompile-limit warning is an error (pyproject's filterwarnings); a test about the
+  limit opts out with `@pytest.mark.filterwarnings("default::tracer.RecompileLimitWarning")`.
+
+`assert_captured` and `assert_warm` are the shared assertions: compiled == eager is not
+enough; the frame must have been captured, and warm calls must compile nothing.
+"""
+import pytest
+
+import tracer
+from tracer import config, records
+
+config.verify_guards = True
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "internal_errors: the test injects faults; tracer internal "
+                                       "errors are expected and do not fail it")
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_errors(request):
+    before = records.stats().internal_errors
+    yield
+    if request.node.get_closest_marker("internal_errors"):
+        return
+    s = records.stats()
+    if s.internal_errors > before:
+        new = s.of("internal_error")[-(s.internal_errors - before):]
+        pytest.fail("tracer internal error(s) during the test:\n" + "\n".join(f"  {e}" for e in new),
+                    pytrace=False)

@@ -1,0 +1,165 @@
+"""What the tracer did, as records users can read: `tracer.stats()` and `tracer.reset_stats()`.
+
+Why one module: every frame traced, graph, graph break, recompile, fallback and internal
+error happens in a few places (convert_frame, the cache lookup, the frame hook callback);
+each of them calls one function here, and everything that reports (stats(), explain,
+tracer-dump, TRACER_LOGS, the test suite's fixtures) reads what is kept here. Nothing else
+counts.
+
+Kept: counters (cheap, never reset except by reset_stats) and the most recent events (a
+bounded deque, so a long-running program does not grow memory). Cache hits are counted by
+the callers' hot paths as one integer add (`HITS[0] += 1`).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+
+MAX_EVENTS = 10_000
+
+# One-element lists: the hot paths increment them without a global statement or lookup.
+HITS = [0]
+
+_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One thing that happened. `kind` is one of KINDS; `where` is "file:line" or None."""
+    kind: str
+    frame: str            # the code object's qualified name
+    reason: str = ""      # break / fallback / recompile / internal-error text
+    where: str | None = None
+    time: float = dataclasses.field(default_factory=time.time)
+
+    def __str__(self):
+        at = f" at {self.where}" if self.where else ""
+        return f"{self.kind:<15} {self.frame}{at}: {self.reason}" if self.reason else f"{self.kind:<15} {self.frame}{at}"
+
+
+KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error")
+
+
+class _State:
+    def __init__(self):
+        self.counts = collections.Counter()
+        self.ops = 0
+        self.trace_seconds = 0.0
+        self.break_reasons = collections.Counter()     # reason -> count
+        self.fallback_reasons = collections.Counter()
+        self.events = collections.deque(maxlen=MAX_EVENTS)
+
+
+_state = _State()
+
+
+def _add(event):
+    with _LOCK:
+        _state.counts[event.kind] += 1
+        _state.events.append(event)
+
+
+# ---- what the tracer calls --------------------------------------------------------------------
+
+def frame_traced(code, entry, seconds):
+    """convert_frame made `entry` for `code` (captured, broken or fallen back)."""
+    name = code.co_qualname
+    with _LOCK:
+        _state.trace_seconds += seconds
+    _add(Event("frame", name, where=f"{code.co_filename}:{code.co_firstlineno}"))
+    if entry.graph is not None:
+        with _LOCK:
+            _state.ops += entry.ops
+        _add(Event("graph", name, f"{entry.ops} ops"))
+    for b in entry.breaks:
+        reason = str(b.reason)
+        with _LOCK:
+            _state.break_reasons[reason] += 1
+        _add(Event("break", name, reason, f"{b.filename}:{b.lineno}"))
+    if entry.code is None:
+        with _LOCK:
+            _state.fallback_reasons[entry.reason or "?"] += 1
+        _add(Event("fallback", name, entry.reason or "", entry.location))
+
+
+def recompile(code, failed):
+    """`code` is traced again; `failed` says which guard of each existing entry failed."""
+    _add(Event("recompile", code.co_qualname, "; ".join(failed)))
+
+
+def limit_reached(code, limit):
+    _add(Event("limit", code.co_qualname, f"recompiled {limit} times; runs as Python from now on"))
+
+
+def internal_error(frame_name, message, where=None):
+    """A bug in the tracer (caught by the fail-safe: the user's call still runs as Python)."""
+    _add(Event("internal_error", frame_name, message, where))
+
+
+# ---- what users read --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Stats:
+    """A snapshot of the counters (see `tracer.stats()`)."""
+    frames_traced: int
+    graphs: int
+    ops: int
+    graph_breaks: int
+    fallbacks: int
+    recompiles: int
+    recompile_limits: int
+    internal_errors: int
+    cache_hits: int
+    trace_seconds: float
+    break_reasons: dict
+    fallback_reasons: dict
+    events: list
+
+    def of(self, kind):
+        return [e for e in self.events if e.kind == kind]
+
+    def __str__(self):
+        out = [f"frames traced {self.frames_traced}   graphs {self.graphs}   ops {self.ops}   "
+               f"graph breaks {self.graph_breaks}   fallbacks {self.fallbacks}   "
+               f"recompiles {self.recompiles}   cache hits {self.cache_hits}   "
+               f"internal errors {self.internal_errors}   tracing {self.trace_seconds:.3f} s"]
+        if self.break_reasons:
+            out.append("graph breaks by reason:")
+            out += [f"  {n:>4}  {r}" for r, n in sorted(self.break_reasons.items(), key=lambda kv: -kv[1])]
+            out.append("  at:")
+            out += [f"    {e.where}  {e.frame}" for e in self.of("break")[-20:]]
+        if self.fallback_reasons:
+            out.append("frames run as Python, by reason:")
+            out += [f"  {n:>4}  {r}" for r, n in sorted(self.fallback_reasons.items(), key=lambda kv: -kv[1])]
+        for kind, title in (("recompile", "recompiles (guard that failed):"),
+                            ("limit", "recompile limits reached:"),
+                            ("internal_error", "internal errors:")):
+            events = self.of(kind)
+            if events:
+                out.append(title)
+                out += [f"  {e.frame}: {e.reason}" for e in events[-20:]]
+        return "\n".join(out)
+
+
+def stats():
+    """Counters since the start (or the last reset_stats()), and the recent events."""
+    with _LOCK:
+        c = _state.counts
+        return Stats(frames_traced=c["frame"], graphs=c["graph"], ops=_state.ops,
+                     graph_breaks=c["break"], fallbacks=c["fallback"], recompiles=c["recompile"],
+                     recompile_limits=c["limit"], internal_errors=c["internal_error"],
+                     cache_hits=HITS[0], trace_seconds=_state.trace_seconds,
+                     break_reasons=dict(_state.break_reasons),
+                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events))
+
+
+def reset_stats():
+    global _state
+    with _LOCK:
+        _state = _State()
+        HITS[0] = 0
+
+
+__all__ = ["stats", "reset_stats", "Stats", "Event"]
