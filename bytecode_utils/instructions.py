@@ -1,4 +1,4 @@
-"""Decoded CPython 3.11 instructions, in the shape the symbolic interpreter wants.
+"""Decoded CPython instructions, in the shape the symbolic interpreter wants.
 
 Why this module exists: ``dis`` gives byte offsets, shows ``EXTENDED_ARG`` as its own
 instruction and keeps the exception table as raw byte ranges. An interpreter wants one entry
@@ -7,8 +7,11 @@ exception-table entry covers it. ``decode`` builds exactly that on top of
 ``dis.get_instructions`` (so ``argval``/``argrepr`` are whatever ``dis`` says) and
 ``dis._parse_exception_table``.
 
-It also holds the small opcode facts everybody needs (which ops jump, which end a block, the
-``BINARY_OP`` argument table) and the ``bytecode``-package round trip used to build new code.
+Names are normalised by the running version's module (``versions.normalize``) so that
+instructions with the same meaning on 3.11, 3.12 and 3.13 have one name; ``opcode`` and
+``arg`` stay the real ones. It also holds the small opcode facts everybody needs (which ops
+jump, which end a block, the ``BINARY_OP`` argument table) and the ``bytecode``-package round
+trip used to build new code.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import dis
 import types
 
 import bytecode as _bc
+
+from . import versions
 
 __all__ = [
     "Instruction",
@@ -34,8 +39,12 @@ __all__ = [
     "from_bytecode",
 ]
 
-#: Every opname whose argument is a jump (relative or absolute) in this interpreter.
-JUMP_OPNAMES: frozenset[str] = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs)
+_RAW_JUMP_OPNAMES = frozenset(
+    dis.opname[op] for op in getattr(dis, "hasjump", None) or (dis.hasjrel + dis.hasjabs))
+
+#: Every opname whose argument is a jump in this interpreter, raw and normalised.
+JUMP_OPNAMES: frozenset[str] = _RAW_JUMP_OPNAMES | frozenset(
+    alias for name in _RAW_JUMP_OPNAMES for alias in versions.ALIASES.get(name, ()))
 
 #: Jumps that never fall through to the next instruction.
 UNCONDITIONAL_JUMP_OPNAMES: frozenset[str] = frozenset(
@@ -46,7 +55,7 @@ UNCONDITIONAL_JUMP_OPNAMES: frozenset[str] = frozenset(
 
 #: Instructions after which control never reaches the next instruction in the list.
 TERMINATOR_OPNAMES: frozenset[str] = frozenset(
-    {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMP_OPNAMES
+    {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMP_OPNAMES
 )
 
 #: ``BINARY_OP`` argument -> operator symbol, e.g. ``0: '+'``, ``13: '+='`` (from ``dis._nb_ops``).
@@ -136,10 +145,6 @@ def _raw_instructions(code: types.CodeType) -> list[Instruction]:
                 start_offset=d.offset if prefix_offset is None else prefix_offset,
             )
         )
-        if d.opname == "KW_NAMES":
-            # 3.11's dis does not resolve KW_NAMES (it is not in dis.hasconst until 3.12).
-            names = code.co_consts[d.arg]
-            out[-1].argval, out[-1].argrepr = names, repr(names)
         prefix_offset = None
         prefix_is_target = False
     if prefix_offset is not None:
@@ -189,12 +194,13 @@ def decode(code: types.CodeType) -> list[Instruction]:
     """Decode ``code`` into :class:`Instruction` objects with jump targets and handlers resolved.
 
     ``target`` is filled for every jump; ``exn`` is the first exception-table entry covering
-    the instruction (3.11 tables do not overlap, and the first match is what CPython uses).
+    the instruction (the tables do not overlap, and the first match is what CPython uses).
+    Opnames are normalised (``versions.normalize``).
     """
     instrs = _raw_instructions(code)
     owner = _unit_index_map(instrs, len(code.co_code))
     for inst in instrs:
-        if inst.opname in JUMP_OPNAMES:
+        if inst.opname in _RAW_JUMP_OPNAMES:
             target = owner[inst.argval // 2]
             if instrs[target].start_offset != inst.argval:
                 raise ValueError(f"{code.co_name}: jump at {inst.offset} into the middle of an instruction")
@@ -204,6 +210,8 @@ def decode(code: types.CodeType) -> list[Instruction]:
         for i in range(entry.start, entry.end + 1):
             if instrs[i].exn is None:
                 instrs[i].exn = entry
+    for inst in instrs:
+        versions.normalize(inst, code)
     return instrs
 
 

@@ -3,7 +3,7 @@
 At a graph break the rewritten frame runs the graph, executes the unsupported instruction
 natively, and hands the live stack and live locals to a resume function. The resume code is
 the *original* instruction stream, unchanged, with a short prefix after the prologue that
-pushes the saved stack (arguments, or NULLs where 3.11 had pushed a NULL), optionally the
+pushes the saved stack (arguments, or NULLs where the frame had a NULL), optionally the
 `lasti` and the exception an exception handler expects, and jumps to instruction N. Keeping
 the original stream keeps its exception table, so enclosing `try`/`with` blocks and `for`
 iterators are re-established exactly as the compiler laid them out.
@@ -13,6 +13,8 @@ from __future__ import annotations
 import types
 
 import bytecode as _bc
+
+from . import versions
 
 
 CO_VARARGS = 0x04
@@ -73,7 +75,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     """Build resume code for `code` starting at decoded instruction index `target`.
 
     stack: one entry per stack slot, bottom first: STACK_ARG (passed as an argument) or
-    STACK_NULL (3.11's NULL below a callable, pushed by the prefix).
+    STACK_NULL (the NULL of a call's layout, pushed by the prefix).
     local_args: names of the original locals passed in (after the stack arguments).
     lasti/push_exc: for resuming at an exception handler: push the int `lasti` (when the
     exception-table entry asks for it) and the exception, passed as argument `___exc`.
@@ -95,7 +97,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     stack_args = []
     for i, kind in enumerate(stack):
         if kind == STACK_NULL:
-            prefix.append(_bc.Instr("PUSH_NULL", lineno=lineno))
+            prefix.extend(versions.push_null(lineno=lineno))
         else:
             name = stack_arg_name(i)
             stack_args.append(name)

@@ -19,6 +19,8 @@ from typing import Any
 import bytecode
 from bytecode import Instr
 
+from bytecode_utils import versions
+
 
 def const_key(value: Any) -> Any:
     """A hashable key that is equal only for values that behave identically.
@@ -138,7 +140,7 @@ class GlobalSource(Source):
         return f"G[{ctx.const(self.name_)}]"
 
     def reconstruct(self) -> list[Instr]:
-        return [Instr("LOAD_GLOBAL", (False, self.name_))]
+        return versions.load_global(self.name_)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -210,7 +212,7 @@ class AttrSource(Source):
         return f"getattr({ctx.value(self.base_)}, {ctx.const(self.attr)})"
 
     def reconstruct(self) -> list[Instr]:
-        return self.base_.reconstruct() + [Instr("LOAD_ATTR", self.attr)]
+        return self.base_.reconstruct() + versions.load_attr(self.attr)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -265,9 +267,7 @@ class TypeSource(Source):
         return f"type({ctx.value(self.base_)})"
 
     def reconstruct(self) -> list[Instr]:
-        # 3.11 call convention: NULL, callable, args..., PRECALL n, CALL n
-        return ([Instr("PUSH_NULL"), Instr("LOAD_CONST", type)] + self.base_.reconstruct()
-                + [Instr("PRECALL", 1), Instr("CALL", 1)])
+        return versions.load_const_callable(type) + self.base_.reconstruct() + versions.call(1)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

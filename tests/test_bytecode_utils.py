@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bytecode_utils as bu
+from bytecode_utils import versions
 from test_bytecode_utils_support import STDLIB_MODULES, stdlib_codes
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 bytecode")
@@ -44,8 +45,12 @@ def test_decode_consistent_with_dis(modname):
         instrs = bu.decode(code)
         real = [d for d in dis.get_instructions(code) if d.opname != "EXTENDED_ARG"]
         assert [i.offset for i in instrs] == [d.offset for d in real]
-        assert [(i.opname, i.argval, i.argrepr) for i in instrs if i.opname != "KW_NAMES"] == [
-            (d.opname, d.argval, d.argrepr) for d in real if d.opname != "KW_NAMES"
+        # names are normalised (versions.normalize): the raw name or one of its aliases
+        for i, d in zip(instrs, real):
+            assert i.opname in (d.opname, *versions.ALIASES.get(d.opname, ()))
+            assert i.opcode == d.opcode and i.arg == d.arg
+        assert [(i.argval, i.argrepr) for i in instrs if i.opname != "KW_NAMES"] == [
+            (d.argval, d.argrepr) for d in real if d.opname != "KW_NAMES"
         ]
         for i in instrs:
             if i.opname == "KW_NAMES":
@@ -90,7 +95,7 @@ def test_decode_folds_extended_arg_and_long_jumps():
     assert all(i.opname != "EXTENDED_ARG" for i in instrs)
     big = [i for i in instrs if i.arg is not None and i.arg > 255]
     assert big and all(i.start_offset < i.offset for i in big)
-    jump = next(i for i in instrs if i.opname == "POP_JUMP_FORWARD_IF_FALSE")
+    jump = next(i for i in instrs if i.opname == "POP_JUMP_IF_FALSE")  # (normalised name)
     assert instrs[jump.target].opname == "LOAD_FAST" and instrs[jump.target].argval == "y"
     assert instrs[jump.target + 1].opname == "RETURN_VALUE"
     assert ns["f"](1, True) == 1
@@ -122,7 +127,8 @@ def test_decode_argvals_and_3_11_opcodes():
 
 
 def test_jump_and_terminator_sets():
-    assert {"JUMP_FORWARD", "JUMP_BACKWARD", "POP_JUMP_FORWARD_IF_TRUE", "FOR_ITER", "SEND"} <= bu.JUMP_OPNAMES
+    assert {"JUMP_FORWARD", "JUMP_BACKWARD", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_IF_TRUE", "FOR_ITER",
+            "SEND"} <= bu.JUMP_OPNAMES
     assert {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD"} <= bu.TERMINATOR_OPNAMES
     assert "POP_JUMP_FORWARD_IF_TRUE" not in bu.TERMINATOR_OPNAMES
     assert "YIELD_VALUE" not in bu.TERMINATOR_OPNAMES

@@ -5,8 +5,12 @@ load graph inputs from their sources and call the compiled graph, index its outp
 containers, replay side effects (STORE_ATTR / STORE_SUBSCR / STORE_GLOBAL / STORE_DEREF /
 method calls), return. This walks the instructions with a symbolic stack of expression
 strings; anything it does not know is kept as a `# OPNAME arg` comment, never guessed.
+Instructions are read through `bytecode_utils.decode` (names normalised across versions) and
+the call layout through `versions.split_call`, so the same walk serves 3.11, 3.12 and 3.13.
 """
 import dis
+
+from bytecode_utils import decode, versions
 
 _NULL = object()
 _LITERALS = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis))
@@ -64,16 +68,16 @@ def render_code(code, graphs=()):
     args = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     lines = [f"def {code.co_name}({', '.join(args)}):"]
     stack = []
-    kw_names = ()
     out = lines.append
 
     def pop(n=1):
         vals = [stack.pop() if stack else "<?>" for _ in range(n)]
         return vals[::-1]
 
-    for ins in dis.get_instructions(code):
+    instrs = decode(code)
+    for ins in instrs:
         op, arg, av = ins.opname, ins.arg, ins.argval
-        if op in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS", "PRECALL", "CACHE", "EXTENDED_ARG"):
+        if op in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS") or op in versions.CALL_PREFIX_OPNAMES:
             continue
         if op == "PUSH_NULL":
             stack.append(_NULL)
@@ -82,14 +86,12 @@ def render_code(code, graphs=()):
         elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_NAME"):
             stack.append(av)
         elif op == "LOAD_GLOBAL":
-            if arg & 1:
-                stack.append(_NULL)
-            stack.append(av)
+            stack.extend(versions.callable_and_null(av, _NULL) if arg & 1 else [av])
         elif op == "LOAD_ATTR":
             stack.append(f"{pop()[0]}.{av}")
         elif op == "LOAD_METHOD":
             obj = pop()[0]
-            stack.extend([_NULL, f"{obj}.{av}"])
+            stack.extend(versions.callable_and_null(f"{obj}.{av}", _NULL))
         elif op == "BINARY_SUBSCR":
             obj, key = pop(2)
             stack.append(f"{obj}[{key[1:-1] if key.startswith('(') and key.endswith(')') else key}]")
@@ -113,18 +115,15 @@ def render_code(code, graphs=()):
             vals = pop(arg)
             keys = [k.strip() for k in keys.strip("()").split(",") if k.strip()]
             stack.append("{" + ", ".join(f"{k}: {v}" for k, v in zip(keys, vals)) + "}")
-        elif op == "KW_NAMES":
-            kw_names = tuple(av) if isinstance(av, tuple) else tuple(code.co_consts[arg])
-        elif op == "CALL":
-            argv = pop(arg)
+        elif op in versions.CALL_OPNAMES:
+            if versions.CALL_OPNAMES[op]:  # the keyword names are a stack operand
+                pop()
+            kw_names = versions.call_kw_names(instrs, ins.index) or ()
+            items = pop(arg + 2)
+            fn, argv = versions.split_call(items, lambda v: v is _NULL)
             if kw_names:
                 n = len(kw_names)
                 argv = argv[:-n] + [f"{k}={v}" for k, v in zip(kw_names, argv[-n:])]
-                kw_names = ()
-            a, b = pop(2)
-            fn, self_ = (b, None) if a is _NULL else (a, b)
-            if self_ is not None and self_ is not _NULL:
-                argv = [self_] + argv
             stack.append(f"{fn}({', '.join(argv)})")
         elif op == "SWAP":
             stack[-1], stack[-arg] = stack[-arg], stack[-1]
@@ -151,6 +150,8 @@ def render_code(code, graphs=()):
                 out(f"    {value}")
         elif op == "RETURN_VALUE":
             out(f"    return {pop()[0]}")
+        elif op == "RETURN_CONST":
+            out(f"    return {_const(av, names)}")
         else:
             out(f"    # {op} {ins.argrepr}".rstrip())
             effect = dis.stack_effect(ins.opcode, arg) if ins.opcode >= dis.HAVE_ARGUMENT else \

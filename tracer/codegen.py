@@ -14,7 +14,7 @@ wrapper and the C frame hook call it with.
 """
 import bytecode as bc
 
-from bytecode_utils import flatten_signature, make_code, prologue
+from bytecode_utils import flatten_signature, make_code, prologue, versions
 from guards import LocalSource
 
 from .exc import Unsupported
@@ -97,20 +97,31 @@ class CodeGen:
             self.emit("BUILD_TUPLE", n)
             self.call_on_stack(kind)
 
+    def extend(self, instrs):
+        """Append instructions made by the version helpers (bytecode_utils.versions)."""
+        self.instrs.extend(instrs)
+
     def call_on_stack(self, fn):
-        """TOS -> fn(TOS), using 3.11's (callable, self) CALL convention."""
-        self.load_const(fn)
-        self.emit("SWAP", 2)
-        self.emit("PRECALL", 0)
-        self.emit("CALL", 0)
+        """TOS -> fn(TOS)."""
+        self.extend(versions.call_const_on_tos(fn))
 
     def call_with(self, fn, items):
-        self.emit("PUSH_NULL")
-        self.load_const(fn)
+        """fn(*items) for a constant fn and Variables items."""
+        self.extend(versions.load_const_callable(fn))
         for item in items:
             self.reconstruct(item)
-        self.emit("PRECALL", len(items))
-        self.emit("CALL", len(items))
+        self.extend(versions.call(len(items)))
+
+    def load_method(self, name):
+        """TOS -> what a method call reads; follow with the arguments and call(n)."""
+        self.extend(versions.load_method(name))
+
+    def load_attr(self, name):
+        self.extend(versions.load_attr(name))
+
+    def call(self, nargs, kw_names=()):
+        """Call what load_method / versions.load_callable left, with nargs arguments."""
+        self.extend(versions.call(nargs, kw_names))
 
     def new_tmp(self):
         self._tmp += 1
@@ -132,7 +143,7 @@ def generate(frame, ret):
     for st in stores:
         _emit_store(cg, frame, st)
     cg.emit("LOAD_FAST", ret_var)
-    cg.emit("RETURN_VALUE")
+    cg.extend(versions.return_value())
     head, slot = graph_call(frame, cg)
     return prologue(frame.code) + head + cg.instrs, slot, cg.outputs
 
@@ -169,13 +180,12 @@ def graph_call(frame, cg):
     if not (ctx.output.count_ops() or cg.outputs):
         return [], None
     slot = _GraphFnSlot()
-    head = [bc.Instr("PUSH_NULL"), bc.Instr("LOAD_CONST", slot)]
+    head = versions.load_const_callable(slot)
     loader = CodeGen(frame.code, ctx.output)
     for source, _node, _t in ctx.output.inputs:
         loader.load_source(source)
     head.extend(loader.instrs)
-    n = len(ctx.output.inputs)
-    head += [bc.Instr("PRECALL", n), bc.Instr("CALL", n), bc.Instr("STORE_FAST", GRAPH_OUT)]
+    head += versions.call(len(ctx.output.inputs)) + [bc.Instr("STORE_FAST", GRAPH_OUT)]
     return head, slot
 
 
@@ -215,21 +225,18 @@ def _emit_store(cg, frame, st):
             cg.load_const(slice(None))
             cg.emit("STORE_SUBSCR")
         elif isinstance(var, IteratorVariable):
-            cg.emit("PUSH_NULL")
-            cg.load_const(set_list_iter if hasattr(var, "replay_pos") else advance)
+            cg.extend(versions.load_const_callable(set_list_iter if hasattr(var, "replay_pos") else advance))
             cg.load_source(var.source)
             cg.emit("LOAD_FAST", tmp)
-            cg.emit("PRECALL", 2)
-            cg.emit("CALL", 2)
+            cg.call(2)
             cg.emit("POP_TOP")
         else:  # dict / set: clear then update in place, keeping identity
             for method, arg in (("clear", None), ("update", tmp)):
                 cg.load_source(var.source)
-                cg.emit("LOAD_METHOD", method)
+                cg.load_method(method)
                 if arg is not None:
                     cg.emit("LOAD_FAST", arg)
-                cg.emit("PRECALL", 1 if arg else 0)
-                cg.emit("CALL", 1 if arg else 0)
+                cg.call(1 if arg else 0)
                 cg.emit("POP_TOP")
     elif kind == "attr":
         _, var, name, tmp = st

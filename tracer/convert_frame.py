@@ -151,12 +151,13 @@ def _hand_grad_mode_to_bytecode(ctx, instrs):
     rewritten code then sets the mode the traced code had reached (e.g. a break inside
     `with torch.no_grad()`), right after the graph call."""
     import bytecode as bc
+    from bytecode_utils import versions
     ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
     at = next(i for i, ins in enumerate(instrs)
               if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
-    instrs[at + 1:at + 1] = [bc.Instr("PUSH_NULL"), bc.Instr("LOAD_CONST", torch._C._set_grad_enabled),
-                             bc.Instr("LOAD_CONST", ctx.grad_at_stop), bc.Instr("PRECALL", 1),
-                             bc.Instr("CALL", 1), bc.Instr("POP_TOP")]
+    instrs[at + 1:at + 1] = (versions.load_const_callable(torch._C._set_grad_enabled)
+                             + [bc.Instr("LOAD_CONST", ctx.grad_at_stop)]
+                             + versions.call(1) + [bc.Instr("POP_TOP")])
 
 
 def _distinct_sources(ctx):

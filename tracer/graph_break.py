@@ -21,7 +21,7 @@ import weakref
 
 import bytecode as bc
 
-from bytecode_utils import live_locals, prologue
+from bytecode_utils import live_locals, prologue, versions
 from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code, super_self_name
 
 from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
@@ -35,12 +35,9 @@ _SHAPES = {
     "DELETE_SUBSCR": (2, 0), "UNARY_NEGATIVE": (1, 1), "UNARY_POSITIVE": (1, 1),
     "UNARY_INVERT": (1, 1), "UNARY_NOT": (1, 1), "GET_ITER": (1, 1), "BUILD_STRING": None,
     "FORMAT_VALUE": None, "UNPACK_SEQUENCE": None, "CALL": None, "CALL_FUNCTION_EX": None,
-    "POP_JUMP_FORWARD_IF_TRUE": (1, 0), "POP_JUMP_FORWARD_IF_FALSE": (1, 0),
-    "POP_JUMP_BACKWARD_IF_TRUE": (1, 0), "POP_JUMP_BACKWARD_IF_FALSE": (1, 0),
+    "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
     "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None,
 }
-_FORWARD_JUMP = {"POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
-                 "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE"}
 
 
 @dataclasses.dataclass
@@ -127,7 +124,7 @@ def generate_break(frame, inst, reason):
     input_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in inputs]
     falls_through = inst.opname != "RAISE_VARARGS"  # a raise continues only at a handler
     targets = [inst.index + 1] if falls_through else []
-    is_jump = inst.opname.startswith("POP_JUMP")
+    is_jump = inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE")
     if is_jump:
         targets.append(inst.target)
     handler = inst.exn
@@ -158,7 +155,7 @@ def generate_break(frame, inst, reason):
         try_begin = bc.TryBegin(handler_label, push_lasti=False)
         cg.instrs.append(try_begin)
     for v in input_tmps:
-        cg.instrs.append(bc.Instr("PUSH_NULL") if v is None else bc.Instr("LOAD_FAST", v))
+        cg.instrs.extend(versions.push_null() if v is None else [bc.Instr("LOAD_FAST", v)])
     jump_label = bc.Label() if is_jump else None
     for ins in _native(original, inst, jump_label, frame):
         cg.instrs.append(ins)
@@ -195,19 +192,11 @@ def _bytecode_instrs(code):
 
 
 def _native(original, inst, jump_label, frame):
-    """Copies of the original instruction (plus the KW_NAMES/PRECALL that go with a CALL)."""
-    out = []
-    i = inst.index
-    if inst.opname == "CALL":
-        j = i - 1
-        while j >= 0 and original[j].name in ("PRECALL", "KW_NAMES"):
-            j -= 1
-        out.extend(ins.copy() for ins in original[j + 1:i])
-    ins = original[i].copy()
+    """Copies of the original instruction (with what belongs to it, e.g. a CALL's KW_NAMES);
+    a conditional jump becomes a forward jump to `jump_label`."""
     if jump_label is not None:
-        ins = bc.Instr(_FORWARD_JUMP.get(ins.name, ins.name), jump_label, lineno=ins.lineno)
-    out.append(ins)
-    return out
+        return versions.cond_jump(inst.opname, jump_label, lineno=original[inst.index].lineno)
+    return versions.call_instructions(original, inst.index)
 
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
@@ -219,19 +208,17 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
         names.append(first)
     rcode = resume_code(frame.code, target, [STACK_NULL if k == "null" else STACK_ARG for k in kinds],
                         names, lasti=lasti, push_exc=exc_tmp is not None)
-    cg.emit("PUSH_NULL")
-    # MAKE_FUNCTION, not a constant function: the resume function must run with the globals
-    # of the frame that runs this code, and one code object (hence one cache entry) can be
-    # shared by functions with different globals (exec of the same code into two namespaces).
+    # A function made here, not a constant function: the resume function must run with the
+    # globals of the frame that runs this code, and one code object (hence one cache entry)
+    # can be shared by functions with different globals (exec of the same code into two
+    # namespaces).
+    make = []
+    for name in frame.code.co_freevars:
+        make += versions.load_closure(name, free=True)
     if frame.code.co_freevars:
-        for name in frame.code.co_freevars:
-            cg.emit("LOAD_CLOSURE", bc.FreeVar(name))
-        cg.emit("BUILD_TUPLE", len(frame.code.co_freevars))
-        cg.load_const(rcode)
-        cg.emit("MAKE_FUNCTION", 0x08)
-    else:
-        cg.load_const(rcode)
-        cg.emit("MAKE_FUNCTION", 0)
+        make.append(bc.Instr("BUILD_TUPLE", len(frame.code.co_freevars)))
+    make += versions.make_function(rcode, closure=bool(frame.code.co_freevars))
+    cg.instrs.extend(versions.load_callable(make))
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:
         args.append(exc_tmp)
@@ -242,9 +229,7 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
         cg.emit("LOAD_FAST", t)
     for t in drop:
         cg.emit("DELETE_FAST", t)
-    cg.emit("PRECALL", len(args))
-    cg.emit("CALL", len(args))
-    cg.emit("RETURN_VALUE")
+    cg.instrs.extend(versions.call(len(args)) + versions.return_value())
 
 
 __all__ = ["BreakInfo", "can_break_at", "generate_break", "_GraphFnSlot"]

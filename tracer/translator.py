@@ -13,7 +13,7 @@ import functools
 import operator
 
 import torch
-from bytecode_utils import decode
+from bytecode_utils import decode, versions
 from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
 from guards.sources import Source
 
@@ -465,4 +465,7 @@ def _to_fx(value):
 
 
 def opnames_without_handler():
-    return sorted(name for name in dis.opmap if name not in HANDLERS)
+    """Opnames of this version's dis.opmap that decode (versions.ALIASES) to a name without
+    a handler."""
+    return sorted(name for name in dis.opmap
+                  if any(n not in HANDLERS for n in versions.ALIASES.get(name, (name,))))

@@ -40,7 +40,7 @@ class _MethodRef(Variable):  # noqa: F811
         """At a graph break between LOAD_METHOD and CALL: the bound attribute (with the NULL
         below it, CALL then treats it as a plain callable)."""
         cg.reconstruct(self.obj)
-        cg.emit("LOAD_ATTR", self.name)
+        cg.load_attr(self.name)
 
 
 @handler("STORE_ATTR")

@@ -30,11 +30,11 @@ def _truth(f, v):
     return f.truthy(v)
 
 
-for _dir in ("FORWARD", "BACKWARD"):
-    handler(f"POP_JUMP_{_dir}_IF_TRUE")(_pop_jump(lambda f, v: _truth(f, v)))
-    handler(f"POP_JUMP_{_dir}_IF_FALSE")(_pop_jump(lambda f, v: not _truth(f, v)))
-    handler(f"POP_JUMP_{_dir}_IF_NONE")(_pop_jump(_is_none))
-    handler(f"POP_JUMP_{_dir}_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
+# (3.11's POP_JUMP_FORWARD_IF_* / POP_JUMP_BACKWARD_IF_* arrive under these names: decode)
+handler("POP_JUMP_IF_TRUE")(_pop_jump(lambda f, v: _truth(f, v)))
+handler("POP_JUMP_IF_FALSE")(_pop_jump(lambda f, v: not _truth(f, v)))
+handler("POP_JUMP_IF_NONE")(_pop_jump(_is_none))
+handler("POP_JUMP_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
 
 
 @handler("JUMP_IF_TRUE_OR_POP")

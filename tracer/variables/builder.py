@@ -116,10 +116,9 @@ class IterRestSource(Source):
         return f"{ctx.const(iter_rest)}({ctx.value(self.base_)})"
 
     def reconstruct(self):
-        import bytecode as bc
+        from bytecode_utils import versions
         from .containers import iter_rest
-        return [bc.Instr("LOAD_CONST", iter_rest), *self.base_.reconstruct(),
-                bc.Instr("PRECALL", 0), bc.Instr("CALL", 0)]
+        return [*versions.load_const_callable(iter_rest), *self.base_.reconstruct(), *versions.call(1)]
 
 
 class IterSeqSource(IterRestSource):
@@ -138,10 +137,10 @@ class IterSeqSource(IterRestSource):
         return f"{ctx.const(getattr(containers, self.fn_name))}({ctx.value(self.base_)})"
 
     def reconstruct(self):
-        import bytecode as bc
+        from bytecode_utils import versions
         from . import containers
-        return [bc.Instr("LOAD_CONST", getattr(containers, self.fn_name)), *self.base_.reconstruct(),
-                bc.Instr("PRECALL", 0), bc.Instr("CALL", 0)]
+        return [*versions.load_const_callable(getattr(containers, self.fn_name)),
+                *self.base_.reconstruct(), *versions.call(1)]
 
 
 class IterPosSource(IterSeqSource):

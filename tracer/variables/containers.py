@@ -338,9 +338,8 @@ class DictViewVariable(Variable):
 
     def reconstruct(self, cg):
         cg.reconstruct(self.dict_var)
-        cg.emit("LOAD_METHOD", self.kind)
-        cg.emit("PRECALL", 0)
-        cg.emit("CALL", 0)
+        cg.load_method(self.kind)
+        cg.call(0)
 
 
 class _IdKey:
@@ -505,12 +504,7 @@ class ListIteratorVariable(IteratorVariable):
             cg.load_const(())
             cg.call_on_stack(iter)
             return
-        cg.emit("PUSH_NULL")
-        cg.load_const(list_iter_at)
-        cg.reconstruct(self.lst)
-        cg.load_const(self.pos)
-        cg.emit("PRECALL", 2)
-        cg.emit("CALL", 2)
+        cg.call_with(list_iter_at, [self.lst, ConstantVariable(self.pos)])
 
 
 def list_iter_at(lst, pos):

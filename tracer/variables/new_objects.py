@@ -20,6 +20,7 @@ import abc
 import collections
 import types
 
+from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, attribute_error
@@ -374,8 +375,7 @@ class NewObjectVariable(Variable):
         # (built once per rewritten code, and refused if it contains itself: CodeGen.reconstruct)
         from .containers import _IdKey
         base = self.dict_base
-        cg.emit("PUSH_NULL")
-        cg.load_const(rebuild_object)
+        cg.extend(versions.load_const_callable(rebuild_object))
         cg.load_const(self.cls)
         cg.load_const(dict.__new__ if base is not None else object.__new__)
         names = tuple(self.attrs.items)
@@ -396,8 +396,7 @@ class NewObjectVariable(Variable):
         for _, v in pairs:
             cg.reconstruct(v)
         cg.build(tuple, len(pairs))
-        cg.emit("PRECALL", 7)
-        cg.emit("CALL", 7)
+        cg.call(7)
 
     def __repr__(self):
         return f"NewObject({self.cls.__name__})"

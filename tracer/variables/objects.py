@@ -300,11 +300,7 @@ class SuperVariable(Variable):
 
     def reconstruct(self, cg):
         """super(cls, obj), rebuilt after the graph (a break with super() on the stack)."""
-        cg.load_const(super)
-        cg.load_const(self.cls)
-        cg.reconstruct(self.obj)
-        cg.emit("PRECALL", 1)
-        cg.emit("CALL", 1)
+        cg.call_with(super, [ConstantVariable(self.cls), self.obj])
 
     def getattr(self, tx, name):
         if isinstance(self.obj, ClassVariable):  # super() in a classmethod or __new__
@@ -416,8 +412,9 @@ class GenericAttrSource(AttrSource):
 
     def reconstruct(self):
         import bytecode as bc
-        return [bc.Instr("LOAD_CONST", object.__getattribute__), *self.base_.reconstruct(),
-                bc.Instr("LOAD_CONST", self.attr), bc.Instr("PRECALL", 1), bc.Instr("CALL", 1)]
+        from bytecode_utils import versions
+        return [*versions.load_const_callable(object.__getattribute__), *self.base_.reconstruct(),
+                bc.Instr("LOAD_CONST", self.attr), *versions.call(2)]
 
 
 def _generic_attr_source(var, name):

@@ -77,7 +77,7 @@ class TensorMethodVariable(Variable):
 
     def reconstruct(self, cg):
         cg.reconstruct(self.tensor)
-        cg.emit("LOAD_ATTR", self.name)
+        cg.load_attr(self.name)
 
 
 class GradModeVariable(Variable):

@@ -1,0 +1,150 @@
+"""CPython 3.11: the instruction set the tracer was first written for.
+
+Call layout: ``[NULL | method, callable | self, args...]`` then ``PRECALL n; CALL n``
+(``KW_NAMES`` before ``PRECALL`` names the trailing keyword arguments). A NULL goes *below*
+the callable. Conditional jumps come in FORWARD/BACKWARD flavours and accept any object.
+"""
+from __future__ import annotations
+
+import bytecode as _bc
+
+UNSET = _bc.UNSET
+
+#: raw opname -> the names the interpreter may see for it after ``normalize``.
+ALIASES: dict[str, tuple[str, ...]] = {
+    f"POP_JUMP_{d}_IF_{c}": (f"POP_JUMP_IF_{c}",)
+    for d in ("FORWARD", "BACKWARD")
+    for c in ("TRUE", "FALSE", "NONE", "NOT_NONE")
+}
+
+#: Instructions that belong to the CALL that follows them (copied with it at a graph break).
+CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES", "PRECALL")
+
+#: Call instructions -> whether a tuple of keyword names is one of their stack operands.
+CALL_OPNAMES: dict[str, bool] = {"CALL": False}
+
+
+def _i(name, arg=UNSET, **loc):
+    return _bc.Instr(name, **loc) if arg is UNSET else _bc.Instr(name, arg, **loc)
+
+
+# ---- decoding ------------------------------------------------------------------------------
+def normalize(inst, code):
+    """Rename a decoded instruction of ``code`` to the shared vocabulary (in place; returns it).
+
+    Only the name changes: ``opcode``/``arg`` stay the real ones (stack effects, dumps).
+    3.11's ``dis`` leaves KW_NAMES unresolved (not in ``dis.hasconst`` until 3.12): its
+    ``argval`` becomes the names tuple, as on 3.12."""
+    names = ALIASES.get(inst.opname)
+    if names is not None:
+        inst.opname = names[0]
+    elif inst.opname == "KW_NAMES" and not isinstance(inst.argval, tuple):
+        inst.argval = code.co_consts[inst.arg]
+        inst.argrepr = repr(inst.argval)
+    return inst
+
+
+def call_kw_names(instrs, i):
+    """The keyword names of the call instruction ``instrs[i]`` (decoded), or ``()``."""
+    j = i - 1
+    while j >= 0 and instrs[j].opname in CALL_PREFIX_OPNAMES:
+        if instrs[j].opname == "KW_NAMES":
+            return tuple(instrs[j].argval)
+        j -= 1
+    return ()
+
+
+# ---- stack layout ---------------------------------------------------------------------------
+def split_call(items, is_null):
+    """``items``: the ``argc + 2`` stack entries a CALL reads, bottom first.
+    Returns ``(callable, args)`` with a bound ``self`` prepended to the args."""
+    first, second, args = items[0], items[1], list(items[2:])
+    if is_null(first):
+        return second, args
+    return first, [second, *args]
+
+
+def callable_and_null(fn, null):
+    """Stack order (bottom first) of a callable loaded for a call with no ``self``."""
+    return [null, fn]
+
+
+# ---- emit helpers ---------------------------------------------------------------------------
+def push_null(**loc):
+    """A NULL stack entry (what a resumed stack needs where the frame had one)."""
+    return [_i("PUSH_NULL", **loc)]
+
+
+def load_callable(load):
+    """Wrap the instructions ``load`` (which push one callable) with the NULL a plain call
+    needs; follow with the arguments and ``call(n)``."""
+    return [_i("PUSH_NULL"), *load]
+
+
+def load_const_callable(fn):
+    """``fn`` (any object) loaded as a constant, ready for arguments and ``call(n)``."""
+    return load_callable([_i("LOAD_CONST", fn)])
+
+
+def call(nargs, kw_names=(), **loc):
+    """Call with ``nargs`` arguments on the stack, the last ``len(kw_names)`` by keyword.
+
+    Works after ``load_callable``/``load_const_callable``, after ``load_method``, and after
+    a callable followed by a value in the ``self`` slot (which becomes the first argument)."""
+    out = [_i("KW_NAMES", tuple(kw_names), **loc)] if kw_names else []
+    return out + [_i("PRECALL", nargs, **loc), _i("CALL", nargs, **loc)]
+
+
+def call_const_on_tos(fn):
+    """TOS -> ``fn(TOS)``: the constant goes below TOS, which then sits in the self slot."""
+    return [_i("LOAD_CONST", fn), _i("SWAP", 2), *call(0)]
+
+
+def load_method(name):
+    """TOS -> the pair a method call reads; follow with the arguments and ``call(n)``."""
+    return [_i("LOAD_METHOD", name)]
+
+
+def load_attr(name):
+    """TOS -> ``TOS.name``."""
+    return [_i("LOAD_ATTR", name)]
+
+
+def load_global(name, push_null=False):
+    """A global (or builtin); with ``push_null`` also the NULL of a plain call."""
+    return [_i("LOAD_GLOBAL", (bool(push_null), name))]
+
+
+def load_closure(name, free):
+    """Push the cell of a free (``free=True``) or cell variable, for a closure tuple."""
+    return [_i("LOAD_CLOSURE", _bc.FreeVar(name) if free else _bc.CellVar(name))]
+
+
+def make_function(code, closure=False):
+    """A function from the constant ``code`` (with the closure tuple already on the stack
+    when ``closure``); its globals are the running frame's."""
+    return [_i("LOAD_CONST", code), _i("MAKE_FUNCTION", 0x08 if closure else 0)]
+
+
+def cond_jump(opname, label, **loc):
+    """A forward conditional jump to ``label`` for a normalised ``POP_JUMP_IF_*`` name."""
+    cond = opname[len("POP_JUMP_IF_"):]
+    return [_i(f"POP_JUMP_FORWARD_IF_{cond}", label, **loc)]
+
+
+def return_value():
+    return [_i("RETURN_VALUE")]
+
+
+def return_const(value):
+    return [_i("LOAD_CONST", value), _i("RETURN_VALUE")]
+
+
+def call_instructions(original, i, prefixes=CALL_PREFIX_OPNAMES):
+    """Copies of the instruction at ``original[i]`` and of the ``prefixes`` just before it
+    that belong to it (``original``: the ``bytecode.Instr`` of a code object)."""
+    j = i
+    if original[i].name == "CALL":
+        while j > 0 and original[j - 1].name in prefixes:
+            j -= 1
+    return [ins.copy() for ins in original[j:i + 1]]
