@@ -26,7 +26,9 @@ JSON schema (`--json`, schema_version 1):
                  "entry_index": int,            # position in the code's cache entries
                  "status": "captured" | "fallback",
                  "graphs": [{"index": int, "ops": int, "code": str,
-                             "nodes": [{"op", "name", "target", "args", "kwargs", "shape"}]}],
+                             "nodes": [{"op", "name", "target", "args", "kwargs", "shape",
+                                        "source",    # "file:line" of the user code that made it
+                                        "module"}]}],# innermost nn.Module path ("" outside any)
                  "guards": [str],               # GuardSet.describe(), one guard per item
                  "breaks": [{"reason", "filename", "lineno", "line", "user_stack": [str]}],
                  "lines": {"captured": [int], "fallback": [int], "break": [int]},
@@ -166,8 +168,24 @@ def node_rows(gm):
         ev = n.meta.get("example_value")
         shape = _shape(ev)
         rows.append({"op": n.op, "name": n.name, "target": _qualified(n.target), "args": str(n.args),
-                     "kwargs": str(n.kwargs) if n.kwargs else "", "shape": shape})
+                     "kwargs": str(n.kwargs) if n.kwargs else "", "shape": shape,
+                     "source": _innermost_line(n.meta.get("stack_trace")),
+                     "module": _innermost_module(n.meta.get("nn_module_stack"))})
     return rows
+
+
+def _innermost_line(stack_trace):
+    """'file:line' of the last frame of a node's stack_trace (node_meta writes it)."""
+    import re
+    found = re.findall(r'File "([^"]*)", line (\d+)', stack_trace or "")
+    return f"{found[-1][0]}:{found[-1][1]}" if found else ""
+
+
+def _innermost_module(nn_module_stack):
+    if not nn_module_stack:
+        return ""
+    path, _cls = list(nn_module_stack.values())[-1]
+    return path
 
 
 def _shape(value):

@@ -92,9 +92,9 @@ def _source_block(frame, all_breaks):
 
 
 def _table(rows):
-    head = "<tr><th>opcode</th><th>name</th><th>target</th><th>shape</th><th>args</th><th>kwargs</th></tr>"
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(r[k])}</td>" for k in
-                                     ("op", "name", "target", "shape", "args", "kwargs")) + "</tr>" for r in rows)
+    keys = ("op", "name", "target", "shape", "module", "source", "args", "kwargs")
+    head = "<tr>" + "".join(f"<th>{'opcode' if k == 'op' else k}</th>" for k in keys) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(r.get(k, ''))}</td>" for k in keys) + "</tr>" for r in rows)
     return f"<table>{head}{body}</table>"
 
 

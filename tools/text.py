@@ -25,9 +25,10 @@ def _clip(text, width):
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def _table(rows, name_width=34, args_width=70):
+def _table(rows, name_width=34, args_width=60):
     cols = (("opcode", "op", 13), ("name", "name", name_width), ("target", "target", name_width),
-            ("shape", "shape", 14))
+            ("shape", "shape", 14), ("module", "module", 24), ("line", "line", 22))
+    rows = [dict(r, line=_short_source(r.get("source", ""))) | {"module": r.get("module", "")} for r in rows]
     widths = {k: min(max([len(h)] + [len(r[k]) for r in rows]), w) for h, k, w in cols}
     out = ["  ".join(h.ljust(widths[k]) for h, k, _w in cols) + "  args"]
     for r in rows:
@@ -35,6 +36,11 @@ def _table(rows, name_width=34, args_width=70):
         cells = [_clip(r[k], widths[k]).ljust(widths[k]) for _h, k, _w in cols]
         out.append(("  ".join(cells) + "  " + _clip(args, args_width)).rstrip())
     return "\n".join(out)
+
+
+def _short_source(source):
+    """'/long/path/model.py:42' -> 'model.py:42' (the full path is in --json)."""
+    return source.rsplit("/", 1)[-1]
 
 
 def render_break(b, style, indent=4):

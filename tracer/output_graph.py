@@ -19,6 +19,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .exc import Unsupported
+from .node_meta import derived, set_value
 
 
 def _sanitize(name):
@@ -59,7 +60,7 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(name)
         self._last_placeholder = node
-        node.meta["example_value"] = self.fake(tensor)
+        set_value(node, self.fake(tensor))
         node.meta["source"] = source.name()
         self.inputs.append((source, node, tensor))
         return node
@@ -87,7 +88,7 @@ class OutputGraph:
     def get_attr(self, tensor, hint):
         name = self.attr_name(tensor, hint)
         node = self.graph.get_attr(name)
-        node.meta["example_value"] = self.fake(tensor)
+        set_value(node, self.fake(tensor))
         return node
 
     # ---- operations ---------------------------------------------------------------
@@ -123,4 +124,5 @@ class OutputGraph:
 def getitem_node(graph, node, index):
     out = graph.graph.create_node("call_function", operator.getitem, (node, index), {})
     out.meta["example_value"] = node.meta["example_value"][index]
+    derived(out, node)
     return out

@@ -17,6 +17,7 @@ from bytecode_utils import decode, versions
 from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
 from guards.sources import Source
 
+from . import node_meta
 from .exc import Unsupported, UserException
 from .frame_hook import is_skipped
 from .handlers import HANDLERS
@@ -66,6 +67,7 @@ class TraceContext:
         self.root_steps = 0       # instructions executed by the root frame
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
+        self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -269,6 +271,7 @@ class Frame:
         else:
             fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
         node, example = self.output.create_node(kind, target, node_args, node_kwargs, fn)
+        node_meta.annotate(self, node, example, target)
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
         return self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
                                 or target is operator.setitem)
@@ -287,6 +290,7 @@ class Frame:
         self._guard_leaf_attrs(mod_var)
         fn = lambda: functional_call(module, state, tuple(fake_args), fake_kwargs)  # noqa: E731
         node, example = self.output.create_node("call_module", target, node_args, node_kwargs, fn)
+        node_meta.annotate(self, node, example, None, leaf_module=mod_var)
         return self.wrap_result(node, example, mutating=True)
 
     def _guard_module_state(self, mod_var, dotted, tensor):

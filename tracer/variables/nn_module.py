@@ -246,7 +246,12 @@ class NNModuleVariable(ObjectVariable):
         from .functions import UserFunctionVariable
         if getattr(forward, "__code__", None) is None:
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-        return UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
+        calls = tx.ctx.module_calls
+        calls.append(self)  # nodes made inside say which modules they came from (node_meta)
+        try:
+            return UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
+        finally:
+            calls.pop()
 
     def _check_hooks(self, tx):
         m = self.module
