@@ -12,6 +12,7 @@ from .api import CompiledFunction, CompiledModule, compile, reset
 from .cache import RecompileLimitWarning
 from .records import reset_stats, stats
 from .capture import capture
+from .check import CheckError
 from .explain import explain
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
@@ -20,4 +21,4 @@ from . import logs as _logs
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
 __all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "CompiledFunction",
-           "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning"]
+           "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError"]

@@ -13,6 +13,7 @@ from bytecode_utils import arg_count, make_binder, make_function
 from . import cache
 from .records import HITS
 from .backends import resolve
+from .check import checked
 from .convert_frame import convert_frame
 from .frame_hook import hook
 
@@ -22,7 +23,7 @@ _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 class CompiledFunction:
     """A Python function whose frames are traced, guarded and cached."""
 
-    def __init__(self, fn, backend="eager", fullgraph=False):
+    def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5):
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"tracer.compile expects a Python function or nn.Module, got {type(fn).__name__}")
         self._fn = fn
@@ -37,6 +38,7 @@ class CompiledFunction:
         self._defaults = None
         self._binder = None
         self._hits = []  # [(check, runner)]: this function's view of its code's cache
+        self._check = (int(check), check_rtol, check_atol)  # calls checked per new entry (check.py)
         cache.register_view(self)
         functools.update_wrapper(self, fn)
 
@@ -117,7 +119,16 @@ class CompiledFunction:
             run._entry = entry
         except AttributeError:
             pass
+        calls, rtol, atol = self._check
+        if calls and entry.code is not None:
+            run = checked(run, entry, self._run_eager, calls, rtol, atol, self._drop_checker,
+                          self._code.co_qualname)
         self._hits.append((entry.guards.check, run))
+
+    def _drop_checker(self, plain_run):
+        """The last checked call of an entry: its plain runner takes the checker's place."""
+        self._hits = [(c, plain_run if getattr(r, "_entry", None) is plain_run._entry else r)
+                      for c, r in self._hits]
 
     def _fallback_callback(self):
         from .capture import FrameCallback
@@ -151,11 +162,11 @@ def _builtins_of(g):
 class CompiledModule(torch.nn.Module):
     """An nn.Module wrapper whose forward is traced; parameters/state_dict are the original's."""
 
-    def __init__(self, module, backend="eager", fullgraph=False):
+    def __init__(self, module, backend="eager", fullgraph=False, **options):
         super().__init__()
         self._orig_mod = module
         forward = type(module).forward
-        self._compiled_forward = CompiledFunction(forward, backend=backend, fullgraph=fullgraph)
+        self._compiled_forward = CompiledFunction(forward, backend=backend, fullgraph=fullgraph, **options)
 
     def forward(self, *args, **kwargs):
         m = self._orig_mod
@@ -176,18 +187,22 @@ class CompiledModule(torch.nn.Module):
         return self._orig_mod.load_state_dict(*args, **kwargs)
 
 
-def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None):
+def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=False, check_rtol=1e-4,
+            check_atol=1e-5):
     """Trace `fn` (a function or nn.Module) into FX graphs run by `backend`.
 
-    Usable as `@compile`, `@compile(backend=...)` or `compile(fn, ...)`.
+    Usable as `@compile`, `@compile(backend=...)` or `compile(fn, ...)`. `check=True` (or a
+    number of calls) also runs the first call(s) of each new cache entry eagerly on copies of
+    the inputs and raises `tracer.CheckError` on any difference (see check.py).
     """
     if dynamic:
         raise NotImplementedError("dynamic shapes are not supported yet; shapes are specialised and guarded")
+    options = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol)
     if fn is None:
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph)
+        return lambda f: compile(f, dynamic=dynamic, **options)
     if isinstance(fn, torch.nn.Module):
-        return CompiledModule(fn, backend=backend, fullgraph=fullgraph)
-    return CompiledFunction(fn, backend=backend, fullgraph=fullgraph)
+        return CompiledModule(fn, **options)
+    return CompiledFunction(fn, **options)
 
 
 def reset():
