@@ -38,6 +38,7 @@ class CodeGen:
         self._out_index = {}
         self._tmp = 0
         self._memo = {}            # id(var) -> (var, temp name) for mutable values built here
+        self.after_writes = []     # instructions that must run after the side effects are written
 
     # ---- rebuilding values -------------------------------------------------------------------
     def reconstruct(self, var):
@@ -129,8 +130,7 @@ def generate(frame, ret):
     ret_var = _value_into_tmp(cg, ret)
     stores = side_effect_values(cg, frame)
     # Phase 2: writes.
-    for st in stores:
-        _emit_store(cg, frame, st)
+    emit_stores(cg, frame, stores)
     cg.emit("LOAD_FAST", ret_var)
     cg.emit("RETURN_VALUE")
     head, slot = graph_call(frame, cg)
@@ -156,9 +156,12 @@ def side_effect_values(cg, frame):
 
 
 def emit_stores(cg, frame, stores):
-    """Phase 2: the writes, after every value has been read."""
+    """Phase 2: the writes, after every value has been read; then what values rebuilt in
+    phase 1 deferred until the writes are done (CodeGen.after_writes)."""
     for st in stores:
         _emit_store(cg, frame, st)
+    cg.instrs.extend(cg.after_writes)
+    cg.after_writes = []
 
 
 def graph_call(frame, cg):

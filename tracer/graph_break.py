@@ -38,6 +38,7 @@ _SHAPES = {
     "POP_JUMP_FORWARD_IF_TRUE": (1, 0), "POP_JUMP_FORWARD_IF_FALSE": (1, 0),
     "POP_JUMP_BACKWARD_IF_TRUE": (1, 0), "POP_JUMP_BACKWARD_IF_FALSE": (1, 0),
     "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None,
+    "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
 }
 _FORWARD_JUMP = {"POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
                  "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE"}
@@ -166,7 +167,11 @@ def generate_break(frame, inst, reason):
         cg.instrs.append(bc.TryEnd(try_begin))
 
     # Continuation after the instruction (fall-through): results are on the stack.
-    if falls_through:
+    if inst.opname == "LOAD_METHOD":  # a NULL and the attribute: only the attribute is stored
+        attr_tmp = cg.store_tmp()
+        _call_resume(cg, frame, inst.index + 1, below, below_tmps + [None, attr_tmp], [STACK_NULL, STACK_ARG],
+                     liveness, local_tmps, drop=held + [attr_tmp])
+    elif falls_through:
         result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
                      liveness, local_tmps, drop=held + result_tmps)
@@ -204,6 +209,8 @@ def _native(original, inst, jump_label, frame):
             j -= 1
         out.extend(ins.copy() for ins in original[j + 1:i])
     ins = original[i].copy()
+    if ins.name == "LOAD_METHOD":  # CALL treats (NULL, bound attribute) as a plain call
+        ins = bc.Instr("LOAD_ATTR", ins.arg, lineno=ins.lineno)
     if jump_label is not None:
         ins = bc.Instr(_FORWARD_JUMP.get(ins.name, ins.name), jump_label, lineno=ins.lineno)
     out.append(ins)

@@ -505,6 +505,19 @@ class ListIteratorVariable(IteratorVariable):
             cg.load_const(())
             cg.call_on_stack(iter)
             return
+        if self.lst.source is not None and tx_mutated(self.lst):
+            # The real list gets its traced contents only when the side effects are written,
+            # after this read: a position set now would be clamped to the old length. Make
+            # the iterator now (identity), put it at its position after the writes.
+            import bytecode as bc
+            cg.reconstruct(self.lst)
+            cg.call_on_stack(iter)
+            cg.emit("COPY", 1)
+            it = cg.store_tmp()
+            cg.after_writes += [bc.Instr("PUSH_NULL"), bc.Instr("LOAD_CONST", set_list_iter),
+                                bc.Instr("LOAD_FAST", it), bc.Instr("LOAD_CONST", self.pos),
+                                bc.Instr("PRECALL", 2), bc.Instr("CALL", 2), bc.Instr("POP_TOP")]
+            return
         cg.emit("PUSH_NULL")
         cg.load_const(list_iter_at)
         cg.reconstruct(self.lst)
