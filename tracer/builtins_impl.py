@@ -12,7 +12,7 @@ import operator
 import torch
 
 from .exc import Unsupported, UserException, user_error
-from .variables.base import ConstantVariable, Variable
+from .variables.base import ConstantVariable, Variable, check_builtin_attr
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
 from .variables.tensor import TensorVariable
@@ -117,6 +117,7 @@ def _slice(tx, *args):
 @impl(getattr)
 def _getattr(tx, obj, name, *default):
     try:
+        check_builtin_attr(obj, name.as_constant())
         return obj.getattr(tx, name.as_constant())
     except UserException as e:
         if default and issubclass(e.exc_type, AttributeError):
@@ -131,6 +132,7 @@ def _getattr(tx, obj, name, *default):
 @impl(hasattr)
 def _hasattr(tx, obj, name):
     try:
+        check_builtin_attr(obj, name.as_constant())
         return ConstantVariable(bool(obj.hasattr(tx, name.as_constant())))
     except UserException as e:
         if issubclass(e.exc_type, AttributeError):
@@ -341,9 +343,23 @@ def _make_ctor(cls):
             if meta is not None and meta.__repr__ is type.__repr__ and meta.__str__ is object.__str__:
                 # "<class 'm.C'>": fixed by the class's identity
                 return ConstantVariable(str(args[0].cls))
+            text = _exception_str(args[0])
+            if text is not None:
+                return ConstantVariable(text)
             raise Unsupported(f"str() of {args[0]}")
         return _fold(cls, args, kwargs)
     return ctor
+
+
+def _exception_str(var):
+    """str(e) for a builtin exception with constant arguments (e.g. the AttributeError of a
+    traced attribute miss, caught by `except AttributeError as e`); None otherwise."""
+    from .variables.objects import ExceptionVariable, is_builtin_exception
+    if not isinstance(var, ExceptionVariable) or not is_builtin_exception(var.cls):
+        return None
+    if not all(a.is_constant() for a in var.args):
+        return None
+    return str(var.cls(*(a.as_constant() for a in var.args)))
 
 
 for _cls in (int, float, str, complex):

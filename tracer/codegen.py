@@ -12,6 +12,8 @@ The rewritten frame does, in order:
 The signature is then flattened to the N argument slots, which is what both the compile()
 wrapper and the C frame hook call it with.
 """
+import contextlib
+
 import bytecode as bc
 
 from bytecode_utils import flatten_signature, make_code, prologue, versions
@@ -38,6 +40,7 @@ class CodeGen:
         self._out_index = {}
         self._tmp = 0
         self._memo = {}            # id(var) -> (var, temp name) for mutable values built here
+        self._after_writes = []    # instructions that must run after the side effects are written
 
     # ---- rebuilding values -------------------------------------------------------------------
     def reconstruct(self, var):
@@ -123,6 +126,16 @@ class CodeGen:
         """Call what load_method / versions.load_callable left, with nargs arguments."""
         self.extend(versions.call(nargs, kw_names))
 
+    @contextlib.contextmanager
+    def after_writes(self):
+        """What is emitted inside the block runs after phase 2 (the side-effect writes)."""
+        saved, self.instrs = self.instrs, []
+        try:
+            yield
+        finally:
+            self._after_writes += self.instrs
+            self.instrs = saved
+
     def new_tmp(self):
         self._tmp += 1
         return f"___tmp{self._tmp}"
@@ -140,8 +153,7 @@ def generate(frame, ret):
     ret_var = _value_into_tmp(cg, ret)
     stores = side_effect_values(cg, frame)
     # Phase 2: writes.
-    for st in stores:
-        _emit_store(cg, frame, st)
+    emit_stores(cg, frame, stores)
     cg.emit("LOAD_FAST", ret_var)
     cg.extend(versions.return_value())
     head, slot = graph_call(frame, cg)
@@ -167,9 +179,12 @@ def side_effect_values(cg, frame):
 
 
 def emit_stores(cg, frame, stores):
-    """Phase 2: the writes, after every value has been read."""
+    """Phase 2: the writes, after every value has been read; then what values rebuilt in
+    phase 1 deferred until the writes are done (CodeGen.after_writes)."""
     for st in stores:
         _emit_store(cg, frame, st)
+    cg.instrs.extend(cg._after_writes)
+    cg._after_writes = []
 
 
 def graph_call(frame, cg):

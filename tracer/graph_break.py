@@ -37,6 +37,7 @@ _SHAPES = {
     "FORMAT_VALUE": None, "UNPACK_SEQUENCE": None, "CALL": None, "CALL_FUNCTION_EX": None,
     "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
     "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None,
+    "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
 }
 
 
@@ -163,7 +164,12 @@ def generate_break(frame, inst, reason):
         cg.instrs.append(bc.TryEnd(try_begin))
 
     # Continuation after the instruction (fall-through): results are on the stack.
-    if falls_through:
+    if inst.opname == "LOAD_METHOD":  # the attribute and a NULL, in this version's call order
+        attr_tmp = cg.store_tmp()
+        pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
+        _call_resume(cg, frame, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
+                     liveness, local_tmps, drop=held + [attr_tmp])
+    elif falls_through:
         result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
                      liveness, local_tmps, drop=held + result_tmps)
@@ -193,7 +199,10 @@ def _bytecode_instrs(code):
 
 def _native(original, inst, jump_label, frame):
     """Copies of the original instruction (with what belongs to it, e.g. a CALL's KW_NAMES);
-    a conditional jump becomes a forward jump to `jump_label`."""
+    a conditional jump becomes a forward jump to `jump_label`; a method load becomes a plain
+    attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
+    if inst.opname == "LOAD_METHOD":
+        return versions.load_attr(inst.argval)
     if jump_label is not None:
         return versions.cond_jump(inst.opname, jump_label, lineno=original[inst.index].lineno)
     return versions.call_instructions(original, inst.index)
@@ -201,13 +210,12 @@ def _native(original, inst, jump_label, frame):
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
                  lasti=None, exc_tmp=None, drop=()):
-    kinds = ["null" if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
+    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
     first = super_self_name(frame.code)
     names = [n for n in sorted(liveness[target]) if n in local_tmps]
     if first in local_tmps and first not in names:
         names.append(first)
-    rcode = resume_code(frame.code, target, [STACK_NULL if k == "null" else STACK_ARG for k in kinds],
-                        names, lasti=lasti, push_exc=exc_tmp is not None)
+    rcode = resume_code(frame.code, target, kinds, names, lasti=lasti, push_exc=exc_tmp is not None)
     # A function made here, not a constant function: the resume function must run with the
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two

@@ -1,18 +1,21 @@
 """Attribute and subscript access."""
-from ..variables.base import ConstantVariable
+from ..variables.base import ConstantVariable, check_builtin_attr
 from . import handler
 from .load_store import NULL
 
 
 @handler("LOAD_ATTR")
 def LOAD_ATTR(f, inst):
-    f.push(f.pop().getattr(f, inst.argval))
+    obj = f.pop()
+    check_builtin_attr(obj, inst.argval)
+    f.push(obj.getattr(f, inst.argval))
 
 
 @handler("LOAD_METHOD")
 def LOAD_METHOD(f, inst):
     # 3.11: pushes (NULL, bound attr); CALL then sees NULL + callable. We always bind here.
     obj = f.pop()
+    check_builtin_attr(obj, inst.argval)  # raises here, as CPython does, not at the call
     f.push(NULL)
     f.push(_MethodRef(obj, inst.argval))
 

@@ -79,6 +79,35 @@ class Variable:
         return f"{type(self).__name__}()"
 
 
+def check_builtin_attr(var, name):
+    """Raise the AttributeError CPython raises for `var.name` when `var` is an instance of a
+    builtin type (dict, list, tuple, str, int, ...) that has no attribute `name`.
+
+    Such instances have no `__dict__` and no attribute hooks, so the type alone decides. The
+    miss is then a user exception at this very instruction (catchable by a traced `try`),
+    never a lazy attribute that would only fail when rebuilt at a later graph break, outside
+    the user's handler."""
+    try:
+        t = var.python_type()
+    except Unsupported:
+        return
+    if (type(t) is type and t.__module__ == "builtins" and not t.__dictoffset__
+            and not hasattr(t, name)):
+        from ..exc import attribute_error
+        raise attribute_error(t.__name__, name)
+
+
+class TempVariable(Variable):
+    """A value generated code already holds in a temporary local (code generation only)."""
+
+    def __init__(self, name):
+        super().__init__(None)
+        self.name = name
+
+    def reconstruct(self, cg):
+        cg.emit("LOAD_FAST", self.name)
+
+
 class ObjectVariable(Variable):
     """A Variable standing for one real Python object (`value`), compared by identity.
 

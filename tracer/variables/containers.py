@@ -7,7 +7,7 @@ code writes the final contents back after the graph runs (`lst[:] = ...`,
 rebuilt only if they escape (returned, stored).
 """
 from ..exc import Unsupported, user_error
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, TempVariable, Variable
 
 
 def _const_key(tx, key):
@@ -503,6 +503,18 @@ class ListIteratorVariable(IteratorVariable):
         if self.lst is None:
             cg.load_const(())
             cg.call_on_stack(iter)
+            return
+        if self.lst.source is not None and tx_mutated(self.lst):
+            # The real list gets its traced contents only when the side effects are written,
+            # after this read: a position set now would be clamped to the old length. Make
+            # the iterator now (identity), put it at its position after the writes.
+            cg.reconstruct(self.lst)
+            cg.call_on_stack(iter)
+            cg.emit("COPY", 1)
+            it = cg.store_tmp()
+            with cg.after_writes():
+                cg.call_with(set_list_iter, [TempVariable(it), ConstantVariable(self.pos)])
+                cg.emit("POP_TOP")
             return
         cg.call_with(list_iter_at, [self.lst, ConstantVariable(self.pos)])
 

@@ -1,0 +1,239 @@
+"""What a graph break must preserve (issue 15): exceptions raised at a break point reach the
+user's own except/finally, and side effects written in a loop whose body breaks happen once
+per iteration, in order, whatever entries the cache already holds.
+
+Each test compares with eager over several calls and asserts what was captured (graphs,
+breaks, ops from tracer.stats()), so a silent fallback to Python fails it too.
+"""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import tracer
+
+from test_graph_breaks import same
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    tracer.reset_stats()
+    yield
+    tracer.reset()
+
+
+def _outcome(fn, args):
+    try:
+        return fn(*args), None
+    except Exception as e:  # noqa: BLE001 - the exception is what is compared
+        return None, e
+
+
+def check(fn, *argsets, reset=None):
+    """compiled == eager on each argument set: result (or exception type and message), the
+    inputs afterwards, and the globals `reset` names (put back before each call)."""
+    c = tracer.compile(fn)
+    for args in argsets:
+        outs = []
+        for run in (fn, c):
+            if reset:
+                reset()
+            mine = copy.deepcopy(args)
+            r, e = _outcome(run, mine)
+            state = {k: copy.deepcopy(reset.namespace[k]) for k in (reset or ())}
+            outs.append((r, e, mine, state))
+        (r1, e1, a1, s1), (r2, e2, a2, s2) = outs
+        assert type(e1) is type(e2) and str(e1) == str(e2), f"eager raised {e1!r}, compiled {e2!r}"
+        assert same(r1, r2), f"results differ: {r1} vs {r2}"
+        assert same(list(a1), list(a2)), f"inputs mutated differently: {a1} vs {a2}"
+        assert s1 == s2, f"globals differ: eager {s1}, compiled {s2}"
+    return c
+
+
+class Reset(dict):
+    """Globals to put back before each call (eager and compiled start from the same state)."""
+
+    def __init__(self, namespace, **values):
+        super().__init__(values)
+        self.namespace = namespace
+
+    def __call__(self):
+        self.namespace.update(copy.deepcopy(dict(self)))
+
+
+def t(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---- bug 2: an exception from a break point escapes the user's handler ----------------------
+
+def test_attribute_miss_on_dict_argument_reaches_except():
+    """The issue's program: `d.nope()` on a dict argument inside try. The AttributeError used
+    to be raised while rebuilding the call's inputs at the break, outside the handler."""
+    def f(x, d):
+        try:
+            k = len(d.nope())
+        except Exception:
+            k = -1
+        return x + k
+
+    check(f, (t(3), {}), (t(3), {"a": 1}), (t(4, 2), {}))
+    s = tracer.stats()
+    # one entry per dict keys / shape; the miss is traced, not a break
+    assert s.graphs == 3 and s.ops == 3 and s.graph_breaks == 0 and s.fallbacks == 0
+
+
+@pytest.mark.parametrize("expr", [
+    "d.nope", "d.nope()", "lst.nope()", "lst.nope", "s.nope", "s.upper().nope()", "n.nope",
+    "(n, s).nope", "getattr(d, 'nope')", "d.get('k').nope()",
+])
+def test_attribute_miss_on_builtin_value_inside_try(expr):
+    src = f'''
+def f(x, d, lst, s, n):
+    out = []
+    try:
+        out.append(1)
+        v = {expr}
+        out.append(2)
+    except AttributeError as e:
+        out.append(str(e))
+    finally:
+        out.append(3)
+    return x * len(out), out
+'''
+    ns = {}
+    exec(compile(src, "<attr_miss>", "exec"), ns)
+    check(ns["f"], (t(3), {"k": 1}, [1], "ab", 3), (t(3), {"k": 2}, [], "", -1))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.ops == 2
+
+
+@pytest.mark.parametrize("expr", ["d.nope()", "lst.nope", "s.nope(x)"])
+def test_attribute_miss_outside_try_raises_after_earlier_effects(expr):
+    """No handler: the user gets CPython's AttributeError, and what the frame did before the
+    miss (a list append, a graph) is done, as in eager."""
+    src = f'''
+def f(x, d, lst, s):
+    lst.append(len(lst))
+    y = x.sin()
+    v = {expr}
+    return y
+'''
+    ns = {}
+    exec(compile(src, "<attr_miss_raise>", "exec"), ns)
+    check(ns["f"], (t(3), {}, [1], "ab"), (t(3), {}, [], "ab"))
+    s = tracer.stats()
+    assert s.graphs >= 1 and s.ops >= 1 and s.graph_breaks >= 1 and s.fallbacks == 0
+
+
+def test_native_exception_at_break_reaches_except_and_finally():
+    """A numpy call (a graph break, run natively) raises inside try: the handler and the
+    finally block run, with the graph before the break and the effects around it."""
+    def f(x, lst, n):
+        y = x * 2
+        try:
+            lst.append(1)
+            v = int(np.zeros(3)[n])   # IndexError for n >= 3, natively at the break
+            lst.append(2)
+        except IndexError:
+            lst.append(-1)
+            v = -1
+        finally:
+            lst.append(9)
+        return y + v
+
+    check(f, ([t(3), [], 1]), ([t(3), [], 5]), ([t(3), [0], 5]))
+    s = tracer.stats()
+    assert s.graph_breaks >= 1 and s.fallbacks == 0 and s.ops >= 2
+
+
+def test_exception_from_inlined_helper_at_break_reaches_caller_handler():
+    def helper(d, n):
+        print_ = np.asarray(n)  # a graph break inside the inlined call
+        return d[int(print_) * 0 + 100]   # KeyError natively
+
+    def f(x, d, n):
+        try:
+            v = helper(d, n)
+        except KeyError as e:
+            v = len(str(e))
+        return x + v
+
+    check(f, (t(3), {100: 5}, 1), (t(3), {}, 1))
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.ops >= 1
+
+
+# ---- bug 3: a global write applied twice in a loop whose body breaks ------------------------
+
+SCALE = 2.0
+
+
+def test_global_write_in_loop_with_break_happens_once_per_iteration():
+    """The issue's program and inputs. On the fifth call (an empty list extended in the frame,
+    then iterated) the iterator handed to the resume function was positioned before the list
+    got its new contents, so its position was clamped to 0 and the body ran twice."""
+    def g(y, n, lst):
+        global SCALE
+        lst.extend([n % 10])
+        for e in lst:
+            if 6 in lst:
+                pass
+            elif bool((y > 0).any()):
+                SCALE = (SCALE + 0.5) % 3.0
+
+    reset = Reset(globals(), SCALE=2.0)
+    torch.manual_seed(0)
+    sets = [(torch.randn(3, 5), 8, [8, 5, -4]), (torch.randn(3, 5), 8, [8, 5, -4]),
+            (torch.randn(4, 5), 8, [8, 5, -4]), (torch.randn(3, 5), -3, [4, 5, -1, 4, 8]),
+            (torch.randn(3, 5), 10, [])]
+    check(g, *sets, reset=reset)
+    s = tracer.stats()
+    assert s.graph_breaks >= 1 and s.fallbacks == 0
+
+
+def test_iterator_over_list_extended_in_frame_keeps_its_position():
+    """Returned (no break): the iterator is rebuilt after the list's new contents are written."""
+    def f(x, lst):
+        lst.extend([1, 2])
+        it = iter(lst)
+        next(it)
+        return x + 1, it
+
+    c = tracer.compile(f)
+    for lst in ([], [5], [5, 6, 7]):
+        a, b = list(lst), list(lst)
+        (_, it_e), (_, it_c) = f(t(2), a), c(t(2), b)
+        assert list(it_c) == list(it_e) and a == b
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.graphs == 3 and s.ops == 3  # one per length
+
+
+@pytest.mark.parametrize("brk", ["print(e, file=SINK)", "bool((x > 0).any())", "int(np.int64(e))"])
+def test_container_and_global_writes_in_loop_with_break(brk):
+    """Every write in a loop body that breaks happens once per iteration, in order."""
+    src = f'''
+import numpy as np
+TOTAL = 0
+def f(x, lst, d):
+    global TOTAL
+    lst.append(len(lst))
+    for e in lst:
+        d[e] = d.get(e, 0) + 1
+        COUNTER.append(e)
+        _ = {brk}
+        TOTAL = TOTAL * 2 + e
+        if e > 5:
+            lst.append(e - 7)
+    return x * TOTAL
+'''
+    import io
+    ns = {"SINK": io.StringIO(), "COUNTER": []}
+    exec(compile(src, "<loop_writes>", "exec"), ns)
+    reset = Reset(ns, TOTAL=0, COUNTER=[])
+    check(ns["f"], (t(3), [], {}), (t(3), [1, 9], {1: 1}), (t(3), [8, 3, 12], {}), (t(3), [], {}),
+          reset=reset)
+    s = tracer.stats()
+    assert s.graph_breaks >= 1 and s.fallbacks == 0
