@@ -1,5 +1,5 @@
 /*
- * tracer/_eval_frame.c -- the PEP 523 frame hook of frametracer (CPython 3.11 only).
+ * tracer/_eval_frame.c -- the PEP 523 frame hook of frametracer (CPython 3.11, 3.12, 3.13).
  *
  * What it does
  * ------------
@@ -13,8 +13,10 @@
  * usual; a code object is run *instead* by "call-through" (strategy S1 of
  * /work/shared/design/eval_frame_hook.md): a throw-away function object with the
  * replacement code, the original globals and the original closure is called with
- * the original N argument values.  The original frame is never touched; on 3.11 its
- * pusher (_PyEval_Vector) clears and pops it after we return.
+ * the original N argument values.  The original frame is never run: on 3.11 its
+ * pusher (_PyEval_Vector) clears and pops it after we return; on 3.12+ the evaluator
+ * owns the frame it is given, so whenever we do not hand it to the default evaluator
+ * we clear and pop it ourselves (release_frame).
  *
  * Python API (all per *thread* unless stated):
  *   set_eval_frame(cb_or_None) -> previous callback (or None)
@@ -24,28 +26,38 @@
  *   clear_thread_caches()      drop this thread's recycled function object / view
  *   _hook_installed() -> bool, _active_count() -> int   (for tests)
  *
- * CPython internals relied on (all checked against 3.11.7 headers)
- * ---------------------------------------------------------------
- *   internal/pycore_frame.h (needs Py_BUILD_CORE):
- *     struct _PyInterpreterFrame fields f_func, f_globals, f_builtins, f_locals,
- *     f_code, prev_instr, owner, localsplus[]; macro _PyInterpreterFrame_LASTI;
- *     enum value FRAME_OWNED_BY_GENERATOR.
- *   cpython/code.h (public, unstable): PyCodeObject fields co_argcount,
- *     co_kwonlyargcount, co_flags, co_nlocalsplus, co_nfreevars, co_localsplusnames;
- *     _PyCode_GetExtra / _PyCode_SetExtra.
+ * CPython internals relied on (checked against the 3.11.7, 3.12.1 and 3.13.0 headers)
+ * ---------------------------------------------------------------------------------
+ *   internal/pycore_frame.h (needs Py_BUILD_CORE), struct _PyInterpreterFrame:
+ *     the function, code, globals and builtins of the frame being started (to build
+ *     the view and the call-through function), f_locals and owner (filters),
+ *     localsplus[] (the argument values), stacktop (3.12 clearing), the instruction
+ *     pointer (has the frame started?); FRAME_OWNED_BY_GENERATOR.  Their names change
+ *     per version: see FRAME_CODE / FRAME_FUNC / FRAME_IS_FRESH below.
+ *   cpython/code.h: PyCodeObject fields co_argcount, co_kwonlyargcount, co_flags,
+ *     co_nlocalsplus, co_nfreevars, co_localsplusnames (argument count and names,
+ *     free-variable names); _PyCode_CODE (3.13: internal/pycore_code.h; where a fresh
+ *     frame's instruction pointer stands); _PyCode_GetExtra / _PyCode_SetExtra (skip flags).
  *   cpython/funcobject.h: PyFunctionObject.func_closure (set directly on a
- *     function we just created and own).
- *   cpython/pystate.h: _PyInterpreterState_Get/SetEvalFrameFunc, PyThreadState
- *     field curexc_type (pending exception test without a function call).
+ *     function we just created and own: the call-through keeps the original cells).
+ *   cpython/pystate.h: _PyInterpreterState_Get/SetEvalFrameFunc (install, chain);
+ *     PyThreadState.curexc_type (3.11) / current_exception (3.12+): pending
+ *     exception test without a call; 3.12: datastack_chunk/top/limit and _PyStackChunk
+ *     (popping the frame, with PyObject_GetArenaAllocator to free an emptied chunk,
+ *     which is what the unexported _PyObject_VirtualFree does).
  *   cpython/ceval.h: _PyEval_EvalFrameDefault, _PyEval_RequestCodeExtraIndex.
- *   cpython/pyerrors.h: _PyErr_WriteUnraisableMsg.
- *   Behaviour: on 3.11 the code that *pushed* a frame clears and pops it (not the
- *   evaluator); a fresh frame has LASTI == -1 and holds only its argument slots
- *   (cells not made, free vars not copied); the first co_argcount +
+ *   3.13 internal/pycore_ceval.h: _PyEval_FrameClearAndPop (exported since 3.13).
+ *   Unraisable errors: _PyErr_WriteUnraisableMsg (3.11, 3.12; private since 3.13, which
+ *   uses the public PyErr_WriteUnraisable).
+ *   Behaviour: on 3.11 the code that *pushed* a frame clears and pops it; on 3.12+ the
+ *   evaluator does.  A fresh frame holds only its argument slots (cells not made,
+ *   free vars not copied: MAKE_CELL/COPY_FREE_VARS are instructions on all three);
+ *   it is not linked into the thread's frame chain until the default evaluator runs
+ *   it, so nothing can have made its frame object.  The first co_argcount +
  *   co_kwonlyargcount + varargs + varkw entries of co_localsplusnames are the
  *   arguments in that order; free variables are the last co_nfreevars slots.
- *   3.12 renames f_func and moves the clearing duty; 3.13 drops prev_instr.  Hence
- *   the #error below for any other version.
+ *   3.14 reworks the frame (stack pointer, tagged stack refs): refused below until
+ *   it is done.
  *
  * Not supported: sub-interpreters (single-phase init, static state).
  */
@@ -53,16 +65,91 @@
 #include <Python.h>
 #include <structmember.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "tracer/_eval_frame.c relies on CPython 3.11 frame internals (_PyInterpreterFrame, \
-prev_instr, 3.11 frame ownership) and supports CPython 3.11 only. Build with python3.11."
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "tracer/_eval_frame.c relies on the frame internals of CPython 3.11, 3.12 and 3.13 \
+(_PyInterpreterFrame, frame ownership) and supports only those versions."
 #endif
 
 /* pycore_frame.h refuses to compile without Py_BUILD_CORE.  Define it only around
-   that include so the rest of this file sees the ordinary public API. */
+   those includes so the rest of this file sees the ordinary public API. */
 #define Py_BUILD_CORE
 #include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030D0000
+#include <internal/pycore_ceval.h> /* _PyEval_FrameClearAndPop */
+#endif
 #undef Py_BUILD_CORE
+
+/* The version differences, all of them.
+   FRAME_CODE / FRAME_FUNC: 3.12 renamed f_func to f_funcobj; 3.13 f_code to f_executable.
+   FRAME_IS_FRESH: not started yet.  3.11/3.12 point prev_instr one before the first
+     instruction (LASTI == -1); 3.13's instr_ptr points *at* the first one.
+   EXC_PENDING: 3.12 keeps the pending exception as one object.
+   release_frame(): see the header comment; a no-op on 3.11. */
+/* 3.12 renamed the code-extra API (the old names remain, deprecated). */
+#if PY_VERSION_HEX >= 0x030C0000
+#define CODE_GET_EXTRA PyUnstable_Code_GetExtra
+#define CODE_SET_EXTRA PyUnstable_Code_SetExtra
+#define REQUEST_CODE_EXTRA_INDEX PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#define CODE_GET_EXTRA _PyCode_GetExtra
+#define CODE_SET_EXTRA _PyCode_SetExtra
+#define REQUEST_CODE_EXTRA_INDEX _PyEval_RequestCodeExtraIndex
+#endif
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
+#define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
+#define FRAME_IS_FRESH(f) ((f)->instr_ptr == _PyCode_CODE(FRAME_CODE(f)))
+#define EXC_PENDING(ts) ((ts)->current_exception != NULL)
+#define WRITE_UNRAISABLE(co) PyErr_WriteUnraisable(co) /* (3.13 made the Msg variant private) */
+#elif PY_VERSION_HEX >= 0x030C0000
+#define FRAME_CODE(f) ((f)->f_code)
+#define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
+#define FRAME_IS_FRESH(f) (_PyInterpreterFrame_LASTI(f) < 0)
+#define EXC_PENDING(ts) ((ts)->current_exception != NULL)
+#define WRITE_UNRAISABLE(co) _PyErr_WriteUnraisableMsg("in frametracer frame callback for", (co))
+#else
+#define FRAME_CODE(f) ((f)->f_code)
+#define FRAME_FUNC(f) ((f)->f_func)
+#define FRAME_IS_FRESH(f) (_PyInterpreterFrame_LASTI(f) < 0)
+#define EXC_PENDING(ts) ((ts)->curexc_type != NULL)
+#define WRITE_UNRAISABLE(co) _PyErr_WriteUnraisableMsg("in frametracer frame callback for", (co))
+#endif
+
+/* 3.12+: we did not run `frame` through the default evaluator, so clear and pop it as
+   the evaluator would have.  The frame is fresh and was never visible (no frame object,
+   f_locals NULL for a function frame): clearing is dropping the references it holds
+   (localsplus[0:stacktop], its function and code), then popping it off the thread's
+   data stack, freeing its chunk if it was the first frame in one. */
+static inline void
+release_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    _PyEval_FrameClearAndPop(tstate, frame);
+#elif PY_VERSION_HEX >= 0x030C0000
+    assert(frame->frame_obj == NULL && frame->f_locals == NULL);
+    for (int i = 0; i < frame->stacktop; i++) {
+        Py_XDECREF(frame->localsplus[i]);
+    }
+    Py_DECREF(frame->f_funcobj);
+    Py_DECREF(frame->f_code);
+    _PyStackChunk *chunk = tstate->datastack_chunk;
+    if ((PyObject **)frame == &chunk->data[0]) { /* never the root chunk: it has a shim */
+        _PyStackChunk *previous = chunk->previous;
+        tstate->datastack_chunk = previous;
+        tstate->datastack_top = &previous->data[previous->top];
+        tstate->datastack_limit = (PyObject **)((char *)previous + previous->size);
+        PyObjectArenaAllocator arena;
+        PyObject_GetArenaAllocator(&arena);
+        arena.free(arena.ctx, chunk, chunk->size);
+    }
+    else {
+        tstate->datastack_top = (PyObject **)frame;
+    }
+#else
+    (void)tstate, (void)frame; /* 3.11: _PyEval_Vector, which pushed it, does it */
+#endif
+}
 
 /* ------------------------------------------------------------------------ */
 /* State.  The GIL protects everything that is not thread-local.            */
@@ -98,7 +185,7 @@ static inline uintptr_t
 code_flags(PyCodeObject *co)
 {
     void *extra = NULL;
-    if (_PyCode_GetExtra((PyObject *)co, extra_index, &extra) < 0) {
+    if (CODE_GET_EXTRA((PyObject *)co, extra_index, &extra) < 0) {
         PyErr_Clear(); /* cannot happen for a real code object and a valid index */
         return 0;
     }
@@ -299,11 +386,11 @@ make_view(_PyInterpreterFrame *frame, int nargs)
         }
         PyObject_GC_Track(v);
     }
-    v->f_code = Py_NewRef(frame->f_code);
+    v->f_code = Py_NewRef(FRAME_CODE(frame));
     v->f_globals = Py_NewRef(frame->f_globals);
     v->f_builtins = Py_NewRef(frame->f_builtins);
-    v->f_func = Py_NewRef(frame->f_func);
-    v->closure = Py_XNewRef(frame->f_func->func_closure);
+    v->f_func = Py_NewRef(FRAME_FUNC(frame));
+    v->closure = Py_XNewRef(FRAME_FUNC(frame)->func_closure);
     v->f_args = args;
     v->f_locals = NULL;
     return v;
@@ -338,7 +425,7 @@ report_error(PyCodeObject *co)
         return -1;
     }
     if (error_handler == NULL) {
-        _PyErr_WriteUnraisableMsg("in frametracer frame callback for", (PyObject *)co);
+        WRITE_UNRAISABLE((PyObject *)co);
         return 0;
     }
     PyObject *type, *value, *tb;
@@ -433,7 +520,7 @@ run_replacement(_PyInterpreterFrame *frame, PyCodeObject *new_code, int nargs)
     }
     /* Same cells as the original function: COPY_FREE_VARS of the new frame reads
        f_func->func_closure.  Set directly: fn is ours and its closure is NULL. */
-    fn->func_closure = Py_XNewRef(frame->f_func->func_closure);
+    fn->func_closure = Py_XNewRef(FRAME_FUNC(frame)->func_closure);
 
     PyCodeObject *saved_pending = tls_pending;
     tls_pending = new_code; /* its frame is the next one the hook sees: let it through */
@@ -461,7 +548,7 @@ static PyObject *
 eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
     PyObject *cb = tls_callback;
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = FRAME_CODE(frame);
 
     /* Filters, cheapest first; each runs the frame normally. */
     if (cb == NULL) {
@@ -471,11 +558,12 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
         tls_pending = NULL;
         return call_default(tstate, frame, throwflag);
     }
-    if (throwflag || tstate->curexc_type != NULL ||                  /* 2, 3 */
+    if (throwflag || EXC_PENDING(tstate) ||                           /* 2, 3 */
         frame->owner == FRAME_OWNED_BY_GENERATOR ||                    /* 4 */
         (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ||
         !(co->co_flags & CO_OPTIMIZED) || frame->f_locals != NULL ||   /* 5 */
-        frame->f_func == NULL || _PyInterpreterFrame_LASTI(frame) >= 0 /* 6 */) {
+        FRAME_FUNC(frame) == NULL || !PyFunction_Check(FRAME_FUNC(frame)) ||
+        !FRAME_IS_FRESH(frame) /* 6 */) {
         return call_default(tstate, frame, throwflag);
     }
     uintptr_t flags = code_flags(co); /* 7 */
@@ -494,6 +582,7 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     FrameView *view = make_view(frame, nargs);
     if (view == NULL) {
         if (PyErr_Occurred()) {
+            release_frame(tstate, frame);
             return NULL; /* MemoryError: nothing sensible to run */
         }
         return call_default(tstate, frame, throwflag);
@@ -514,6 +603,7 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
     if (ret == NULL && report_error(co) < 0) { /* still with interception off */
         tls_restore(cb);
+        release_frame(tstate, frame);
         return NULL;
     }
     tls_restore(cb);
@@ -524,10 +614,11 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
     PyObject *result = run_replacement(frame, (PyCodeObject *)ret, nargs);
     Py_DECREF(ret);
+    release_frame(tstate, frame); /* (after the call: its arguments were borrowed from it) */
     return result;
 }
 
-/* Installed while some thread has a callback.  Uninstalling is safe on 3.11: frames
+/* Installed while some thread has a callback.  Uninstalling is safe: frames
    already inside our evaluator just finish, later calls use whatever is installed.
    We only restore the previous evaluator if ours is still on top; if another PEP 523
    user stacked on top of us (and chains to us), we stay in the chain, forwarding
@@ -599,7 +690,7 @@ set_flags(PyObject *code, uintptr_t flags)
         PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
         return -1;
     }
-    return _PyCode_SetExtra(code, extra_index, (void *)flags);
+    return CODE_SET_EXTRA(code, extra_index, (void *)flags);
 }
 
 static PyObject *
@@ -697,7 +788,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "tracer._eval_frame",
-    "PEP 523 frame hook for frametracer (CPython 3.11). See tracer/frame_hook.py.", -1, methods};
+    "PEP 523 frame hook for frametracer (CPython 3.11-3.13). See tracer/frame_hook.py.", -1, methods};
 
 PyMODINIT_FUNC
 PyInit__eval_frame(void)
@@ -712,7 +803,7 @@ PyInit__eval_frame(void)
     if (PyType_Ready(&FrameView_Type) < 0) {
         return NULL;
     }
-    extra_index = _PyEval_RequestCodeExtraIndex(NULL); /* flags only: nothing to free */
+    extra_index = REQUEST_CODE_EXTRA_INDEX(NULL); /* flags only: nothing to free */
     if (extra_index < 0) {
         PyErr_SetString(PyExc_RuntimeError, "tracer._eval_frame: no free code-extra slot");
         return NULL;

@@ -40,10 +40,10 @@ try:
     from . import _eval_frame as _C
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
-        "tracer._eval_frame (the C frame hook, tracer/_eval_frame.c) is not built or failed to "
-        "load. It needs CPython 3.11. Build it with `python setup.py build_ext --inplace` from "
-        "the repository root, or install the project with `pip install -e .` "
-        f"(original error: {e})"
+        "tracer._eval_frame (the C frame hook, tracer/_eval_frame.c) is not built for this "
+        "Python or failed to load. It needs CPython 3.11, 3.12 or 3.13. Build it with "
+        "`python setup.py build_ext --inplace` from the repository root, or install the project "
+        f"with `pip install -e .` (or `make install`) (original error: {e})"
     ) from e
 
 FrameView = _C.FrameView
