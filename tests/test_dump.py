@@ -251,3 +251,19 @@ def test_python_m_tracer_dump_and_console_script(target):
     bad = subprocess.run([sys.executable, "-m", "tracer", "dump", f"{target}:mutating", "--inputs", "os.system(1)"],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert bad.returncode != 0 and "unsupported expression" in bad.stderr
+
+
+def test_export_pt2_writes_a_loadable_exported_program(tmp_path, capsys):
+    path = tmp_path / "encoder.pt2"
+    assert dump.main([f"{EXAMPLE}:encoder", "--export", str(path), "--no-color"]) == 0
+    assert "assumptions export does not check" in capsys.readouterr().err
+    module, fn = dump.load_target(f"{EXAMPLE}:encoder")
+    args, _ = dump.example_inputs(module, "encoder")
+    ep = torch.export.load(str(path))
+    with torch.no_grad():
+        assert torch.allclose(ep.module()(*args), fn(*args), atol=1e-5)
+
+
+def test_export_pt2_of_a_frame_with_breaks_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match=r"needs the whole frame in one graph.*dump_target.py:\d+"):
+        dump.main([f"{EXAMPLE}:pipeline", "--export", str(tmp_path / "p.pt2"), "--no-color"])

@@ -248,7 +248,9 @@ def make_parser():
     p.add_argument("--backend", default="eager", help="backend name (default: eager)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema_version %d)" % SCHEMA_VERSION)
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
-    p.add_argument("--export", metavar="FILE.py", help="also write the graphs as an importable Python module")
+    p.add_argument("--export", metavar="FILE.py|FILE.pt2",
+                   help="also write the graphs as an importable Python module (.py), or the call as a "
+                        "torch.export ExportedProgram (.pt2; the frame must be captured whole)")
     p.add_argument("--no-color", action="store_true", help="no ANSI colour (default: colour only on a TTY)")
     return p
 
@@ -273,7 +275,17 @@ def main(argv=None):
         from .html_report import write_html
         write_html(report, recorded, opts.html)
         print(f"tracer-dump: wrote {opts.html}", file=sys.stderr)
-    if opts.export:
+    if opts.export and opts.export.endswith(".pt2"):
+        import torch
+        import tracer
+        try:
+            ep = tracer.export(obj, args, kwargs)
+        except tracer.ExportError as e:
+            raise SystemExit(f"tracer-dump: --export {opts.export}: {e}") from None
+        torch.export.save(ep, opts.export)
+        print(f"tracer-dump: wrote {opts.export} (torch.export.load it; "
+              f"{len(ep.tracer_assumptions)} assumptions export does not check)", file=sys.stderr)
+    elif opts.export:
         from .export import export_graphs
         written = export_graphs(recorded, opts.export, target=opts.target)
         print(f"tracer-dump: wrote {', '.join(written)}", file=sys.stderr)

@@ -14,6 +14,7 @@ from .records import reset_stats, stats
 from .capture import capture
 from .check import CheckError
 from .explain import explain
+from .export import ExportAssumptionWarning, ExportError, export
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 from . import logs as _logs
@@ -21,4 +22,5 @@ from . import logs as _logs
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
 __all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "CompiledFunction",
-           "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError"]
+           "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
+           "ExportAssumptionWarning"]
