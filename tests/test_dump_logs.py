@@ -28,7 +28,7 @@ g(torch.randn(4))   # another shape: recompiles
 def test_tracer_logs_env_streams_every_section(tmp_path):
     script = tmp_path / "logged.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": ROOT, "TRACER_LOGS": "graph,guards,breaks,bytecode,recompiles"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "TRACER_LOGS": "+graph,+guards,breaks,bytecode,recompiles"}
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     err = res.stderr
@@ -40,6 +40,17 @@ def test_tracer_logs_env_streams_every_section(tmp_path):
     assert "[tracer.bytecode] original bytecode of f:" in err and "rewritten bytecode of f:" in err
     assert "[tracer.recompiles] recompiling f:" in err and "shape" in err
     assert res.stdout.count("shape") == 2  # the program's own output is untouched
+
+
+def test_plain_names_log_summaries_and_plus_names_details(tmp_path):
+    script = tmp_path / "levels.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": ROOT, "TRACER_LOGS": "graph,guards"}
+    err = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=300).stderr
+    assert "[tracer.graph] graph for f: 2 ops" in err and "sin = x.sin()" not in err
+    assert "[tracer.guards] guards for f: " in err and "shape (3,)" not in err
+    assert "[tracer.breaks]" not in err
 
 
 def test_no_tracer_logs_means_silence(tmp_path):
@@ -61,13 +72,16 @@ def test_breaks_and_bytecode_loggers_with_caplog(caplog):
         tracer.compile(h)(torch.ones(2))
     msgs = [(r.name, r.getMessage()) for r in caplog.records]
     assert any(n == "tracer.breaks" and "item()" in m and f"{__file__}:" in m for n, m in msgs)
-    assert any(n == "tracer.bytecode" and "original bytecode of h" in m for n, m in msgs)
+    assert any(n == "tracer.bytecode" and "original bytecode of" in m and "<locals>.h:" in m for n, m in msgs)
     tracer.reset()
 
 
 def test_configure_names(capsys):
     assert logs.configure("all", stream=sys.stderr) == list(logs.NAMES)
+    assert logs.configure("+all", stream=sys.stderr) == ["+" + n for n in logs.NAMES]
+    assert logging.getLogger("tracer.graph").level == logging.DEBUG
     assert logs.configure("graph,nope") == ["graph"]
+    assert logging.getLogger("tracer.graph").level == logging.INFO
     assert "unknown TRACER_LOGS name 'nope'" in capsys.readouterr().err
     for name in logs.NAMES:  # leave the loggers as we found them
         lg = logging.getLogger(f"tracer.{name}")

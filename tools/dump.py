@@ -243,7 +243,10 @@ def build_report(target, args, kwargs, recorded):
 def make_parser():
     p = argparse.ArgumentParser(prog="tracer-dump", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", help="path/to/script.py:function or package.module:function")
+    p.add_argument("target", nargs="?", help="path/to/script.py:function or package.module:function")
+    p.add_argument("--trace", metavar="TRACE.jsonl",
+                   help="instead of a target: draw a whole run's structured trace (TRACER_TRACE=dir) "
+                        "as an HTML timeline, written to --html")
     p.add_argument("--inputs", help='example inputs, e.g. "randn(4, 8), randn(8)" (parsed, never evaluated)')
     p.add_argument("--backend", default="eager", help="backend name (default: eager)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema_version %d)" % SCHEMA_VERSION)
@@ -256,7 +259,17 @@ def make_parser():
 
 
 def main(argv=None):
-    opts = make_parser().parse_args(argv)
+    parser = make_parser()
+    opts = parser.parse_args(argv)
+    if opts.trace:
+        if not opts.html:
+            parser.error("--trace needs --html OUT.html")
+        from .trace_report import write_trace_html
+        n = write_trace_html(opts.trace, opts.html)
+        print(f"tracer-dump: wrote {opts.html} ({n} events)", file=sys.stderr)
+        return 0
+    if not opts.target:
+        parser.error("a target (file.py:function or module:function) or --trace is needed")
     with contextlib.redirect_stdout(sys.stderr):
         module, obj = load_target(opts.target)
     try:

@@ -2,14 +2,17 @@
 
 Per traced frame: the function's source annotated line by line (captured into a graph / ran
 as Python / graph break, with the reason next to the break line), each graph drawn as an SVG
-by Graphviz's `dot` (inlined; when `dot` is missing the page and stderr say so instead), the
-graph code and node table, the guards, the rewritten code as Python, and both bytecodes.
+(by Graphviz's `dot` when it is installed, else by tools/graph_svg.py's own layout: a picture
+either way), the graph code and node table, the guards, the rewritten code as Python, and
+both bytecodes.
 """
 import html
 import linecache
 import shutil
 import subprocess
 import sys
+
+from .graph_svg import graph_svg
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -27,7 +30,7 @@ th{background:#eef}
 .badge{padding:1px 6px;border-radius:3px;font-size:.8em;color:#fff}
 .badge.captured{background:#2a7} .badge.fallback{background:#c33}
 .legend span{padding:0 .5em;margin-right:.5em}
-.graph{overflow-x:auto;border:1px solid #ddd;max-height:900px;overflow-y:auto} .graph svg{height:auto} .missing{color:#b00;font-weight:bold}
+.graph{overflow-x:auto;border:1px solid #ddd;max-height:900px;overflow-y:auto} .graph svg{height:auto} .note{color:#666;font-style:italic}
 details{margin:.4em 0} summary{cursor:pointer;color:#369}
 """
 
@@ -59,7 +62,7 @@ def render_svg(dot_text):
     """(svg text, None) or (None, message) when Graphviz's `dot` is unavailable or fails."""
     dot = shutil.which("dot")
     if dot is None:
-        return None, "Graphviz `dot` was not found on PATH: graph pictures are omitted (apt-get install graphviz)."
+        return None, "Graphviz `dot` was not found on PATH"
     try:
         res = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -116,12 +119,10 @@ def _frame_html(fr, gms, svg_cache, all_breaks, warnings):
         out.append("</ul>")
     for g, gm in zip(fr["graphs"], gms):
         out.append(f'<h3>Graph {g["index"]} ({g["ops"]} ops)</h3>')
-        svg, msg = svg_cache(gm, f"frame{fr['index']}_graph{g['index']}")
-        if svg:
-            out.append(f'<div class="graph">{svg}</div>')
-        else:
-            out.append(f'<p class="missing">{html.escape(msg)}</p>')
-            warnings.add(msg)
+        svg, note = svg_cache(gm, f"frame{fr['index']}_graph{g['index']}")
+        out.append(f'<div class="graph">{svg}</div>')
+        if note:
+            warnings.add(note)
         out.append("<details open><summary>graph code</summary>" + _pre(g["code"]) + "</details>")
         out.append("<details open><summary>nodes</summary>" + _table(g["nodes"]) + "</details>")
     out.append("<h3>Guards</h3><ol start=\"0\" class=\"guards\">" +
@@ -139,7 +140,10 @@ def render_html(report, recorded):
     warnings = set()
 
     def svg_for(gm, name):
-        return render_svg(graph_dot(gm, name))
+        svg, why = render_svg(graph_dot(gm, name))
+        if svg is None:  # drawn here instead; the page says how
+            return graph_svg(gm, name), f"{why}: graphs drawn by tracer-dump's own layout"
+        return svg, None
 
     all_breaks = [b for fr in report["frames"] for b in fr["breaks"]]
     body = []
@@ -156,7 +160,7 @@ def render_html(report, recorded):
 <p>inputs: {html.escape(inputs or '(none)')} &middot; schema_version {report['schema_version']}</p>
 <p class="legend"><span class="captured">captured into a graph</span><span class="fallback">runs as Python</span>
 <span class="break">graph break</span></p>
-{''.join(f'<p class="missing">{html.escape(w)}</p>' for w in sorted(warnings))}
+{''.join(f'<p class="note">{html.escape(w)}</p>' for w in sorted(warnings))}
 <ul>{toc}</ul>
 {''.join(body)}
 </body></html>

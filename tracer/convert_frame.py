@@ -13,7 +13,7 @@ import torch
 from bytecode_utils import arg_names
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
-from . import codegen, config, logs, records
+from . import codegen, config, records
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
@@ -22,8 +22,6 @@ from .translator import BREAK, Frame, TraceContext
 from .variables.functions import CellBox
 
 log = logging.getLogger("tracer")
-graph_log = logging.getLogger("tracer.graph")
-guard_log = logging.getLogger("tracer.guards")
 
 
 def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
@@ -58,7 +56,6 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
     records.frame_traced(code, entry, time.perf_counter() - t0)
-    logs.entry_created(code, entry)
     return entry
 
 
@@ -137,12 +134,10 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     compiled = None
     if slot is not None:
         gm = out.build_module(outputs)
-        graph_log.debug("graph for %s:\n%s", frame.code.co_name, gm.code)
         example_inputs = [t for _s, _n, t in out.inputs]
         compiled = compile_graph(backend_fn, gm, example_inputs)
     new_code = codegen.assemble(frame.code, instrs, slot, compiled)
     _never_intercept(new_code)
-    guard_log.debug("guards for %s:\n%s", frame.code.co_name, guard_set.describe())
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 
 

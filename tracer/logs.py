@@ -1,20 +1,23 @@
 """Named loggers, the TRACER_LOGS switch, and the per-entry notification used by tools.
 
     TRACER_LOGS=graph,guards,breaks,bytecode,recompiles python my_script.py
+    TRACER_LOGS=+graph,breaks    # `+name`: that logger at DEBUG (more detail), as TORCH_LOGS
 
-turns on, at import of `tracer`, a stderr handler at DEBUG for each named logger under
-`tracer.` (`all` turns on every one). What each logger says, as frames are traced:
+turns on, at import of `tracer`, a stderr handler for each named logger under `tracer.`
+(`all` turns on every one, `+all` at DEBUG). What each logger says, as frames are traced:
 
-    tracer.graph       the FX graph code of each captured frame
-    tracer.guards      the guards of each new cache entry, one per line
-    tracer.breaks      every graph break / fallback: reason, file:line and the source line
-    tracer.bytecode    original and rewritten bytecode of each traced frame
-    tracer.recompiles  which guard failed when a frame is traced again
+    name               at INFO (`name`)                      adds at DEBUG (`+name`)
+    tracer.graph       ops per captured graph                the graph's code
+    tracer.guards      number of guards per new entry        the guards, one per line
+    tracer.breaks      each graph break / fallback: reason,  the user stack (inlined calls)
+                       file:line and the source line
+    tracer.bytecode    original and rewritten bytecode       -
+    tracer.recompiles  which guard failed on a recompile     -
 
-`convert_frame` calls `entry_created(code, entry)` for every entry it makes; this module
-logs breaks and bytecode from there and appends `(code, entry)` to every active `record()`
-list, which is how `tracer-dump` sees every frame traced during one call (callees traced
-through the frame hook included).
+`records.frame_traced` calls `entry_created(code, entry)` for every entry made; this module
+logs from there and appends `(code, entry)` to every active `record()` list, which is how
+`tracer-dump` sees every frame traced during one call (callees traced through the frame hook
+included). `TRACER_TRACE=dir` (records.py) writes the same events as JSON lines.
 """
 import contextlib
 import dis
@@ -24,6 +27,8 @@ import os
 import sys
 
 NAMES = ("graph", "guards", "breaks", "bytecode", "recompiles")
+graph_log = logging.getLogger("tracer.graph")
+guards_log = logging.getLogger("tracer.guards")
 breaks_log = logging.getLogger("tracer.breaks")
 bytecode_log = logging.getLogger("tracer.bytecode")
 
@@ -31,23 +36,29 @@ _recorders = []  # lists receiving (code, entry), innermost last
 
 
 def configure(spec, stream=None):
-    """Enable the loggers named in `spec` ("graph,guards" or "all"); returns the names enabled."""
-    names = [n.strip() for n in (spec or "").split(",") if n.strip()]
-    if "all" in names:
-        names = list(NAMES)
+    """Enable the loggers named in `spec` ("graph,+guards" or "all"); returns the names enabled
+    (a `+` prefix kept for those at DEBUG)."""
+    names = []
+    for item in (n.strip() for n in (spec or "").split(",")):
+        if item.lstrip("+") == "all":
+            names += [item[:-3] + n for n in NAMES]
+        elif item:
+            names.append(item)
     enabled = []
-    for name in names:
+    for item in names:
+        name = item.lstrip("+")
         if name not in NAMES:
-            print(f"tracer: unknown TRACER_LOGS name {name!r} (known: {', '.join(NAMES)}, all)", file=sys.stderr)
+            print(f"tracer: unknown TRACER_LOGS name {name!r} (known: {', '.join(NAMES)}, all; "
+                  f"+name for more detail)", file=sys.stderr)
             continue
         logger = logging.getLogger(f"tracer.{name}")
-        logger.setLevel(logging.DEBUG)
+        logger.setLevel(logging.DEBUG if item.startswith("+") else logging.INFO)
         if not any(getattr(h, "_tracer_logs", False) for h in logger.handlers):
             handler = logging.StreamHandler(stream or sys.stderr)
             handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
             handler._tracer_logs = True
             logger.addHandler(handler)
-        enabled.append(name)
+        enabled.append(item)
     return enabled
 
 
@@ -135,13 +146,26 @@ def dis_text(code, width=60):
 def entry_created(code, entry):
     for rec in _recorders:
         rec.append((code, entry))
+    name = code.co_qualname
+    if entry.graph is not None and graph_log.isEnabledFor(logging.INFO):
+        if graph_log.isEnabledFor(logging.DEBUG):
+            graph_log.debug("graph for %s: %d ops\n%s", name, entry.ops, entry.graph.code.strip())
+        else:
+            graph_log.info("graph for %s: %d ops", name, entry.ops)
+    if guards_log.isEnabledFor(logging.INFO):
+        if guards_log.isEnabledFor(logging.DEBUG):
+            guards_log.debug("guards for %s:\n%s", name, entry.guards.describe())
+        else:
+            guards_log.info("guards for %s: %d", name, len(entry.guards))
     if breaks_log.isEnabledFor(logging.INFO):
         for b in breaks_of(entry):
             line = source_line(b["filename"], b["lineno"])
             where = f"{b['filename']}:{b['lineno']}" if b["lineno"] else "unknown location"
             extra = f"\n    {line}\n    {caret(line)}" if line else ""
-            breaks_log.info("graph break in %s at %s: %s%s", code.co_name, where, b["reason"], extra)
-    if bytecode_log.isEnabledFor(logging.DEBUG):
+            if breaks_log.isEnabledFor(logging.DEBUG):
+                extra += "".join(f"\n    from {s}" for s in b["user_stack"])
+            breaks_log.info("graph break in %s at %s: %s%s", name, where, b["reason"], extra)
+    if bytecode_log.isEnabledFor(logging.INFO):
         rewritten = dis_text(entry.code) if entry.code is not None else "(none: the frame runs as Python)"
-        bytecode_log.debug("original bytecode of %s:\n%s\nrewritten bytecode of %s:\n%s",
-                           code.co_name, dis_text(code), code.co_name, rewritten)
+        bytecode_log.info("original bytecode of %s:\n%s\nrewritten bytecode of %s:\n%s",
+                          name, dis_text(code), name, rewritten)

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
+import os
 import threading
 import time
+
+from . import logs
 
 MAX_EVENTS = 10_000
 
@@ -33,6 +37,7 @@ class Event:
     reason: str = ""      # break / fallback / recompile / internal-error text
     where: str | None = None
     time: float = dataclasses.field(default_factory=time.time)
+    details: dict = dataclasses.field(default_factory=dict, compare=False)  # for the trace file
 
     def __str__(self):
         at = f" at {self.where}" if self.where else ""
@@ -59,6 +64,36 @@ def _add(event):
     with _LOCK:
         _state.counts[event.kind] += 1
         _state.events.append(event)
+        if _trace_file is not None:
+            _write_trace(event)
+
+
+# ---- the structured trace: TRACER_TRACE=dir -----------------------------------------------------
+
+_trace_file = None
+
+
+def open_trace(directory):
+    """Append every event, as one JSON object per line, to `directory`/trace_<pid>.jsonl
+    (`tracer-dump --trace FILE --html OUT` draws it). Returns the file's path."""
+    global _trace_file
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"trace_{os.getpid()}.jsonl")
+    _trace_file = open(path, "a", encoding="utf-8", buffering=1)  # line-buffered: a crash keeps what was written
+    return path
+
+
+def close_trace():
+    global _trace_file
+    if _trace_file is not None:
+        _trace_file.close()
+        _trace_file = None
+
+
+def _write_trace(event):
+    row = {"kind": event.kind, "frame": event.frame, "reason": event.reason, "where": event.where,
+           "time": event.time, "thread": threading.get_ident(), **event.details}
+    _trace_file.write(json.dumps(row, default=str) + "\n")
 
 
 # ---- what the tracer calls --------------------------------------------------------------------
@@ -68,11 +103,13 @@ def frame_traced(code, entry, seconds):
     name = code.co_qualname
     with _LOCK:
         _state.trace_seconds += seconds
-    _add(Event("frame", name, where=f"{code.co_filename}:{code.co_firstlineno}"))
+    _add(Event("frame", name, where=f"{code.co_filename}:{code.co_firstlineno}",
+               details={"seconds": round(seconds, 6), "guards": len(entry.guards), "captured": entry.code is not None}))
     if entry.graph is not None:
         with _LOCK:
             _state.ops += entry.ops
-        _add(Event("graph", name, f"{entry.ops} ops"))
+        _add(Event("graph", name, f"{entry.ops} ops",
+                   details={"ops": entry.ops, "code": entry.graph.code.strip() if _trace_file is not None else ""}))
     for b in entry.breaks:
         reason = str(b.reason)
         with _LOCK:
@@ -82,11 +119,12 @@ def frame_traced(code, entry, seconds):
         with _LOCK:
             _state.fallback_reasons[entry.reason or "?"] += 1
         _add(Event("fallback", name, entry.reason or "", entry.location))
+    logs.entry_created(code, entry)
 
 
 def recompile(code, failed):
     """`code` is traced again; `failed` says which guard of each existing entry failed."""
-    _add(Event("recompile", code.co_qualname, "; ".join(failed)))
+    _add(Event("recompile", code.co_qualname, "; ".join(failed), details={"failed": list(failed)}))
 
 
 def limit_reached(code, limit):
@@ -162,4 +200,7 @@ def reset_stats():
         HITS[0] = 0
 
 
-__all__ = ["stats", "reset_stats", "Stats", "Event"]
+if os.environ.get("TRACER_TRACE"):
+    open_trace(os.environ["TRACER_TRACE"])
+
+__all__ = ["stats", "reset_stats", "Stats", "Event", "open_trace", "close_trace"]

@@ -1,0 +1,93 @@
+"""An FX graph drawn as an inline SVG with no system package: the picture tracer-dump's HTML
+report shows when Graphviz's `dot` is not installed.
+
+The layout is the classic layered one, small enough to read: a node's layer is one more than
+its deepest input's (inputs and attributes on top, the output at the bottom); within a layer,
+nodes are ordered by the mean position of their inputs (two sweeps), then packed left to
+right and centred. Edges are curves from the bottom of an input's box to the top of its
+user's, with an arrowhead. Text is escaped; nothing is executed in the page.
+"""
+import html
+
+COLORS = {"placeholder": "#cde7ff", "get_attr": "#eeeeee", "call_module": "#ffe9b3",
+          "call_function": "#d7f5dd", "call_method": "#e9dcff", "output": "#ffd0d0"}
+CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7, 14, 6, 18, 36
+
+
+def drawn_nodes(gm):
+    """The nodes worth drawing: parameter loads nothing reads are left out."""
+    return [n for n in gm.graph.nodes if not (n.op == "get_attr" and not n.users)]
+
+
+def label_lines(n):
+    if n.op in ("placeholder", "output"):
+        return [n.name]
+    target = getattr(n.target, "__name__", str(n.target))
+    return [n.name, f"{n.op}: {target}"]
+
+
+def layout(nodes):
+    """{node: (x, y, w, h)} for the nodes, and the picture's (width, height)."""
+    index = {n: i for i, n in enumerate(nodes)}
+    layer = {}
+    for n in nodes:  # graph order is a topological order
+        ins = [i for i in n.all_input_nodes if i in index]
+        layer[n] = 1 + max((layer[i] for i in ins), default=-1)
+    layers = {}
+    for n in nodes:
+        layers.setdefault(layer[n], []).append(n)
+    order = {n: i for i, n in enumerate(nodes)}
+    for _sweep in range(2):  # barycentre ordering: a node near the mean position of its inputs
+        for k in sorted(layers):
+            pos = {}
+            for n in layers[k]:
+                ins = [order[i] for i in n.all_input_nodes if i in order and layer.get(i, k) < k]
+                pos[n] = sum(ins) / len(ins) if ins else order[n]
+            layers[k].sort(key=lambda n: (pos[n], index[n]))
+            for i, n in enumerate(layers[k]):
+                order[n] = i
+    sizes = {n: (max(len(s) for s in label_lines(n)) * CHAR_W + 2 * PAD, len(label_lines(n)) * LINE_H + 2 * PAD)
+             for n in nodes}
+    widths = {k: sum(sizes[n][0] for n in ns) + GAP_X * (len(ns) - 1) for k, ns in layers.items()}
+    total_w = max(widths.values(), default=0) + 2 * GAP_X
+    boxes, y = {}, GAP_X
+    for k in sorted(layers):
+        x = (total_w - widths[k]) / 2
+        row_h = max(sizes[n][1] for n in layers[k])
+        for n in layers[k]:
+            w, h = sizes[n]
+            boxes[n] = (x, y, w, h)
+            x += w + GAP_X
+        y += row_h + GAP_Y
+    return boxes, (total_w, y - GAP_Y + GAP_X)
+
+
+def graph_svg(gm, name="graph"):
+    """The SVG text of one graph (self-contained, no scripts)."""
+    nodes = drawn_nodes(gm)
+    boxes, (width, height) = layout(nodes)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fxgraph" width="{width:.0f}" height="{height:.0f}" '
+           f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="11">',
+           f"<title>{html.escape(name)}</title>",
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>']
+    for n in nodes:
+        x2, y2, w2, _h2 = boxes[n]
+        for i in n.all_input_nodes:
+            if i not in boxes:
+                continue
+            x1, y1, w1, h1 = boxes[i]
+            sx, sy, ex, ey = x1 + w1 / 2, y1 + h1, x2 + w2 / 2, y2
+            my = (sy + ey) / 2
+            out.append(f'<path d="M {sx:.1f} {sy:.1f} C {sx:.1f} {my:.1f} {ex:.1f} {my:.1f} {ex:.1f} {ey:.1f}" '
+                       f'fill="none" stroke="#555" stroke-width="1" marker-end="url(#arrow)"/>')
+    for n in nodes:
+        x, y, w, h = boxes[n]
+        out.append(f'<g class="node"><title>{html.escape(n.format_node() or n.name)}</title>'
+                   f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="4" '
+                   f'fill="{COLORS.get(n.op, "#fff")}" stroke="#333"/>')
+        for j, line in enumerate(label_lines(n)):
+            out.append(f'<text x="{x + PAD:.1f}" y="{y + PAD + (j + 1) * LINE_H - 3:.1f}">{html.escape(line)}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out)
