@@ -171,8 +171,25 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         m = self._orig_mod
         if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
-            return m(*args, **kwargs)  # hooks run exactly as in eager
+            return self._call_with_hooks(m, args, kwargs)
         return self._compiled_forward(m, *args, **kwargs)
+
+    def _call_with_hooks(self, m, args, kwargs):
+        """The module's own __call__ runs its hooks exactly as in eager (FSDP's unshard and
+        reshard, DDP's, user hooks), with the compiled forward as the body: `forward` is an
+        instance attribute of the module for the moment __call__ looks it up. (Another
+        thread calling the same module meanwhile may find the plain forward: it then runs
+        eagerly, which is slower, never wrong.)"""
+        d = m.__dict__
+        had, prev = "forward" in d, d.get("forward")
+        d["forward"] = functools.partial(self._compiled_forward, m)
+        try:
+            return m(*args, **kwargs)
+        finally:
+            if had:
+                d["forward"] = prev
+            else:
+                d.pop("forward", None)
 
     def __getattr__(self, name):
         try:
