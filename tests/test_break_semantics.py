@@ -237,3 +237,25 @@ def f(x, lst, d):
           reset=reset)
     s = tracer.stats()
     assert s.graph_breaks >= 1 and s.fallbacks == 0
+
+
+def test_builtin_raising_on_constants_is_caught_by_traced_handler():
+    """int('x..'), 'abc'[7], str.split(...)[9] raise while folded: a traced user exception
+    with CPython's message (was an internal error for int(), a break for the others)."""
+    def f(x, n, out):
+        for expr in range(3):
+            try:
+                if expr == 0:
+                    v = int("x" + str(n))
+                elif expr == 1:
+                    v = "abc"[n + 5]
+                else:
+                    v = "a,b".split(",")[n]
+            except (ValueError, IndexError) as e:
+                out.append(str(e))
+                v = -1
+        return x + len(out)
+
+    check(f, (t(3), 1, []), (t(3), 0, ["z"]))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.graphs >= 1
