@@ -309,7 +309,7 @@ class Gen:
             self.emit(ind + 1, f"{self.pick(env['T'])} = {self.tensor_expr(env, 1)}")
         elif c == 19:
             fuzz_gen_effects.exceptions_from_builtins(self, env, ind, depth)
-        elif c == 20 and depth < self.max_depth:
+        elif c == 20 and depth == 0:  # (nested in another loop: too many traces per program)
             fuzz_gen_effects.writes_in_breaking_loop(self, env, ind, depth)
         else:
             self.assign_existing(env, ind)
