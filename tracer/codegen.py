@@ -274,11 +274,16 @@ def _emit_store(cg, frame, st):
 
 
 def assemble(code, instrs, slot, compiled_fn):
-    """Substitute the compiled graph for its slot and build the flat-signature code."""
+    """Substitute the compiled graph for its slot and build the flat-signature code.
+
+    The graph is called through `untraced`: nothing it runs (leaf modules' forward, a
+    backend's runtime) is a frame for the frame hook, under capture() or after a break."""
     if slot is not None:
+        from .frame_hook import untraced
+        graph_fn = untraced(compiled_fn)
         for ins in instrs:
             if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
-                ins.arg = compiled_fn
+                ins.arg = graph_fn
     new = make_code(code, instrs)
     return flatten_signature(new)
 
