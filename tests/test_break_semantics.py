@@ -237,3 +237,44 @@ def f(x, lst, d):
           reset=reset)
     s = tracer.stats()
     assert s.graph_breaks >= 1 and s.fallbacks == 0
+
+
+def test_builtin_raising_on_constants_is_caught_by_traced_handler():
+    """int('x..'), 'abc'[7], str.split(...)[9] raise while folded: a traced user exception
+    with CPython's message (was an internal error for int(), a break for the others)."""
+    def f(x, n, out):
+        for expr in range(3):
+            try:
+                if expr == 0:
+                    v = int("x" + str(n))
+                elif expr == 1:
+                    v = "abc"[n + 5]
+                else:
+                    v = "a,b".split(",")[n]
+            except (ValueError, IndexError) as e:
+                out.append(str(e))
+                v = -1
+        return x + len(out)
+
+    check(f, (t(3), 1, []), (t(3), 0, ["z"]))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.graphs >= 1
+
+
+def test_list_reached_through_an_exhausted_iterator_keeps_its_mutation():
+    """Found by the fuzzer. The resume function after the first loop's last break gets the
+    loop's iterator and the list; the list's Variable was reached through the iterator
+    (`iter_seq(it)`). The replay exhausted the real iterator first, then wrote the list's new
+    contents through `iter_seq(it)`, which an exhausted iterator answers with a fresh empty
+    list: the extension was lost. Every target is now fetched before any write."""
+    def f(x, lst, d):
+        for e in lst:
+            d["b"] = e
+            e = int(np.int64(e) + 1)   # a graph break in each iteration
+        for k in lst[:5]:
+            lst.extend([-3, 1])
+        return x + 1, lst
+
+    check(f, (t(2), [1, 2, 3], {}), (t(2), [1, 2, 3], {}), (t(2), [4], {"a": 0}))
+    s = tracer.stats()
+    assert s.graph_breaks >= 3 and s.fallbacks == 0 and s.ops >= 1

@@ -462,6 +462,68 @@ def test_skip_code_and_recursive():
         fh.unskip_code(mid.__code__)
 
 
+def test_rule_skip_is_honoured_only_for_the_rule_type():
+    """rule_skip caches a skip decided by the tracer's default rule: callbacks of exactly the
+    registered type are not called for that code; any other callback still is, and
+    is_skipped (what inlining checks) does not report it."""
+    def leaf():
+        return 1
+
+    class RuleCallback(Recorder):
+        pass
+
+    prev = fh.set_rule_type(RuleCallback)
+    try:
+        fh.rule_skip(leaf.__code__)
+        assert fh.is_rule_skipped(leaf.__code__) and not fh.is_skipped(leaf.__code__)
+        rule_cb, other = RuleCallback(), Recorder()
+        with hook(rule_cb):
+            leaf()
+        with hook(other):
+            leaf()
+        assert rule_cb.names == [] and other.names == ["leaf"]
+        fh.skip_code(leaf.__code__, recursive=True)  # an explicit skip wins (and replaces it)
+        assert fh.is_skipped(leaf.__code__)
+        fh.unskip_code(leaf.__code__)
+        assert not fh.is_rule_skipped(leaf.__code__) and not fh.is_skipped(leaf.__code__)
+        with pytest.raises(TypeError):
+            fh.rule_skip("not code")
+        with pytest.raises(TypeError):
+            fh.set_rule_type(3)
+    finally:
+        fh.unskip_code(leaf.__code__)
+        assert fh.set_rule_type(prev) is RuleCallback
+
+
+def test_untraced_calls_with_the_callback_off():
+    def leaf(x, k=0):
+        return x + k
+
+    def inner(x):
+        return leaf(x) + 1
+
+    rec = Recorder()
+    wrapped = fh.untraced(inner)
+    assert wrapped.__wrapped__ is inner and "untraced" in repr(wrapped)
+    with hook(rec):
+        assert wrapped(1) == 2
+        assert fh.untraced(leaf)(1, k=2) == 3  # keywords pass through
+        assert fh.get_eval_frame() is rec     # restored
+        leaf(0)
+    assert rec.names == ["leaf"]              # only the direct call
+    assert wrapped(5) == 6                    # no callback set: a plain call
+
+    def boom():
+        raise ValueError("x")
+
+    with hook(rec):
+        with pytest.raises(ValueError):
+            fh.untraced(boom)()
+        assert fh.get_eval_frame() is rec
+    with pytest.raises(TypeError):
+        fh.untraced(3)
+
+
 def test_disable_decorator_and_reenabling_inside():
     def leaf():
         return 1

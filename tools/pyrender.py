@@ -49,9 +49,10 @@ def _graph_names(graphs, code):
     names = []
     forwards = [getattr(gm, "forward", None) for gm in graphs]
     for c in consts:
-        owner = getattr(c, "__self__", None)
+        inner = getattr(c, "__wrapped__", c)  # frame_hook.untraced(compiled graph)
+        owner = getattr(inner, "__self__", None)
         for i, gm in enumerate(graphs):
-            if c is gm or owner is gm or c == forwards[i]:
+            if inner is gm or owner is gm or inner == forwards[i]:
                 names.append((c, f"graph_{i}"))
     if not names and len(graphs) == 1:  # a backend's own callable: the only graph call there is
         calls = [c for c in consts if getattr(c, "__module__", "") not in ("builtins",)]

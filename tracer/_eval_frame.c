@@ -22,6 +22,9 @@
  *   set_eval_frame(cb_or_None) -> previous callback (or None)
  *   get_eval_frame()           -> current callback (or None)
  *   skip_code(code, recursive=False) / unskip_code(code) / is_skipped(code) -> bool
+ *   rule_skip(code) / is_rule_skipped(code) -> bool   (process-wide, see below)
+ *   set_rule_type(type_or_None) -> previous            (process-wide)
+ *   untraced(fn) -> a callable that calls fn with this thread's callback off
  *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
  *   clear_thread_caches()      drop this thread's recycled function object / view
  *   _hook_installed() -> bool, _active_count() -> int   (for tests)
@@ -171,6 +174,11 @@ static PyObject *error_handler = NULL;        /* fn(exc, code) or NULL */
 /* Code-extra flags: small tagged integers, never objects, so no freefunc. */
 #define SKIP_FLAG ((uintptr_t)1)           /* never hand this code to the callback */
 #define SKIP_RECURSIVE_FLAG ((uintptr_t)2) /* ...nor anything it calls */
+/* A skip decided by a rule (the tracer's default: torch internals, the standard library...)
+   and cached here so that its frames cost no Python call: honoured only for callbacks whose
+   type is exactly `rule_type` (callbacks with another rule get every frame as before). */
+#define RULE_SKIP_FLAG ((uintptr_t)4)
+static PyObject *rule_type = NULL;            /* strong ref to a type, or NULL */
 
 static inline PyObject *
 call_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
@@ -568,13 +576,15 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
     uintptr_t flags = code_flags(co); /* 7 */
     if (flags) {
-        if (!(flags & SKIP_RECURSIVE_FLAG)) {
+        if (flags & SKIP_RECURSIVE_FLAG) {
+            tls_callback = NULL; /* disable bracket: nothing this frame calls is seen */
+            PyObject *result = call_default(tstate, frame, throwflag);
+            tls_restore(cb);
+            return result;
+        }
+        if ((flags & SKIP_FLAG) || (PyObject *)Py_TYPE(cb) == rule_type) {
             return call_default(tstate, frame, throwflag);
         }
-        tls_callback = NULL; /* disable bracket: nothing this frame calls is seen */
-        PyObject *result = call_default(tstate, frame, throwflag);
-        tls_restore(cb);
-        return result;
     }
 
     /* 8. Call the callback with interception off on this thread. */
@@ -651,6 +661,106 @@ maybe_uninstall_hook(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* untraced(fn): fn called with this thread's callback off.                  */
+
+/* The compiled graph of a cache entry is called through one of these: whatever Python code
+   runs inside it (leaf modules' forward, torch's functional wrappers, a backend's runtime)
+   is the graph's business, never a frame to trace, and costs no callback call per frame. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    vectorcallfunc vectorcall;
+} Untraced;
+
+static PyObject *
+untraced_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *fn = ((Untraced *)self)->fn;
+    PyObject *cb = tls_callback;
+    if (cb == NULL) {
+        return PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    }
+    tls_callback = NULL; /* same bracket as a SKIP_RECURSIVE frame */
+    PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    tls_restore(cb);
+    return result;
+}
+
+static PyObject *
+untraced_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *fn;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "untraced() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O:untraced", &fn)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "untraced() expects a callable, not %.200s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    Untraced *u = PyObject_GC_New(Untraced, type);
+    if (u == NULL) {
+        return NULL;
+    }
+    u->fn = Py_NewRef(fn);
+    u->vectorcall = untraced_vectorcall;
+    PyObject_GC_Track(u);
+    return (PyObject *)u;
+}
+
+static int
+untraced_traverse(Untraced *u, visitproc visit, void *arg)
+{
+    Py_VISIT(u->fn);
+    return 0;
+}
+
+static int
+untraced_clear(Untraced *u)
+{
+    Py_CLEAR(u->fn);
+    return 0;
+}
+
+static void
+untraced_dealloc(Untraced *u)
+{
+    PyObject_GC_UnTrack(u);
+    untraced_clear(u);
+    PyObject_GC_Del(u);
+}
+
+static PyObject *
+untraced_repr(Untraced *u)
+{
+    return PyUnicode_FromFormat("untraced(%R)", u->fn);
+}
+
+static PyMemberDef untraced_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(Untraced, fn), READONLY, "the callable called"},
+    {NULL}};
+
+static PyTypeObject Untraced_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracer._eval_frame.untraced",
+    .tp_basicsize = sizeof(Untraced),
+    .tp_dealloc = (destructor)untraced_dealloc,
+    .tp_vectorcall_offset = offsetof(Untraced, vectorcall),
+    .tp_repr = (reprfunc)untraced_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "untraced(fn): calls fn with this thread's frame callback off (nothing it runs "
+              "is handed to the callback).",
+    .tp_traverse = (traverseproc)untraced_traverse,
+    .tp_clear = (inquiry)untraced_clear,
+    .tp_members = untraced_members,
+    .tp_new = untraced_new,
+};
+
+/* ------------------------------------------------------------------------ */
 /* Module functions.                                                         */
 
 static PyObject *
@@ -709,6 +819,42 @@ skip_code(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
+rule_skip(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    if (set_flags(code, code_flags((PyCodeObject *)code) | RULE_SKIP_FLAG) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+is_rule_skipped(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong((code_flags((PyCodeObject *)code) & RULE_SKIP_FLAG) != 0);
+}
+
+static PyObject *
+set_rule_type(PyObject *Py_UNUSED(m), PyObject *type)
+{
+    if (type != Py_None && !PyType_Check(type)) {
+        PyErr_Format(PyExc_TypeError, "set_rule_type expects a type or None, not %.200s",
+                     Py_TYPE(type)->tp_name);
+        return NULL;
+    }
+    PyObject *old = rule_type;
+    rule_type = (type == Py_None) ? NULL : Py_NewRef(type);
+    return old != NULL ? old : Py_NewRef(Py_None);
+}
+
+static PyObject *
 unskip_code(PyObject *Py_UNUSED(m), PyObject *code)
 {
     if (set_flags(code, 0) < 0) {
@@ -724,7 +870,7 @@ is_skipped(PyObject *Py_UNUSED(m), PyObject *code)
         PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
         return NULL;
     }
-    return PyBool_FromLong(code_flags((PyCodeObject *)code) != 0);
+    return PyBool_FromLong((code_flags((PyCodeObject *)code) & (SKIP_FLAG | SKIP_RECURSIVE_FLAG)) != 0);
 }
 
 static PyObject *
@@ -773,7 +919,13 @@ static PyMethodDef methods[] = {
      "skip_code(code, recursive=False): never hand frames of `code` to the callback; "
      "recursive=True also hides everything it calls while it runs."},
     {"unskip_code", unskip_code, METH_O, "unskip_code(code): undo skip_code."},
-    {"is_skipped", is_skipped, METH_O, "is_skipped(code) -> bool"},
+    {"is_skipped", is_skipped, METH_O, "is_skipped(code) -> bool (skip_code's marks only)"},
+    {"rule_skip", rule_skip, METH_O,
+     "rule_skip(code): callbacks whose type is the rule type (set_rule_type) are not called "
+     "for frames of `code` (a skip decision of their rule, cached); others still are."},
+    {"is_rule_skipped", is_rule_skipped, METH_O, "is_rule_skipped(code) -> bool"},
+    {"set_rule_type", set_rule_type, METH_O,
+     "set_rule_type(type_or_None) -> previous: the callback type that honours rule_skip marks."},
     {"set_error_handler", set_error_handler, METH_O,
      "set_error_handler(fn_or_None) -> previous. fn(exc, code) is called when the callback "
      "raises an Exception or returns something unusable; the frame then runs normally. "
@@ -800,7 +952,7 @@ PyInit__eval_frame(void)
                         "supported)");
         return NULL;
     }
-    if (PyType_Ready(&FrameView_Type) < 0) {
+    if (PyType_Ready(&FrameView_Type) < 0 || PyType_Ready(&Untraced_Type) < 0) {
         return NULL;
     }
     extra_index = REQUEST_CODE_EXTRA_INDEX(NULL); /* flags only: nothing to free */
@@ -812,7 +964,8 @@ PyInit__eval_frame(void)
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "FrameView", (PyObject *)&FrameView_Type) < 0) {
+    if (PyModule_AddObjectRef(m, "FrameView", (PyObject *)&FrameView_Type) < 0 ||
+        PyModule_AddObjectRef(m, "untraced", (PyObject *)&Untraced_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from .exc import Unsupported, UserException, user_error
+from .exc import Unsupported, UserException, folding_error, user_error
 from .variables.base import ConstantVariable, Variable, check_builtin_attr
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
@@ -43,7 +43,11 @@ def call_builtin(tx, fn, args, kwargs):
 def _fold(fn, args, kwargs):
     cargs = [a.as_constant() for a in args]
     ckw = {k: v.as_constant() for k, v in kwargs.items()}
-    return ConstantVariable(fn(*cargs, **ckw))
+    try:
+        value = fn(*cargs, **ckw)
+    except Exception as e:  # noqa: BLE001 - the user's call raises it
+        raise folding_error(e, f"{getattr(fn, '__name__', fn)}(...)") from None
+    return ConstantVariable(value)
 
 
 def _all_const(args):

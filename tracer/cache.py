@@ -79,7 +79,8 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
     otherwise trace the same entry twice and exhaust the limit."""
     with LOCK:
         hit = lookup(code, L, G, C, backend, fullgraph)
-        if hit is not None:
+        if hit is not None:  # (a caller's own view of the entries was out of date)
+            records.HITS[0] += 1
             return hit
         code_cache = cache_for(code)
         if code_cache.limit_reached():

@@ -1,17 +1,29 @@
 """`with tracer.capture(backend=...):` — every Python frame started inside goes through the
 cache / convert_frame path, via the C frame hook (frame_hook.py).
 
+Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes=`):
+  * the code users run: anything outside torch, the standard library, numpy/scipy/pandas and
+    the tracer itself; and the `forward` of every `torch.nn.Module`, stock ones included
+    (torch/nn/modules/...), so `with capture(): model(batch)` traces the same frame that
+    `tracer.compile(model)` traces and captures the same ops;
+  * resume functions of frames that broke (wherever their code lives);
+  * not torch's internals: the module call machinery (`Module._call_impl` runs natively, so
+    hooks run exactly as in eager and `forward` is entered through the frame hook), the
+    functional wrappers (inlined when their caller is traced, as under compile()), fx,
+    autograd, dynamo. A skip decided by the default rule is cached on the code object (C:
+    `rule_skip`), so those frames cost no Python call on later calls.
+
 The callback receives a frame view before the frame runs: it checks the code object's cache
 entries' guards against the frame's argument slots, and returns the entry's rewritten code
-(or None to run the frame as it is). A miss traces the frame. Frames whose code lives in
-torch, the standard library, or the tracer itself are skipped by `should_skip`, which is the
-one configurable rule (`skip_prefixes=`).
+(or None to run the frame as it is). A miss traces the frame. The warm path is one dict
+lookup by code identity and the entries' guard checks (`FrameCallback.__call__`).
 """
 import logging
 import os
 import sys
 import sysconfig
 import threading
+import weakref
 
 import torch
 
@@ -20,11 +32,14 @@ from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
 from .exc import FullGraphError
+from .frame_hook import rule_skip, set_rule_type
 
 log = logging.getLogger("tracer")
 
 _TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
     sys.modules["tracer"], __import__("guards"), __import__("bytecode_utils")))
+
+
 def _package_dir(name):
     try:
         module = __import__(name)
@@ -33,46 +48,111 @@ def _package_dir(name):
     return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
 
 
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in ("numpy", "scipy", "pandas")) if p) + (
-    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    _TORCH_DIR,
     sysconfig.get_paths()["stdlib"] + os.sep,
     *_TRACER_DIRS,
 )
+# Where torch keeps nn.Module classes whose `forward` is model code (traced even though it
+# lives under a skipped prefix).
+MODULE_DIRS = (os.path.join(_TORCH_DIR, "nn") + os.sep, os.path.join(_TORCH_DIR, "ao", "nn") + os.sep)
+
+TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
 
 
-def should_skip(code, prefixes):
+def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
+    """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
+    code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
+    if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a traced frame
+        return TRACE
     filename = code.co_filename
-    return filename.startswith(prefixes) or filename.startswith("<") and filename != "<string>"
+    if filename.startswith("<") and filename != "<string>":
+        return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
+    if not filename.startswith(prefixes):
+        return TRACE
+    if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
+        return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
+    return SKIP
+
+
+def should_skip(code, prefixes=DEFAULT_SKIP_PREFIXES, args=None):
+    """Whether the frame hook leaves a frame of `code` (called with `args`) alone."""
+    return frame_rule(code, args, prefixes) is not TRACE
 
 
 class FrameCallback:
-    """The hook's callback: cache lookup by guards, else convert_frame."""
+    """The hook's callback: cache lookup by guards, else convert_frame.
+
+    Instances of exactly this class use the default rule and cache its skips on code objects
+    (the C hook then never calls them for those frames); `make_callback` gives an instance
+    of a subclass for other prefixes."""
 
     def __init__(self, backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
         self.backend = backend_fn
         self.fullgraph = fullgraph
         self.skip_prefixes = tuple(skip_prefixes)
+        self._hot = {}  # id(code) -> (weakref to code, [(guard check, code to run or None)])
+        cache.register_view(self)
 
     def __call__(self, frame):
         code = frame.f_code
-        if should_skip(code, self.skip_prefixes):
+        hot = self._hot.get(id(code))
+        if hot is not None and hot[0]() is code:
+            L, G, C = frame.f_args, frame.f_globals, frame.closure
+            for check, new_code in hot[1]:
+                if check(L, G, C):
+                    HITS[0] += 1
+                    return new_code
+            return self._compile(code, frame)
+        rule = frame_rule(code, frame.f_args, self.skip_prefixes)
+        if rule is not TRACE:
+            if rule is SKIP and type(self) is FrameCallback:
+                rule_skip(code)
             return None
+        return self._compile(code, frame)
+
+    def _compile(self, code, frame):
         L, G, C = frame.f_args, frame.f_globals, frame.closure
-        entry = cache.lookup(code, L, G, C, self.backend, self.fullgraph)
-        if entry is not None:
-            HITS[0] += 1
-            return entry.code
         entry = cache.lookup_or_compile(
             code, L, G, C, self.backend, self.fullgraph,
             lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph))
+        self._refresh(code)
         return None if entry is None else entry.code
+
+    def _refresh(self, code):
+        """This callback's view of `code`'s entries, in cache order."""
+        key = id(code)
+        hot = self._hot
+
+        def forget(_ref, key=key, hot=hot):
+            hot.pop(key, None)
+
+        mine = [(e.guards.check, e.code) for e in cache.cache_for(code).entries
+                if e.made_for(self.backend, self.fullgraph)]
+        hot[key] = (weakref.ref(code, forget), mine)
+
+    def _clear_cache(self):
+        self._hot.clear()
+
+
+class _OtherRuleCallback(FrameCallback):
+    """A callback whose skip prefixes are not the default: its skips are not cached."""
+
+
+set_rule_type(FrameCallback)
+
+
+def make_callback(backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+    cls = FrameCallback if tuple(skip_prefixes) == DEFAULT_SKIP_PREFIXES else _OtherRuleCallback
+    return cls(backend_fn, fullgraph, skip_prefixes)
 
 
 class capture:
     """Trace every frame started inside the block; restores the previous hook on exit."""
 
     def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
-        self.callback = FrameCallback(resolve(backend), fullgraph, skip_prefixes)
+        self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes)
         self._prev = threading.local()
 
     def __enter__(self):
@@ -97,8 +177,8 @@ def _report_callback_error(exc, code):
 
 def _skip_own_frames():
     from .frame_hook import skip_code
-    for fn in (capture.__enter__, capture.__exit__, FrameCallback.__call__, should_skip,
-               _report_callback_error):
+    for fn in (capture.__enter__, capture.__exit__, FrameCallback.__call__, FrameCallback._compile,
+               FrameCallback._refresh, frame_rule, should_skip, _report_callback_error):
         skip_code(fn.__code__)
 
 

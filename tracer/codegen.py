@@ -161,14 +161,18 @@ def generate(frame, ret):
 
 
 def side_effect_values(cg, frame):
-    """Phase 1 of replaying side effects: compute every value to be written into temps."""
+    """Phase 1 of replaying side effects: compute every value to be written, and fetch every
+    object to be written to, into temps. The targets are fetched now too: a target's source
+    may read through another mutated object (a list reached through an iterator over it,
+    `iter_seq(it)`, or an object held in a list), which phase 2 changes before it gets there."""
     se = frame.ctx.side_effects
     stores = []
     for var in se.mutated_containers:
-        stores.append(("contents", var, _contents_into_tmp(cg, var)))
+        stores.append(("contents", var, _contents_into_tmp(cg, var), _target_into_tmp(cg, var)))
     for var, attrs in se.attr_stores.values():
+        target = _target_into_tmp(cg, var)
         for name, value in attrs.items():
-            stores.append(("attr", var, name, _value_into_tmp(cg, value)))
+            stores.append(("attr", var, name, _value_into_tmp(cg, value), target))
     for g, names in se.global_stores.values():
         for name, value in names.items():
             stores.append(("global", g, name, _value_into_tmp(cg, value)))
@@ -209,6 +213,11 @@ def _value_into_tmp(cg, var):
     return cg.store_tmp()
 
 
+def _target_into_tmp(cg, var):
+    cg.load_source(var.source)
+    return cg.store_tmp()
+
+
 def _contents_into_tmp(cg, var):
     if isinstance(var, ListVariable):
         for item in var.items:
@@ -233,30 +242,30 @@ def _contents_into_tmp(cg, var):
 def _emit_store(cg, frame, st):
     kind = st[0]
     if kind == "contents":
-        _, var, tmp = st
+        _, var, tmp, target = st
         if isinstance(var, ListVariable):
             cg.emit("LOAD_FAST", tmp)
-            cg.load_source(var.source)
+            cg.emit("LOAD_FAST", target)
             cg.load_const(slice(None))
             cg.emit("STORE_SUBSCR")
         elif isinstance(var, IteratorVariable):
             cg.extend(versions.load_const_callable(set_list_iter if hasattr(var, "replay_pos") else advance))
-            cg.load_source(var.source)
+            cg.emit("LOAD_FAST", target)
             cg.emit("LOAD_FAST", tmp)
             cg.call(2)
             cg.emit("POP_TOP")
         else:  # dict / set: clear then update in place, keeping identity
             for method, arg in (("clear", None), ("update", tmp)):
-                cg.load_source(var.source)
+                cg.emit("LOAD_FAST", target)
                 cg.load_method(method)
                 if arg is not None:
                     cg.emit("LOAD_FAST", arg)
                 cg.call(1 if arg else 0)
                 cg.emit("POP_TOP")
     elif kind == "attr":
-        _, var, name, tmp = st
+        _, var, name, tmp, target = st
         cg.emit("LOAD_FAST", tmp)
-        cg.load_source(var.source)
+        cg.emit("LOAD_FAST", target)
         cg.emit("STORE_ATTR", name)
     elif kind == "global":
         _, g, name, tmp = st
@@ -274,11 +283,16 @@ def _emit_store(cg, frame, st):
 
 
 def assemble(code, instrs, slot, compiled_fn):
-    """Substitute the compiled graph for its slot and build the flat-signature code."""
+    """Substitute the compiled graph for its slot and build the flat-signature code.
+
+    The graph is called through `untraced`: nothing it runs (leaf modules' forward, a
+    backend's runtime) is a frame for the frame hook, under capture() or after a break."""
     if slot is not None:
+        from .frame_hook import untraced
+        graph_fn = untraced(compiled_fn)
         for ins in instrs:
             if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
-                ins.arg = compiled_fn
+                ins.arg = graph_fn
     new = make_code(code, instrs)
     return flatten_signature(new)
 

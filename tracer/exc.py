@@ -53,6 +53,18 @@ def user_error(exc_type, *args):
                          ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]))
 
 
+def folding_error(e, what):
+    """What the tracer raises when folding `what` on constants raised `e`: the same exception,
+    raised by the traced user code (a UserException, catchable by a traced `try`), when it is
+    a builtin exception with constant arguments; otherwise Unsupported (a graph break: the
+    instruction then raises natively, inside the user's handlers)."""
+    from .variables.base import is_constant_value
+    cls = type(e)
+    if cls.__module__ == "builtins" and isinstance(e, Exception) and all(is_constant_value(a) for a in e.args):
+        return user_error(cls, *e.args)
+    return Unsupported(f"{what} raises {cls.__name__} (the user code raises it)")
+
+
 class FullGraphError(RuntimeError):
     """Raised to the user when fullgraph=True and the frame could not be captured whole."""
 

@@ -7,6 +7,9 @@ API (callbacks are per thread; see the C file's header for the details):
     skip_code(code, recursive=False)           never hand `code`'s frames to the callback;
                                                recursive=True: nor anything it calls
     unskip_code(code), is_skipped(code) -> bool
+    rule_skip(code), is_rule_skipped(code)     a skip decided by a rule, cached on the code:
+    set_rule_type(type_or_None) -> previous    honoured for callbacks of exactly that type
+    untraced(fn)                               fn, called with this thread's callback off
     set_error_handler(fn_or_None) -> previous  fn(exc, code) when the callback fails
     clear_thread_caches()                      drop this thread's recycled call-through
                                                function (it keeps the last replacement code
@@ -52,6 +55,10 @@ get_eval_frame = _C.get_eval_frame
 skip_code = _C.skip_code
 unskip_code = _C.unskip_code
 is_skipped = _C.is_skipped
+rule_skip = _C.rule_skip
+is_rule_skipped = _C.is_rule_skipped
+set_rule_type = _C.set_rule_type
+untraced = _C.untraced
 set_error_handler = _C.set_error_handler
 clear_thread_caches = _C.clear_thread_caches
 
@@ -65,6 +72,10 @@ __all__ = [
     "skip_code",
     "unskip_code",
     "is_skipped",
+    "rule_skip",
+    "is_rule_skipped",
+    "set_rule_type",
+    "untraced",
     "set_error_handler",
     "clear_thread_caches",
     "hook",

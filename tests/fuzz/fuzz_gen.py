@@ -14,8 +14,11 @@ Statements: arithmetic and torch ops, locals reassigned, if/for/while over Pytho
 calls to generated helpers (inlined by the tracer), closures and lambdas, list/dict/tuple
 building and unpacking (starred too), in-place tensor ops (also on inputs), print to a
 sink, numpy round trips, `.item()` and data-dependent branches (graph breaks),
-try/except, and now and then an operation that raises in eager Python as well.
+try/except, and now and then an operation that raises in eager Python as well; exceptions
+from builtin-typed values inside try, and global/container writes in loops whose body
+breaks (fuzz_gen_effects.py).
 """
+import fuzz_gen_effects
 
 TENSOR_UNARY = [
     "torch.sin({})", "torch.cos({})", "{}.relu()", "torch.tanh({})", "{}.abs()", "-{}",
@@ -304,6 +307,10 @@ class Gen:
         elif c == 18:
             self.emit(ind, f"with torch.no_grad():")
             self.emit(ind + 1, f"{self.pick(env['T'])} = {self.tensor_expr(env, 1)}")
+        elif c == 19:
+            fuzz_gen_effects.exceptions_from_builtins(self, env, ind, depth)
+        elif c == 20 and depth == 0:  # (nested in another loop: too many traces per program)
+            fuzz_gen_effects.writes_in_breaking_loop(self, env, ind, depth)
         else:
             self.assign_existing(env, ind)
 

@@ -5,7 +5,7 @@ compiled, each with its own print sink and global counter), then for each input 
 first one twice, so the cache-hit path runs too, then changed shapes, dtype, constants, list
 lengths and dict contents) compares: the result (same types and structure, tensors by
 dtype/shape/allclose with equal_nan), the inputs after the call (mutations), the printed
-output, the globals, and, when eager raises, the exception type.
+output, the globals (COUNTER, ACC), and, when eager raises, the exception type.
 Raises `Mismatch` with a readable description on the first difference.
 """
 import copy
@@ -80,7 +80,7 @@ def input_sets(seed=0):
 
 
 def _namespace():
-    return {"SINK": io.StringIO(), "COUNTER": [0], "__name__": "fuzzprog"}
+    return {"SINK": io.StringIO(), "COUNTER": [0], "ACC": 0, "__name__": "fuzzprog"}
 
 
 def _call(fn, args):
@@ -125,8 +125,9 @@ def _check(src, backend, n_inputs, filename):
             if ns_e["SINK"].getvalue() != ns_c["SINK"].getvalue():
                 raise Mismatch(f"{where}: printed output differs:\n{ns_e['SINK'].getvalue()!r}\n"
                                f"{ns_c['SINK'].getvalue()!r}")
-            if ns_e["COUNTER"] != ns_c["COUNTER"]:
-                raise Mismatch(f"{where}: global COUNTER {ns_e['COUNTER']} vs {ns_c['COUNTER']}")
+            for name in ("COUNTER", "ACC"):
+                if ns_e[name] != ns_c[name]:
+                    raise Mismatch(f"{where}: global {name} {ns_e[name]} vs {ns_c[name]}")
     return compiled
 
 

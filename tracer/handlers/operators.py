@@ -8,7 +8,7 @@ import operator
 
 from bytecode_utils import BINARY_OP_NAMES
 
-from ..exc import Unsupported
+from ..exc import Unsupported, folding_error
 from ..variables.base import ConstantVariable
 from ..variables.containers import BaseSequence, ListVariable, SizeVariable, TupleVariable
 from ..variables.tensor import TensorVariable
@@ -34,8 +34,8 @@ def _opname(arg):
 def _fold(fn, *values):
     try:
         return ConstantVariable(fn(*values))
-    except Exception as e:
-        raise Unsupported(f"{fn.__name__}{values!r} raises {type(e).__name__} (the user code raises it)")
+    except Exception as e:  # noqa: BLE001 - the user's operator raises it
+        raise folding_error(e, f"{fn.__name__}{values!r}") from None
 
 
 def binary_op(f, name, a, b):

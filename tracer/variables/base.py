@@ -182,7 +182,11 @@ class ConstantVariable(Variable):
         raise Unsupported(f"attribute {name!r} of constant {type(self.value).__name__}")
 
     def getitem(self, tx, key):
-        return ConstantVariable(self.value[key.as_constant()])
+        try:
+            return ConstantVariable(self.value[key.as_constant()])
+        except Exception as e:  # noqa: BLE001 - "abc"[7], (1, 2)["x"]: the user code raises it
+            from ..exc import folding_error
+            raise folding_error(e, f"{type(self.value).__name__}[...]") from None
 
     def iterate(self, tx):
         if isinstance(self.value, (str, bytes, range, tuple, frozenset)):

@@ -215,7 +215,11 @@ def _call_constant_method(tx, obj, name, args, kwargs):
         if name == "format" and isinstance(obj.as_constant(), str):
             raise Unsupported("str.format with non-constant arguments")
         raise
-    result = getattr(obj.as_constant(), name)(*cargs, **ckw)
+    try:
+        result = getattr(obj.as_constant(), name)(*cargs, **ckw)
+    except Exception as e:  # noqa: BLE001 - the user's call raises it
+        from ..exc import folding_error
+        raise folding_error(e, f"{type(obj.as_constant()).__name__}.{name}(...)") from None
     if not is_constant_value(result) and not isinstance(result, list):
         raise Unsupported(f"{type(obj.as_constant()).__name__}.{name} result")
     if isinstance(result, list):
