@@ -20,4 +20,11 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trac
         )
     ext_modules.append(Extension("tracer._eval_frame", ["tracer/_eval_frame.c"]))
 
+# The guard engine (guards/_fastcheck*.c): optional at run time (guards/fastpath.py falls back
+# to the generated Python check without it), built for CPython 3.11-3.13.
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards", "_fastcheck.c")) \
+        and (3, 11) <= sys.version_info[:2] <= (3, 13):
+    ext_modules.append(Extension("guards._fastcheck", ["guards/_fastcheck.c", "guards/_fastcheck_capture.c"],
+                                 depends=["guards/_fastcheck.h"]))
+
 setup(ext_modules=ext_modules)

@@ -12,12 +12,17 @@ Order: guards that make a base valid run before guards that reach through it.
   3. everything else, by source depth.
 The slow path ``failures`` evaluates each guard on its own (same order), skipping guards
 whose base already failed, and names each failed guard in plain words.
+
+``check`` is the C program of guards/fastpath.py when the extension is built (same answers,
+the module tree re-proved only when it changed), else the generated function itself
+(``full_check`` either way).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from . import fastpath
 from .codegen import ExprContext, HoistContext
 from .guard import Guard, IdMatch, SameObject
 from .sources import Source
@@ -82,9 +87,15 @@ class GuardSet:
         self.builtins = builtins
         first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
         self.guards: list[Guard] = first + tensors + rest
-        self.check: Callable[[tuple, dict, Any], bool]
-        self.check, self.source_code = self._generate(first, tensors, rest)
         self._slow: list[Callable] | None = None
+        self._batch = None  # (TensorMatch guards checked in one call, its check or None)
+        self.full_check: Callable[[tuple, dict, Any], bool]
+        self.full_check, self.source_code = self._generate(first, tensors, rest)
+        self._op_guards: list[tuple] = []
+        self._program = fastpath.build(self, first, self._batch, rest)
+        self.check: Callable[[tuple, dict, Any], bool] = (
+            self._program if self._program is not None else self.full_check)
+        self._covered = {i for gs in self._op_guards for i in gs}
 
     # -- fast path ---------------------------------------------------------------------
     def _generate(self, first, tensors, rest):
@@ -111,11 +122,13 @@ class GuardSet:
             if all(e is not None for e in examples):
                 tg = make_tensor_guards(examples)  # copies metadata only
                 del examples
+                self._batch = (tensors, tg.check)
                 args = ", ".join(ctx.value(t.source) for t in tensors)
                 lo, hi = index[id(tensors[0])], index[id(tensors[-1])]
                 emit([f"{ctx.const(tg.check)}({args})"], f"[{lo}..{hi}] TensorMatch batch")
             else:  # an example died: check one by one (same facts, a little slower)
                 del examples
+                self._batch = (tensors, None)
                 emit_guards(tensors)
         emit_guards(rest)
         lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True",
@@ -126,29 +139,50 @@ class GuardSet:
     def __call__(self, L, G, C) -> bool:
         return self.check(L, G, C)
 
+    def _slow_check(self, L, G, C) -> bool:
+        """The C program's answer when its snapshot is missing or stale: capture a new one,
+        ask the generated check, and tell the program what it may trust from now on: every
+        frozen guard held (positive), or one of them failed on its own (negative: the call
+        fails until something it read changes)."""
+        prog = self._program
+        token = prog.capture(L, G, C)
+        ok = self.full_check(L, G, C)
+        if token:
+            positive = True
+            if not ok:
+                fns = self._slow_fns()
+                frozen = self._covered - prog.active_guards()
+                positive = all(fns[i][0](L, G, C) for i in sorted(frozen))
+            prog.commit(L, G, C, positive, token)
+        return ok
+
     # -- slow path ---------------------------------------------------------------------
+    def _compile_one(self, i: int, g: Guard):
+        """(check_i(L, G, C), value getter for a TensorMatch or None): guard i on its own."""
+        ctx = ExprContext(self.builtins)
+        conds = " and ".join(f"({c})" for c in g.conditions(ctx))
+        fn, _ = ctx.compile(f"check{i}", ["try:", f"    return bool({conds})",
+                                          "except Exception:", "    return False"])
+        if isinstance(g, TensorMatch):
+            vctx = ExprContext(self.builtins)
+            getter, _ = vctx.compile(f"check_get{i}", [f"return {g.source.guard_expr(vctx)}"])
+            return fn, getter
+        return fn, None
+
     def _compile_slow(self) -> list[Callable]:
-        fns = []
-        for i, g in enumerate(self.guards):
-            ctx = ExprContext(self.builtins)
-            conds = " and ".join(f"({c})" for c in g.conditions(ctx))
-            fn, _ = ctx.compile(f"check{i}", ["try:", f"    return bool({conds})",
-                                              "except Exception:", "    return False"])
-            if isinstance(g, TensorMatch):
-                vctx = ExprContext(self.builtins)
-                getter, _ = vctx.compile(f"check_get{i}", [f"return {g.source.guard_expr(vctx)}"])
-                fns.append((fn, getter))
-            else:
-                fns.append((fn, None))
-        return fns
+        return [self._compile_one(i, g) for i, g in enumerate(self.guards)]
+
+    def _slow_fns(self) -> list:
+        if self._slow is None:
+            self._slow = self._compile_slow()
+        return self._slow
 
     def failures(self, L, G, C) -> list[str]:
         """Descriptions of the guards that fail on these inputs (empty list: all pass).
 
         Guards reaching through a source whose own guard failed are not evaluated.
         """
-        if self._slow is None:
-            self._slow = self._compile_slow()
+        self._slow_fns()
         failed_sources: set[Source] = set()
         out: list[str] = []
         for g, (fn, getter) in zip(self.guards, self._slow):

@@ -44,15 +44,28 @@ class ExprContext:
         """Expression that evaluates to the value of ``source``."""
         return source.guard_expr(self)
 
-    def compile(self, name: str, body_lines: list[str]) -> tuple[Any, str]:
-        """exec() a ``def name(L, G, C)`` with the given body; return (function, text)."""
-        text = f"def {name}(L, G, C):\n" + "".join(f"    {ln}\n" for ln in body_lines)
+    def compile(self, name: str, body_lines: list[str], args: str = "L, G, C") -> tuple[Any, str]:
+        """exec() a ``def name(L, G, C)`` (or ``def name(V)``) with the given body; return
+        (function, text)."""
+        text = f"def {name}({args}):\n" + "".join(f"    {ln}\n" for ln in body_lines)
         _check_generated(text)
         ns = dict(self.namespace)
         ns["__builtins__"] = {"getattr": getattr, "type": type, "len": len, "id": id,
                               "tuple": tuple, "map": map, "bool": bool, "Exception": Exception}
         exec(compile(text, f"<guards:{name}>", "exec"), ns)  # noqa: S102 - generated text only
         return ns[name], text
+
+
+class ArgContext(ExprContext):
+    """Spells one source as ``V``, the argument of a one-value condition ``def check(V)``
+    (the C check hands it the value it already has)."""
+
+    def __init__(self, source, builtins: dict | None = None) -> None:
+        super().__init__(builtins)
+        self._arg = source
+
+    def value(self, source) -> str:
+        return "V" if source == self._arg else source.guard_expr(self)
 
 
 class HoistContext(ExprContext):
@@ -81,7 +94,7 @@ class HoistContext(ExprContext):
 
 _ALLOWED_WORDS = {
     "def", "return", "if", "not", "and", "or", "is", "in", "try", "except", "True", "False",
-    "None", "getattr", "type", "len", "id", "tuple", "map", "bool", "Exception", "L", "G", "C",
+    "None", "getattr", "type", "len", "id", "tuple", "map", "bool", "Exception", "L", "G", "C", "V",
     "cell_contents",
 }
 

@@ -311,13 +311,22 @@ class NoAliasing(Guard):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Predicate(Guard):
-    """Escape hatch: ``fn(v)`` is true.  ``fn`` is bound as a constant (held strongly)."""
+    """Escape hatch: ``fn(v)`` is true.  ``fn`` is bound as a constant (held strongly).
+
+    ``kind`` (set only by the constructors below, which build ``fn`` from ``arg`` themselves)
+    says what ``fn`` reads, so the C check (fastpath.py) can tell when its answer cannot have
+    changed and equal predicates deduplicate; a Predicate without a kind is re-run every call.
+    """
 
     source: Source
     fn: Callable[[Any], bool]
     description: str
+    kind: str | None = None
+    arg: tuple = ()
 
     def _key(self):
+        if self.kind is not None:
+            return (self.source, self.kind, const_key(self.arg))
         return (self.source, id(self.fn), self.description)
 
     def conditions(self, ctx):
@@ -325,6 +334,53 @@ class Predicate(Guard):
 
     def describe(self):
         return f"{self.source.name()}: {self.description}"
+
+    @classmethod
+    def key_absent(cls, source: Source, key: Any, description: str) -> "Predicate":
+        """``key not in v`` (v a dict: a globals dict, an instance __dict__)."""
+        return cls(source, lambda d, _k=key: _k not in d, description, "key_absent", (key,))
+
+    @classmethod
+    def attrs_are(cls, source: Source, attrs: dict, description: str) -> "Predicate":
+        """``v.__dict__`` maps each name to a value of exactly this type, equal to it."""
+        expected = tuple((k, type(v), v) for k, v in attrs.items())
+
+        def check(obj):
+            d = obj.__dict__
+            for k, t, v in expected:
+                got = d.get(k, _MISSING)
+                if type(got) is not t or got != v:
+                    return False
+            return True
+        kind = "attrs" if all(_immutable(v) for v in attrs.values()) else None
+        return cls(source, check, description, kind, expected)
+
+    @classmethod
+    def falsy_attrs(cls, source: Source, names, description: str) -> "Predicate":
+        """No entry of ``v.__dict__`` named in ``names`` is truthy (absent counts as falsy):
+        e.g. a module's four hook dicts are empty."""
+        names = tuple(names)
+
+        def check(obj):
+            d = obj.__dict__
+            return not any(d.get(n) for n in names)
+        return cls(source, check, description, "falsy", names)
+
+    @classmethod
+    def lacks_attr(cls, source: Source, name: str, description: str) -> "Predicate":
+        """``not hasattr(v, name)``."""
+        return cls(source, lambda obj, _n=name: not hasattr(obj, _n), description, "lacks", (name,))
+
+
+_MISSING = object()
+
+
+def _immutable(v: Any) -> bool:
+    t = type(v)
+    if t in (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device,
+             torch.layout, torch.memory_format):
+        return True
+    return t in (tuple, frozenset, torch.Size) and all(_immutable(x) for x in v)
 
 
 def _autocast_state() -> tuple:
@@ -357,20 +413,26 @@ class GlobalStateMatch(Guard):
         return (self.grad_enabled, self.inference_mode, self.default_dtype, self.deterministic,
                 self.deterministic_warn_only, self.any_autocast, self.autocast)
 
+    def calls(self) -> list[tuple[Callable[[], Any], Any]]:
+        """(fn, expected): the state holds iff ``fn() is expected`` for each (the C check
+        calls the same functions); the autocast tuple, when autocast is on, is compared
+        with == in ``conditions``."""
+        out = [
+            (torch.is_grad_enabled, bool(self.grad_enabled)),
+            (torch.is_inference_mode_enabled, bool(self.inference_mode)),
+            (torch.get_default_dtype, self.default_dtype),
+            (torch._C._get_deterministic_algorithms, bool(self.deterministic)),
+            (torch._C._get_deterministic_algorithms_warn_only, bool(self.deterministic_warn_only)),
+        ]
+        if not self.any_autocast:
+            out.append((torch._C._is_any_autocast_enabled, False))
+        return out
+
     def conditions(self, ctx):
         k = ctx.const
-        conds = [
-            f"{k(torch.is_grad_enabled)}() is {k(bool(self.grad_enabled))}",
-            f"{k(torch.is_inference_mode_enabled)}() is {k(bool(self.inference_mode))}",
-            f"{k(torch.get_default_dtype)}() is {k(self.default_dtype)}",
-            f"{k(torch._C._get_deterministic_algorithms)}() is {k(bool(self.deterministic))}",
-            f"{k(torch._C._get_deterministic_algorithms_warn_only)}() is "
-            f"{k(bool(self.deterministic_warn_only))}",
-        ]
+        conds = [f"{k(fn)}() is {k(expected)}" for fn, expected in self.calls()]
         if self.any_autocast:
             conds.append(f"{k(_autocast_state)}() == {k(self.autocast)}")
-        else:
-            conds.append(f"{k(torch._C._is_any_autocast_enabled)}() is {k(False)}")
         return conds
 
     def describe(self):

@@ -215,6 +215,34 @@ class AttrSource(Source):
         return self.base_.reconstruct() + versions.load_attr(self.attr)
 
 
+class GenericAttrSource(AttrSource):
+    """``object.__getattribute__(base, attr)``: an attribute read that bypasses a class's own
+    __getattribute__ (which may be the very frame being traced: re-entering it would recurse)."""
+
+    def name(self) -> str:
+        return f"object.__getattribute__({self.base_.name()}, {self.attr!r})"
+
+    def guard_expr(self, ctx) -> str:
+        return f"{ctx.const(object.__getattribute__)}({ctx.value(self.base_)}, {ctx.const(self.attr)})"
+
+    def reconstruct(self) -> list[Instr]:
+        return [*versions.load_const_callable(object.__getattribute__), *self.base_.reconstruct(),
+                Instr("LOAD_CONST", self.attr), *versions.call(2)]
+
+
+class GlobalsDictSource(Source):
+    """The frame's globals dict itself (for 'name is not shadowed' guards on builtins)."""
+
+    def _key(self):
+        return ()
+
+    def name(self) -> str:
+        return "G"
+
+    def guard_expr(self, ctx) -> str:
+        return "G"
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ItemSource(Source):
     """``base[key]`` with a constant, hashable key."""

@@ -9,13 +9,12 @@ Operations that several handlers and Variables need (binary operators, truthines
 torch ops, wrapping real values) live here so there is exactly one implementation each.
 """
 import dis
-import functools
 import operator
 
 import torch
 from bytecode_utils import decode, versions
 from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
-from guards.sources import Source
+from guards.sources import GlobalsDictSource
 
 from . import node_meta
 from .exc import Unsupported, UserException
@@ -33,19 +32,6 @@ from .variables.tensor import TensorVariable
 
 MAX_INLINE_DEPTH = 32
 MAX_STEPS = 500_000
-
-
-class GlobalsDictSource(Source):
-    """The frame's globals dict itself (for 'name is not shadowed' guards on builtins)."""
-
-    def _key(self):
-        return ()
-
-    def name(self):
-        return "G"
-
-    def guard_expr(self, ctx):
-        return "G"
 
 
 class TraceContext:
@@ -209,7 +195,7 @@ class Frame:
         if not self.ctx.module_hooks_guarded:
             self.ctx.module_hooks_guarded = True
             from torch.nn.modules import module as m
-            self.guard(Predicate(ConstSource(m), _no_global_hooks, "no global nn.Module hooks"))
+            self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOKS, "no global nn.Module hooks"))
 
     def load_global(self, name):
         pending = self.side_effects.pending_global(self.f_globals, name)
@@ -232,7 +218,7 @@ class Frame:
         if library:  # (library modules such as torch.* are treated as immutable)
             return self._wrap_unguarded(builtins_dict[name], bsrc)
         gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
-        self.guard(Predicate(gsrc, _absent(name), f"{name!r} not shadowed by a global"))
+        self.guard(Predicate.key_absent(gsrc, name, f"{name!r} not shadowed by a global"))
         return self.wrap(builtins_dict[name], bsrc)
 
     def _wrap_unguarded(self, value, source):
@@ -318,7 +304,7 @@ class Frame:
             attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
             if attrs:  # one guard per module for all its plain attributes (cheaper per call)
                 desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
-                self.guard(Predicate(src, _attrs_are(attrs), f"attributes {desc}"))
+                self.guard(Predicate.attrs_are(src, attrs, f"attributes {desc}"))
 
     def wrap_result(self, node, example, mutating=False):
         if isinstance(example, torch.Tensor):
@@ -399,29 +385,6 @@ class Frame:
         return SuperVariable(cls, obj)
 
 
-def _attrs_are(attrs):
-    """Predicate: the module's plain attributes have these exact types and values."""
-    expected = tuple((k, type(v), v) for k, v in attrs.items())
-
-    def check(m):
-        d = m.__dict__
-        for k, t, v in expected:
-            got = d.get(k, _MISSING)
-            if type(got) is not t or got != v:
-                return False
-        return True
-    return check
-
-
-_MISSING = object()
-
-
-@functools.lru_cache(maxsize=None)
-def _absent(name):
-    """One predicate object per name, so equal guards deduplicate."""
-    return lambda g: name not in g
-
-
 _LIBRARY_ROOTS = ("torch", "numpy", "math", "functools", "collections", "typing", "operator")
 
 
@@ -429,9 +392,8 @@ def _is_library_globals(g):
     return (g.get("__name__") or "").split(".")[0] in _LIBRARY_ROOTS
 
 
-def _no_global_hooks(m):
-    return not (m._global_forward_hooks or m._global_forward_pre_hooks or
-                m._global_backward_hooks or m._global_backward_pre_hooks)
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
 
 
 def _has_tensor(value):

@@ -82,8 +82,7 @@ class NNModuleVariable(ObjectVariable):
             src = AttrSource(self.source, name) if self.source is not None else None
             return bind_class_attr(tx, attr, self, cls, src)
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
-            from .objects import _lacks_attr
-            tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+            tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
         raise attribute_error(cls.__name__, name)
 
     def _tensor_attr(self, tx, value, source, name):
@@ -264,7 +263,7 @@ class NNModuleVariable(ObjectVariable):
             if m.__dict__.get(hname):
                 raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
         if self.source is not None:  # one guard for the four hook dicts (a hook added later recompiles)
-            tx.guard(Predicate(self.source, _has_no_hooks, "has no forward/backward (pre-)hooks"))
+            tx.guard(Predicate.falsy_attrs(self.source, _HOOK_DICTS, "has no forward/backward (pre-)hooks"))
         tx.guard_global_module_hooks()
 
     def reconstruct(self, cg):
@@ -277,12 +276,6 @@ class NNModuleVariable(ObjectVariable):
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def _has_no_hooks(m):
-    d = m.__dict__
-    return not (d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks")
-                or d.get("_backward_pre_hooks"))
 
 
 def readable_path(source):

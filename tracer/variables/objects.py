@@ -8,7 +8,7 @@ magic) is Unsupported rather than guessed.
 import types
 
 from guards import Predicate
-from guards.sources import AttrSource, ItemSource
+from guards.sources import AttrSource, GenericAttrSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
@@ -175,7 +175,7 @@ class UserObjectVariable(ObjectVariable):
         if fallback is not None:
             raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
-            tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+            tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
         raise attribute_error(cls.__name__, name)
 
     def setattr(self, tx, name, value):
@@ -195,7 +195,7 @@ class UserObjectVariable(ObjectVariable):
             if hasattr(self.value, name):
                 raise
             if self.source is not None:  # the answer is specialised on: guard it
-                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+                tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
             return False
 
     def getitem(self, tx, key):
@@ -375,7 +375,7 @@ class InstanceDictVariable(Variable):
         if k in d:
             return tx.wrap(d[k], ItemSource(self.source, k) if self.source is not None else None)
         if self.source is not None:
-            tx.guard(Predicate(self.source, _key_absent(k), f"{k!r} not in __dict__"))
+            tx.guard(Predicate.key_absent(self.source, k, f"{k!r} not in __dict__"))
         return _ABSENT
 
     def call_method(self, tx, name, args, kwargs):
@@ -400,37 +400,12 @@ class InstanceDictVariable(Variable):
         return f"InstanceDict({type(self.obj.value).__name__})"
 
 
-class GenericAttrSource(AttrSource):
-    """``object.__getattribute__(base, attr)``: an attribute read that bypasses a class's own
-    __getattribute__ (which may be the very frame being traced: re-entering it would recurse)."""
-
-    def name(self):
-        return f"object.__getattribute__({self.base_.name()}, {self.attr!r})"
-
-    def guard_expr(self, ctx):
-        return f"{ctx.const(object.__getattribute__)}({ctx.value(self.base_)}, {ctx.const(self.attr)})"
-
-    def reconstruct(self):
-        import bytecode as bc
-        from bytecode_utils import versions
-        return [*versions.load_const_callable(object.__getattribute__), *self.base_.reconstruct(),
-                bc.Instr("LOAD_CONST", self.attr), *versions.call(2)]
-
-
 def _generic_attr_source(var, name):
     if var.source is None:
         return None
     if lookup_type_attr(type(var.value), "__getattribute__")[0] is object.__getattribute__:
         return AttrSource(var.source, name)
     return GenericAttrSource(var.source, name)
-
-
-def _key_absent(k):
-    return lambda d: k not in d
-
-
-def _lacks_attr(name):
-    return lambda obj: not hasattr(obj, name)
 
 
 class OpaqueVariable(ObjectVariable):

@@ -1,0 +1,719 @@
+/* The snapshot: which sources cannot have changed, and which guards that makes true.
+ *
+ * A node is *frozen* when its value is known to be the same object as at capture time
+ * without fetching it:
+ *   - a constant;
+ *   - an anchor: a node with an identity guard, fetched on every call and compared (the
+ *     model passed as `self`, a global function);
+ *   - getattr(P, name) of a frozen P whose type's __getattribute__ is object's (or P is a
+ *     module), whose type defines no `name` anywhere in its MRO (so no descriptor) and
+ *     whose instance __dict__ holds `name`: pinned by P's type version tag and P's __dict__
+ *     (its pointer, and its contents: dict version tag on 3.11, a dict watcher on 3.12+);
+ *     `P.__dict__` itself likewise, when the type's `__dict__` is the builtin descriptor;
+ *   - P[key] of a frozen dict P (dict's own __getitem__, a key of a builtin type), pinned
+ *     by P's contents; P[i] of a frozen tuple; type(P) of a frozen P (class pinned).
+ * A guard is *frozen* when its answer is a function of frozen nodes and pinned contents
+ * only: identity, type (class pinned), constants (immutable builtins), lengths of tuples
+ * and watched dicts, keys of watched dicts, `key not in` a watched dict, and the declared
+ * Predicate kinds (attributes in a watched __dict__, hook dicts empty, attribute absent).
+ * Tensor metadata, global torch state and anything fetched per call stay active.
+ *
+ * Sources that are not frozen are fetched lazily, in the order the generated check reads
+ * them (just before the first active op that needs them), so a guard on a base still runs
+ * before anything reaches through it.  Anchors are roots (L[i], G[name], a cell) or hang
+ * from frozen nodes, so the steps that fetch them run no code of an unexpected type.
+ *
+ * Every recorded pointer is borrowed: it is only dereferenced after the steps before it
+ * proved that whatever holds it (a watched dict, an anchor) is unchanged, so the snapshot
+ * never keeps a user object alive.  Types are held strongly (their identity is compared).
+ */
+#include "_fastcheck.h"
+
+#define CAPVAL(j) (p->slot[j] >= 0 ? capv[p->slot[j]] : p->rec[j])
+#define VAL(i) (p->slot[i] >= 0 ? cur[p->slot[i]] : p->rec[i])
+
+enum { H_TYPE = 1, H_INST = 2, H_DICT = 4 };
+
+static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t tag,
+                    PyObject *ref, int weak)
+{
+    if (p->n_steps == p->cap_steps) {
+        Py_ssize_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
+        Step *s = PyMem_Realloc(p->steps, cap * sizeof(Step));
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->steps = s;
+        p->cap_steps = cap;
+    }
+    Step *s = &p->steps[p->n_steps++];
+    s->kind = kind;
+    s->node = node;
+    s->ptr = ptr;
+    s->tag = tag;
+    s->ref = ref;
+    s->weak = weak;
+    return 0;
+}
+
+#if FC_WATCHERS
+static int fc_watcher_id = -1;
+static Program *programs = NULL;
+
+static int in_watched(Program *p, void *d)
+{
+    if (p->capturing) {
+        for (Py_ssize_t k = 0; k < p->n_watched; k++)
+            if (p->watched[k] == d)
+                return 1;
+        return 0;
+    }
+    Py_ssize_t lo = 0, hi = p->n_watched;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if ((uintptr_t)p->watched[mid] < (uintptr_t)d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_watched && p->watched[lo] == d;
+}
+
+static int dict_event(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *value)
+{
+    /* any event (added, modified, deleted, cloned, cleared, deallocated) on a dict a
+     * snapshot relies on makes that snapshot stale; runs no Python code */
+    for (Program *p = programs; p != NULL; p = p->next) {
+        if (!p->dirty && p->n_watched && in_watched(p, dict)) {
+            p->dirty = 1;
+            p->state = SNAP_NONE;
+        }
+    }
+    return 0;
+}
+
+int fc_watcher_init(void)
+{
+    fc_watcher_id = PyDict_AddWatcher(dict_event);
+    return fc_watcher_id < 0 ? -1 : 0;
+}
+
+void fc_link(Program *p)
+{
+    p->prev = NULL;
+    p->next = programs;
+    if (programs)
+        programs->prev = p;
+    programs = p;
+}
+
+void fc_unlink(Program *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (programs == p)
+        programs = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static int watch(Program *p, PyObject *d)
+{
+    if (PyDict_Watch(fc_watcher_id, d) < 0)
+        return -1;
+    if (p->n_watched == p->cap_watched) {
+        Py_ssize_t cap = p->cap_watched ? 2 * p->cap_watched : 64;
+        void **w = PyMem_Realloc(p->watched, cap * sizeof(void *));
+        if (w == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->watched = w;
+        p->cap_watched = cap;
+    }
+    p->watched[p->n_watched++] = d;
+    return 0;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+#else
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+#endif
+
+/* ---- pins ----------------------------------------------------------------------------------- */
+
+/* type(obj) and its attribute lookup are what they were: S_TYPE (class + version tag). */
+static int pin_type(Program *p, Py_ssize_t node, PyObject *obj)
+{
+    if (p->has_step[node] & H_TYPE)
+        return 1;
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t->tp_version_tag == 0)
+        (void)_PyType_Lookup(t, fc_str_getattribute);  /* assigns a tag when it can */
+    if (t->tp_version_tag == 0)
+        return 0;
+    if (PyList_Append(p->held, (PyObject *)t) < 0)
+        return -1;
+    if (add_step(p, S_TYPE, node, t, t->tp_version_tag, NULL, 0) < 0)
+        return -1;
+    p->has_step[node] |= H_TYPE;
+    return 1;
+}
+
+/* The class of obj cannot change (no __class__ assignment), or is pinned. */
+static int pin_class(Program *p, Py_ssize_t node, PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE) && !PyModule_Check(obj))
+        return 1;
+    if (p->has_step[node] & H_TYPE)
+        return 1;
+    if (PyList_Append(p->held, (PyObject *)t) < 0)
+        return -1;
+    if (add_step(p, S_TYPEPIN, node, t, 0, NULL, 0) < 0)
+        return -1;
+    p->has_step[node] |= H_TYPE;
+    return 1;
+}
+
+/* The contents of dict d (a node's value, or held by a watched dict when node < 0). */
+static int watch_dict(Program *p, Py_ssize_t node, PyObject *d)
+{
+    if (node >= 0 && (p->has_step[node] & H_DICT))
+        return 1;
+#if FC_WATCHERS
+    if (watch(p, d) < 0)
+        return -1;
+#else
+    if (add_step(p, S_DICT, node, d, FC_DICT_TAG(d), NULL, 0) < 0)
+        return -1;
+#endif
+    if (node >= 0)
+        p->has_step[node] |= H_DICT;
+    return 1;
+}
+
+/* obj's instance __dict__ (an exact dict), or NULL. Materialises it (as the check will). */
+static PyObject *inst_dict(PyObject *obj)
+{
+    PyObject **dp = _PyObject_GetDictPtr(obj);
+    if (dp == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return *dp != NULL && PyDict_CheckExact(*dp) ? *dp : NULL;
+}
+
+/* The __dict__ of obj is still that dict, with the same contents. */
+static int watch_instdict(Program *p, Py_ssize_t node, PyObject *d)
+{
+    if (p->has_step[node] & H_INST)
+        return 1;
+#if FC_WATCHERS
+    if (watch(p, d) < 0 || add_step(p, S_INSTDICT, node, d, 0, NULL, 0) < 0)
+        return -1;
+#else
+    if (add_step(p, S_INSTDICT, node, d, FC_DICT_TAG(d), NULL, 0) < 0)
+        return -1;
+#endif
+    p->has_step[node] |= H_INST;
+    return 1;
+}
+
+static int generic_getattribute(PyObject *obj)
+{
+    return PyModule_CheckExact(obj) ||
+           _PyType_Lookup(Py_TYPE(obj), fc_str_getattribute) == fc_obj_getattribute;
+}
+
+static int is_dict_descr(PyObject *descr)
+{
+    return descr != NULL &&
+           (Py_IS_TYPE(descr, &PyGetSetDescr_Type) || Py_IS_TYPE(descr, &PyMemberDescr_Type));
+}
+
+/* `obj.__dict__` read by attribute is its instance dict, deterministically: returns that
+ * dict (pinned: type, __dict__ pointer and contents) or NULL. */
+static PyObject *readable_instdict(Program *p, Py_ssize_t node, PyObject *obj, int *err)
+{
+    if (!generic_getattribute(obj) ||
+        !is_dict_descr(_PyType_Lookup(Py_TYPE(obj), fc_str_dict)))
+        return NULL;
+    PyObject *d = inst_dict(obj);
+    if (d == NULL)
+        return NULL;
+    PyObject *got = PyObject_GetAttr(obj, fc_str_dict);
+    if (got == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(got);
+    if (got != d)
+        return NULL;
+    int r = pin_type(p, node, obj);
+    if (r > 0)
+        r = watch_instdict(p, node, d);
+    if (r < 0)
+        *err = 1;
+    return r > 0 ? d : NULL;
+}
+
+static int safe_key(PyObject *k)
+{
+    return PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k) ||
+           PyBool_Check(k) || k == Py_None || PyFloat_CheckExact(k);
+}
+
+static int immutable_scalar(PyObject *v)
+{
+    return v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyUnicode_CheckExact(v) || PyBytes_CheckExact(v);
+}
+
+/* ---- nodes ---------------------------------------------------------------------------------- */
+
+/* 1: node i (whose parent is frozen, value P) is frozen, *out its value; 0: it is not. */
+static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
+{
+    Node *n = &p->nodes[i];
+    int r;
+    switch (n->kind) {
+    case N_ATTR:
+    case N_GENERIC_ATTR: {
+        if (!PyUnicode_CheckExact(n->arg))
+            return 0;
+        if (n->kind == N_ATTR && !generic_getattribute(P))
+            return 0;
+        PyObject *d = inst_dict(P);
+        if (d == NULL)
+            return 0;
+        PyObject *descr = _PyType_Lookup(Py_TYPE(P), n->arg);
+        PyObject *v;
+        if (PyUnicode_Compare(n->arg, fc_str_dict) == 0) {
+            if (!is_dict_descr(descr))
+                return 0;
+            PyObject *got = n->kind == N_ATTR ? PyObject_GetAttr(P, fc_str_dict)
+                                              : PyObject_GenericGetAttr(P, fc_str_dict);
+            if (got == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(got);
+            if (got != d)
+                return 0;
+            v = d;
+        }
+        else {
+            if (descr != NULL)
+                return 0;
+            v = PyDict_GetItemWithError(d, n->arg);
+            if (v == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        if ((r = pin_type(p, n->parent, P)) <= 0 || (r = watch_instdict(p, n->parent, d)) <= 0)
+            return r;
+        *out = v;
+        return 1;
+    }
+    case N_ITEM:
+        if (PyTuple_CheckExact(P) && PyLong_CheckExact(n->arg)) {
+            Py_ssize_t k = PyLong_AsSsize_t(n->arg);
+            if (k < 0 || k >= PyTuple_GET_SIZE(P)) {
+                PyErr_Clear();
+                return 0;
+            }
+            *out = PyTuple_GET_ITEM(P, k);
+            return 1;
+        }
+        if (PyDict_Check(P) && safe_key(n->arg) && Py_TYPE(P)->tp_as_mapping &&
+            Py_TYPE(P)->tp_as_mapping->mp_subscript == PyDict_Type.tp_as_mapping->mp_subscript) {
+            if (!PyDict_CheckExact(P) && !Py_IS_TYPE(P, &PyODict_Type) &&
+                (r = pin_type(p, n->parent, P)) <= 0)
+                return r;
+            PyObject *v = PyDict_GetItemWithError(P, n->arg);
+            if (v == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            if ((r = watch_dict(p, n->parent, P)) <= 0)
+                return r;
+            *out = v;
+            return 1;
+        }
+        return 0;
+    case N_TYPE:
+        if ((r = pin_class(p, n->parent, P)) <= 0)
+            return r;
+        *out = (PyObject *)Py_TYPE(P);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- ops ------------------------------------------------------------------------------------ */
+
+static int freeze_lacks(Program *p, Op *op, Py_ssize_t node, PyObject *v)
+{
+    /* not hasattr(v, name): b = (name, known __getattr__ or None, names of dicts it reads) */
+    PyObject *name = PyTuple_GET_ITEM(op->b, 0), *known = PyTuple_GET_ITEM(op->b, 1);
+    PyObject *dicts = PyTuple_GET_ITEM(op->b, 2);
+    PyTypeObject *t = Py_TYPE(v);
+    int r;
+    if (PyModule_Check(v) || _PyType_Lookup(t, fc_str_getattribute) != fc_obj_getattribute ||
+        _PyType_Lookup(t, name) != NULL)
+        return 0;
+    PyObject *d = inst_dict(v);
+    if (d == NULL)
+        return 0;
+    if ((r = PyDict_Contains(d, name)) != 0)
+        return r < 0 ? (PyErr_Clear(), 0) : 0;
+    if ((r = pin_type(p, node, v)) <= 0 || (r = watch_instdict(p, node, d)) <= 0)
+        return r;
+    PyObject *ga = _PyType_Lookup(t, fc_str_getattr);
+    if (ga == NULL)
+        return 1;
+    if (ga != known)
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(dicts); k++) {
+        PyObject *x = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(dicts, k));
+        if (x == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (!PyDict_CheckExact(x))
+            return 0;
+        if ((r = PyDict_Contains(x, name)) != 0)
+            return r < 0 ? (PyErr_Clear(), 0) : 0;
+        if ((r = watch_dict(p, -1, x)) <= 0)
+            return r;
+    }
+    return 1;
+}
+
+static int freeze_falsy(Program *p, Op *op, Py_ssize_t node, PyObject *v)
+{
+    /* not any(v.__dict__.get(name) for name in b): each present value is a watched dict
+     * (its truth is its size) or an immutable scalar */
+    int err = 0;
+    PyObject *d = readable_instdict(p, node, v, &err);
+    if (d == NULL)
+        return err ? -1 : 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(op->b); k++) {
+        PyObject *x = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(op->b, k));
+        if (x == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (PyDict_CheckExact(x) || Py_IS_TYPE(x, &PyODict_Type)) {
+            int r = watch_dict(p, -1, x);
+            if (r <= 0)
+                return r;
+        }
+        else if (!immutable_scalar(x)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int freeze_distinct(Program *p, Op *op, PyObject **capv)
+{
+    Py_ssize_t nf = 0;
+    for (Py_ssize_t k = 0; k < op->n; k++)
+        nf += p->frozen[op->nodes[k]] && p->slot[op->nodes[k]] < 0;
+    if (nf == 0)
+        return 0;
+    op->frozen_ptrs = PyMem_Malloc(nf * sizeof(void *));
+    if (op->frozen_ptrs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    nf = 0;
+    for (Py_ssize_t k = 0; k < op->n; k++) {
+        Py_ssize_t node = op->nodes[k];
+        if (p->frozen[node] && p->slot[node] < 0)
+            op->frozen_ptrs[nf++] = CAPVAL(node);
+    }
+    qsort(op->frozen_ptrs, nf, sizeof(void *), cmp_ptr);
+    op->n_frozen_ptrs = nf;
+    return nf == op->n;  /* all frozen: distinct for as long as they are */
+}
+
+/* 1: op's answer is fixed by the snapshot (it is skipped on the fast path); 0: active. */
+static int freeze_op(Program *p, Op *op, PyObject **capv)
+{
+    Py_ssize_t n0 = op->n > 0 ? op->nodes[0] : -1;
+    PyObject *v = n0 >= 0 ? CAPVAL(n0) : NULL;
+    int f0 = n0 >= 0 && p->frozen[n0];
+    int err = 0;
+    switch (op->kind) {
+    case O_ID:
+    case O_IS:
+    case O_EQ:
+        return f0;
+    case O_TYPE:
+        return f0 ? pin_class(p, n0, v) : 0;
+    case O_LEN:
+        if (!f0)
+            return 0;
+        if (PyTuple_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v))
+            return 1;
+        if (PyTuple_Check(v))
+            return pin_class(p, n0, v);
+        if (PyDict_CheckExact(v) || Py_IS_TYPE(v, &PyODict_Type))
+            return watch_dict(p, n0, v);
+        return 0;
+    case O_DICTKEYS:
+    case O_KEY_ABSENT:
+        return f0 && PyDict_CheckExact(v) ? watch_dict(p, n0, v) : 0;
+    case O_SAME:
+        return f0 && p->frozen[op->nodes[1]];
+    case O_DISTINCT:
+        return freeze_distinct(p, op, capv);
+    case O_PY1:
+        if (!f0)
+            return 0;
+        switch (op->rule) {
+        case R_NODE:
+            return 1;
+        case R_ODICT_EMPTY:
+            return Py_IS_TYPE(v, &PyODict_Type) ? watch_dict(p, n0, v) : 0;
+        case R_ATTRS:
+            if (readable_instdict(p, n0, v, &err) != NULL)
+                return 1;
+            return err ? -1 : 0;
+        case R_FALSY:
+            return freeze_falsy(p, op, n0, v);
+        case R_LACKS:
+            return freeze_lacks(p, op, n0, v);
+        }
+        return 0;
+    }
+    return 0;  /* tensors, global state, Python conditions over the frame */
+}
+
+/* ---- capture / steps ------------------------------------------------------------------------ */
+
+static int add_seq(Program *p, Py_ssize_t v)
+{
+    if (p->n_seq == p->cap_seq) {
+        Py_ssize_t cap = p->cap_seq ? 2 * p->cap_seq : 64;
+        Py_ssize_t *q = PyMem_Realloc(p->seq, cap * sizeof(Py_ssize_t));
+        if (q == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->seq = q;
+        p->cap_seq = cap;
+    }
+    p->seq[p->n_seq++] = v;
+    return 0;
+}
+
+/* Fetch node i (and its unfetched ancestors, first) before the op that needs it. */
+static int seq_fetch(Program *p, Py_ssize_t i, Py_ssize_t *nf)
+{
+    if (p->frozen[i] || p->slot[i] >= 0)
+        return 0;
+    Py_ssize_t parent = p->nodes[i].parent;
+    if (parent >= 0 && seq_fetch(p, parent, nf) < 0)
+        return -1;
+    p->slot[i] = (*nf)++;
+    return add_seq(p, -1 - i);
+}
+
+void fc_clear_snapshot(Program *p)
+{
+    p->state = SNAP_NONE;
+    p->n_steps = 0;
+    p->n_active = 0;
+    p->n_seq = 0;
+    p->n_fetch = 0;
+    for (Py_ssize_t k = 0; p->ops && k < p->n_ops; k++) {
+        PyMem_Free(p->ops[k].frozen_ptrs);
+        p->ops[k].frozen_ptrs = NULL;
+        p->ops[k].n_frozen_ptrs = 0;
+    }
+    if (p->held && PyList_GET_SIZE(p->held))
+        PyList_SetSlice(p->held, 0, PyList_GET_SIZE(p->held), NULL);
+#if FC_WATCHERS
+    p->n_watched = 0;
+#endif
+}
+
+/* Record what a snapshot of this call's state relies on (not trusted until committed).
+ * 1: recorded; 0: a source cannot be fetched (the check fails anyway); -1: error. */
+int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
+{
+    fc_clear_snapshot(p);
+    Py_ssize_t n = p->n_nodes, nf = 0, i;
+    PyObject **capv = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    if (capv == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int result = 1;
+#if FC_WATCHERS
+    p->dirty = 0;
+    p->capturing = 1;
+#endif
+    memset(p->frozen, 0, n);
+    memset(p->has_step, 0, n);
+    for (i = 0; i < n; i++) {
+        p->slot[i] = -1;
+        p->rec[i] = NULL;
+    }
+    for (i = 0; i < n; i++) {
+        Node *nd = &p->nodes[i];
+        if (nd->kind == N_CONST) {
+            p->frozen[i] = 1;
+            p->rec[i] = nd->arg;
+            continue;
+        }
+        int parent_frozen = nd->parent >= 0 && p->frozen[nd->parent];
+        PyObject *parent = parent_frozen ? CAPVAL(nd->parent) : NULL;
+        if (parent_frozen) {
+            PyObject *v = NULL;
+            int r = freeze_node(p, i, parent, &v);
+            if (r < 0)
+                goto error;
+            if (r) {
+                p->frozen[i] = 1;
+                p->rec[i] = v;
+                continue;
+            }
+        }
+        if (nd->anchor < 0 || (nd->parent >= 0 && !parent_frozen) || nd->kind == N_PY)
+            continue;  /* volatile: fetched lazily, in guard order */
+        PyObject *v = fc_fetch(p, i, parent, L, G, C);
+        if (v == NULL) {
+            if (!fc_swallow())
+                goto error;
+            result = 0;  /* the identity guard fails: so does the check */
+            goto done;
+        }
+        p->slot[i] = nf;
+        capv[nf++] = v;
+        Op *op = &p->ops[nd->anchor];
+        PyObject *t = op->num ? FC_WEAK_TARGET(op->a) : op->a;
+        if (v != t || (op->num && t == Py_None)) {
+            result = 0;  /* likewise */
+            goto done;
+        }
+        if (add_step(p, S_FETCH, i, NULL, 0, NULL, 0) < 0 ||
+            add_step(p, S_ANCHOR, i, NULL, 0, op->a, (int)op->num) < 0)
+            goto error;
+        p->frozen[i] = 1;
+        p->rec[i] = v;
+    }
+    for (Py_ssize_t k = 0; k < p->n_ops; k++) {
+        int r = freeze_op(p, &p->ops[k], capv);
+        if (r < 0)
+            goto error;
+        p->op_frozen[k] = (char)r;
+        if (r)
+            continue;
+        p->active[p->n_active++] = k;
+        for (Py_ssize_t j = 0; j < p->ops[k].n; j++)
+            if (seq_fetch(p, p->ops[k].nodes[j], &nf) < 0)
+                goto error;
+        if (add_seq(p, k) < 0)
+            goto error;
+    }
+    p->n_fetch = nf;
+    goto done;
+error:
+    result = -1;
+done:
+    for (i = 0; i < n; i++)
+        Py_XDECREF(capv[i]);
+    PyMem_Free(capv);
+#if FC_WATCHERS
+    if (p->n_watched > 1)
+        qsort(p->watched, p->n_watched, sizeof(void *), cmp_ptr);
+    p->capturing = 0;
+#endif
+    if (result != 1) {
+        fc_clear_snapshot(p);
+        p->n_fetch = 0;
+    }
+    return result;
+}
+
+/* Fetch what must be fetched and prove the frozen part unchanged: R_PASS, R_FAIL (an anchor
+ * or a fetch failed: so does the Python check), R_UNSURE (something changed), R_ERROR. */
+int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject *C)
+{
+    if (p->state == SNAP_NONE)
+        return R_UNSURE;
+#if FC_WATCHERS
+    if (p->dirty)
+        return R_UNSURE;
+#endif
+    for (Py_ssize_t k = 0; k < p->n_steps; k++) {
+        Step *s = &p->steps[k];
+        switch (s->kind) {
+        case S_FETCH: {
+            Node *nd = &p->nodes[s->node];
+            PyObject *v = fc_fetch(p, s->node, nd->parent >= 0 ? VAL(nd->parent) : NULL, L, G, C);
+            if (v == NULL)
+                return fc_swallow() ? R_FAIL : R_ERROR;
+            cur[p->slot[s->node]] = v;
+            break;
+        }
+        case S_ANCHOR: {
+            PyObject *t = s->weak ? FC_WEAK_TARGET(s->ref) : s->ref;
+            if (VAL(s->node) != t || (s->weak && t == Py_None))
+                return R_FAIL;
+            break;
+        }
+        case S_TYPE: {
+            PyTypeObject *t = Py_TYPE(VAL(s->node));
+            if ((void *)t != s->ptr || t->tp_version_tag != s->tag)
+                return R_UNSURE;
+            break;
+        }
+        case S_TYPEPIN:
+            if ((void *)Py_TYPE(VAL(s->node)) != s->ptr)
+                return R_UNSURE;
+            break;
+        case S_INSTDICT: {
+            PyObject **dp = _PyObject_GetDictPtr(VAL(s->node));
+            if (dp == NULL) {
+                PyErr_Clear();
+                return R_UNSURE;
+            }
+            if ((void *)*dp != s->ptr)
+                return R_UNSURE;
+#if !FC_WATCHERS
+            if (FC_DICT_TAG(*dp) != s->tag)
+                return R_UNSURE;
+#endif
+            break;
+        }
+#if !FC_WATCHERS
+        case S_DICT: {
+            PyObject *d = s->node >= 0 ? VAL(s->node) : (PyObject *)s->ptr;
+            if (FC_DICT_TAG(d) != s->tag)
+                return R_UNSURE;
+            break;
+        }
+#endif
+        }
+    }
+    return R_PASS;
+}
