@@ -166,7 +166,7 @@ def _wrap_fresh(tx, value, source):
         g(TensorMatch(source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
-        return TensorVariable(node, node.meta["example_value"], source)
+        return TensorVariable(node, node.meta["example_value"], source, real=value)
     if is_constant_value(value):
         g(const_guard(source, value))
         return ConstantVariable(value, source)
