@@ -14,7 +14,7 @@ import operator
 
 import torch
 from bytecode_utils import decode, versions
-from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
+from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate, QueryMatch
 from guards.sources import Source
 
 from . import node_meta
@@ -28,6 +28,8 @@ from .variables.builder import wrap
 from .variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
                                    SizeVariable, TupleVariable)
 from .variables.functions import CellBox
+from .variables.exceptions import OuterException, set_context
+from .variables.generators import GeneratorVariable, collect_generators
 from .variables.nn_module import NNModuleVariable, guard_module
 from .variables.tensor import TensorVariable
 
@@ -68,6 +70,13 @@ class TraceContext:
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
+        self.frame_stack = []     # frames whose run() is executing, innermost last
+        self.generators = []      # GeneratorVariables made by the trace, not finished
+        self.finalizing = False   # closing an unreachable generator (variables/generators.py)
+        # the handled exception per exception state (variables/exceptions.py): the thread's,
+        # then one per running generator; the caller's is not known until needed
+        self.exc_stack = [OuterException()]
+        self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -89,7 +98,8 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
-        self.yielded = None  # a list while running an inlined generator
+        self.generator = None        # the GeneratorVariable whose body this frame is
+        self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
 
     # ---- shared state shortcuts ---------------------------------------------------------
     output = property(lambda self: self.ctx.output)
@@ -101,10 +111,21 @@ class Frame:
 
     # ---- the interpreter loop -----------------------------------------------------------
     def run(self):
+        ctx = self.ctx
+        ctx.frame_stack.append(self)
+        try:
+            return self._run()
+        finally:
+            ctx.frame_stack.pop()
+
+    def _run(self):
         instrs = self.instrs
+        ctx = self.ctx
         while True:
             if self.ip >= len(instrs):
                 raise Unsupported("fell off the end of the code")
+            if ctx.generators and not ctx.finalizing:
+                collect_generators(ctx)  # a generator nothing refers to any more runs its finally
             inst = instrs[self.ip]
             self.current = inst
             if self.parent is None:
@@ -121,6 +142,10 @@ class Frame:
             try:
                 done = handler(self, inst)
             except Unsupported as e:
+                if isinstance(e, UserException) and e.fresh:
+                    e.fresh = False  # raised here, while the handled exception is current
+                    if e.value is not None:
+                        set_context(self, e.value)
                 if isinstance(e, UserException) and inst.exn is not None:
                     self._to_handler(inst.exn, e)  # caught by a try block of this frame
                     continue
@@ -143,15 +168,13 @@ class Frame:
         self.push(exception_value(exc))
         self.ip = entry.target
 
-    def resume_generator(self, tx):
-        """Run an inlined generator frame to its next yield: the value, or None when it returned."""
-        if self.yielded is None:  # finished
-            return None
-        self.run()
-        if self.yielded:
-            return self.yielded.pop()
-        self.yielded = None
-        return None
+    def raise_at_current(self, exc):
+        """Raise the UserException `exc` where the frame stopped (a generator suspended at a
+        yield, by throw()/close()): to its handler in this frame, else out of the frame."""
+        entry = self.current.exn if self.current is not None else None
+        if entry is None:
+            raise exc
+        self._to_handler(entry, exc)
 
     def location(self):
         inst = self.current
@@ -195,7 +218,7 @@ class Frame:
             self.guard(IdMatch(source, tensor))
             self.guard(TensorMatch(source, tensor))
         node = self.output.get_attr(tensor, path)
-        var = TensorVariable(node, node.meta["example_value"], None)
+        var = TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
         self.wrap_memo[key] = (tensor, var)
         return var
 
@@ -270,11 +293,27 @@ class Frame:
             fn = lambda: target(*fake_args, **fake_kwargs)  # noqa: E731
         else:
             fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        reads_state = kind == "call_function" and not _mentions_node((node_args, node_kwargs))
+        if reads_state and _EFFECT_NAME.match(name):
+            raise Unsupported(f"torch.{name}() changes global state outside the graph")
         node, example = self.output.create_node(kind, target, node_args, node_kwargs, fn)
         node_meta.annotate(self, node, example, target)
-        name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        return self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
-                                or target is operator.setitem)
+        result = self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
+                                  or target is operator.setitem)
+        if reads_state and isinstance(result, ConstantVariable):
+            self._guard_query(target, name, fake_args, fake_kwargs, result.value)
+        return result
+
+    def _guard_query(self, fn, name, args, kwargs, value):
+        """A torch call on no tensor folded to a constant read global state (profiler on?
+        cuda available? autocast dtype?): guard that the call still gives that value. A
+        call on no tensor that gives None did something instead: a graph break."""
+        if value is None:
+            raise Unsupported(f"torch.{name}() returns None on no tensor: an effect outside the graph")
+        if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES:
+            return
+        self.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
 
     def call_module(self, mod_var, args, kwargs):
         from torch.func import functional_call
@@ -383,10 +422,9 @@ class Frame:
             cells[name] = box
         child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
         if code.co_flags & 0x20:  # generator: resumed lazily, one yield per next()
-            from .variables.containers import IteratorVariable
-            child.yielded = []
-            import types
-            return IteratorVariable([], more=child.resume_generator, py_type=types.GeneratorType)
+            gen = GeneratorVariable(child)
+            self.ctx.generators.append(gen)
+            return gen
         return child.run()
 
     def zero_arg_super(self):
@@ -432,6 +470,28 @@ def _is_library_globals(g):
 def _no_global_hooks(m):
     return not (m._global_forward_hooks or m._global_forward_pre_hooks or
                 m._global_backward_hooks or m._global_backward_pre_hooks)
+
+
+# Torch queries whose answer GlobalStateMatch already guards, or that depend on their
+# arguments only: no per-query guard.
+_STATE_IN_GLOBAL_GUARD = {torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.get_default_dtype,
+                          torch.are_deterministic_algorithms_enabled,
+                          torch.is_deterministic_algorithms_warn_only_enabled, torch._C._is_any_autocast_enabled}
+_PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
+                       torch.result_type, torch.is_floating_point, torch.is_complex}
+# Names of torch functions that set state rather than compute: never called while tracing.
+_EFFECT_NAME = __import__("re").compile(
+    r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize)")
+
+
+def _mentions_node(value):
+    if isinstance(value, torch.fx.Node):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_mentions_node(v) for v in value)
+    if isinstance(value, dict):
+        return any(_mentions_node(v) for v in value.values())
+    return False
 
 
 def _has_tensor(value):

@@ -90,6 +90,16 @@ class BaseSequence(Variable):
         return f"{self.kind.__name__}Var({self.items!r})"
 
 
+def _bounded(tx):
+    """Steps of a loop the tracer runs for the user's program (counted like instructions)."""
+    from ..translator import MAX_STEPS
+    while True:
+        tx.ctx.steps += 1
+        if tx.ctx.steps > MAX_STEPS:
+            raise Unsupported(f"trace longer than {MAX_STEPS} steps (an endless iterator?)")
+        yield
+
+
 def tx_mutated(var):
     return getattr(var, "_mutated", False)
 
@@ -160,7 +170,17 @@ class ListVariable(BaseSequence):
             self.items.append(args[0])
         elif name == "extend":
             self._mutate(tx)
-            self.items.extend(args[0].iterate(tx))
+            src = args[0]
+            if isinstance(src, IteratorVariable) and src.lazy():
+                # an iterator (a generator over this very list, say) is read one item at a
+                # time and each item appended at once: later items see the list grow
+                for _ in _bounded(tx):
+                    item = src.next(tx)
+                    if item is None:
+                        break
+                    self.items.append(item)
+            else:
+                self.items.extend(src.iterate(tx))
         elif name == "insert":
             self._mutate(tx)
             self.items.insert(args[0].as_constant(), args[1])
