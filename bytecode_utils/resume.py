@@ -24,6 +24,7 @@ CO_OPTIMIZED = 0x01
 
 STACK_ARG = "arg"
 STACK_NULL = "null"
+STACK_EXC_INFO = "exc_info"  # the slot PUSH_EXC_INFO leaves in an except/finally body
 
 
 def stack_arg_name(i: int) -> str:
@@ -75,7 +76,10 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     """Build resume code for `code` starting at decoded instruction index `target`.
 
     stack: one entry per stack slot, bottom first: STACK_ARG (passed as an argument) or
-    STACK_NULL (the NULL of a call's layout, pushed by the prefix).
+    STACK_NULL (the NULL of a call's layout, pushed by the prefix), or STACK_EXC_INFO (the
+    slot of an exception handler being run: the exception it handles is passed, and the
+    prefix enters the handler again with PUSH_EXC_INFO, so the resume code has it as its
+    handled exception and the slot holds the real previous one, which POP_EXCEPT restores).
     local_args: names of the original locals passed in (after the stack arguments).
     lasti/push_exc: for resuming at an exception handler: push the int `lasti` (when the
     exception-table entry asks for it) and the exception, passed as argument `___exc`.
@@ -102,6 +106,8 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
             name = stack_arg_name(i)
             stack_args.append(name)
             prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+            if kind == STACK_EXC_INFO:
+                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
     if lasti is not None:
         prefix.append(_bc.Instr("LOAD_CONST", lasti, lineno=lineno))
     if push_exc:

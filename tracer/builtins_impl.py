@@ -245,6 +245,14 @@ def _reversed_type(seq):
 def _next(tx, it, *default):
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it}")
+    from .variables.generators import GeneratorVariable
+    if isinstance(it, GeneratorVariable):  # StopIteration carries the return value
+        try:
+            return it.call_method(tx, "__next__", [], {})
+        except UserException as e:
+            if default and issubclass(e.exc_type, StopIteration):
+                return default[0]
+            raise
     item = it.next(tx)
     if item is None:
         if default:
@@ -362,6 +370,14 @@ def _exception_str(var):
     return str(var.cls(*(a.as_constant() for a in var.args)))
 
 
+def _constant_exception(var):
+    """A real exception equal to an ExceptionVariable whose args are constants (for str/repr)."""
+    from .variables.exceptions import ExceptionVariable
+    if isinstance(var, ExceptionVariable) and all(a.is_constant() for a in var.args):
+        return var.cls(*(a.as_constant() for a in var.args))
+    return None
+
+
 for _cls in (int, float, str, complex):
     _IMPLS[_cls] = _make_ctor(_cls)
 
@@ -469,6 +485,12 @@ def _pure(tx, *args):
 
 for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
     _IMPLS[_fn] = (lambda f: lambda tx, *args: _fold(f, args, {}))(_fn)
+
+
+@impl(repr)
+def _repr(tx, obj):
+    exc = _constant_exception(obj)
+    return ConstantVariable(repr(exc)) if exc is not None else _fold(repr, [obj], {})
 _IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
 del _IMPLS[hash]
 

@@ -22,11 +22,13 @@ import weakref
 import bytecode as bc
 
 from bytecode_utils import live_locals, prologue, versions
-from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code, super_self_name
+from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code,
+                                   super_self_name)
 
 from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from .exc import Unsupported
 from .handlers.load_store import NullVariable
+from .variables.exceptions import ExcInfoSlot, OuterException
 
 # opname -> (values popped, values pushed); CALL/CALL_FUNCTION_EX computed from the arg.
 _SHAPES = {
@@ -36,7 +38,7 @@ _SHAPES = {
     "UNARY_INVERT": (1, 1), "UNARY_NOT": (1, 1), "GET_ITER": (1, 1), "BUILD_STRING": None,
     "FORMAT_VALUE": None, "UNPACK_SEQUENCE": None, "CALL": None, "CALL_FUNCTION_EX": None,
     "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
-    "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None,
+    "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None, "RERAISE": (1, 0),
     "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
 }
 
@@ -123,7 +125,7 @@ def generate_break(frame, inst, reason):
     # Phase 1: read everything.
     below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
     input_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in inputs]
-    falls_through = inst.opname != "RAISE_VARARGS"  # a raise continues only at a handler
+    falls_through = inst.opname not in ("RAISE_VARARGS", "RERAISE")  # a raise continues only at a handler
     targets = [inst.index + 1] if falls_through else []
     is_jump = inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE")
     if is_jump:
@@ -140,6 +142,8 @@ def generate_break(frame, inst, reason):
     for name in sorted(needed):
         if name in frame.locals:
             local_tmps[name] = _into_tmp(cg, frame.locals[name])
+    handled = frame.ctx.exc_stack[-1]  # the exception handled where the frame stopped
+    handled_tmp = None if handled is None or isinstance(handled, OuterException) else _into_tmp(cg, handled)
     stores = side_effect_values(cg, frame)
     # Phase 2: write.
     emit_stores(cg, frame, stores)
@@ -148,6 +152,10 @@ def generate_break(frame, inst, reason):
     held = [f"___tmp{i}" for i in range(1, cg._tmp + 1)]
     if frame.ctx.output.count_ops() or cg.outputs:
         held.append(GRAPH_OUT)
+    # Inside except/finally bodies the instruction runs with their exception handled, as in
+    # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
+    entered = [] if handled_tmp is None else [_enter_handler(cg, handled_tmp)]
+    held += entered
 
     # The instruction, natively, with its inputs.
     original = _bytecode_instrs(code)
@@ -166,19 +174,23 @@ def generate_break(frame, inst, reason):
     # Continuation after the instruction (fall-through): results are on the stack.
     if inst.opname == "LOAD_METHOD":  # the attribute and a NULL, in this version's call order
         attr_tmp = cg.store_tmp()
+        _leave_handlers(cg, entered)
         pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
                      liveness, local_tmps, drop=held + [attr_tmp])
     elif falls_through:
         result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
+        _leave_handlers(cg, entered)
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
                      liveness, local_tmps, drop=held + result_tmps)
     if is_jump:
         cg.instrs.append(jump_label)
+        _leave_handlers(cg, entered)
         _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
     if handler is not None:
         cg.instrs.append(handler_label)
         exc_tmp = cg.store_tmp()
+        _leave_handlers(cg, entered)
         kept = below[:handler.depth]
         lasti = inst.offset if handler.lasti else None
         _call_resume(cg, frame, handler.target, kept, below_tmps[:handler.depth], [], liveness,
@@ -186,6 +198,33 @@ def generate_break(frame, inst, reason):
 
     head, slot = graph_call(frame, cg)
     return prologue(code) + head + cg.instrs, slot, cg.outputs
+
+
+def _enter_handler(cg, exc_tmp):
+    """Make the exception in `exc_tmp` the handled one (as the handler's PUSH_EXC_INFO did);
+    returns the temporary holding the previous one, for _leave_handlers."""
+    cg.emit("LOAD_FAST", exc_tmp)
+    cg.emit("PUSH_EXC_INFO")
+    cg.emit("POP_TOP")
+    return cg.store_tmp()
+
+
+def _leave_handlers(cg, prev_tmps):
+    for t in reversed(prev_tmps):
+        cg.emit("LOAD_FAST", t)
+        cg.emit("POP_EXCEPT")
+
+
+def _live_handler_slots(stack, handled):
+    """ids of the ExcInfoSlots of handlers still running: the top one holds the handled
+    exception, the one below it the exception that one replaced, and so on. (A cleanup
+    handler's COPY 3; POP_EXCEPT leaves a finished slot on the stack until its RERAISE.)"""
+    live = set()
+    for v in reversed(stack):
+        if isinstance(v, ExcInfoSlot) and v.exc is handled:
+            live.add(id(v))
+            handled = v.prev
+    return live
 
 
 def _into_tmp(cg, var):
@@ -203,6 +242,8 @@ def _native(original, inst, jump_label, frame):
     attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
     if inst.opname == "LOAD_METHOD":
         return versions.load_attr(inst.argval)
+    if inst.opname == "RERAISE":  # its lasti operand points into a stack that is not rebuilt here
+        return [bc.Instr("RERAISE", 0, lineno=original[inst.index].lineno)]
     if jump_label is not None:
         return versions.cond_jump(inst.opname, jump_label, lineno=original[inst.index].lineno)
     return versions.call_instructions(original, inst.index)
@@ -210,7 +251,9 @@ def _native(original, inst, jump_label, frame):
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
                  lasti=None, exc_tmp=None, drop=()):
-    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
+    live = _live_handler_slots(below, frame.ctx.exc_stack[-1])
+    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live
+             else STACK_ARG for v in below] + list(extra_kinds)
     first = super_self_name(frame.code)
     names = [n for n in sorted(liveness[target]) if n in local_tmps]
     if first in local_tmps and first not in names:

@@ -6,7 +6,7 @@ the block's end calls it with (None, None, None). Handlers reached only when an 
 is raised (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) are never executed symbolically because
 traced code does not raise; a `raise` is Unsupported (graph breaks come in a later issue).
 """
-from ..exc import Unsupported, UserException
+from ..exc import Unsupported, UserException, user_error
 from ..variables.base import ConstantVariable
 from ..variables.base import Variable
 from . import handler
@@ -54,35 +54,64 @@ def BEFORE_WITH(f, inst):
 # the frame jumps to the handler (translator.Frame.run), with the exception pushed as an
 # ExceptionVariable. The handler's opcodes below then run symbolically: that is how
 # `try: ... except IndexError: ...` around an attribute miss, `raise`, or an old-style
-# __getitem__ iteration is traced instead of breaking the graph. sys.exc_info() inside a
-# handler is not modelled (it is Unsupported).
+# __getitem__ iteration is traced instead of breaking the graph. The handled exception
+# (bare `raise`, __context__) is modelled in variables/exceptions.py.
 
 
 def exception_value(exc):
     """The Variable a handler sees for a caught UserException."""
-    from ..variables.objects import ExceptionVariable
+    from ..variables.exceptions import ExceptionVariable
     if exc.value is not None:
         return exc.value
     return ExceptionVariable(exc.exc_type, [ConstantVariable(exc.reason)])
 
 
+def _instance(f, var):
+    """The exception object a `raise` operand stands for (a builtin exception class is
+    instantiated with no arguments, as CPython does), or None when it is not modelled."""
+    from ..variables.exceptions import ExceptionVariable, is_builtin_exception
+    from ..variables.objects import ClassVariable
+    if isinstance(var, ClassVariable) and is_builtin_exception(var.cls):
+        return ExceptionVariable(var.cls, [])
+    if isinstance(var, ExceptionVariable):
+        return var
+    return None
+
+
 @handler("RAISE_VARARGS")
 def RAISE_VARARGS(f, inst):
-    from ..variables.objects import ClassVariable, ExceptionVariable, is_builtin_exception
-    if inst.arg == 1:
-        exc = f.stack[-1]
-        if isinstance(exc, ClassVariable) and is_builtin_exception(exc.cls):
-            exc = ExceptionVariable(exc.cls, [])
-        if isinstance(exc, ExceptionVariable):
-            f.pop()
-            raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
-    raise Unsupported("raise statement (the user code raises an exception)")
+    from ..variables.exceptions import handled_exception, set_context
+    if inst.arg == 0:  # bare `raise`: the exception being handled, unchanged
+        exc = handled_exception(f)
+        if exc is None:
+            raise user_error(RuntimeError, "No active exception to reraise")
+        if _instance(f, exc) is not exc:
+            raise Unsupported(f"re-raise of {exc}, which is not modelled")
+        raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
+    cause = None
+    if inst.arg == 2:
+        cause_var = f.stack[-1]
+        if not (cause_var.is_constant() and cause_var.as_constant() is None):
+            cause = _instance(f, cause_var)
+            if cause is None:
+                raise Unsupported(f"raise ... from {cause_var}, which is not modelled")
+    exc = _instance(f, f.stack[-inst.arg])
+    if exc is None:
+        raise Unsupported("raise statement (the user code raises an exception)")
+    f.popn(inst.arg)
+    if inst.arg == 2:
+        exc.cause, exc.suppress_context = cause, True
+    set_context(f, exc)
+    raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
 
 
 @handler("PUSH_EXC_INFO")
 def PUSH_EXC_INFO(f, inst):
+    from ..variables.exceptions import ExcInfoSlot
     exc = f.pop()
-    f.push(ConstantVariable(None))  # stands for the previously handled exception
+    stack = f.ctx.exc_stack
+    f.push(ExcInfoSlot(stack[-1], exc))  # restored by POP_EXCEPT
+    stack[-1] = exc
     f.push(exc)
 
 
@@ -95,12 +124,16 @@ def CHECK_EXC_MATCH(f, inst):
 
 @handler("POP_EXCEPT")
 def POP_EXCEPT(f, inst):
-    f.pop()
+    from ..variables.exceptions import ExcInfoSlot
+    slot = f.pop()
+    if not isinstance(slot, ExcInfoSlot):
+        raise Unsupported(f"POP_EXCEPT of {slot}")
+    f.ctx.exc_stack[-1] = slot.prev
 
 
 @handler("RERAISE")
 def RERAISE(f, inst):
-    from ..variables.objects import ExceptionVariable
+    from ..variables.exceptions import ExceptionVariable
     exc = f.pop()
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("RERAISE of an exception that is not modelled")

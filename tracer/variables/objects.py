@@ -469,31 +469,4 @@ class OpaqueVariable(ObjectVariable):
         return f"Opaque({self.value!r})"
 
 
-def is_builtin_exception(cls):
-    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
-
-
-class ExceptionVariable(Variable):
-    """A builtin exception made in the traced code, e.g. `IndexError("...")` before a raise.
-
-    Raising it is a symbolic `UserException`: a handler in traced code catches it
-    (handlers/exceptions.py); uncaught, the frame breaks and the raise runs natively."""
-
-    def __init__(self, cls, args):
-        super().__init__(None)
-        self.cls, self.args = cls, args
-
-    def python_type(self):
-        return self.cls
-
-    def getattr(self, tx, name):
-        if name == "args":
-            from .containers import TupleVariable
-            return TupleVariable(self.args)
-        raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
-
-    def reconstruct(self, cg):
-        cg.call_with(self.cls, self.args)
-
-    def __repr__(self):
-        return f"Exception({self.cls.__name__})"
+from .exceptions import ExceptionVariable, is_builtin_exception  # noqa: E402,F401 (re-exported)
