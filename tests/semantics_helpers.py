@@ -8,6 +8,7 @@ after torch._dynamo.reset()), so a test can put the two side by side.
 """
 import copy
 import dataclasses
+import functools
 
 import torch
 
@@ -24,6 +25,8 @@ def same(a, b):
         return False
     if isinstance(a, BaseException):
         return a.args == b.args
+    if isinstance(a, functools.partial):
+        return a.func is b.func and same(a.args, b.args) and same(a.keywords, b.keywords)
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):

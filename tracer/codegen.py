@@ -175,6 +175,11 @@ def side_effect_values(cg, frame):
     for name, box in frame.cells.items():
         if box.dirty and name in frame.code.co_freevars:
             stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
+    root_boxes = {id(b) for b in frame.cells.values()}
+    for box in se.cell_stores.values():  # a called function's cell, by its source
+        if id(box) in root_boxes:
+            continue  # one of the frame's own free variables: STORE_DEREF above
+        stores.append(("cell_contents", box.source, _value_into_tmp(cg, box.get(frame))))
     return stores
 
 
@@ -271,6 +276,11 @@ def _emit_store(cg, frame, st):
         _, name, tmp = st
         cg.emit("LOAD_FAST", tmp)
         cg.emit("STORE_DEREF", bc.FreeVar(name))
+    elif kind == "cell_contents":  # source is `<cell>.cell_contents`
+        _, source, tmp = st
+        cg.emit("LOAD_FAST", tmp)
+        cg.load_source(source.base)
+        cg.emit("STORE_ATTR", "cell_contents")
 
 
 def assemble(code, instrs, slot, compiled_fn):

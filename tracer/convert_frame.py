@@ -20,7 +20,7 @@ from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break
 from .translator import BREAK, Frame, TraceContext
-from .variables.functions import CellBox
+from .variables.functions import real_cell_box
 from .variables.generators import collect_generators
 
 log = logging.getLogger("tracer")
@@ -114,7 +114,7 @@ def _bind_root(frame, code, L, C):
     for i, (name, value) in enumerate(zip(names, L)):
         frame.locals[name] = frame.wrap(value, LocalSource(name, i))
     for i, name in enumerate(code.co_freevars):
-        frame.cells[name] = CellBox(real_cell=C[i], source=CellSource(name, i))
+        frame.cells[name] = real_cell_box(frame, C[i], CellSource(name, i))
 
 
 def _finish_break(frame, error, state, builtins, backend_fn):

@@ -12,6 +12,7 @@ class SideEffects:
         self.mutated_containers = []   # Variables with a source whose contents changed
         self.attr_stores = {}          # id(var) -> (var, {name: Variable})
         self.global_stores = {}        # id(globals) -> (globals dict, {name: Variable})
+        self.cell_stores = {}          # id(CellBox) -> CellBox: real closure cells of called functions
 
     def mutated(self, var):
         if not getattr(var, "_mutated", False):
@@ -29,6 +30,9 @@ class SideEffects:
         entry = self.attr_stores.get(id(var))
         return entry[1].get(name) if entry else None
 
+    def store_cell(self, box):
+        self.cell_stores[id(box)] = box
+
     def store_global(self, f_globals, name, value):
         self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
 
@@ -37,4 +41,4 @@ class SideEffects:
         return entry[1].get(name) if entry else None
 
     def is_empty(self):
-        return not (self.mutated_containers or self.attr_stores or self.global_stores)
+        return not (self.mutated_containers or self.attr_stores or self.global_stores or self.cell_stores)

@@ -26,7 +26,7 @@ from .side_effects import SideEffects
 from .variables.base import ConstantVariable, Variable, is_constant_value
 from .variables.builder import wrap
 from .variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
-                                   SizeVariable, TupleVariable)
+                                   SizeVariable, StructSeqVariable, TupleVariable, is_structseq)
 from .variables.functions import CellBox
 from .variables.exceptions import OuterException, set_context
 from .variables.generators import GeneratorVariable, collect_generators
@@ -76,6 +76,7 @@ class TraceContext:
         # the handled exception per exception state (variables/exceptions.py): the thread's,
         # then one per running generator; the caller's is not known until needed
         self.exc_stack = [OuterException()]
+        self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
         self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
 
 
@@ -369,6 +370,8 @@ class Frame:
             fields = getattr(type(example), "_fields", None)
             if isinstance(example, list):
                 return ListVariable(items)
+            if is_structseq(type(example)):
+                return StructSeqVariable(items, type(example))
             if fields is not None and type(example) is not tuple:
                 return NamedTupleVariable(items, type(example))
             return TupleVariable(items)
@@ -520,12 +523,29 @@ def _to_fx(value):
         kind = list if isinstance(value, ListVariable) else tuple
         return kind(nodes), kind(fakes)
     if value.is_constant():
-        c = value.as_constant()
+        c = graph_constant(value.as_constant())
         return c, c
     from .variables.torch_vars import TorchFunctionVariable
     if isinstance(value, TorchFunctionVariable):
         return value.fn, value.fn
     raise Unsupported(f"{value} passed to a torch op")
+
+
+_GRAPH_SCALARS = (bool, int, float, complex, str)
+
+
+def graph_constant(c):
+    """A constant as a graph node argument: the generated FX code spells it with repr(), so it
+    must be a builtin value (np.float64(2.0) would print as `np.float64(2.0)`: NameError in
+    the graph's namespace). A subclass of a builtin scalar (numpy scalars, IntEnum members)
+    is its builtin value, which torch treats the same way (a wrapped Python number)."""
+    t = type(c)
+    if t in _GRAPH_SCALARS or c is None or t in (tuple, list):
+        return t(graph_constant(v) for v in c) if t in (tuple, list) else c
+    for base in _GRAPH_SCALARS:
+        if isinstance(c, base):
+            return base(c)
+    return c
 
 
 def opnames_without_handler():

@@ -24,7 +24,8 @@ from guards.sources import AttrSource, ItemSource, Source
 
 from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
-from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, TupleVariable
+from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVariable, StructSeqVariable,
+                         TupleVariable, is_structseq)
 from .functions import BuiltinVariable, BoundMethodVariable, PartialVariable, UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
@@ -170,7 +171,7 @@ def _wrap_fresh(tx, value, source):
     if is_constant_value(value):
         g(const_guard(source, value))
         return ConstantVariable(value, source)
-    if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
+    if t in (tuple, list) or (isinstance(value, tuple) and (hasattr(t, "_fields") or is_structseq(t))):
         g(TypeMatch(source, t))
         g(LengthMatch(source, len(value), t))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
@@ -182,6 +183,8 @@ def _wrap_fresh(tx, value, source):
             return var
         if t is tuple:
             return TupleVariable(items, source)
+        if is_structseq(t):
+            return StructSeqVariable(items, t, source)
         return NamedTupleVariable(items, t, source)
     if t in (dict, collections.OrderedDict):
         g(TypeMatch(source, t))
@@ -259,7 +262,7 @@ def _wrap_fresh(tx, value, source):
         func = wrap(tx, value.func, fsrc)
         args = wrap(tx, value.args, asrc).iterate(tx)  # a constant tuple wraps as a ConstantVariable
         kwargs = wrap(tx, value.keywords, ksrc).items
-        return PartialVariable(func, args, kwargs, source)
+        return PartialVariable(func, args, kwargs, source, real=value)
     if t is types.MethodType:
         g(TypeMatch(source, t))
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)

@@ -131,6 +131,11 @@ class NamedTupleVariable(TupleVariable):
             return self.items[self.cls._fields.index(name)]
         raise Unsupported(f"namedtuple attribute {name!r}")
 
+    def getitem(self, tx, key):
+        if isinstance(_index(key), slice):  # a slice of a namedtuple is a plain tuple
+            return TupleVariable(self.items[_index(key)])
+        return super().getitem(tx, key)
+
     def as_constant(self):
         return self.cls(*(i.as_constant() for i in self.items))
 
@@ -138,6 +143,50 @@ class NamedTupleVariable(TupleVariable):
         if self.source is not None:
             return cg.load_source(self.source)
         cg.call_with(self.cls, self.items)
+
+
+def is_structseq(cls):
+    """A C struct sequence type: torch.return_types.min, os.stat_result, time.struct_time..."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+class StructSeqVariable(TupleVariable):
+    """A struct sequence (`torch.return_types.*` from min(dim)/max(dim)/sort/topk/...):
+    a tuple whose items are also readable by field name (`.values`, `.indices`)."""
+
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        if cls.n_fields != cls.n_sequence_fields:
+            raise Unsupported(f"struct sequence {cls.__name__} with fields beyond its items")
+        self.cls = cls
+        self.kind = cls
+        self.fields = tuple(cls.__match_args__)
+
+    def getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        if name in ("n_fields", "n_sequence_fields", "n_unnamed_fields"):
+            return ConstantVariable(getattr(self.cls, name))
+        raise Unsupported(f"{self.cls.__name__} attribute {name!r}")
+
+    def getitem(self, tx, key):
+        if isinstance(_index(key), slice):  # a slice of a struct sequence is a plain tuple
+            return TupleVariable(self.items[_index(key)])
+        return super().getitem(tx, key)
+
+    def as_constant(self):
+        return self.cls(tuple(i.as_constant() for i in self.items))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.build(tuple, len(self.items))
+        cg.call_on_stack(self.cls)  # cls(sequence)
+
+    def __repr__(self):
+        return f"{self.cls.__name__}Var({self.items!r})"
 
 
 class ListVariable(BaseSequence):

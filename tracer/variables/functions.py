@@ -11,7 +11,7 @@ import types
 
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -40,6 +40,19 @@ class CellBox:
     def set(self, value):
         self._value = value
         self.dirty = True
+
+
+def real_cell_box(tx, cell, source):
+    """The one CellBox of a real closure cell in this trace: every function sharing the cell
+    (and the root frame, for its own free variables) sees the same pending value."""
+    boxes = tx.ctx.cell_boxes
+    hit = boxes.get(id(cell))
+    if hit is not None and hit.real_cell is cell:
+        if hit.source is None:
+            hit.source = source
+        return hit
+    box = boxes[id(cell)] = CellBox(real_cell=cell, source=source)
+    return box
 
 
 def iterator_of(items):
@@ -79,13 +92,23 @@ class BaseFunctionVariable(Variable):
         return result
 
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantVariable(self.get_code().co_name)
-        if name == "__qualname__":
-            return ConstantVariable(self.get_code().co_qualname)
         if name == "__code__":
             return ConstantVariable(self.get_code())
         raise Unsupported(f"function attribute {name!r}")
+
+    def hasattr(self, tx, name):
+        try:
+            self.getattr(tx, name)
+            return True
+        except UserException as e:
+            if issubclass(e.exc_type, AttributeError):
+                return False
+            raise
+
+
+# Function attributes that are not in the function's __dict__ (CPython keeps them in slots).
+_FUNCTION_SLOTS = ("__name__", "__qualname__", "__doc__", "__module__", "__defaults__", "__kwdefaults__",
+                   "__code__", "__globals__", "__closure__", "__annotations__", "__builtins__", "__dict__")
 
 
 class UserFunctionVariable(BaseFunctionVariable):
@@ -114,7 +137,7 @@ class UserFunctionVariable(BaseFunctionVariable):
     def closure_cells(self, tx):
         cells = self.fn.__closure__ or ()
         src = AttrSource(self.source, "__closure__") if self.source else None
-        return [CellBox(real_cell=c, source=AttrSource(ItemSource(src, i), "cell_contents") if src else None)
+        return [real_cell_box(tx, c, AttrSource(ItemSource(src, i), "cell_contents") if src else None)
                 for i, c in enumerate(cells)]
 
     def identity_key(self):
@@ -123,14 +146,55 @@ class UserFunctionVariable(BaseFunctionVariable):
     def as_python_object(self):
         return self.fn
 
+    def getattr(self, tx, name):
+        """The function object's own attribute (a functools.wraps wrapper has the wrapped
+        function's __name__/__doc__/__wrapped__, not its code's): read from the object,
+        guarded through its source."""
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            return pending
+        if name in ("__globals__", "__builtins__", "__closure__"):
+            raise Unsupported(f"function attribute {name!r}")
+        if name == "__code__":
+            return ConstantVariable(self.fn.__code__)
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError:
+            if self.source is not None:
+                from guards import Predicate
+                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+            raise attribute_error("function", name)
+        if name == "__dict__":
+            if self.source is None and value:
+                raise Unsupported("__dict__ of a function reached without a source")
+            from .containers import DictVariable
+            return tx.wrap(value, AttrSource(self.source, "__dict__")) if self.source else DictVariable({})
+        return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def setattr(self, tx, name, value):
+        if name in _FUNCTION_SLOTS:
+            raise Unsupported(f"setting function attribute {name!r}")
+        tx.side_effects.store_attr(self, name, value)
+
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
+
+
+def _lacks_attr(name):
+    return lambda obj: not hasattr(obj, name)
+
+
+def _has_attr(name):
+    return lambda obj: hasattr(obj, name)
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
     """A function or lambda created by MAKE_FUNCTION inside the traced frame."""
 
+    mutable = True  # one function object: rebuilt once, attributes can be set
+
     def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
+        from .containers import DictVariable
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -138,6 +202,52 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.kwdefaults = kwdefaults or {}  # name -> Variable
         self.closure = closure or []        # CellBoxes
         self.qualname = qualname
+        # what the real function object would hold: its slot attributes (as MAKE_FUNCTION
+        # sets them, then changed by stores) and its __dict__ (functools.wraps fills both)
+        doc = code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None
+        module = f_globals.get("__name__")
+        self.slots = {"__name__": ConstantVariable(code.co_name), "__qualname__": ConstantVariable(qualname),
+                      "__doc__": ConstantVariable(doc), "__module__": tx_wrap_constant(module)}
+        self.attrs = DictVariable({})
+        self.annotations = DictVariable({})
+
+    def getattr(self, tx, name):
+        from .containers import TupleVariable
+        if name in self.slots:
+            return self.slots[name]
+        if name == "__annotations__":
+            return self.annotations
+        if name == "__dict__":
+            return self.attrs
+        if name in self.attrs.items:
+            return self.attrs.items[name]
+        if name == "__defaults__":
+            return TupleVariable(self.defaults) if self.defaults else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            from .containers import DictVariable
+            return DictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name in _FUNCTION_SLOTS:
+            raise Unsupported(f"function attribute {name!r} of a function made in the frame")
+        raise attribute_error("function", name)
+
+    def setattr(self, tx, name, value):
+        if name in ("__name__", "__qualname__"):
+            if not (value.is_constant() and isinstance(value.as_constant(), str)):
+                raise Unsupported(f"{name} must be set to a string (the user code raises TypeError)")
+            self.slots[name] = value
+        elif name in ("__doc__", "__module__"):
+            self.slots[name] = value
+        elif name == "__annotations__":
+            from .containers import DictVariable
+            if not isinstance(value, DictVariable):
+                raise Unsupported("__annotations__ must be set to a dict (the user code raises TypeError)")
+            self.annotations = value
+        elif name in _FUNCTION_SLOTS:
+            raise Unsupported(f"setting function attribute {name!r} of a function made in the frame")
+        else:
+            self.attrs.items[name] = value
 
     def get_code(self):
         return self.code
@@ -159,6 +269,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"NestedFunction({self.qualname})"
+
+
+def tx_wrap_constant(value):
+    from .base import is_constant_value
+    if not is_constant_value(value):
+        raise Unsupported(f"a function's __module__ is {type(value).__name__}")
+    return ConstantVariable(value)
 
 
 class BuiltinVariable(ObjectVariable):
@@ -183,6 +300,9 @@ class BuiltinVariable(ObjectVariable):
             slot = slot_method(getattr(self.fn, name, None))
             if slot is not None:
                 return slot
+        if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
+            from .objects import ClassVariable
+            return ClassVariable(self.fn, self.source).getattr(tx, name)
         return super().getattr(tx, name)
 
 
@@ -248,9 +368,10 @@ class BoundMethodVariable(Variable):
 class PartialVariable(Variable):
     """functools.partial(fn, *args, **kwargs), created in the frame or passed in."""
 
-    def __init__(self, func, args, kwargs, source=None):
+    def __init__(self, func, args, kwargs, source=None, real=None):
         super().__init__(source)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+        self.real = real  # the partial object, when it came from the frame
 
     def python_type(self):
         return functools.partial
@@ -264,7 +385,21 @@ class PartialVariable(Variable):
         if name == "args":
             from .containers import TupleVariable
             return TupleVariable(self.args)
+        if name == "keywords":
+            from .containers import DictVariable
+            return DictVariable(self.kwargs)
         raise Unsupported(f"partial attribute {name!r}")
+
+    def hasattr(self, tx, name):
+        if name in ("func", "args", "keywords") or hasattr(functools.partial, name):
+            return True
+        if self.source is None:  # made in the frame: a fresh partial has no other attributes
+            return False
+        from guards import Predicate
+        present = hasattr(self.real, name)
+        tx.guard(Predicate(self.source, _has_attr(name) if present else _lacks_attr(name),
+                           f"{'has' if present else 'has no'} attribute {name!r}"))
+        return present
 
     def reconstruct(self, cg):
         if self.source is not None:

@@ -10,7 +10,7 @@ import types
 from guards import Predicate
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -229,10 +229,19 @@ class ClassVariable(ObjectVariable):
         return False
 
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantVariable(self.cls.__name__)
+        # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
+        # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
+        meta_attr, _ = lookup_type_attr(type(self.cls), name)
+        if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
+            if name == "__dict__":
+                raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
+            value = getattr(self.cls, name)
+            return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
         if attr is None:
+            if meta_attr is None and self.source is not None:
+                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+                raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
