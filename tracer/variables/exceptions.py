@@ -77,22 +77,10 @@ class ExceptionVariable(Variable):
             raise Unsupported(f"setting attribute {name!r} of a {self.cls.__name__}")
 
     def reconstruct(self, cg):
-        cg.emit("PUSH_NULL")
-        cg.load_const(make_exception)
-        cg.load_const(self.cls)
-        for a in self.args:
-            cg.reconstruct(a)
-        cg.build(tuple, len(self.args))
-        for linked in (self.cause, self.context):
-            if linked is None:
-                cg.load_const(None)
-            elif isinstance(linked, OuterException):
-                cg.call_with(outer_handled, [])
-            else:
-                cg.reconstruct(linked)
-        cg.load_const(self.suppress_context)
-        cg.emit("PRECALL", 5)
-        cg.emit("CALL", 5)
+        from .containers import TupleVariable
+        none = ConstantVariable(None)
+        cg.call_with(make_exception, [ConstantVariable(self.cls), TupleVariable(self.args), self.cause or none,
+                                      self.context or none, ConstantVariable(self.suppress_context)])
 
     def __repr__(self):
         return f"Exception({self.cls.__name__})"
@@ -122,6 +110,9 @@ class OuterException(Variable):
             raise Unsupported("the frame runs while its caller handles an exception, and reads it")
         tx.guard(QueryMatch(no_exception_handled, (), (), True))
         return None
+
+    def reconstruct(self, cg):
+        cg.call_with(outer_handled, [])
 
     def __repr__(self):
         return "OuterException()"
