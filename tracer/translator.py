@@ -307,13 +307,10 @@ class Frame:
         return result
 
     def _guard_query(self, fn, name, args, kwargs, value):
-        """A torch call on no tensor folded to a constant read global state (profiler on?
-        cuda available? autocast dtype?): guard that the call still gives that value. A
-        call on no tensor that gives None did something instead: a graph break."""
-        if value is None:
-            raise Unsupported(f"torch.{name}() returns None on no tensor: an effect outside the graph")
-        if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES:
-            return
+        """A torch call on no tensor folded to a constant may have read global state (profiler
+        on? cuda available? autocast dtype?): guard that the call still gives that value."""
+        if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES or value is None:
+            return  # (a None result is most likely a call made for an effect: never re-run it in a guard)
         self.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
 
     def call_module(self, mod_var, args, kwargs):
@@ -481,7 +478,8 @@ _STATE_IN_GLOBAL_GUARD = {torch.is_grad_enabled, torch.is_inference_mode_enabled
                           torch.are_deterministic_algorithms_enabled,
                           torch.is_deterministic_algorithms_warn_only_enabled, torch._C._is_any_autocast_enabled}
 _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
-                       torch.result_type, torch.is_floating_point, torch.is_complex}
+                       torch.result_type, torch.is_floating_point, torch.is_complex, torch.broadcast_shapes,
+                       torch._none_or_dtype if hasattr(torch, "_none_or_dtype") else torch.is_tensor}
 # Names of torch functions that set state rather than compute: never called while tracing.
 _EFFECT_NAME = __import__("re").compile(
     r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize)")

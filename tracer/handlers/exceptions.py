@@ -15,16 +15,27 @@ from . import handler
 class ExitVariable(Variable):
     """The bound __exit__ of a context manager entered by BEFORE_WITH."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, exit_fn=None):
         super().__init__(None)
-        self.ctx = ctx
+        self.ctx = ctx          # the context manager
+        self.exit_fn = exit_fn  # its bound __exit__ (None for the grad-mode ones)
 
     def call(self, tx, args, kwargs):
+        if self.exit_fn is not None:
+            return self.exit_fn.call(tx, args, kwargs)
         return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
     def reconstruct(self, cg):
-        """At a graph break inside the block: a real __exit__ that restores the mode."""
-        cg.load_const(GradRestore(self.ctx.prev).__exit__)
+        """At a graph break inside the block: the manager's real bound __exit__ (for a
+        grad-mode one, a real __exit__ that restores the mode)."""
+        if self.exit_fn is None:
+            return cg.load_const(GradRestore(self.ctx.prev).__exit__)
+        cg.call_with(bound_exit, [self.ctx])
+
+
+def bound_exit(mgr):
+    """type(mgr).__exit__ bound to mgr: what BEFORE_WITH keeps on the stack."""
+    return type(mgr).__exit__.__get__(mgr, type(mgr))
 
 
 class GradRestore:
@@ -39,14 +50,43 @@ class GradRestore:
         return False
 
 
+def special_method(f, obj, name):
+    """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
+    from ..variables.objects import bind_class_attr, lookup_type_attr
+    cls = obj.python_type()
+    attr, _ = lookup_type_attr(cls, name)
+    if attr is None:
+        return None
+    return bind_class_attr(f, attr, obj, cls)
+
+
 @handler("BEFORE_WITH")
 def BEFORE_WITH(f, inst):
-    ctx = f.pop()
+    """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__. A grad-mode manager is
+    modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
+    nullcontext) has its methods inlined like any call."""
+    mgr = f.pop()
     from ..variables.torch_vars import GradModeVariable
-    if not isinstance(ctx, GradModeVariable):
-        raise Unsupported(f"`with` on {ctx} (only torch.no_grad/enable_grad/set_grad_enabled are traced)")
-    f.push(ExitVariable(ctx))
-    f.push(ctx.call_method(f, "__enter__", [], {}))
+    if isinstance(mgr, GradModeVariable):
+        f.push(ExitVariable(mgr))
+        f.push(mgr.call_method(f, "__enter__", [], {}))
+        return
+    enter, exit_fn = special_method(f, mgr, "__enter__"), special_method(f, mgr, "__exit__")
+    if enter is None or exit_fn is None:
+        raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
+                                    f"context manager protocol")
+    f.push(ExitVariable(mgr, exit_fn))
+    f.push(enter.call(f, [], {}))
+
+
+@handler("WITH_EXCEPT_START")
+def WITH_EXCEPT_START(f, inst):
+    """In a `with` block's handler: exit(type(exc), exc, traceback), result pushed (true:
+    the exception is suppressed). Stack: exit, lasti, previous exception, exception."""
+    from ..variables.exceptions import TracebackVariable
+    from ..variables.objects import ClassVariable
+    exc, exit_fn = f.stack[-1], f.stack[-4]
+    f.push(exit_fn.call(f, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
 
 
 # ---- exceptions raised and caught inside traced code ------------------------------------
@@ -144,5 +184,5 @@ def _never(f, inst):
     raise Unsupported(f"{inst.opname}: exception handling path reached while tracing")
 
 
-for _name in ("CHECK_EG_MATCH", "WITH_EXCEPT_START", "PREP_RERAISE_STAR"):
+for _name in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"):
     handler(_name)(_never)

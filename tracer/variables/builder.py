@@ -278,7 +278,7 @@ def _wrap_fresh(tx, value, source):
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
                           f"that has no tensor meaning")
-    if isinstance(value, BaseException):  # passed through (e.g. to a `raise` at a break)
+    if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
     if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:

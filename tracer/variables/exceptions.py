@@ -61,11 +61,15 @@ class ExceptionVariable(Variable):
         if name == "__class__":
             from .objects import ClassVariable
             return ClassVariable(self.cls)
+        if name == "__traceback__":
+            return TracebackVariable()
         if name == "value" and issubclass(self.cls, StopIteration):
             return self.args[0] if self.args else ConstantVariable(None)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
 
     def setattr(self, tx, name, value):
+        if name == "__traceback__" and (_is_none(value) or isinstance(value, TracebackVariable)):
+            return  # tracebacks are not modelled: a rebuilt exception gets its own when raised
         if name == "__cause__":
             self.cause = None if _is_none(value) else value
             self.suppress_context = True
@@ -84,6 +88,25 @@ class ExceptionVariable(Variable):
 
     def __repr__(self):
         return f"Exception({self.cls.__name__})"
+
+
+class TracebackVariable(Variable):
+    """The traceback of a symbolic exception (what `__exit__` receives, `e.__traceback__`): it
+    can be passed on (gen.throw, `exc.__traceback__ = tb`) and is not None; anything that
+    would read it is Unsupported."""
+
+    def python_type(self):
+        import types
+        return types.TracebackType
+
+    def truthy(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        raise Unsupported("the traceback of an exception raised in the traced frame escapes it")
+
+    def __repr__(self):
+        return "Traceback()"
 
 
 def make_exception(cls, args, cause, context, suppress_context):

@@ -64,6 +64,9 @@ class BaseFunctionVariable(Variable):
     def python_type(self):
         return types.FunctionType
 
+    def truthy(self, tx):
+        return True
+
     def get_code(self):
         raise NotImplementedError
 

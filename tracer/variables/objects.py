@@ -228,6 +228,12 @@ class ClassVariable(ObjectVariable):
     def is_constant(self):
         return False
 
+    def truthy(self, tx):
+        meta = type(self.cls)
+        if getattr(meta, "__bool__", None) is None and getattr(meta, "__len__", None) is None:
+            return True  # a class is true unless its metaclass says otherwise
+        return Variable.truthy(self, tx)
+
     def getattr(self, tx, name):
         # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
         # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
