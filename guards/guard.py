@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import weakref
 from typing import Any, Callable
 
@@ -348,6 +349,14 @@ def _functorch_levels() -> tuple:
     return tuple((str(i.key()), i.level()) for i in stack)
 
 
+def not_forced_eager() -> bool:
+    """False while torch.compiler.set_stance("force_eager") is in effect: no compiled entry
+    may run then (the caller runs the function as Python). torch._dynamo is only looked up,
+    never imported: a program that never imported it cannot have set a stance."""
+    m = sys.modules.get("torch._dynamo.eval_frame")
+    return m is None or m._stance.stance != "force_eager"
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class GlobalStateMatch(Guard):
     """Torch global state captured at creation: grad mode, inference mode, default dtype,
@@ -401,6 +410,7 @@ class GlobalStateMatch(Guard):
             conds.append(f"{k(_functorch_levels)}() == {k(self.functorch)}")
         else:
             conds.append(f"{k(torch._C._functorch.peek_interpreter_stack)}() is None")
+        conds.append(f"{k(not_forced_eager)}()")
         return conds
 
     def describe(self):

@@ -68,7 +68,7 @@ class CompiledFunction:
     def _miss(self, L):
         entry = cache.lookup_or_compile(self._code, L, self._G, self._C, self._backend, self._fullgraph,
                                         lambda: self._trace(L))
-        if entry is None:  # the recompile limit is reached
+        if entry is None:  # the recompile limit is reached, or set_stance says run eagerly
             return self._run_eager(*L)
         for check, run in self._hits:
             if getattr(run, "_entry", None) is entry:

@@ -19,6 +19,7 @@ from . import cache, records
 from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
+from .compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
 
 log = logging.getLogger("tracer")
@@ -40,6 +41,9 @@ DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in ("numpy", "sc
 )
 
 
+_DISABLE_WRAPPERS = ("_fn", "nonrecursive_disable_wrapper")  # torch._dynamo's wrapper functions
+
+
 def should_skip(code, prefixes):
     filename = code.co_filename
     return filename.startswith(prefixes) or filename.startswith("<") and filename != "<string>"
@@ -56,6 +60,8 @@ class FrameCallback:
     def __call__(self, frame):
         code = frame.f_code
         if should_skip(code, self.skip_prefixes):
+            if code.co_name in _DISABLE_WRAPPERS:  # torch.compiler.disable: keep out of what it wraps
+                skip_disabled_frames(frame.f_func)
             return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
         entry = cache.lookup(code, L, G, C, self.backend, self.fullgraph)

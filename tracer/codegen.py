@@ -175,6 +175,10 @@ def side_effect_values(cg, frame):
     for name, box in frame.cells.items():
         if box.dirty and name in frame.code.co_freevars:
             stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
+    for fn, args, kwargs in se.deferred_calls:
+        from .variables.containers import DictVariable, TupleVariable
+        stores.append(("call", fn, _value_into_tmp(cg, TupleVariable(args)),
+                       _value_into_tmp(cg, DictVariable(kwargs))))
     root_boxes = {id(b) for b in frame.cells.values()}
     for box in se.cell_stores.values():  # a called function's cell, by its source
         if id(box) in root_boxes:
@@ -276,11 +280,24 @@ def _emit_store(cg, frame, st):
         _, name, tmp = st
         cg.emit("LOAD_FAST", tmp)
         cg.emit("STORE_DEREF", bc.FreeVar(name))
+    elif kind == "call":
+        _, fn, args_tmp, kwargs_tmp = st
+        cg.extend(versions.load_const_callable(apply_call))
+        cg.load_const(fn)
+        cg.emit("LOAD_FAST", args_tmp)
+        cg.emit("LOAD_FAST", kwargs_tmp)
+        cg.call(3)
+        cg.emit("POP_TOP")
     elif kind == "cell_contents":  # source is `<cell>.cell_contents`
         _, source, tmp = st
         cg.emit("LOAD_FAST", tmp)
         cg.load_source(source.base)
         cg.emit("STORE_ATTR", "cell_contents")
+
+
+def apply_call(fn, args, kwargs):
+    """A deferred call (SideEffects.defer_call), made by the rewritten code."""
+    fn(*args, **kwargs)
 
 
 def assemble(code, instrs, slot, compiled_fn):

@@ -77,6 +77,7 @@ class TraceContext:
         # then one per running generator; the caller's is not known until needed
         self.exc_stack = [OuterException()]
         self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
+        self.shape_marks = []     # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
         self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
 
 

@@ -149,6 +149,26 @@ class UserFunctionVariable(BaseFunctionVariable):
     def as_python_object(self):
         return self.fn
 
+    def call(self, tx, args, kwargs):
+        """Inlined, unless the function carries a torch.compile annotation (see
+        compile_annotations.py): those are honoured as torch.compile honours them."""
+        from .. import compile_annotations as ann
+        fn = self.fn
+        if ann.is_graph_break(fn):
+            raise Unsupported("torch._dynamo.graph_break()")
+        if ann.disabled(fn) is not None:
+            ann.skip_disabled_frames(fn)  # what it wraps is never traced, when it runs natively
+            raise Unsupported(f"{fn.__qualname__} is marked torch.compiler.disable: it runs as Python")
+        if ann.allowed_in_graph(fn):
+            return tx.call_torch("call_function", fn, args, kwargs)
+        if ann.marked_constant(fn):
+            return _constant_result(fn, args, kwargs)
+        if ann.is_shape_mark(fn):
+            tx.ctx.shape_marks.append((fn.__name__, args, kwargs))  # for dynamic shapes (issue 12)
+            tx.side_effects.defer_call(fn, args, kwargs)
+            return ConstantVariable(None)
+        return super().call(tx, args, kwargs)
+
     def getattr(self, tx, name):
         """The function object's own attribute (a functools.wraps wrapper has the wrapped
         function's __name__/__doc__/__wrapped__, not its code's): read from the object,
@@ -181,6 +201,21 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
+
+
+def _constant_result(fn, args, kwargs):
+    """torch.compiler.assume_constant_result: called now, its result is a constant of the
+    trace (unguarded: the annotation promises it never changes)."""
+    from .base import is_constant_value
+    try:
+        cargs = [a.as_constant() for a in args]
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) called with non-constant arguments")
+    value = fn(*cargs, **ckw)
+    if not is_constant_value(value):
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) returned a {type(value).__name__}")
+    return ConstantVariable(value)
 
 
 def _lacks_attr(name):
