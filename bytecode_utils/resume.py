@@ -71,6 +71,31 @@ def _keep_try_depths(code, items):
             n_real += 1
 
 
+def _cells_as_free_vars(code, items):
+    """The frame's cell variables become free variables of the resume code: the resume
+    function is made with the running frame's cells as its closure, so it shares them with
+    every closure made before the break (a store on either side is seen by the other)."""
+    if not code.co_cellvars:
+        return items
+    cells = set(code.co_cellvars)
+    n_free = len(code.co_freevars) + len(code.co_cellvars)
+    out, copied = [], False
+    for ins in items:
+        if isinstance(ins, _bc.Instr):
+            if ins.name == "MAKE_CELL":
+                continue
+            if ins.name == "COPY_FREE_VARS":
+                ins = _bc.Instr("COPY_FREE_VARS", n_free, lineno=ins.lineno)
+                copied = True
+            elif isinstance(ins.arg, _bc.CellVar) and ins.arg.name in cells:
+                ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
+        out.append(ins)
+    if not copied:
+        first = next(i for i, ins in enumerate(out) if isinstance(ins, _bc.Instr))
+        out.insert(first, _bc.Instr("COPY_FREE_VARS", n_free, lineno=out[first].lineno))
+    return out
+
+
 def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_args: list[str],
                      *, lasti: int | None = None, push_exc: bool = False) -> types.CodeType:
     """Build resume code for `code` starting at decoded instruction index `target`.
@@ -114,10 +139,11 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
         prefix.append(_bc.Instr("LOAD_FAST", EXC_ARG, lineno=lineno))
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
+    new_items = _cells_as_free_vars(code, new_items)
     args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
-    others = [n for n in code.co_varnames if n not in args]
+    others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
     out = _bc.Bytecode(new_items)
     out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
@@ -129,8 +155,8 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     out.kwonlyargcount = 0
     out.flags = _bc.CompilerFlags((code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)) | CO_OPTIMIZED | CO_NEWLOCALS)
     out.argnames = args + others
-    out.freevars = list(code.co_freevars)
-    out.cellvars = list(code.co_cellvars)
+    out.freevars = list(code.co_freevars) + list(code.co_cellvars)
+    out.cellvars = []
     out.docstring = None
     # The skipped prefix of the original stream is dead code now, so the stack depths of its
     # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from

@@ -6,9 +6,11 @@ tracer did during the compiled call (a `Delta` of `tracer.stats()`). `dynamo_gra
 the graphs torch.compile makes for the same call (torch._dynamo with a counting backend,
 after torch._dynamo.reset()), so a test can put the two side by side.
 """
+import collections
 import copy
 import dataclasses
 import functools
+import types
 
 import torch
 
@@ -25,6 +27,10 @@ def same(a, b):
         return False
     if isinstance(a, BaseException):
         return a.args == b.args
+    if isinstance(a, collections.deque):
+        return a.maxlen == b.maxlen and same(list(a), list(b))
+    if isinstance(a, types.FunctionType):  # made by the call: the same code and defaults
+        return a.__code__ is b.__code__ and same(a.__defaults__, b.__defaults__)
     if isinstance(a, functools.partial):
         return a.func is b.func and same(a.args, b.args) and same(a.keywords, b.keywords)
     if isinstance(a, (list, tuple)):
@@ -105,6 +111,19 @@ def check(fn, *args, graphs=None, breaks=0, dynamo=False, **kwargs):
         assert d.graphs <= theirs or theirs == 0, f"{d.graphs} graphs; torch.compile makes {theirs}"
         d.dynamo_graphs = theirs
     return c, d
+
+
+_FRESH = [0]
+
+
+def fresh(fn):
+    """A copy of fn with its own code object, hence its own cache (parametrized tests would
+    otherwise share one function's recompile limit)."""
+    _FRESH[0] += 1  # (equal code objects share a cache: the copy needs a name of its own)
+    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{_FRESH[0]}")
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
 
 
 def dynamo_graphs(fn, *args, **kwargs):

@@ -43,7 +43,22 @@ def call_builtin(tx, fn, args, kwargs):
 def _fold(fn, args, kwargs):
     cargs = [a.as_constant() for a in args]
     ckw = {k: v.as_constant() for k, v in kwargs.items()}
-    return ConstantVariable(fn(*cargs, **ckw))
+    try:
+        value = fn(*cargs, **ckw)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError, KeyError, IndexError) as e:
+        # the user code raises it too: a traced exception (a try block in the frame catches it)
+        raise UserException(type(e), f"{getattr(fn, '__name__', fn)}() raises {type(e).__name__} "
+                                     f"(the user code raises it)",
+                            _exception_variable(type(e), e.args), fresh=True)
+    return ConstantVariable(value)
+
+
+def _exception_variable(cls, args):
+    from .variables.exceptions import ExceptionVariable
+    from .variables.base import is_constant_value
+    if not all(is_constant_value(a) for a in args):
+        raise Unsupported(f"{cls.__name__} with arguments that are not constants")
+    return ExceptionVariable(cls, [ConstantVariable(a) for a in args])
 
 
 def _all_const(args):
@@ -289,17 +304,11 @@ def _tuple(tx, iterable=None):
 
 @impl(dict)
 def _dict(tx, *args, **kwargs):
-    items = {}
-    if args:
-        src = args[0]
-        if isinstance(src, DictVariable):
-            items.update(src.items)
-        else:
-            for pair in src.iterate(tx):
-                k, v = pair.iterate(tx)
-                items[k.as_constant()] = v
-    items.update(kwargs)
-    return DictVariable(items)
+    from .variables.collections_vars import make_dict
+    from .variables.objects import UserObjectVariable
+    if args and isinstance(args[0], UserObjectVariable) and isinstance(args[0].value, dict):
+        args = (args[0].dict_contents(tx), *args[1:])  # a dict subclass from the frame: its items
+    return make_dict(tx, dict, list(args), kwargs)
 
 
 @impl(set)
@@ -320,13 +329,31 @@ def _frozenset(tx, iterable=None):
     return ConstantVariable(frozenset(v.as_constant() for v in items))
 
 
+def _constant_keys(tx, items, key=None):
+    """The sort keys of items (key(item) called once per item, in order, as Python does);
+    they must be constants: ordering by tensor values would need the data."""
+    keys = [key.call(tx, [i], {}) if key is not None else i for i in items]
+    if not all(k.is_constant() for k in keys):
+        raise Unsupported("ordering by values that are not compile-time constants")
+    return [k.as_constant() for k in keys]
+
+
+def sort_variables(tx, items, key=None, reverse=False):
+    """items (any Variables) in the order Python's stable sort gives their keys."""
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
+    keys = _constant_keys(tx, items, key)
+    try:
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+    except TypeError as e:
+        raise user_error(TypeError, str(e))
+    return [items[i] for i in order]
+
+
 @impl(sorted)
 def _sorted(tx, iterable, key=None, reverse=None):
-    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
-        raise Unsupported("sorted() with a key function")
-    values = [v.as_constant() for v in iterable.iterate(tx)]
-    rev = reverse.as_constant() if reverse is not None else False
-    return ListVariable([ConstantVariable(v) for v in sorted(values, reverse=rev)])
+    rev = bool(reverse.as_constant()) if reverse is not None else False
+    return ListVariable(sort_variables(tx, iterable.iterate(tx), key, rev))
 
 
 @impl(bool)
@@ -395,12 +422,15 @@ def _minmax(tx, *args, **kwargs):
 def _make_minmax(fn):
     def minmax(tx, *args, key=None, default=None):
         items = args[0].iterate(tx) if len(args) == 1 else list(args)
-        if key is not None:
-            raise Unsupported(f"{fn.__name__}() with key=")
         if not items and default is not None:
             return default
+        if key is not None and not (key.is_constant() and key.as_constant() is None):
+            if not items:
+                raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
+            keys = _constant_keys(tx, items, key)
+            return items[fn(range(len(items)), key=keys.__getitem__)]  # the first extreme, as Python
         if all(i.is_constant() for i in items):
-            return ConstantVariable(fn(i.as_constant() for i in items))
+            return _fold(fn, [ConstantVariable(tuple(i.as_constant() for i in items))], {})
         if len(items) == 2 and any(isinstance(i, TensorVariable) for i in items):
             raise Unsupported(f"{fn.__name__}() of tensors compares their values")
         raise Unsupported(f"{fn.__name__}() of non-constant values")
@@ -495,5 +525,12 @@ _IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold
 del _IMPLS[hash]
 
 
+from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
+
+_IMPLS.update(_ITERTOOLS_IMPLS)
+_IMPL_IDS = {id(fn): fn for fn in _IMPLS}
+
+
 def is_known_builtin(fn):
-    return fn in _IMPLS or fn in _OPERATOR_FUNCS
+    """Identity lookup (a user value's __eq__/__hash__ is never called)."""
+    return _IMPL_IDS.get(id(fn)) is fn or any(fn is f for f in _OPERATOR_FUNCS)

@@ -78,8 +78,6 @@ def can_break_at(code, inst):
     """Whether a break can be placed at this root instruction (else: whole-frame fallback)."""
     if inst is None or instruction_shape(inst) is None:
         return False
-    if code.co_cellvars:
-        return False  # closures made in the frame share cells a resume function cannot
     if _READS_LOCALS.intersection(code.co_names):
         return False  # locals()/vars()/dir()/eval/exec read locals that liveness calls dead
     return not code.co_flags & (0x20 | 0x80 | 0x100 | 0x200)
@@ -121,6 +119,7 @@ def generate_break(frame, inst, reason):
         raise Unsupported("graph break at CALL_FUNCTION_EX without NULL")
     liveness = live_locals(code)
     cg = CodeGen(code, frame.ctx.output)
+    cg.frame_cells = frame.cells
 
     # Phase 1: read everything.
     below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
@@ -263,12 +262,14 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two
     # namespaces).
+    # The frame's cell variables are free variables of the resume code: it shares the cells
+    # with the closures made before the break (bytecode_utils.resume).
     make = []
-    for name in frame.code.co_freevars:
-        make += versions.load_closure(name, free=True)
-    if frame.code.co_freevars:
-        make.append(bc.Instr("BUILD_TUPLE", len(frame.code.co_freevars)))
-    make += versions.make_function(rcode, closure=bool(frame.code.co_freevars))
+    for name in rcode.co_freevars:
+        make += versions.load_closure(name, free=name in frame.code.co_freevars)
+    if rcode.co_freevars:
+        make.append(bc.Instr("BUILD_TUPLE", len(rcode.co_freevars)))
+    make += versions.make_function(rcode, closure=bool(rcode.co_freevars))
     cg.instrs.extend(versions.load_callable(make))
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:

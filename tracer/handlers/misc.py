@@ -68,10 +68,6 @@ for _name, _why in {
     "END_ASYNC_FOR": "async iteration",
     "BEFORE_ASYNC_WITH": "async with",
     "ASYNC_GEN_WRAP": "async generator",
-    "MATCH_CLASS": "structural pattern matching",
-    "MATCH_MAPPING": "structural pattern matching",
-    "MATCH_SEQUENCE": "structural pattern matching",
-    "MATCH_KEYS": "structural pattern matching",
 }.items():
     handler(_name)(_unsupported(_why))
 

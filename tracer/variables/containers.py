@@ -6,6 +6,8 @@ code writes the final contents back after the graph runs (`lst[:] = ...`,
 `d.clear(); d.update(...)`). Containers created during tracing need no replay; they are
 rebuilt only if they escape (returned, stored).
 """
+import collections
+
 from ..exc import Unsupported, user_error
 from .base import ConstantVariable, TempVariable, Variable
 
@@ -16,6 +18,9 @@ def _const_key(tx, key):
         return key.as_constant()
     ident = getattr(key, "identity_key", None)
     if ident is not None:
+        pin = getattr(key, "pin_identity", None)
+        if pin is not None:
+            pin(tx)
         return ident()
     raise Unsupported(f"dict key / set member {key} is not a constant")
 
@@ -100,6 +105,17 @@ def _bounded(tx):
         yield
 
 
+def method_of(var, name):
+    """`container.method` as a value (`f = lst.append`): a bound builtin method whose call is
+    the container's call_method."""
+    from .functions import BuiltinMethodVariable
+    attr = getattr(var.python_type(), name, None)
+    if attr is None or not callable(attr) or name.startswith("__") and name not in ("__len__", "__contains__",
+                                                                                        "__getitem__"):
+        raise Unsupported(f"{var.python_type().__name__} attribute {name!r}")
+    return BuiltinMethodVariable(var, name)
+
+
 def tx_mutated(var):
     return getattr(var, "_mutated", False)
 
@@ -108,7 +124,7 @@ class TupleVariable(BaseSequence):
     kind = tuple
 
     def getattr(self, tx, name):
-        raise Unsupported(f"tuple attribute {name!r}")
+        return method_of(self, name)
 
 
 class SizeVariable(TupleVariable):
@@ -193,6 +209,9 @@ class ListVariable(BaseSequence):
     kind = list
     mutable = True
 
+    def getattr(self, tx, name):
+        return method_of(self, name)
+
     def is_constant(self):
         return False
 
@@ -255,12 +274,13 @@ class ListVariable(BaseSequence):
         elif name == "copy":
             return ListVariable(self.items)
         elif name == "sort":
-            if args or any(k != "reverse" for k in kwargs):
-                raise Unsupported("list.sort with a key function")
-            values = sorted((i.as_constant() for i in self.items),
-                            reverse=bool(kwargs["reverse"].as_constant()) if kwargs else False)
+            from ..builtins_impl import sort_variables
+            if args or any(k not in ("key", "reverse") for k in kwargs):
+                raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
+            rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+            ordered = sort_variables(tx, list(self.items), kwargs.get("key"), rev)
             self._mutate(tx)
-            self.items = [ConstantVariable(v) for v in values]
+            self.items[:] = ordered
         elif name == "__setitem__":
             self.setitem(tx, args[0], args[1])
         else:
@@ -278,6 +298,9 @@ class DictVariable(Variable):
 
     def python_type(self):
         return self.user_cls
+
+    def getattr(self, tx, name):
+        return method_of(self, name)
 
     def truthy(self, tx):
         return bool(self.items)
@@ -320,7 +343,13 @@ class DictVariable(Variable):
             return ConstantVariable(len(self.items))
         if name == "copy":
             return DictVariable(self.items, user_cls=self.user_cls)
-        if name in ("pop", "setdefault", "update", "clear", "popitem"):
+        if name == "move_to_end" and self.user_cls is collections.OrderedDict:
+            from .collections_vars import move_to_end
+            return move_to_end(tx, self, args, kwargs)
+        if name == "popitem":
+            from .collections_vars import popitem
+            return popitem(tx, self, args, kwargs)
+        if name in ("pop", "setdefault", "update", "clear"):
             tx.side_effects.mutated(self)
             if name == "pop":
                 k = _const_key(tx, args[0])
@@ -435,6 +464,9 @@ class SetVariable(Variable):
 
     def python_type(self):
         return set
+
+    def getattr(self, tx, name):
+        return method_of(self, name)
 
     def truthy(self, tx):
         return bool(self.items)

@@ -7,6 +7,7 @@ Closures are modelled with `CellBox`es shared between the creating frame and the
 object, which is what makes `nonlocal` correct.
 """
 import functools
+import itertools
 import types
 
 from guards.sources import AttrSource, ItemSource
@@ -40,6 +41,15 @@ class CellBox:
     def set(self, value):
         self._value = value
         self.dirty = True
+
+    def is_empty(self):
+        return self._value is CellBox._EMPTY and self.real_cell is None
+
+    def peek(self):
+        """The current value (for rebuilding a cell made during tracing)."""
+        if self._value is CellBox._EMPTY:
+            raise Unsupported("an empty closure cell of a called function")
+        return self._value
 
 
 def real_cell_box(tx, cell, source):
@@ -143,8 +153,17 @@ class UserFunctionVariable(BaseFunctionVariable):
         return [real_cell_box(tx, c, AttrSource(ItemSource(src, i), "cell_contents") if src else None)
                 for i, c in enumerate(cells)]
 
+    identity_guarded = True  # False while only its code is guarded (builder.py)
+
     def identity_key(self):
         return ("fn", id(self.fn))
+
+    def pin_identity(self, tx):
+        """The trace compares this function's identity: guard it from now on."""
+        if not self.identity_guarded and self.source is not None:
+            from guards import IdMatch
+            tx.guard(IdMatch(self.source, self.fn))
+            self.identity_guarded = True
 
     def as_python_object(self):
         return self.fn
@@ -198,6 +217,11 @@ class UserFunctionVariable(BaseFunctionVariable):
         if name in _FUNCTION_SLOTS:
             raise Unsupported(f"setting function attribute {name!r}")
         tx.side_effects.store_attr(self, name, value)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.load_const(self.fn)  # a real function (a method found on a class): the object itself
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
@@ -303,10 +327,46 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return self.closure
 
     def reconstruct(self, cg):
-        raise Unsupported("a function created in the traced frame escapes it")
+        """The real function: the same code, globals, defaults and attributes, and a closure of
+        the same cells (the frame's own cells, or cells made once here for those of inlined
+        frames), so that it shares its variables with the code that runs after the graph."""
+        from .base import TempVariable
+        from .containers import DictVariable, TupleVariable
+        for box in self.closure:
+            cg.load_cell(box)
+        cg.build(tuple, len(self.closure))
+        closure = TempVariable(cg.store_tmp())
+        slots = DictVariable(dict(self.slots))
+        cg.call_with(make_function, [ConstantVariable(self.code), _GlobalsVariable(self.f_globals),
+                                     TupleVariable(self.defaults), DictVariable(self.kwdefaults), closure,
+                                     slots, self.attrs, self.annotations])
 
     def __repr__(self):
         return f"NestedFunction({self.qualname})"
+
+
+class _GlobalsVariable(Variable):
+    """The globals dict a nested function was made with (a constant of the rewritten code)."""
+
+    def __init__(self, g):
+        super().__init__(None)
+        self.g = g
+
+    def reconstruct(self, cg):
+        cg.load_const(self.g)
+
+
+def make_function(code, f_globals, defaults, kwdefaults, closure, slots, attrs, annotations):
+    """A function made in a traced frame, rebuilt after the graph (no user code runs)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    for name, value in slots.items():
+        setattr(fn, name, value)
+    fn.__dict__.update(attrs)
+    if annotations:
+        fn.__annotations__ = annotations
+    return fn
 
 
 def tx_wrap_constant(value):
@@ -338,6 +398,9 @@ class BuiltinVariable(ObjectVariable):
             slot = slot_method(getattr(self.fn, name, None))
             if slot is not None:
                 return slot
+        if self.fn is itertools.chain and name == "from_iterable":
+            from ..itertools_impl import chain_from_iterable
+            return BuiltinVariable(chain_from_iterable)
         if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
             from .objects import ClassVariable
             return ClassVariable(self.fn, self.source).getattr(tx, name)
@@ -362,6 +425,19 @@ class BuiltinMethodVariable(Variable):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs) if not self.obj.is_constant() \
             else _call_constant_method(tx, self.obj, self.name, args, kwargs)
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def truthy(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)
+        cg.load_attr(self.name)
+
+    def __repr__(self):
+        return f"BuiltinMethod({self.obj!r}.{self.name})"
 
 
 def _call_constant_method(tx, obj, name, args, kwargs):
@@ -401,6 +477,11 @@ class BoundMethodVariable(Variable):
         if name == "__func__":
             return self.func
         return self.func.getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.call_with(types.MethodType, [self.func, self.obj])
 
 
 class PartialVariable(Variable):

@@ -277,6 +277,10 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
             return NamedTupleVariable(items, self.cls)
+        from .collections_vars import constructor
+        make = constructor(self.cls)
+        if make is not None:
+            return make(tx, list(args), dict(kwargs))
         from .new_objects import construct, is_user_class
         if is_user_class(self.cls):
             return construct(tx, self, args, kwargs)
