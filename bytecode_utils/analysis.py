@@ -13,7 +13,7 @@ import dis
 import types
 from typing import Iterable, Sequence
 
-from .instructions import Instruction, decode, is_jump, is_terminator
+from .instructions import Instruction, PerCode, decode, is_jump, is_terminator
 
 __all__ = [
     "jump_targets",
@@ -125,7 +125,8 @@ def stack_depths(code_or_instrs: types.CodeType | Sequence[Instruction]) -> list
     return depths
 
 
-def _local_effects(inst: Instruction, cellvars: frozenset[str], argnames: frozenset[str]):
+def _local_effects(inst: Instruction, cellvars: frozenset[str], argnames: frozenset[str],
+                   values_only: bool = False):
     """(uses, defs) of local names for one instruction."""
     op = inst.opname
     name = inst.argval
@@ -135,7 +136,8 @@ def _local_effects(inst: Instruction, cellvars: frozenset[str], argnames: frozen
         return (), (name,)
     if op == "DELETE_FAST":
         # Raises if unbound, so the binding before it is observed; afterwards it is gone.
-        return (name,), ()
+        # Its value is never read (values_only: liveness of values, not of bindings).
+        return ((), (name,)) if values_only else ((name,), ())
     if name not in cellvars:
         return (), ()  # free variables live in the closure, not in this frame's state
     if op in ("LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF", "DELETE_DEREF"):
@@ -155,13 +157,28 @@ def live_locals(
     code_or_instrs: types.CodeType | Sequence[Instruction],
     cellvars: Iterable[str] | None = None,
     argnames: Iterable[str] | None = None,
+    values_only: bool = False,
 ) -> list[frozenset[str]]:
     """Names of frame locals (fast locals and this frame's cell variables) live before each instruction.
 
     Classic backward dataflow over fall-through, jump and exception edges. When a list of
     instructions is passed instead of a code object, ``cellvars``/``argnames`` default to
-    "every DEREF name is a cell var" and "no arguments".
+    "every DEREF name is a cell var" and "no arguments". ``values_only``: a name whose next
+    use is a ``del`` is not live (its binding is needed, its value is not).
     """
+    if isinstance(code_or_instrs, types.CodeType) and cellvars is None and argnames is None:
+        per_code = _LIVE.setdefault(code_or_instrs, {})
+        hit = per_code.get(values_only)
+        if hit is None:
+            hit = per_code[values_only] = _live_locals(code_or_instrs, None, None, values_only)
+        return hit
+    return _live_locals(code_or_instrs, cellvars, argnames, values_only)
+
+
+_LIVE = PerCode()  # code -> {values_only: liveness} (shared: don't change)
+
+
+def _live_locals(code_or_instrs, cellvars, argnames, values_only):
     if isinstance(code_or_instrs, types.CodeType):
         code = code_or_instrs
         instrs = decode(code)
@@ -183,7 +200,7 @@ def live_locals(
     uses: list[frozenset[str]] = []
     defs: list[frozenset[str]] = []
     for inst in instrs:
-        u, d = _local_effects(inst, cells, args)
+        u, d = _local_effects(inst, cells, args, values_only)
         uses.append(frozenset(u))
         defs.append(frozenset(d))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import types
+import weakref
 
 import bytecode as _bc
 
@@ -190,13 +191,58 @@ def exception_table(code: types.CodeType) -> list[ExceptionTableEntry]:
     return _entries(code, _unit_index_map(instrs, len(code.co_code)))
 
 
+class PerCode:
+    """A cache keyed by code object *identity*, dropping an entry when its code dies.
+
+    Not a WeakKeyDictionary: that hashes the code object, which hashes its constants, and a
+    rewritten code object may hold an unhashable one (a slice, on 3.11)."""
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple] = {}
+
+    def get(self, code, default=None):
+        hit = self._data.get(id(code))
+        return hit[1] if hit is not None and hit[0]() is code else default
+
+    def __getitem__(self, code):
+        hit = self.get(code, _MISSING)
+        if hit is _MISSING:
+            raise KeyError(code)
+        return hit
+
+    def __setitem__(self, code, value) -> None:
+        key = id(code)
+        self._data[key] = (weakref.ref(code, lambda _r, d=self._data, k=key: d.pop(k, None)), value)
+
+    def setdefault(self, code, value):
+        hit = self.get(code, _MISSING)
+        if hit is _MISSING:
+            self[code] = hit = value
+        return hit
+
+
+_MISSING = object()
+_DECODED = PerCode()
+
+
 def decode(code: types.CodeType) -> list[Instruction]:
     """Decode ``code`` into :class:`Instruction` objects with jump targets and handlers resolved.
 
     ``target`` is filled for every jump; ``exn`` is the first exception-table entry covering
     the instruction (the tables do not overlap, and the first match is what CPython uses).
     Opnames are normalised (``versions.normalize``).
+
+    Decoded once per code object (a frame with many graph breaks is traced again for each,
+    and its resume functions are as long as it is): the list is new, the Instructions are
+    shared and must not be changed.
     """
+    hit = _DECODED.get(code)
+    if hit is None:
+        hit = _DECODED[code] = tuple(_decode(code))
+    return list(hit)
+
+
+def _decode(code: types.CodeType) -> list[Instruction]:
     instrs = _raw_instructions(code)
     owner = _unit_index_map(instrs, len(code.co_code))
     for inst in instrs:

@@ -15,6 +15,7 @@ import types
 import bytecode as _bc
 
 from . import versions
+from .instructions import PerCode
 
 
 CO_VARARGS = 0x04
@@ -24,6 +25,7 @@ CO_OPTIMIZED = 0x01
 
 STACK_ARG = "arg"
 STACK_NULL = "null"
+STACK_EXC_INFO = "exc_info"  # the slot PUSH_EXC_INFO leaves in an except/finally body
 
 
 def stack_arg_name(i: int) -> str:
@@ -70,12 +72,40 @@ def _keep_try_depths(code, items):
             n_real += 1
 
 
+def _cells_as_free_vars(code, items):
+    """The frame's cell variables become free variables of the resume code: the resume
+    function is made with the running frame's cells as its closure, so it shares them with
+    every closure made before the break (a store on either side is seen by the other)."""
+    if not code.co_cellvars:
+        return items
+    cells = set(code.co_cellvars)
+    n_free = len(code.co_freevars) + len(code.co_cellvars)
+    out, copied = [], False
+    for ins in items:
+        if isinstance(ins, _bc.Instr):
+            if ins.name == "MAKE_CELL":
+                continue
+            if ins.name == "COPY_FREE_VARS":
+                ins = _bc.Instr("COPY_FREE_VARS", n_free, lineno=ins.lineno)
+                copied = True
+            elif isinstance(ins.arg, _bc.CellVar) and ins.arg.name in cells:
+                ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
+        out.append(ins)
+    if not copied:
+        first = next(i for i, ins in enumerate(out) if isinstance(ins, _bc.Instr))
+        out.insert(first, _bc.Instr("COPY_FREE_VARS", n_free, lineno=out[first].lineno))
+    return out
+
+
 def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_args: list[str],
                      *, lasti: int | None = None, push_exc: bool = False) -> types.CodeType:
     """Build resume code for `code` starting at decoded instruction index `target`.
 
     stack: one entry per stack slot, bottom first: STACK_ARG (passed as an argument) or
-    STACK_NULL (the NULL of a call's layout, pushed by the prefix).
+    STACK_NULL (the NULL of a call's layout, pushed by the prefix), or STACK_EXC_INFO (the
+    slot of an exception handler being run: the exception it handles is passed, and the
+    prefix enters the handler again with PUSH_EXC_INFO, so the resume code has it as its
+    handled exception and the slot holds the real previous one, which POP_EXCEPT restores).
     local_args: names of the original locals passed in (after the stack arguments).
     lasti/push_exc: for resuming at an exception handler: push the int `lasti` (when the
     exception-table entry asks for it) and the exception, passed as argument `___exc`.
@@ -86,6 +116,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     bc = _bc.Bytecode.from_code(code)
     items = list(bc)
     real = [i for i, ins in enumerate(items) if isinstance(ins, _bc.Instr)]
+    originals = {id(items[i]): k for k, i in enumerate(real)}
     _keep_try_depths(code, items)
     target_pos = real[target]
     resume_pos = next(i for i in real if items[i].name == "RESUME")
@@ -102,16 +133,19 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
             name = stack_arg_name(i)
             stack_args.append(name)
             prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+            if kind == STACK_EXC_INFO:
+                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
     if lasti is not None:
         prefix.append(_bc.Instr("LOAD_CONST", lasti, lineno=lineno))
     if push_exc:
         prefix.append(_bc.Instr("LOAD_FAST", EXC_ARG, lineno=lineno))
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
+    new_items = _cells_as_free_vars(code, new_items)
     args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
-    others = [n for n in code.co_varnames if n not in args]
+    others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
     out = _bc.Bytecode(new_items)
     out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
@@ -123,11 +157,30 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     out.kwonlyargcount = 0
     out.flags = _bc.CompilerFlags((code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)) | CO_OPTIMIZED | CO_NEWLOCALS)
     out.argnames = args + others
-    out.freevars = list(code.co_freevars)
-    out.cellvars = list(code.co_cellvars)
+    out.freevars = list(code.co_freevars) + list(code.co_cellvars)
+    out.cellvars = []
     out.docstring = None
     # The skipped prefix of the original stream is dead code now, so the stack depths of its
     # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from
     # co_exceptiontable). The stack at the target is the original's, so its size suffices.
-    return out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
-                       compute_exception_stack_depths=False)
+    new = out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
+                      compute_exception_stack_depths=False)
+    index_map = {j: originals[id(ins)] for j, ins in enumerate(i for i in new_items if isinstance(i, _bc.Instr))
+                 if id(ins) in originals}
+    root = _ORIGIN.get(code)
+    if root is not None:  # (made from a resume code: map through it to the first one)
+        index_map = {j: root[1][k] for j, k in index_map.items() if k in root[1]}
+    _ORIGIN[new] = (root[0] if root is not None else code, index_map)
+    return new
+
+
+_ORIGIN = PerCode()
+
+
+def resume_origin(code: types.CodeType):
+    """(the original code object, {instruction index here: index there}) for resume code
+    made by make_resume_code, else None. A break inside a resume function resumes from the
+    original code (same target, same layout: the same cached resume code), so a loop that
+    breaks on every iteration reuses one resume function instead of nesting a new one each
+    time."""
+    return _ORIGIN.get(code)

@@ -136,7 +136,7 @@ class Plan:
         elif t is GlobalStateMatch:
             for fn, expected in g.calls():
                 self.op(fc.O_CALL_IS, i, (), fn, expected)
-            if g.any_autocast:
+            if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())
         elif t is Predicate:
             self._predicate(g, i)

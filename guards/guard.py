@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import weakref
 from typing import Any, Callable
 
@@ -390,10 +391,35 @@ def _autocast_state() -> tuple:
     return tuple(out)
 
 
+def _function_modes() -> tuple:
+    """The torch-function mode stack, innermost last: each mode's type, and the device of a
+    default-device context (`torch.set_default_device` pushes one; factory calls read it)."""
+    return tuple((type(m), str(getattr(m, "device", None)))
+                 for m in (torch._C._get_function_stack_at(i)
+                           for i in range(torch._C._len_torch_function_stack())))
+
+
+def _functorch_levels() -> tuple:
+    """The functorch transforms the call runs under (vmap, grad, ...), outermost first."""
+    stack = torch._C._functorch.get_interpreter_stack() or ()
+    return tuple((str(i.key()), i.level()) for i in stack)
+
+
+def not_forced_eager() -> bool:
+    """False while torch.compiler.set_stance("force_eager") is in effect: no compiled entry
+    may run then (the caller runs the function as Python). torch._dynamo is only looked up,
+    never imported: a program that never imported it cannot have set a stance."""
+    m = sys.modules.get("torch._dynamo.eval_frame")
+    return m is None or m._stance.stance != "force_eager"
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class GlobalStateMatch(Guard):
     """Torch global state captured at creation: grad mode, inference mode, default dtype,
-    deterministic algorithms, and autocast (cpu and cuda: enabled flag and dtype)."""
+    deterministic algorithms, autocast (cpu and cuda: enabled flag and dtype), the
+    torch-function mode stack (which holds the default device), whether torch functions
+    dispatch to __torch_function__ at all, and the functorch transform levels (vmap/grad).
+    The common case (no modes, no transforms) costs one C call per fact."""
 
     grad_enabled: bool = dataclasses.field(default_factory=torch.is_grad_enabled)
     inference_mode: bool = dataclasses.field(default_factory=torch.is_inference_mode_enabled)
@@ -404,6 +430,9 @@ class GlobalStateMatch(Guard):
         default_factory=torch.is_deterministic_algorithms_warn_only_enabled)
     any_autocast: bool = dataclasses.field(default_factory=torch._C._is_any_autocast_enabled)
     autocast: tuple = dataclasses.field(default_factory=_autocast_state)
+    function_modes: tuple = dataclasses.field(default_factory=_function_modes)
+    torch_function: bool = dataclasses.field(default_factory=torch._C._is_torch_function_enabled)
+    functorch: tuple = dataclasses.field(default_factory=_functorch_levels)
     rank = 2
 
     def sources(self):
@@ -411,34 +440,92 @@ class GlobalStateMatch(Guard):
 
     def _key(self):
         return (self.grad_enabled, self.inference_mode, self.default_dtype, self.deterministic,
-                self.deterministic_warn_only, self.any_autocast, self.autocast)
+                self.deterministic_warn_only, self.any_autocast, self.autocast,
+                tuple((id(t), d) for t, d in self.function_modes), self.torch_function, self.functorch)
 
     def calls(self) -> list[tuple[Callable[[], Any], Any]]:
         """(fn, expected): the state holds iff ``fn() is expected`` for each (the C check
-        calls the same functions); the autocast tuple, when autocast is on, is compared
-        with == in ``conditions``."""
+        calls the same functions), and, when ``needs_equality()``, the == comparisons of
+        ``conditions`` hold too (the C check then runs this guard's Python condition)."""
         out = [
             (torch.is_grad_enabled, bool(self.grad_enabled)),
             (torch.is_inference_mode_enabled, bool(self.inference_mode)),
             (torch.get_default_dtype, self.default_dtype),
             (torch._C._get_deterministic_algorithms, bool(self.deterministic)),
             (torch._C._get_deterministic_algorithms_warn_only, bool(self.deterministic_warn_only)),
+            (torch._C._is_torch_function_enabled, bool(self.torch_function)),
+            (not_forced_eager, True),
         ]
         if not self.any_autocast:
             out.append((torch._C._is_any_autocast_enabled, False))
+        if not self.function_modes:
+            out.append((torch._C._len_torch_function_stack, 0))  # (small ints are unique objects)
+        if not self.functorch:
+            out.append((torch._C._functorch.peek_interpreter_stack, None))
         return out
+
+    def needs_equality(self) -> bool:
+        """Whether some fact is a tuple compared with == (autocast on, modes, transforms)."""
+        return bool(self.any_autocast or self.function_modes or self.functorch)
 
     def conditions(self, ctx):
         k = ctx.const
         conds = [f"{k(fn)}() is {k(expected)}" for fn, expected in self.calls()]
         if self.any_autocast:
             conds.append(f"{k(_autocast_state)}() == {k(self.autocast)}")
+        if self.function_modes:
+            conds.append(f"{k(_function_modes)}() == {k(self.function_modes)}")
+        if self.functorch:
+            conds.append(f"{k(_functorch_levels)}() == {k(self.functorch)}")
         return conds
 
     def describe(self):
         ac = ", ".join(f"{d}:{'on ' + str(dt).replace('torch.', '') if en else 'off'}"
                        for d, en, dt in self.autocast)
+        extra = ""
+        if self.function_modes:
+            extra += " function_modes(" + ", ".join(
+                f"{t.__name__}{'' if d == 'None' else ' ' + d}" for t, d in self.function_modes) + ")"
+        if not self.torch_function:
+            extra += " torch_function=off"
+        if self.functorch:
+            extra += " functorch(" + ", ".join(f"{k} level {lv}" for k, lv in self.functorch) + ")"
         return (f"global state: grad_enabled={self.grad_enabled} "
                 f"inference_mode={self.inference_mode} "
                 f"default_dtype={str(self.default_dtype).replace('torch.', '')} "
-                f"deterministic={self.deterministic} autocast({ac})")
+                f"deterministic={self.deterministic} autocast({ac}){extra}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class QueryMatch(Guard):
+    """``fn(*args, **kwargs)`` still returns ``value`` (same type): a query of global state
+    the trace folded to a constant (`torch.autograd._profiler_enabled()`,
+    `torch.cuda.is_available()`, ...). The call is made on every check, so it is kept for
+    queries no cheaper guard (GlobalStateMatch) covers."""
+
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: tuple
+    value: Any
+    rank = 2
+
+    def sources(self):
+        return ()
+
+    def _key(self):
+        return (id(self.fn), const_key(self.args), const_key(self.kwargs), const_key(self.value))
+
+    def conditions(self, ctx):
+        return [f"{ctx.const(_same_result)}({ctx.const(self.fn)}, {ctx.const(self.args)}, "
+                f"{ctx.const(self.kwargs)}, {ctx.const(self.value)})"]
+
+    def describe(self):
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        mod = getattr(self.fn, "__module__", None)
+        call = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs])
+        return f"{mod + '.' if mod else ''}{name}({call}) == {self.value!r}"
+
+
+def _same_result(fn, args, kwargs, value):
+    got = fn(*args, **dict(kwargs))
+    return type(got) is type(value) and got == value

@@ -199,7 +199,10 @@ def test_rewritten_python_is_derived_from_the_code(target):
     text = render_code(entry.code, [entry.graph])
     assert text.startswith("def mutating(x, y, xs):")
     assert "___graph_out = graph_0(x, y)" in text
-    assert "xs[:] = " in text and "counter.update(" in text and "box.w = " in text
+    # the write targets are fetched first (all reads before any write), then written
+    assert "[:] = " in text and ".clear()" in text and ".update(" in text and ".w = " in text
+    for name in ("xs", "counter", "box"):
+        assert f" = {name}" in text or f"= G['{name}']" in text or name in text, name
     assert text.splitlines()[-1].strip().startswith("return ___tmp")
     # derived, not canned: a different function renders differently
     f = tracer.compile(lambda a: a.cos() * 3)

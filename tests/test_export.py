@@ -17,6 +17,7 @@ from tests.test_models import CNN, GPTBlock, encoder
 @pytest.fixture(autouse=True)
 def _fresh():
     tracer.reset()
+    tracer.reset_stats()
     torch.manual_seed(0)
     yield
     tracer.reset()

@@ -25,7 +25,8 @@ class CompiledFunction:
 
     def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5):
         if not isinstance(fn, types.FunctionType):
-            raise TypeError(f"tracer.compile expects a Python function or nn.Module, got {type(fn).__name__}")
+            raise TypeError(f"CompiledFunction expects a Python function, got {type(fn).__name__} "
+                            f"(tracer.compile takes any callable)")
         self._fn = fn
         self._code = fn.__code__
         self._backend = resolve(backend)
@@ -67,7 +68,7 @@ class CompiledFunction:
     def _miss(self, L):
         entry = cache.lookup_or_compile(self._code, L, self._G, self._C, self._backend, self._fullgraph,
                                         lambda: self._trace(L))
-        if entry is None:  # the recompile limit is reached
+        if entry is None:  # the recompile limit is reached, or set_stance says run eagerly
             return self._run_eager(*L)
         for check, run in self._hits:
             if getattr(run, "_entry", None) is entry:
@@ -219,7 +220,29 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=Fa
         return lambda f: compile(f, dynamic=dynamic, **options)
     if isinstance(fn, torch.nn.Module):
         return CompiledModule(fn, **options)
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return types.MethodType(CompiledFunction(fn.__func__, **options), fn.__self__)
+    if not isinstance(fn, types.FunctionType):
+        if not callable(fn):
+            raise TypeError(f"tracer.compile expects a callable, got {type(fn).__name__}")
+        # a builtin, an OpOverload, a callable object: traced through a Python function that
+        # calls it (as torch.compile does), with its own code object, hence its own cache
+        return CompiledFunction(_trampoline(fn), **options)
     return CompiledFunction(fn, **options)
+
+
+def _trampoline(target):
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+    name = getattr(target, "__name__", None) or type(target).__name__
+    call.__code__ = call.__code__.replace(co_name=name, co_qualname=f"compile({name})")
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(call, attr, getattr(target, attr))
+        except (AttributeError, TypeError):
+            pass
+    call.__wrapped__ = target
+    return call
 
 
 def reset():

@@ -158,7 +158,7 @@ def _type(tx, obj):
 
 @impl(range)
 def _range(tx, *args):
-    return ConstantVariable(range(*(a.as_constant() for a in args)))
+    return _fold(range, args, {})
 
 
 def _lazy(iterable):
@@ -249,6 +249,14 @@ def _reversed_type(seq):
 def _next(tx, it, *default):
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it}")
+    from .variables.generators import GeneratorVariable
+    if isinstance(it, GeneratorVariable):  # StopIteration carries the return value
+        try:
+            return it.call_method(tx, "__next__", [], {})
+        except UserException as e:
+            if default and issubclass(e.exc_type, StopIteration):
+                return default[0]
+            raise
     item = it.next(tx)
     if item is None:
         if default:
@@ -285,17 +293,11 @@ def _tuple(tx, iterable=None):
 
 @impl(dict)
 def _dict(tx, *args, **kwargs):
-    items = {}
-    if args:
-        src = args[0]
-        if isinstance(src, DictVariable):
-            items.update(src.items)
-        else:
-            for pair in src.iterate(tx):
-                k, v = pair.iterate(tx)
-                items[k.as_constant()] = v
-    items.update(kwargs)
-    return DictVariable(items)
+    from .variables.collections_vars import make_dict
+    from .variables.objects import UserObjectVariable
+    if args and isinstance(args[0], UserObjectVariable) and isinstance(args[0].value, dict):
+        args = (args[0].dict_contents(tx), *args[1:])  # a dict subclass from the frame: its items
+    return make_dict(tx, dict, list(args), kwargs)
 
 
 @impl(set)
@@ -316,13 +318,31 @@ def _frozenset(tx, iterable=None):
     return ConstantVariable(frozenset(v.as_constant() for v in items))
 
 
+def _constant_keys(tx, items, key=None):
+    """The sort keys of items (key(item) called once per item, in order, as Python does);
+    they must be constants: ordering by tensor values would need the data."""
+    keys = [key.call(tx, [i], {}) if key is not None else i for i in items]
+    if not all(k.is_constant() for k in keys):
+        raise Unsupported("ordering by values that are not compile-time constants")
+    return [k.as_constant() for k in keys]
+
+
+def sort_variables(tx, items, key=None, reverse=False):
+    """items (any Variables) in the order Python's stable sort gives their keys."""
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
+    keys = _constant_keys(tx, items, key)
+    try:
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+    except TypeError as e:
+        raise user_error(TypeError, str(e))
+    return [items[i] for i in order]
+
+
 @impl(sorted)
 def _sorted(tx, iterable, key=None, reverse=None):
-    if key is not None and not (isinstance(key, ConstantVariable) and key.value is None):
-        raise Unsupported("sorted() with a key function")
-    values = [v.as_constant() for v in iterable.iterate(tx)]
-    rev = reverse.as_constant() if reverse is not None else False
-    return ListVariable([ConstantVariable(v) for v in sorted(values, reverse=rev)])
+    rev = bool(reverse.as_constant()) if reverse is not None else False
+    return ListVariable(sort_variables(tx, iterable.iterate(tx), key, rev))
 
 
 @impl(bool)
@@ -366,6 +386,14 @@ def _exception_str(var):
     return str(var.cls(*(a.as_constant() for a in var.args)))
 
 
+def _constant_exception(var):
+    """A real exception equal to an ExceptionVariable whose args are constants (for str/repr)."""
+    from .variables.exceptions import ExceptionVariable
+    if isinstance(var, ExceptionVariable) and all(a.is_constant() for a in var.args):
+        return var.cls(*(a.as_constant() for a in var.args))
+    return None
+
+
 for _cls in (int, float, str, complex):
     _IMPLS[_cls] = _make_ctor(_cls)
 
@@ -383,12 +411,15 @@ def _minmax(tx, *args, **kwargs):
 def _make_minmax(fn):
     def minmax(tx, *args, key=None, default=None):
         items = args[0].iterate(tx) if len(args) == 1 else list(args)
-        if key is not None:
-            raise Unsupported(f"{fn.__name__}() with key=")
         if not items and default is not None:
             return default
+        if key is not None and not (key.is_constant() and key.as_constant() is None):
+            if not items:
+                raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
+            keys = _constant_keys(tx, items, key)
+            return items[fn(range(len(items)), key=keys.__getitem__)]  # the first extreme, as Python
         if all(i.is_constant() for i in items):
-            return ConstantVariable(fn(i.as_constant() for i in items))
+            return _fold(fn, [ConstantVariable(tuple(i.as_constant() for i in items))], {})
         if len(items) == 2 and any(isinstance(i, TensorVariable) for i in items):
             raise Unsupported(f"{fn.__name__}() of tensors compares their values")
         raise Unsupported(f"{fn.__name__}() of non-constant values")
@@ -473,9 +504,37 @@ def _pure(tx, *args):
 
 for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
     _IMPLS[_fn] = (lambda f: lambda tx, *args: _fold(f, args, {}))(_fn)
+
+
+@impl(repr)
+def _repr(tx, obj):
+    exc = _constant_exception(obj)
+    return ConstantVariable(repr(exc)) if exc is not None else _fold(repr, [obj], {})
 _IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
-del _IMPLS[hash]
+
+
+@impl(hash)
+def _hash(tx, obj):
+    """hash() of an immutable constant folds: within one process it is a fixed function of
+    the value (str hashing is salted per process, and a trace never outlives its process),
+    and the value itself is guarded. Anything else has no hash the trace can know."""
+    if obj.is_constant() and _hashable_constant(obj.as_constant()):
+        return _fold(hash, [obj], {})
+    raise Unsupported(f"hash() of {obj}")
+
+
+def _hashable_constant(v):
+    if type(v) in (int, float, complex, bool, str, bytes, type(None), range, type(Ellipsis)):
+        return True
+    return type(v) in (tuple, frozenset) and all(_hashable_constant(x) for x in v)
+
+
+from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
+
+_IMPLS.update(_ITERTOOLS_IMPLS)
+_IMPL_IDS = {id(fn): fn for fn in _IMPLS}
 
 
 def is_known_builtin(fn):
-    return fn in _IMPLS or fn in _OPERATOR_FUNCS
+    """Identity lookup (a user value's __eq__/__hash__ is never called)."""
+    return _IMPL_IDS.get(id(fn)) is fn or any(fn is f for f in _OPERATOR_FUNCS)

@@ -14,7 +14,7 @@ import threading
 import warnings
 import weakref
 
-from . import config, records
+from . import compile_annotations, config, records
 
 log = logging.getLogger("tracer.recompiles")
 
@@ -73,7 +73,8 @@ def lookup(code, L, G, C, backend, fullgraph):
 
 def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
     """An entry for this call: a cached one whose guards pass, else `make_entry()` (which
-    traces the frame). None when the recompile limit is reached: run the frame as Python.
+    traces the frame). None when the recompile limit is reached, or torch.compiler.set_stance
+    says so (force_eager; eager_on_recompile on a recompile): run the frame as Python.
 
     One thread at a time looks up and compiles: threads calling with new shapes would
     otherwise trace the same entry twice and exhaust the limit."""
@@ -83,6 +84,15 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
             records.HITS[0] += 1
             return hit
         code_cache = cache_for(code)
+        stance = compile_annotations.stance()  # torch.compiler.set_stance
+        if stance == "force_eager":
+            return None
+        if stance in ("eager_on_recompile", "fail_on_recompile") and \
+                any(e.made_for(backend, fullgraph) for e in code_cache.entries):
+            if stance == "fail_on_recompile":
+                raise RuntimeError(f"{code.co_qualname} would recompile, and torch.compiler.set_stance"
+                                   f"('fail_on_recompile') is in effect")
+            return None
         if code_cache.limit_reached():
             if not code_cache.warned:
                 code_cache.warned = True

@@ -31,6 +31,7 @@ from . import cache, records
 from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
+from .compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
 from .frame_hook import rule_skip, set_rule_type
 
@@ -59,6 +60,9 @@ DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in ("numpy", "sc
 MODULE_DIRS = (os.path.join(_TORCH_DIR, "nn") + os.sep, os.path.join(_TORCH_DIR, "ao", "nn") + os.sep)
 
 TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
+
+
+_DISABLE_WRAPPERS = ("_fn", "nonrecursive_disable_wrapper")  # torch._dynamo's wrapper functions
 
 
 def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
@@ -107,7 +111,11 @@ class FrameCallback:
             return self._compile(code, frame)
         rule = frame_rule(code, frame.f_args, self.skip_prefixes)
         if rule is not TRACE:
-            if rule is SKIP and type(self) is FrameCallback:
+            if code.co_name in _DISABLE_WRAPPERS:
+                # torch.compiler.disable's wrapper (one code object for every wrapped function):
+                # keep out of what this one wraps; never skip the wrapper code itself for good
+                skip_disabled_frames(frame.f_func)
+            elif rule is SKIP and type(self) is FrameCallback:
                 rule_skip(code)
             return None
         return self._compile(code, frame)

@@ -22,6 +22,7 @@ from guards import LocalSource
 from .exc import Unsupported
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
                                   set_list_iter)
+from .variables.collections_vars import DequeVariable
 from .variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
@@ -41,6 +42,8 @@ class CodeGen:
         self._tmp = 0
         self._memo = {}            # id(var) -> (var, temp name) for mutable values built here
         self._after_writes = []    # instructions that must run after the side effects are written
+        self.frame_cells = {}      # the root frame's CellBoxes by name: its real cells, in this code
+        self._cells = {}           # id(CellBox) -> temp holding the cell made for it here
 
     # ---- rebuilding values -------------------------------------------------------------------
     def reconstruct(self, var):
@@ -59,6 +62,27 @@ class CodeGen:
         var.reconstruct(self)
         self.emit("COPY", 1)
         self._memo[id(var)] = (var, self.store_tmp())
+
+    def load_cell(self, box):
+        """Emit code leaving the real cell object for a CellBox on the stack: the frame's own
+        cell (a cell or free variable of this code), a called function's cell (from its
+        source), or a new cell made here once per box, holding the box's value."""
+        for name, b in self.frame_cells.items():
+            if b is box:
+                return self.extend(versions.load_closure(name, free=name in self.code.co_freevars))
+        src = box.source
+        if box.real_cell is not None and src is not None and getattr(src, "attr", None) == "cell_contents":
+            return self.load_source(src.base)
+        hit = self._cells.get(id(box))
+        if hit is not None:
+            return self.emit("LOAD_FAST", hit)
+        import types
+        if box.is_empty():
+            self.call_with(types.CellType, [])
+        else:
+            self.call_with(types.CellType, [box.peek()])
+        self.emit("COPY", 1)
+        self._cells[id(box)] = self.store_tmp()
 
     # ---- primitives used by Variable.reconstruct ----------------------------------------------
     def emit(self, name, arg=bc.UNSET):
@@ -149,6 +173,7 @@ class CodeGen:
 def generate(frame, ret):
     """Return (instructions, graph slot, outputs) for the root frame's result `ret`."""
     cg = CodeGen(frame.code, frame.ctx.output)
+    cg.frame_cells = frame.cells
     # Phase 1: values to hand back, read before anything is written.
     ret_var = _value_into_tmp(cg, ret)
     stores = side_effect_values(cg, frame)
@@ -179,6 +204,17 @@ def side_effect_values(cg, frame):
     for name, box in frame.cells.items():
         if box.dirty and name in frame.code.co_freevars:
             stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
+        elif box.dirty and name in frame.code.co_cellvars:  # the frame's own cells: closures made
+            stores.append(("cellvar", name, _value_into_tmp(cg, box.get(frame))))  # here read them
+    for fn, args, kwargs in se.deferred_calls:
+        from .variables.containers import DictVariable, TupleVariable
+        stores.append(("call", fn, _value_into_tmp(cg, TupleVariable(args)),
+                       _value_into_tmp(cg, DictVariable(kwargs))))
+    root_boxes = {id(b) for b in frame.cells.values()}
+    for box in se.cell_stores.values():  # a called function's cell, by its source
+        if id(box) in root_boxes:
+            continue  # one of the frame's own free variables: STORE_DEREF above
+        stores.append(("cell_contents", box.source, _value_into_tmp(cg, box.get(frame))))
     return stores
 
 
@@ -243,7 +279,7 @@ def _emit_store(cg, frame, st):
     kind = st[0]
     if kind == "contents":
         _, var, tmp, target = st
-        if isinstance(var, ListVariable):
+        if isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
             cg.emit("LOAD_FAST", tmp)
             cg.emit("LOAD_FAST", target)
             cg.load_const(slice(None))
@@ -254,8 +290,9 @@ def _emit_store(cg, frame, st):
             cg.emit("LOAD_FAST", tmp)
             cg.call(2)
             cg.emit("POP_TOP")
-        else:  # dict / set: clear then update in place, keeping identity
-            for method, arg in (("clear", None), ("update", tmp)):
+        else:  # dict / set / deque: clear then refill in place, keeping identity
+            refill = "extend" if isinstance(var, DequeVariable) else "update"
+            for method, arg in (("clear", None), (refill, tmp)):
                 cg.emit("LOAD_FAST", target)
                 cg.load_method(method)
                 if arg is not None:
@@ -276,10 +313,28 @@ def _emit_store(cg, frame, st):
             cg.load_const(g)
             cg.load_const(name)
             cg.emit("STORE_SUBSCR")
-    elif kind == "cell":
+    elif kind in ("cell", "cellvar"):
         _, name, tmp = st
         cg.emit("LOAD_FAST", tmp)
-        cg.emit("STORE_DEREF", bc.FreeVar(name))
+        cg.emit("STORE_DEREF", bc.FreeVar(name) if kind == "cell" else bc.CellVar(name))
+    elif kind == "call":
+        _, fn, args_tmp, kwargs_tmp = st
+        cg.extend(versions.load_const_callable(apply_call))
+        cg.load_const(fn)
+        cg.emit("LOAD_FAST", args_tmp)
+        cg.emit("LOAD_FAST", kwargs_tmp)
+        cg.call(3)
+        cg.emit("POP_TOP")
+    elif kind == "cell_contents":  # source is `<cell>.cell_contents`
+        _, source, tmp = st
+        cg.emit("LOAD_FAST", tmp)
+        cg.load_source(source.base)
+        cg.emit("STORE_ATTR", "cell_contents")
+
+
+def apply_call(fn, args, kwargs):
+    """A deferred call (SideEffects.defer_call), made by the rewritten code."""
+    fn(*args, **kwargs)
 
 
 def assemble(code, instrs, slot, compiled_fn):

@@ -6,6 +6,7 @@ runs the original code (with the reason kept for explain/logs), unless fullgraph
 which case the user gets a FullGraphError naming the construct and its source line.
 """
 import logging
+import sys
 import time
 import traceback
 
@@ -19,7 +20,8 @@ from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break
 from .translator import BREAK, Frame, TraceContext
-from .variables.functions import CellBox
+from .variables.functions import real_cell_box
+from .variables.generators import collect_generators
 
 log = logging.getLogger("tracer")
 
@@ -27,16 +29,17 @@ log = logging.getLogger("tracer")
 def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
     t0 = time.perf_counter()
     state = GlobalStateMatch()  # captured before tracing can change grad mode
+    handled = sys.exc_info()[1]  # the caller's handled exception (read before our own handlers)
     ctx = None
     try:
         try:
-            ctx, frame, ret = _trace(code, L, G, C, builtins)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, handled=handled)
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
-            if fullgraph or not can_break_at(code, e.root_inst):
+            if fullgraph or not e.breakable or not can_break_at(code, e.root_inst):
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
-            ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step, handled=handled)
             if ret is not BREAK:
                 raise Unsupported(f"graph break could not be placed: {e}") from e
             entry = _finish_break(frame, e, state, builtins, backend_fn)
@@ -82,16 +85,21 @@ def _where(ctx):
     return f"{ctx.code.co_filename}:{inst.lineno}" if inst is not None else None
 
 
-def _trace(code, L, G, C, builtins, break_at=None):
+def _trace(code, L, G, C, builtins, break_at=None, handled=None):
     """Interpret the frame once; the real grad mode is restored whatever happens."""
     ctx = TraceContext(code, G, builtins)
     ctx.break_at = break_at
+    ctx.handled_at_entry = handled
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})
     prev_grad = torch.is_grad_enabled()
     ctx.grad_at_start = prev_grad
     try:
         _bind_root(frame, code, L, C)
         ret = frame.run()
+        if ret is not BREAK and ctx.generators:
+            # the frame's locals die at return: generators only they held are finalized now
+            if collect_generators(ctx, extra_roots=[ret]):
+                raise Unsupported("a generator suspended inside try/with escapes the frame")
         ctx.grad_at_stop = torch.is_grad_enabled()
         return ctx, frame, ret
     finally:
@@ -103,7 +111,7 @@ def _bind_root(frame, code, L, C):
     for i, (name, value) in enumerate(zip(names, L)):
         frame.locals[name] = frame.wrap(value, LocalSource(name, i))
     for i, name in enumerate(code.co_freevars):
-        frame.cells[name] = CellBox(real_cell=C[i], source=CellSource(name, i))
+        frame.cells[name] = real_cell_box(frame, C[i], CellSource(name, i))
 
 
 def _finish_break(frame, error, state, builtins, backend_fn):

@@ -9,9 +9,10 @@ model. It carries a reason and the user-facing location so that fallbacks, `expl
 class Unsupported(Exception):
     """Tracing cannot continue here; the frame (or, later, the rest of it) runs as Python."""
 
-    def __init__(self, reason, *, location=None):
+    def __init__(self, reason, *, location=None, breakable=True):
         super().__init__(reason)
         self.reason = reason
+        self.breakable = breakable  # False: the whole frame runs as Python, no graph break
         self.location = location  # "file:line" of the user instruction, filled by the translator
         self.user_stack = []      # [(filename, lineno, function name)], outermost first
         self.root_step = None     # index of the root-frame step that failed (graph breaks)
@@ -28,29 +29,30 @@ class UserException(Unsupported):
     default, hasattr — catches it symbolically; anywhere else it is a graph break like any
     Unsupported, and the instruction then raises natively, in the user's own frame."""
 
-    def __init__(self, exc_type, reason, value=None):
+    def __init__(self, exc_type, reason, value=None, fresh=False):
         super().__init__(reason)
         self.exc_type = exc_type
         self.value = value  # the ExceptionVariable raised, when the traced code built one
+        self.fresh = fresh  # raised by an operation: takes the handled exception as __context__
 
 
 def attribute_error(type_name, name):
     """The AttributeError CPython raises for a missing attribute, with CPython's message."""
     from .variables.base import ConstantVariable
-    from .variables.objects import ExceptionVariable
+    from .variables.exceptions import ExceptionVariable
     message = f"{type_name!r} object has no attribute {name!r}"
     return UserException(AttributeError, f"{message} (the user code raises AttributeError)",
-                         ExceptionVariable(AttributeError, [ConstantVariable(message)]))
+                         ExceptionVariable(AttributeError, [ConstantVariable(message)]), fresh=True)
 
 
 def user_error(exc_type, *args):
     """`exc_type(*args)` raised by the traced user code (e.g. IndexError for a list index out
     of range, KeyError for a missing key), catchable by a try block in traced code."""
     from .variables.base import ConstantVariable
-    from .variables.objects import ExceptionVariable
+    from .variables.exceptions import ExceptionVariable
     shown = ", ".join(repr(a) for a in args)
     return UserException(exc_type, f"{exc_type.__name__}({shown}) (the user code raises it)",
-                         ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]))
+                         ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]), fresh=True)
 
 
 def folding_error(e, what):

@@ -17,16 +17,19 @@ A conditional jump gets two continuations, one per target. If the instruction is
 the exception, so except/finally/__exit__ run exactly as in the original frame.
 """
 import dataclasses
-import weakref
 
 import bytecode as bc
 
-from bytecode_utils import live_locals, prologue, versions
-from bytecode_utils.resume import EXC_ARG, STACK_ARG, STACK_NULL, make_resume_code, super_self_name
+from bytecode_utils import decode, live_locals, prologue, versions
+from bytecode_utils.instructions import PerCode
+from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
+                                   super_self_name)
 
 from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from .exc import Unsupported
+from .variables.base import ConstantVariable
 from .handlers.load_store import NullVariable
+from .variables.exceptions import ExcInfoSlot, OuterException
 
 # opname -> (values popped, values pushed); CALL/CALL_FUNCTION_EX computed from the arg.
 _SHAPES = {
@@ -36,7 +39,7 @@ _SHAPES = {
     "UNARY_INVERT": (1, 1), "UNARY_NOT": (1, 1), "GET_ITER": (1, 1), "BUILD_STRING": None,
     "FORMAT_VALUE": None, "UNPACK_SEQUENCE": None, "CALL": None, "CALL_FUNCTION_EX": None,
     "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
-    "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None,
+    "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None, "RERAISE": (1, 0),
     "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
 }
 
@@ -76,8 +79,6 @@ def can_break_at(code, inst):
     """Whether a break can be placed at this root instruction (else: whole-frame fallback)."""
     if inst is None or instruction_shape(inst) is None:
         return False
-    if code.co_cellvars:
-        return False  # closures made in the frame share cells a resume function cannot
     if _READS_LOCALS.intersection(code.co_names):
         return False  # locals()/vars()/dir()/eval/exec read locals that liveness calls dead
     return not code.co_flags & (0x20 | 0x80 | 0x100 | 0x200)
@@ -88,10 +89,19 @@ _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):
 # repeated calls and recompiles reuse them, so their own caches hit.
-_RESUME_CACHE = weakref.WeakKeyDictionary()
+_RESUME_CACHE = PerCode()
 
 
 def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=False):
+    origin = resume_origin(code)
+    if origin is not None and target in origin[1]:  # a break in a resume function: resume the original
+        orig, index_map = origin
+        mapped_lasti = lasti
+        if lasti is not None:  # the handler's lasti names an instruction of the code it runs in
+            k = {ins.offset: ins.index for ins in decode(code)}.get(lasti)
+            mapped_lasti = decode(orig)[index_map[k]].offset if k in index_map else None
+        if lasti is None or mapped_lasti is not None:
+            code, target, lasti = orig, index_map[target], mapped_lasti
     per_code = _RESUME_CACHE.setdefault(code, {})
     key = (target, tuple(stack_kinds), tuple(local_names), lasti, push_exc)
     hit = per_code.get(key)
@@ -119,11 +129,12 @@ def generate_break(frame, inst, reason):
         raise Unsupported("graph break at CALL_FUNCTION_EX without NULL")
     liveness = live_locals(code)
     cg = CodeGen(code, frame.ctx.output)
+    cg.frame_cells = frame.cells
 
     # Phase 1: read everything.
     below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
     input_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in inputs]
-    falls_through = inst.opname != "RAISE_VARARGS"  # a raise continues only at a handler
+    falls_through = inst.opname not in ("RAISE_VARARGS", "RERAISE")  # a raise continues only at a handler
     targets = [inst.index + 1] if falls_through else []
     is_jump = inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE")
     if is_jump:
@@ -136,10 +147,19 @@ def generate_break(frame, inst, reason):
         needed |= liveness[handler.target]
     if super_self_name(code) is not None:  # zero-arg super() reads it without a LOAD_FAST
         needed.add(super_self_name(code))
+    # A local whose value is never read again, only deleted (`del obj`), is passed as None:
+    # the binding is kept, the object is not (eager frees it at the `del`; a resume function's
+    # argument would live until it returns).
+    values = live_locals(code, values_only=True)
+    read_later = set().union(*(values[t] for t in targets), values[handler.target] if handler else ())
+    read_later.add(super_self_name(code))  # (zero-arg super() reads it with no LOAD_FAST)
     local_tmps = {}
     for name in sorted(needed):
         if name in frame.locals:
-            local_tmps[name] = _into_tmp(cg, frame.locals[name])
+            value = frame.locals[name] if name in read_later or name in code.co_cellvars else ConstantVariable(None)
+            local_tmps[name] = _into_tmp(cg, value)
+    handled = frame.ctx.exc_stack[-1]  # the exception handled where the frame stopped
+    handled_tmp = None if handled is None or isinstance(handled, OuterException) else _into_tmp(cg, handled)
     stores = side_effect_values(cg, frame)
     # Phase 2: write.
     emit_stores(cg, frame, stores)
@@ -148,6 +168,10 @@ def generate_break(frame, inst, reason):
     held = [f"___tmp{i}" for i in range(1, cg._tmp + 1)]
     if frame.ctx.output.count_ops() or cg.outputs:
         held.append(GRAPH_OUT)
+    # Inside except/finally bodies the instruction runs with their exception handled, as in
+    # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
+    entered = [] if handled_tmp is None else [_enter_handler(cg, handled_tmp)]
+    held += entered
 
     # The instruction, natively, with its inputs.
     original = _bytecode_instrs(code)
@@ -166,19 +190,23 @@ def generate_break(frame, inst, reason):
     # Continuation after the instruction (fall-through): results are on the stack.
     if inst.opname == "LOAD_METHOD":  # the attribute and a NULL, in this version's call order
         attr_tmp = cg.store_tmp()
+        _leave_handlers(cg, entered)
         pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
                      liveness, local_tmps, drop=held + [attr_tmp])
     elif falls_through:
         result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
+        _leave_handlers(cg, entered)
         _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
                      liveness, local_tmps, drop=held + result_tmps)
     if is_jump:
         cg.instrs.append(jump_label)
+        _leave_handlers(cg, entered)
         _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
     if handler is not None:
         cg.instrs.append(handler_label)
         exc_tmp = cg.store_tmp()
+        _leave_handlers(cg, entered)
         kept = below[:handler.depth]
         lasti = inst.offset if handler.lasti else None
         _call_resume(cg, frame, handler.target, kept, below_tmps[:handler.depth], [], liveness,
@@ -188,13 +216,48 @@ def generate_break(frame, inst, reason):
     return prologue(code) + head + cg.instrs, slot, cg.outputs
 
 
+def _enter_handler(cg, exc_tmp):
+    """Make the exception in `exc_tmp` the handled one (as the handler's PUSH_EXC_INFO did);
+    returns the temporary holding the previous one, for _leave_handlers."""
+    cg.emit("LOAD_FAST", exc_tmp)
+    cg.emit("PUSH_EXC_INFO")
+    cg.emit("POP_TOP")
+    return cg.store_tmp()
+
+
+def _leave_handlers(cg, prev_tmps):
+    for t in reversed(prev_tmps):
+        cg.emit("LOAD_FAST", t)
+        cg.emit("POP_EXCEPT")
+
+
+def _live_handler_slots(stack, handled):
+    """ids of the ExcInfoSlots of handlers still running: the top one holds the handled
+    exception, the one below it the exception that one replaced, and so on. (A cleanup
+    handler's COPY 3; POP_EXCEPT leaves a finished slot on the stack until its RERAISE.)"""
+    live = set()
+    for v in reversed(stack):
+        if isinstance(v, ExcInfoSlot) and v.exc is handled:
+            live.add(id(v))
+            handled = v.prev
+    return live
+
+
 def _into_tmp(cg, var):
     cg.reconstruct(var)
     return cg.store_tmp()
 
 
 def _bytecode_instrs(code):
-    return [i for i in bc.Bytecode.from_code(code) if isinstance(i, bc.Instr)]
+    """The code's instructions as bytecode.Instr, once per code object (shared: copy
+    before changing one, as versions.call_instructions does)."""
+    hit = _INSTRS.get(code)
+    if hit is None:
+        hit = _INSTRS[code] = [i for i in bc.Bytecode.from_code(code) if isinstance(i, bc.Instr)]
+    return hit
+
+
+_INSTRS = PerCode()
 
 
 def _native(original, inst, jump_label, frame):
@@ -203,6 +266,8 @@ def _native(original, inst, jump_label, frame):
     attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
     if inst.opname == "LOAD_METHOD":
         return versions.load_attr(inst.argval)
+    if inst.opname == "RERAISE":  # its lasti operand points into a stack that is not rebuilt here
+        return [bc.Instr("RERAISE", 0, lineno=original[inst.index].lineno)]
     if jump_label is not None:
         return versions.cond_jump(inst.opname, jump_label, lineno=original[inst.index].lineno)
     return versions.call_instructions(original, inst.index)
@@ -210,7 +275,9 @@ def _native(original, inst, jump_label, frame):
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
                  lasti=None, exc_tmp=None, drop=()):
-    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_ARG for v in below] + list(extra_kinds)
+    live = _live_handler_slots(below, frame.ctx.exc_stack[-1])
+    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live
+             else STACK_ARG for v in below] + list(extra_kinds)
     first = super_self_name(frame.code)
     names = [n for n in sorted(liveness[target]) if n in local_tmps]
     if first in local_tmps and first not in names:
@@ -220,12 +287,14 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two
     # namespaces).
+    # The frame's cell variables are free variables of the resume code: it shares the cells
+    # with the closures made before the break (bytecode_utils.resume).
     make = []
-    for name in frame.code.co_freevars:
-        make += versions.load_closure(name, free=True)
-    if frame.code.co_freevars:
-        make.append(bc.Instr("BUILD_TUPLE", len(frame.code.co_freevars)))
-    make += versions.make_function(rcode, closure=bool(frame.code.co_freevars))
+    for name in rcode.co_freevars:
+        make += versions.load_closure(name, free=name in frame.code.co_freevars)
+    if rcode.co_freevars:
+        make.append(bc.Instr("BUILD_TUPLE", len(rcode.co_freevars)))
+    make += versions.make_function(rcode, closure=bool(rcode.co_freevars))
     cg.instrs.extend(versions.load_callable(make))
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:

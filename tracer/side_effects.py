@@ -12,6 +12,8 @@ class SideEffects:
         self.mutated_containers = []   # Variables with a source whose contents changed
         self.attr_stores = {}          # id(var) -> (var, {name: Variable})
         self.global_stores = {}        # id(globals) -> (globals dict, {name: Variable})
+        self.cell_stores = {}          # id(CellBox) -> CellBox: real closure cells of called functions
+        self.deferred_calls = []       # (fn, [Variable], {name: Variable}): made natively after the writes
 
     def mutated(self, var):
         if not getattr(var, "_mutated", False):
@@ -29,6 +31,14 @@ class SideEffects:
         entry = self.attr_stores.get(id(var))
         return entry[1].get(name) if entry else None
 
+    def store_cell(self, box):
+        self.cell_stores[id(box)] = box
+
+    def defer_call(self, fn, args, kwargs):
+        """A call whose only effect is on objects outside the graph (torch._dynamo.mark_dynamic
+        on a tensor): made by the rewritten code, after the graph, in program order."""
+        self.deferred_calls.append((fn, list(args), dict(kwargs)))
+
     def store_global(self, f_globals, name, value):
         self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
 
@@ -37,4 +47,5 @@ class SideEffects:
         return entry[1].get(name) if entry else None
 
     def is_empty(self):
-        return not (self.mutated_containers or self.attr_stores or self.global_stores)
+        return not (self.mutated_containers or self.attr_stores or self.global_stores or self.cell_stores
+                    or self.deferred_calls)

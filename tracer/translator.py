@@ -13,8 +13,8 @@ import operator
 
 import torch
 from bytecode_utils import decode, versions
-from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate
-from guards.sources import GlobalsDictSource
+from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate, QueryMatch
+from guards.sources import GlobalsDictSource, Source
 
 from . import node_meta
 from .exc import Unsupported, UserException
@@ -25,13 +25,19 @@ from .side_effects import SideEffects
 from .variables.base import ConstantVariable, Variable, is_constant_value
 from .variables.builder import wrap
 from .variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
-                                   SizeVariable, TupleVariable)
+                                   SizeVariable, StructSeqVariable, TupleVariable, is_structseq)
 from .variables.functions import CellBox
+from .variables.exceptions import OuterException, set_context
+from .variables.generators import GeneratorVariable, collect_generators
 from .variables.nn_module import NNModuleVariable, guard_module
 from .variables.tensor import TensorVariable
 
 MAX_INLINE_DEPTH = 32
 MAX_STEPS = 500_000
+# Unrolling a long loop of plain Python into an empty graph only costs time (seconds for a
+# loop eager runs in milliseconds); past this many instructions with no op, the frame runs as
+# Python (not a graph break: its resume function would trace the rest of the loop again).
+MAX_STEPS_WITHOUT_OPS = 40_000
 
 
 class TraceContext:
@@ -54,6 +60,15 @@ class TraceContext:
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
+        self.frame_stack = []     # frames whose run() is executing, innermost last
+        self.generators = []      # GeneratorVariables made by the trace, not finished
+        self.finalizing = False   # closing an unreachable generator (variables/generators.py)
+        # the handled exception per exception state (variables/exceptions.py): the thread's,
+        # then one per running generator; the caller's is not known until needed
+        self.exc_stack = [OuterException()]
+        self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
+        self.shape_marks = []     # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
+        self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -75,7 +90,8 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
-        self.yielded = None  # a list while running an inlined generator
+        self.generator = None        # the GeneratorVariable whose body this frame is
+        self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
 
     # ---- shared state shortcuts ---------------------------------------------------------
     output = property(lambda self: self.ctx.output)
@@ -87,10 +103,21 @@ class Frame:
 
     # ---- the interpreter loop -----------------------------------------------------------
     def run(self):
+        ctx = self.ctx
+        ctx.frame_stack.append(self)
+        try:
+            return self._run()
+        finally:
+            ctx.frame_stack.pop()
+
+    def _run(self):
         instrs = self.instrs
+        ctx = self.ctx
         while True:
             if self.ip >= len(instrs):
                 raise Unsupported("fell off the end of the code")
+            if ctx.generators and not ctx.finalizing:
+                collect_generators(ctx)  # a generator nothing refers to any more runs its finally
             inst = instrs[self.ip]
             self.current = inst
             if self.parent is None:
@@ -100,13 +127,20 @@ class Frame:
             self.ip += 1
             self.ctx.steps += 1
             if self.ctx.steps > MAX_STEPS:
-                raise Unsupported(f"trace longer than {MAX_STEPS} instructions (unbounded loop?)")
+                raise Unsupported(f"trace longer than {MAX_STEPS} instructions (unbounded loop?)", breakable=False)
+            if ctx.steps % 4096 == 0 and ctx.steps >= MAX_STEPS_WITHOUT_OPS and not ctx.output.count_ops():
+                raise Unsupported(f"{ctx.steps} instructions traced and not one tensor operation: "
+                                  f"a loop of plain Python runs as Python", breakable=False)
             handler = HANDLERS.get(inst.opname)
             if handler is None:
                 raise Unsupported(f"opcode {inst.opname} is not supported")
             try:
                 done = handler(self, inst)
             except Unsupported as e:
+                if isinstance(e, UserException) and e.fresh:
+                    e.fresh = False  # raised here, while the handled exception is current
+                    if e.value is not None:
+                        set_context(self, e.value)
                 if isinstance(e, UserException) and inst.exn is not None:
                     self._to_handler(inst.exn, e)  # caught by a try block of this frame
                     continue
@@ -129,15 +163,13 @@ class Frame:
         self.push(exception_value(exc))
         self.ip = entry.target
 
-    def resume_generator(self, tx):
-        """Run an inlined generator frame to its next yield: the value, or None when it returned."""
-        if self.yielded is None:  # finished
-            return None
-        self.run()
-        if self.yielded:
-            return self.yielded.pop()
-        self.yielded = None
-        return None
+    def raise_at_current(self, exc):
+        """Raise the UserException `exc` where the frame stopped (a generator suspended at a
+        yield, by throw()/close()): to its handler in this frame, else out of the frame."""
+        entry = self.current.exn if self.current is not None else None
+        if entry is None:
+            raise exc
+        self._to_handler(entry, exc)
 
     def location(self):
         inst = self.current
@@ -181,7 +213,7 @@ class Frame:
             self.guard(IdMatch(source, tensor))
             self.guard(TensorMatch(source, tensor))
         node = self.output.get_attr(tensor, path)
-        var = TensorVariable(node, node.meta["example_value"], None)
+        var = TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
         self.wrap_memo[key] = (tensor, var)
         return var
 
@@ -256,11 +288,24 @@ class Frame:
             fn = lambda: target(*fake_args, **fake_kwargs)  # noqa: E731
         else:
             fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        reads_state = kind == "call_function" and not _mentions_node((node_args, node_kwargs))
+        if reads_state and _EFFECT_NAME.match(name):
+            raise Unsupported(f"torch.{name}() changes global state outside the graph")
         node, example = self.output.create_node(kind, target, node_args, node_kwargs, fn)
         node_meta.annotate(self, node, example, target)
-        name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        return self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
-                                or target is operator.setitem)
+        result = self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
+                                  or target is operator.setitem)
+        if reads_state and isinstance(result, ConstantVariable):
+            self._guard_query(target, name, fake_args, fake_kwargs, result.value)
+        return result
+
+    def _guard_query(self, fn, name, args, kwargs, value):
+        """A torch call on no tensor folded to a constant may have read global state (profiler
+        on? cuda available? autocast dtype?): guard that the call still gives that value."""
+        if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES or value is None:
+            return  # (a None result is most likely a call made for an effect: never re-run it in a guard)
+        self.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
 
     def call_module(self, mod_var, args, kwargs):
         from torch.func import functional_call
@@ -316,6 +361,8 @@ class Frame:
             fields = getattr(type(example), "_fields", None)
             if isinstance(example, list):
                 return ListVariable(items)
+            if is_structseq(type(example)):
+                return StructSeqVariable(items, type(example))
             if fields is not None and type(example) is not tuple:
                 return NamedTupleVariable(items, type(example))
             return TupleVariable(items)
@@ -369,10 +416,9 @@ class Frame:
             cells[name] = box
         child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
         if code.co_flags & 0x20:  # generator: resumed lazily, one yield per next()
-            from .variables.containers import IteratorVariable
-            child.yielded = []
-            import types
-            return IteratorVariable([], more=child.resume_generator, py_type=types.GeneratorType)
+            gen = GeneratorVariable(child)
+            self.ctx.generators.append(gen)
+            return gen
         return child.run()
 
     def zero_arg_super(self):
@@ -394,6 +440,29 @@ def _is_library_globals(g):
 
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                  "_global_backward_pre_hooks")
+
+
+# Torch queries whose answer GlobalStateMatch already guards, or that depend on their
+# arguments only: no per-query guard.
+_STATE_IN_GLOBAL_GUARD = {torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.get_default_dtype,
+                          torch.are_deterministic_algorithms_enabled,
+                          torch.is_deterministic_algorithms_warn_only_enabled, torch._C._is_any_autocast_enabled}
+_PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
+                       torch.result_type, torch.is_floating_point, torch.is_complex, torch.broadcast_shapes,
+                       torch._none_or_dtype if hasattr(torch, "_none_or_dtype") else torch.is_tensor}
+# Names of torch functions that set state rather than compute: never called while tracing.
+_EFFECT_NAME = __import__("re").compile(
+    r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize)")
+
+
+def _mentions_node(value):
+    if isinstance(value, torch.fx.Node):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_mentions_node(v) for v in value)
+    if isinstance(value, dict):
+        return any(_mentions_node(v) for v in value.values())
+    return False
 
 
 def _has_tensor(value):
@@ -422,12 +491,29 @@ def _to_fx(value):
         kind = list if isinstance(value, ListVariable) else tuple
         return kind(nodes), kind(fakes)
     if value.is_constant():
-        c = value.as_constant()
+        c = graph_constant(value.as_constant())
         return c, c
     from .variables.torch_vars import TorchFunctionVariable
     if isinstance(value, TorchFunctionVariable):
         return value.fn, value.fn
     raise Unsupported(f"{value} passed to a torch op")
+
+
+_GRAPH_SCALARS = (bool, int, float, complex, str)
+
+
+def graph_constant(c):
+    """A constant as a graph node argument: the generated FX code spells it with repr(), so it
+    must be a builtin value (np.float64(2.0) would print as `np.float64(2.0)`: NameError in
+    the graph's namespace). A subclass of a builtin scalar (numpy scalars, IntEnum members)
+    is its builtin value, which torch treats the same way (a wrapped Python number)."""
+    t = type(c)
+    if t in _GRAPH_SCALARS or c is None or t in (tuple, list):
+        return t(graph_constant(v) for v in c) if t in (tuple, list) else c
+    for base in _GRAPH_SCALARS:
+        if isinstance(c, base):
+            return base(c)
+    return c
 
 
 def opnames_without_handler():

@@ -16,4 +16,4 @@ def handler(*opnames):
     return register
 
 
-from . import attributes, calls, containers, control_flow, exceptions, load_store, misc, operators  # noqa: E402,F401
+from . import attributes, calls, containers, control_flow, exceptions, load_store, matching, misc, operators  # noqa: E402,F401

@@ -54,8 +54,7 @@ def STORE_ATTR(f, inst):
 
 @handler("DELETE_ATTR")
 def DELETE_ATTR(f, inst):
-    from ..exc import Unsupported
-    raise Unsupported("del of an attribute")
+    f.pop().delattr(f, inst.argval)
 
 
 @handler("BINARY_SUBSCR")

@@ -59,8 +59,9 @@ def MAKE_FUNCTION(f, inst):
     code = f.pop().as_constant()
     flags = inst.arg
     closure = [ref.box for ref in f.pop().items] if flags & 0x08 else []
-    if flags & 0x04:
-        f.pop()  # annotations are not needed to run the function
+    annotations = f.pop().iterate(f) if flags & 0x04 else []  # 3.11: (name, value, name, value...)
     kwdefaults = dict(f.pop().items) if flags & 0x02 else {}
     defaults = f.pop().iterate(f) if flags & 0x01 else []  # a tuple constant when all are constants
-    f.push(NestedFunctionVariable(code, f.f_globals, defaults, kwdefaults, closure, code.co_qualname))
+    fn = NestedFunctionVariable(code, f.f_globals, defaults, kwdefaults, closure, code.co_qualname)
+    fn.annotations.items.update({k.as_constant(): v for k, v in zip(annotations[::2], annotations[1::2])})
+    f.push(fn)

@@ -65,10 +65,21 @@ def BUILD_SLICE(f, inst):
     f.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
 
 
+# The target of LIST_APPEND & co. is usually a container being built, but in a resume
+# function it is an input (a comprehension's list passed across a graph break): its
+# mutation is a side effect like any other.
+
+
+def _building(f, depth):
+    target = f.stack[-depth]
+    f.side_effects.mutated(target)
+    return target
+
+
 @handler("LIST_APPEND")
 def LIST_APPEND(f, inst):
     v = f.pop()
-    f.stack[-inst.arg].items.append(v)
+    _building(f, inst.arg).items.append(v)
 
 
 @handler("SET_ADD")
@@ -80,19 +91,19 @@ def SET_ADD(f, inst):
 @handler("MAP_ADD")
 def MAP_ADD(f, inst):
     v, k = f.pop(), f.pop()
-    f.stack[-inst.arg].items[_key(k)] = v
+    _building(f, inst.arg).items[_key(k)] = v
 
 
 @handler("LIST_EXTEND")
 def LIST_EXTEND(f, inst):
     v = f.pop()
-    f.stack[-inst.arg].items.extend(v.iterate(f))
+    _building(f, inst.arg).items.extend(v.iterate(f))
 
 
 @handler("SET_UPDATE")
 def SET_UPDATE(f, inst):
     v = f.pop()
-    target = f.stack[-inst.arg]
+    target = _building(f, inst.arg)
     for item in v.iterate(f):
         target.items[item.as_constant()] = item
 
@@ -100,7 +111,7 @@ def SET_UPDATE(f, inst):
 @handler("DICT_UPDATE", "DICT_MERGE")
 def DICT_UPDATE(f, inst):
     v = f.pop()
-    target = f.stack[-inst.arg]
+    target = _building(f, inst.arg)
     if not isinstance(v, DictVariable):
         raise Unsupported(f"** unpacking of {v}")
     if inst.opname == "DICT_MERGE":

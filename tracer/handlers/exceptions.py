@@ -6,7 +6,7 @@ the block's end calls it with (None, None, None). Handlers reached only when an 
 is raised (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) are never executed symbolically because
 traced code does not raise; a `raise` is Unsupported (graph breaks come in a later issue).
 """
-from ..exc import Unsupported, UserException
+from ..exc import Unsupported, UserException, user_error
 from ..variables.base import ConstantVariable
 from ..variables.base import Variable
 from . import handler
@@ -15,16 +15,27 @@ from . import handler
 class ExitVariable(Variable):
     """The bound __exit__ of a context manager entered by BEFORE_WITH."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, exit_fn=None):
         super().__init__(None)
-        self.ctx = ctx
+        self.ctx = ctx          # the context manager
+        self.exit_fn = exit_fn  # its bound __exit__ (None for the grad-mode ones)
 
     def call(self, tx, args, kwargs):
+        if self.exit_fn is not None:
+            return self.exit_fn.call(tx, args, kwargs)
         return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
     def reconstruct(self, cg):
-        """At a graph break inside the block: a real __exit__ that restores the mode."""
-        cg.load_const(GradRestore(self.ctx.prev).__exit__)
+        """At a graph break inside the block: the manager's real bound __exit__ (for a
+        grad-mode one, a real __exit__ that restores the mode)."""
+        if self.exit_fn is None:
+            return cg.load_const(GradRestore(self.ctx.prev).__exit__)
+        cg.call_with(bound_exit, [self.ctx])
+
+
+def bound_exit(mgr):
+    """type(mgr).__exit__ bound to mgr: what BEFORE_WITH keeps on the stack."""
+    return type(mgr).__exit__.__get__(mgr, type(mgr))
 
 
 class GradRestore:
@@ -39,14 +50,43 @@ class GradRestore:
         return False
 
 
+def special_method(f, obj, name):
+    """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
+    from ..variables.objects import bind_class_attr, lookup_type_attr
+    cls = obj.python_type()
+    attr, _ = lookup_type_attr(cls, name)
+    if attr is None:
+        return None
+    return bind_class_attr(f, attr, obj, cls)
+
+
 @handler("BEFORE_WITH")
 def BEFORE_WITH(f, inst):
-    ctx = f.pop()
+    """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__. A grad-mode manager is
+    modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
+    nullcontext) has its methods inlined like any call."""
+    mgr = f.pop()
     from ..variables.torch_vars import GradModeVariable
-    if not isinstance(ctx, GradModeVariable):
-        raise Unsupported(f"`with` on {ctx} (only torch.no_grad/enable_grad/set_grad_enabled are traced)")
-    f.push(ExitVariable(ctx))
-    f.push(ctx.call_method(f, "__enter__", [], {}))
+    if isinstance(mgr, GradModeVariable):
+        f.push(ExitVariable(mgr))
+        f.push(mgr.call_method(f, "__enter__", [], {}))
+        return
+    enter, exit_fn = special_method(f, mgr, "__enter__"), special_method(f, mgr, "__exit__")
+    if enter is None or exit_fn is None:
+        raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
+                                    f"context manager protocol")
+    f.push(ExitVariable(mgr, exit_fn))
+    f.push(enter.call(f, [], {}))
+
+
+@handler("WITH_EXCEPT_START")
+def WITH_EXCEPT_START(f, inst):
+    """In a `with` block's handler: exit(type(exc), exc, traceback), result pushed (true:
+    the exception is suppressed). Stack: exit, lasti, previous exception, exception."""
+    from ..variables.exceptions import TracebackVariable
+    from ..variables.objects import ClassVariable
+    exc, exit_fn = f.stack[-1], f.stack[-4]
+    f.push(exit_fn.call(f, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
 
 
 # ---- exceptions raised and caught inside traced code ------------------------------------
@@ -54,35 +94,64 @@ def BEFORE_WITH(f, inst):
 # the frame jumps to the handler (translator.Frame.run), with the exception pushed as an
 # ExceptionVariable. The handler's opcodes below then run symbolically: that is how
 # `try: ... except IndexError: ...` around an attribute miss, `raise`, or an old-style
-# __getitem__ iteration is traced instead of breaking the graph. sys.exc_info() inside a
-# handler is not modelled (it is Unsupported).
+# __getitem__ iteration is traced instead of breaking the graph. The handled exception
+# (bare `raise`, __context__) is modelled in variables/exceptions.py.
 
 
 def exception_value(exc):
     """The Variable a handler sees for a caught UserException."""
-    from ..variables.objects import ExceptionVariable
+    from ..variables.exceptions import ExceptionVariable
     if exc.value is not None:
         return exc.value
     return ExceptionVariable(exc.exc_type, [ConstantVariable(exc.reason)])
 
 
+def _instance(f, var):
+    """The exception object a `raise` operand stands for (a builtin exception class is
+    instantiated with no arguments, as CPython does), or None when it is not modelled."""
+    from ..variables.exceptions import ExceptionVariable, is_builtin_exception
+    from ..variables.objects import ClassVariable
+    if isinstance(var, ClassVariable) and is_builtin_exception(var.cls):
+        return ExceptionVariable(var.cls, [])
+    if isinstance(var, ExceptionVariable):
+        return var
+    return None
+
+
 @handler("RAISE_VARARGS")
 def RAISE_VARARGS(f, inst):
-    from ..variables.objects import ClassVariable, ExceptionVariable, is_builtin_exception
-    if inst.arg == 1:
-        exc = f.stack[-1]
-        if isinstance(exc, ClassVariable) and is_builtin_exception(exc.cls):
-            exc = ExceptionVariable(exc.cls, [])
-        if isinstance(exc, ExceptionVariable):
-            f.pop()
-            raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
-    raise Unsupported("raise statement (the user code raises an exception)")
+    from ..variables.exceptions import handled_exception, set_context
+    if inst.arg == 0:  # bare `raise`: the exception being handled, unchanged
+        exc = handled_exception(f)
+        if exc is None:
+            raise user_error(RuntimeError, "No active exception to reraise")
+        if _instance(f, exc) is not exc:
+            raise Unsupported(f"re-raise of {exc}, which is not modelled")
+        raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
+    cause = None
+    if inst.arg == 2:
+        cause_var = f.stack[-1]
+        if not (cause_var.is_constant() and cause_var.as_constant() is None):
+            cause = _instance(f, cause_var)
+            if cause is None:
+                raise Unsupported(f"raise ... from {cause_var}, which is not modelled")
+    exc = _instance(f, f.stack[-inst.arg])
+    if exc is None:
+        raise Unsupported("raise statement (the user code raises an exception)")
+    f.popn(inst.arg)
+    if inst.arg == 2:
+        exc.cause, exc.suppress_context = cause, True
+    set_context(f, exc)
+    raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
 
 
 @handler("PUSH_EXC_INFO")
 def PUSH_EXC_INFO(f, inst):
+    from ..variables.exceptions import ExcInfoSlot
     exc = f.pop()
-    f.push(ConstantVariable(None))  # stands for the previously handled exception
+    stack = f.ctx.exc_stack
+    f.push(ExcInfoSlot(stack[-1], exc))  # restored by POP_EXCEPT
+    stack[-1] = exc
     f.push(exc)
 
 
@@ -95,12 +164,16 @@ def CHECK_EXC_MATCH(f, inst):
 
 @handler("POP_EXCEPT")
 def POP_EXCEPT(f, inst):
-    f.pop()
+    from ..variables.exceptions import ExcInfoSlot
+    slot = f.pop()
+    if not isinstance(slot, ExcInfoSlot):
+        raise Unsupported(f"POP_EXCEPT of {slot}")
+    f.ctx.exc_stack[-1] = slot.prev
 
 
 @handler("RERAISE")
 def RERAISE(f, inst):
-    from ..variables.objects import ExceptionVariable
+    from ..variables.exceptions import ExceptionVariable
     exc = f.pop()
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("RERAISE of an exception that is not modelled")
@@ -111,5 +184,5 @@ def _never(f, inst):
     raise Unsupported(f"{inst.opname}: exception handling path reached while tracing")
 
 
-for _name in ("CHECK_EG_MATCH", "WITH_EXCEPT_START", "PREP_RERAISE_STAR"):
+for _name in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"):
     handler(_name)(_never)

@@ -81,7 +81,10 @@ def LOAD_DEREF(f, inst):
 def STORE_DEREF(f, inst):
     box = f.cells[inst.argval]
     if f.parent is not None and box.real_cell is not None:
-        raise Unsupported("nonlocal store into a closure cell of a called function")
+        # `nonlocal n; n += 1` in a called function: its real cell is written after the graph
+        if box.source is None:
+            raise Unsupported("nonlocal store into a closure cell that cannot be reached after the graph")
+        f.side_effects.store_cell(box)
     box.set(f.pop())
 
 

@@ -62,18 +62,12 @@ for _name, _why in {
     "PRINT_EXPR": "interactive printing",
     "SETUP_ANNOTATIONS": "annotations in a frame",
     "LOAD_BUILD_CLASS": "class definition inside a traced frame",
-    "SEND": "generator/coroutine frame",
     "GET_AWAITABLE": "coroutine frame",
     "GET_AITER": "async iteration",
     "GET_ANEXT": "async iteration",
     "END_ASYNC_FOR": "async iteration",
     "BEFORE_ASYNC_WITH": "async with",
     "ASYNC_GEN_WRAP": "async generator",
-    "GET_YIELD_FROM_ITER": "yield from",
-    "MATCH_CLASS": "structural pattern matching",
-    "MATCH_MAPPING": "structural pattern matching",
-    "MATCH_SEQUENCE": "structural pattern matching",
-    "MATCH_KEYS": "structural pattern matching",
 }.items():
     handler(_name)(_unsupported(_why))
 
@@ -81,7 +75,7 @@ for _name, _why in {
 @handler("RETURN_GENERATOR")
 def RETURN_GENERATOR(f, inst):
     """Start of an inlined generator: the following POP_TOP drops what this pushes."""
-    if f.yielded is None:
+    if f.generator is None:
         raise Unsupported("generator frame entered without a consumer")
     f.push(ConstantVariable(None))
 
@@ -90,11 +84,46 @@ def RETURN_GENERATOR(f, inst):
 def YIELD_VALUE(f, inst):
     """Suspend an inlined generator at a yield; the consumer's next() resumes it.
 
-    The frame keeps its stack and ip, so Frame.resume_generator just runs it again: the
-    generator body advances exactly as far as the consumer pulls, as in Python.
+    The frame keeps its stack and ip, so GeneratorVariable.send just runs it again: the
+    generator body advances exactly as far as the consumer pulls, as in Python. The None
+    pushed here is the value of the `yield` expression, replaced by send(v).
     """
-    if f.yielded is None:
+    if f.generator is None:
         raise Unsupported("yield in a frame that is not an inlined generator")
-    f.yielded.append(f.pop())
-    f.push(ConstantVariable(None))  # the value sent back by the consumer's next()
-    return True  # suspend: Frame.resume_generator hands the value to the consumer
+    f.suspended_value = f.pop()
+    f.push(ConstantVariable(None))
+    return True  # suspend: GeneratorVariable.send hands the value to the consumer
+
+
+@handler("GET_YIELD_FROM_ITER")
+def GET_YIELD_FROM_ITER(f, inst):
+    from ..variables.generators import GeneratorVariable
+    if not isinstance(f.stack[-1], GeneratorVariable):
+        from ..builtins_impl import call_builtin
+        f.push(call_builtin(f, iter, [f.pop()], {}))
+
+
+@handler("SEND")
+def SEND(f, inst):
+    """`yield from` (3.11): send TOS into the iterator below it; its next value is pushed
+    (and yielded by the YIELD_VALUE that follows), its return value replaces it and the
+    loop is left."""
+    from ..variables.containers import IteratorVariable
+    from ..variables.generators import GeneratorVariable
+    value = f.pop()
+    receiver = f.stack[-1]
+    if isinstance(receiver, GeneratorVariable):
+        kind, out = receiver.send(f, value)
+    elif isinstance(receiver, IteratorVariable):
+        if not (value.is_constant() and value.as_constant() is None):
+            raise Unsupported(f"send() of a value into {receiver}, which has no send method")
+        out = receiver.next(f)
+        kind = "yield" if out is not None else "return"
+        out = out if out is not None else ConstantVariable(None)
+    else:
+        raise Unsupported(f"yield from {receiver}")
+    if kind == "yield":
+        f.push(out)
+    else:
+        f.stack[-1] = out
+        f.jump(inst)

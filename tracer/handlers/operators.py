@@ -97,6 +97,10 @@ def identical(f, a, b):
     """`a is b` when it can be decided at trace time."""
     if a is b:
         return True
+    for v in (a, b):
+        pin = getattr(v, "pin_identity", None)
+        if pin is not None:
+            pin(f)
     if a.is_constant() and b.is_constant():
         va, vb = a.as_constant(), b.as_constant()
         if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):

@@ -41,6 +41,9 @@ class Variable:
     def setattr(self, tx, name, value):
         raise Unsupported(f"setting attribute {name!r} on {self}")
 
+    def delattr(self, tx, name):
+        raise Unsupported(f"del of attribute {name!r} of {self}")
+
     def call(self, tx, args, kwargs):
         raise Unsupported(f"calling {self}")
 
@@ -95,6 +98,9 @@ def check_builtin_attr(var, name):
             and not hasattr(t, name)):
         from ..exc import attribute_error
         raise attribute_error(t.__name__, name)
+
+
+MAX_UNROLL = 50_000  # items of a constant sequence a loop over it may be unrolled into
 
 
 class TempVariable(Variable):
@@ -190,11 +196,18 @@ class ConstantVariable(Variable):
 
     def iterate(self, tx):
         if isinstance(self.value, (str, bytes, range, tuple, frozenset)):
+            n = self.length(tx)
+            if n > MAX_UNROLL:  # (range(1 << 1000): the items would never fit in memory)
+                raise Unsupported(f"iterating over a {type(self.value).__name__} of {n} items: too many to unroll")
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iterating over {type(self.value).__name__}")
 
     def length(self, tx):
-        return len(self.value)
+        try:
+            return len(self.value)
+        except Exception as e:  # noqa: BLE001 - len(range(1 << 100)) raises OverflowError, as in the user code
+            from ..exc import folding_error
+            raise folding_error(e, "len(...)") from None
 
     def hasattr(self, tx, name):
         return hasattr(self.value, name)

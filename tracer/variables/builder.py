@@ -24,7 +24,8 @@ from guards.sources import AttrSource, ItemSource, Source
 
 from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
-from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, TupleVariable
+from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVariable, StructSeqVariable,
+                         TupleVariable, is_structseq)
 from .functions import BuiltinVariable, BoundMethodVariable, PartialVariable, UserFunctionVariable
 from .nn_module import NNModuleVariable
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
@@ -51,6 +52,9 @@ def _is_torch_callable(value):
 def _is_builtin_callable(value):
     # identity tests only: user values (numpy arrays, tensors) may have an ambiguous __eq__
     if value is functools.partial or value is functools.reduce:
+        return True
+    from ..builtins_impl import is_known_builtin
+    if is_known_builtin(value):  # itertools, sys.exc_info, ...
         return True
     if isinstance(value, types.BuiltinFunctionType):
         owner = getattr(value, "__self__", None)
@@ -92,6 +96,7 @@ def wrap(tx, value, source):
     return var
 
 
+_CONTAINER_TYPES = (list, dict, set, tuple, collections.deque, collections.OrderedDict, collections.defaultdict)
 _SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
 
 
@@ -147,6 +152,17 @@ class IterPosSource(IterSeqSource):
     fn_name = "iter_pos"
 
 
+@functools.lru_cache(maxsize=None)
+def _function_check(code, f_globals_id):
+    return lambda fn: type(fn) is types.FunctionType and fn.__code__ is code and id(fn.__globals__) == f_globals_id
+
+
+def _same_function(code, f_globals):
+    """One predicate per (code, globals): equal guards deduplicate. The globals dict is kept
+    alive by the module; it is compared by id so the guard does not keep it alive itself."""
+    return _function_check(code, id(f_globals))
+
+
 def const_guard(source, value):
     """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
     if check_const_supported(value):
@@ -166,11 +182,11 @@ def _wrap_fresh(tx, value, source):
         g(TensorMatch(source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
-        return TensorVariable(node, node.meta["example_value"], source)
+        return TensorVariable(node, node.meta["example_value"], source, real=value)
     if is_constant_value(value):
         g(const_guard(source, value))
         return ConstantVariable(value, source)
-    if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
+    if t in (tuple, list) or (isinstance(value, tuple) and (hasattr(t, "_fields") or is_structseq(t))):
         g(TypeMatch(source, t))
         g(LengthMatch(source, len(value), t))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
@@ -182,8 +198,21 @@ def _wrap_fresh(tx, value, source):
             return var
         if t is tuple:
             return TupleVariable(items, source)
+        if is_structseq(t):
+            return StructSeqVariable(items, t, source)
         return NamedTupleVariable(items, t, source)
-    if t in (dict, collections.OrderedDict):
+    if t is collections.deque:
+        from .collections_vars import DequeVariable
+        g(TypeMatch(source, t))
+        g(LengthMatch(source, len(value), t))
+        if source is not None:
+            g(const_guard(AttrSource(source, "maxlen"), value.maxlen))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        var = DequeVariable(items, source, maxlen=value.maxlen)
+        if source is not None:
+            tx.register_mutable_input(var)
+        return var
+    if t in (dict, collections.OrderedDict, collections.defaultdict):
         g(TypeMatch(source, t))
         keys = tuple(value.keys())
         if not all(is_constant_value(k) for k in keys):
@@ -194,7 +223,12 @@ def _wrap_fresh(tx, value, source):
             raise Unsupported("dict input with keys that cannot be guarded")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
                  for k, v in value.items()}
-        var = DictVariable(items, source, user_cls=t)
+        if t is collections.defaultdict:
+            from .collections_vars import DefaultDictVariable
+            factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
+            var = DefaultDictVariable(items, factory, source)
+        else:
+            var = DictVariable(items, source, user_cls=t)
         if source is not None:
             tx.register_mutable_input(var)
         return var
@@ -241,6 +275,16 @@ def _wrap_fresh(tx, value, source):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
+        if value.__closure__ or "<locals>" in value.__qualname__:
+            # A function made by a call (a closure, a lambda, a nested def) is usually a new
+            # object each time: what inlining relies on is its code and globals (defaults,
+            # closure cells and attributes are guarded through their sources when read).
+            # Identity is pinned only if the trace compares it (UserFunctionVariable.pin_identity).
+            g(Predicate(source, _same_function(value.__code__, value.__globals__),
+                        f"a function with the code of {value.__qualname__}"))
+            var = UserFunctionVariable(value, source)
+            var.identity_guarded = source is None
+            return var
         g(IdMatch(source, value))
         return UserFunctionVariable(value, source)
     if _is_builtin_callable(value):
@@ -259,7 +303,7 @@ def _wrap_fresh(tx, value, source):
         func = wrap(tx, value.func, fsrc)
         args = wrap(tx, value.args, asrc).iterate(tx)  # a constant tuple wraps as a ConstantVariable
         kwargs = wrap(tx, value.keywords, ksrc).items
-        return PartialVariable(func, args, kwargs, source)
+        return PartialVariable(func, args, kwargs, source, real=value)
     if t is types.MethodType:
         g(TypeMatch(source, t))
         obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
@@ -271,11 +315,18 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, enum.Enum) or t in (types.CodeType,):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
+    if t is types.BuiltinMethodType and type(getattr(value, "__self__", None)) in _CONTAINER_TYPES:
+        # `lst.append` as a value (a callback, or on the stack at a graph break)
+        from .functions import BuiltinMethodVariable
+        g(TypeMatch(source, t))
+        g(const_guard(AttrSource(source, "__name__"), value.__name__))
+        owner = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+        return BuiltinMethodVariable(owner, value.__name__)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
                           f"that has no tensor meaning")
-    if isinstance(value, BaseException):  # passed through (e.g. to a `raise` at a break)
+    if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
     if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:

@@ -6,6 +6,8 @@ code writes the final contents back after the graph runs (`lst[:] = ...`,
 `d.clear(); d.update(...)`). Containers created during tracing need no replay; they are
 rebuilt only if they escape (returned, stored).
 """
+import collections
+
 from ..exc import Unsupported, user_error
 from .base import ConstantVariable, TempVariable, Variable
 
@@ -16,6 +18,9 @@ def _const_key(tx, key):
         return key.as_constant()
     ident = getattr(key, "identity_key", None)
     if ident is not None:
+        pin = getattr(key, "pin_identity", None)
+        if pin is not None:
+            pin(tx)
         return ident()
     raise Unsupported(f"dict key / set member {key} is not a constant")
 
@@ -90,6 +95,27 @@ class BaseSequence(Variable):
         return f"{self.kind.__name__}Var({self.items!r})"
 
 
+def _bounded(tx):
+    """Steps of a loop the tracer runs for the user's program (counted like instructions)."""
+    from ..translator import MAX_STEPS
+    while True:
+        tx.ctx.steps += 1
+        if tx.ctx.steps > MAX_STEPS:
+            raise Unsupported(f"trace longer than {MAX_STEPS} steps (an endless iterator?)")
+        yield
+
+
+def method_of(var, name):
+    """`container.method` as a value (`f = lst.append`): a bound builtin method whose call is
+    the container's call_method."""
+    from .functions import BuiltinMethodVariable
+    attr = getattr(var.python_type(), name, None)
+    if attr is None or not callable(attr) or name.startswith("__") and name not in ("__len__", "__contains__",
+                                                                                        "__getitem__"):
+        raise Unsupported(f"{var.python_type().__name__} attribute {name!r}")
+    return BuiltinMethodVariable(var, name)
+
+
 def tx_mutated(var):
     return getattr(var, "_mutated", False)
 
@@ -98,7 +124,7 @@ class TupleVariable(BaseSequence):
     kind = tuple
 
     def getattr(self, tx, name):
-        raise Unsupported(f"tuple attribute {name!r}")
+        return method_of(self, name)
 
 
 class SizeVariable(TupleVariable):
@@ -121,6 +147,11 @@ class NamedTupleVariable(TupleVariable):
             return self.items[self.cls._fields.index(name)]
         raise Unsupported(f"namedtuple attribute {name!r}")
 
+    def getitem(self, tx, key):
+        if isinstance(_index(key), slice):  # a slice of a namedtuple is a plain tuple
+            return TupleVariable(self.items[_index(key)])
+        return super().getitem(tx, key)
+
     def as_constant(self):
         return self.cls(*(i.as_constant() for i in self.items))
 
@@ -130,9 +161,56 @@ class NamedTupleVariable(TupleVariable):
         cg.call_with(self.cls, self.items)
 
 
+def is_structseq(cls):
+    """A C struct sequence type: torch.return_types.min, os.stat_result, time.struct_time..."""
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+class StructSeqVariable(TupleVariable):
+    """A struct sequence (`torch.return_types.*` from min(dim)/max(dim)/sort/topk/...):
+    a tuple whose items are also readable by field name (`.values`, `.indices`)."""
+
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        if cls.n_fields != cls.n_sequence_fields:
+            raise Unsupported(f"struct sequence {cls.__name__} with fields beyond its items")
+        self.cls = cls
+        self.kind = cls
+        self.fields = tuple(cls.__match_args__)
+
+    def getattr(self, tx, name):
+        if name in self.fields:
+            return self.items[self.fields.index(name)]
+        if name in ("n_fields", "n_sequence_fields", "n_unnamed_fields"):
+            return ConstantVariable(getattr(self.cls, name))
+        raise Unsupported(f"{self.cls.__name__} attribute {name!r}")
+
+    def getitem(self, tx, key):
+        if isinstance(_index(key), slice):  # a slice of a struct sequence is a plain tuple
+            return TupleVariable(self.items[_index(key)])
+        return super().getitem(tx, key)
+
+    def as_constant(self):
+        return self.cls(tuple(i.as_constant() for i in self.items))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.build(tuple, len(self.items))
+        cg.call_on_stack(self.cls)  # cls(sequence)
+
+    def __repr__(self):
+        return f"{self.cls.__name__}Var({self.items!r})"
+
+
 class ListVariable(BaseSequence):
     kind = list
     mutable = True
+
+    def getattr(self, tx, name):
+        return method_of(self, name)
 
     def is_constant(self):
         return False
@@ -160,7 +238,17 @@ class ListVariable(BaseSequence):
             self.items.append(args[0])
         elif name == "extend":
             self._mutate(tx)
-            self.items.extend(args[0].iterate(tx))
+            src = args[0]
+            if isinstance(src, IteratorVariable) and src.lazy():
+                # an iterator (a generator over this very list, say) is read one item at a
+                # time and each item appended at once: later items see the list grow
+                for _ in _bounded(tx):
+                    item = src.next(tx)
+                    if item is None:
+                        break
+                    self.items.append(item)
+            else:
+                self.items.extend(src.iterate(tx))
         elif name == "insert":
             self._mutate(tx)
             self.items.insert(args[0].as_constant(), args[1])
@@ -186,12 +274,13 @@ class ListVariable(BaseSequence):
         elif name == "copy":
             return ListVariable(self.items)
         elif name == "sort":
-            if args or any(k != "reverse" for k in kwargs):
-                raise Unsupported("list.sort with a key function")
-            values = sorted((i.as_constant() for i in self.items),
-                            reverse=bool(kwargs["reverse"].as_constant()) if kwargs else False)
+            from ..builtins_impl import sort_variables
+            if args or any(k not in ("key", "reverse") for k in kwargs):
+                raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
+            rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+            ordered = sort_variables(tx, list(self.items), kwargs.get("key"), rev)
             self._mutate(tx)
-            self.items = [ConstantVariable(v) for v in values]
+            self.items[:] = ordered
         elif name == "__setitem__":
             self.setitem(tx, args[0], args[1])
         else:
@@ -209,6 +298,9 @@ class DictVariable(Variable):
 
     def python_type(self):
         return self.user_cls
+
+    def getattr(self, tx, name):
+        return method_of(self, name)
 
     def truthy(self, tx):
         return bool(self.items)
@@ -251,7 +343,13 @@ class DictVariable(Variable):
             return ConstantVariable(len(self.items))
         if name == "copy":
             return DictVariable(self.items, user_cls=self.user_cls)
-        if name in ("pop", "setdefault", "update", "clear", "popitem"):
+        if name == "move_to_end" and self.user_cls is collections.OrderedDict:
+            from .collections_vars import move_to_end
+            return move_to_end(tx, self, args, kwargs)
+        if name == "popitem":
+            from .collections_vars import popitem
+            return popitem(tx, self, args, kwargs)
+        if name in ("pop", "setdefault", "update", "clear"):
             tx.side_effects.mutated(self)
             if name == "pop":
                 k = _const_key(tx, args[0])
@@ -366,6 +464,9 @@ class SetVariable(Variable):
 
     def python_type(self):
         return set
+
+    def getattr(self, tx, name):
+        return method_of(self, name)
 
     def truthy(self, tx):
         return bool(self.items)

@@ -7,11 +7,12 @@ Closures are modelled with `CellBox`es shared between the creating frame and the
 object, which is what makes `nonlocal` correct.
 """
 import functools
+import itertools
 import types
 
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -41,6 +42,28 @@ class CellBox:
         self._value = value
         self.dirty = True
 
+    def is_empty(self):
+        return self._value is CellBox._EMPTY and self.real_cell is None
+
+    def peek(self):
+        """The current value (for rebuilding a cell made during tracing)."""
+        if self._value is CellBox._EMPTY:
+            raise Unsupported("an empty closure cell of a called function")
+        return self._value
+
+
+def real_cell_box(tx, cell, source):
+    """The one CellBox of a real closure cell in this trace: every function sharing the cell
+    (and the root frame, for its own free variables) sees the same pending value."""
+    boxes = tx.ctx.cell_boxes
+    hit = boxes.get(id(cell))
+    if hit is not None and hit.real_cell is cell:
+        if hit.source is None:
+            hit.source = source
+        return hit
+    box = boxes[id(cell)] = CellBox(real_cell=cell, source=source)
+    return box
+
 
 def iterator_of(items):
     from .containers import IteratorVariable
@@ -50,6 +73,9 @@ def iterator_of(items):
 class BaseFunctionVariable(Variable):
     def python_type(self):
         return types.FunctionType
+
+    def truthy(self, tx):
+        return True
 
     def get_code(self):
         raise NotImplementedError
@@ -79,13 +105,23 @@ class BaseFunctionVariable(Variable):
         return result
 
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantVariable(self.get_code().co_name)
-        if name == "__qualname__":
-            return ConstantVariable(self.get_code().co_qualname)
         if name == "__code__":
             return ConstantVariable(self.get_code())
         raise Unsupported(f"function attribute {name!r}")
+
+    def hasattr(self, tx, name):
+        try:
+            self.getattr(tx, name)
+            return True
+        except UserException as e:
+            if issubclass(e.exc_type, AttributeError):
+                return False
+            raise
+
+
+# Function attributes that are not in the function's __dict__ (CPython keeps them in slots).
+_FUNCTION_SLOTS = ("__name__", "__qualname__", "__doc__", "__module__", "__defaults__", "__kwdefaults__",
+                   "__code__", "__globals__", "__closure__", "__annotations__", "__builtins__", "__dict__")
 
 
 class UserFunctionVariable(BaseFunctionVariable):
@@ -114,23 +150,113 @@ class UserFunctionVariable(BaseFunctionVariable):
     def closure_cells(self, tx):
         cells = self.fn.__closure__ or ()
         src = AttrSource(self.source, "__closure__") if self.source else None
-        return [CellBox(real_cell=c, source=AttrSource(ItemSource(src, i), "cell_contents") if src else None)
+        return [real_cell_box(tx, c, AttrSource(ItemSource(src, i), "cell_contents") if src else None)
                 for i, c in enumerate(cells)]
+
+    identity_guarded = True  # False while only its code is guarded (builder.py)
 
     def identity_key(self):
         return ("fn", id(self.fn))
 
+    def pin_identity(self, tx):
+        """The trace compares this function's identity: guard it from now on."""
+        if not self.identity_guarded and self.source is not None:
+            from guards import IdMatch
+            tx.guard(IdMatch(self.source, self.fn))
+            self.identity_guarded = True
+
     def as_python_object(self):
         return self.fn
+
+    def call(self, tx, args, kwargs):
+        """Inlined, unless the function carries a torch.compile annotation (see
+        compile_annotations.py): those are honoured as torch.compile honours them."""
+        from .. import compile_annotations as ann
+        fn = self.fn
+        if ann.is_graph_break(fn):
+            raise Unsupported("torch._dynamo.graph_break()")
+        if ann.disabled(fn) is not None:
+            ann.skip_disabled_frames(fn)  # what it wraps is never traced, when it runs natively
+            raise Unsupported(f"{fn.__qualname__} is marked torch.compiler.disable: it runs as Python")
+        if ann.allowed_in_graph(fn):
+            return tx.call_torch("call_function", fn, args, kwargs)
+        if ann.marked_constant(fn):
+            return _constant_result(fn, args, kwargs)
+        if ann.is_shape_mark(fn):
+            tx.ctx.shape_marks.append((fn.__name__, args, kwargs))  # for dynamic shapes (issue 12)
+            tx.side_effects.defer_call(fn, args, kwargs)
+            return ConstantVariable(None)
+        return super().call(tx, args, kwargs)
+
+    def getattr(self, tx, name):
+        """The function object's own attribute (a functools.wraps wrapper has the wrapped
+        function's __name__/__doc__/__wrapped__, not its code's): read from the object,
+        guarded through its source."""
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            return pending
+        if name in ("__globals__", "__builtins__", "__closure__"):
+            raise Unsupported(f"function attribute {name!r}")
+        if name == "__code__":
+            return ConstantVariable(self.fn.__code__)
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError:
+            if self.source is not None:
+                from guards import Predicate
+                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+            raise attribute_error("function", name)
+        if name == "__dict__":
+            if self.source is None and value:
+                raise Unsupported("__dict__ of a function reached without a source")
+            from .containers import DictVariable
+            return tx.wrap(value, AttrSource(self.source, "__dict__")) if self.source else DictVariable({})
+        return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def setattr(self, tx, name, value):
+        if name in _FUNCTION_SLOTS:
+            raise Unsupported(f"setting function attribute {name!r}")
+        tx.side_effects.store_attr(self, name, value)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.load_const(self.fn)  # a real function (a method found on a class): the object itself
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
 
 
+def _constant_result(fn, args, kwargs):
+    """torch.compiler.assume_constant_result: called now, its result is a constant of the
+    trace (unguarded: the annotation promises it never changes)."""
+    from .base import is_constant_value
+    try:
+        cargs = [a.as_constant() for a in args]
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+    except Unsupported:
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) called with non-constant arguments")
+    value = fn(*cargs, **ckw)
+    if not is_constant_value(value):
+        raise Unsupported(f"{fn.__qualname__} (assume_constant_result) returned a {type(value).__name__}")
+    return ConstantVariable(value)
+
+
+def _lacks_attr(name):
+    return lambda obj: not hasattr(obj, name)
+
+
+def _has_attr(name):
+    return lambda obj: hasattr(obj, name)
+
+
 class NestedFunctionVariable(BaseFunctionVariable):
     """A function or lambda created by MAKE_FUNCTION inside the traced frame."""
 
+    mutable = True  # one function object: rebuilt once, attributes can be set
+
     def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
+        from .containers import DictVariable
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -138,6 +264,52 @@ class NestedFunctionVariable(BaseFunctionVariable):
         self.kwdefaults = kwdefaults or {}  # name -> Variable
         self.closure = closure or []        # CellBoxes
         self.qualname = qualname
+        # what the real function object would hold: its slot attributes (as MAKE_FUNCTION
+        # sets them, then changed by stores) and its __dict__ (functools.wraps fills both)
+        doc = code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None
+        module = f_globals.get("__name__")
+        self.slots = {"__name__": ConstantVariable(code.co_name), "__qualname__": ConstantVariable(qualname),
+                      "__doc__": ConstantVariable(doc), "__module__": tx_wrap_constant(module)}
+        self.attrs = DictVariable({})
+        self.annotations = DictVariable({})
+
+    def getattr(self, tx, name):
+        from .containers import TupleVariable
+        if name in self.slots:
+            return self.slots[name]
+        if name == "__annotations__":
+            return self.annotations
+        if name == "__dict__":
+            return self.attrs
+        if name in self.attrs.items:
+            return self.attrs.items[name]
+        if name == "__defaults__":
+            return TupleVariable(self.defaults) if self.defaults else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            from .containers import DictVariable
+            return DictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        if name in _FUNCTION_SLOTS:
+            raise Unsupported(f"function attribute {name!r} of a function made in the frame")
+        raise attribute_error("function", name)
+
+    def setattr(self, tx, name, value):
+        if name in ("__name__", "__qualname__"):
+            if not (value.is_constant() and isinstance(value.as_constant(), str)):
+                raise Unsupported(f"{name} must be set to a string (the user code raises TypeError)")
+            self.slots[name] = value
+        elif name in ("__doc__", "__module__"):
+            self.slots[name] = value
+        elif name == "__annotations__":
+            from .containers import DictVariable
+            if not isinstance(value, DictVariable):
+                raise Unsupported("__annotations__ must be set to a dict (the user code raises TypeError)")
+            self.annotations = value
+        elif name in _FUNCTION_SLOTS:
+            raise Unsupported(f"setting function attribute {name!r} of a function made in the frame")
+        else:
+            self.attrs.items[name] = value
 
     def get_code(self):
         return self.code
@@ -155,10 +327,53 @@ class NestedFunctionVariable(BaseFunctionVariable):
         return self.closure
 
     def reconstruct(self, cg):
-        raise Unsupported("a function created in the traced frame escapes it")
+        """The real function: the same code, globals, defaults and attributes, and a closure of
+        the same cells (the frame's own cells, or cells made once here for those of inlined
+        frames), so that it shares its variables with the code that runs after the graph."""
+        from .base import TempVariable
+        from .containers import DictVariable, TupleVariable
+        for box in self.closure:
+            cg.load_cell(box)
+        cg.build(tuple, len(self.closure))
+        closure = TempVariable(cg.store_tmp())
+        slots = DictVariable(dict(self.slots))
+        cg.call_with(make_function, [ConstantVariable(self.code), _GlobalsVariable(self.f_globals),
+                                     TupleVariable(self.defaults), DictVariable(self.kwdefaults), closure,
+                                     slots, self.attrs, self.annotations])
 
     def __repr__(self):
         return f"NestedFunction({self.qualname})"
+
+
+class _GlobalsVariable(Variable):
+    """The globals dict a nested function was made with (a constant of the rewritten code)."""
+
+    def __init__(self, g):
+        super().__init__(None)
+        self.g = g
+
+    def reconstruct(self, cg):
+        cg.load_const(self.g)
+
+
+def make_function(code, f_globals, defaults, kwdefaults, closure, slots, attrs, annotations):
+    """A function made in a traced frame, rebuilt after the graph (no user code runs)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    for name, value in slots.items():
+        setattr(fn, name, value)
+    fn.__dict__.update(attrs)
+    if annotations:
+        fn.__annotations__ = annotations
+    return fn
+
+
+def tx_wrap_constant(value):
+    from .base import is_constant_value
+    if not is_constant_value(value):
+        raise Unsupported(f"a function's __module__ is {type(value).__name__}")
+    return ConstantVariable(value)
 
 
 class BuiltinVariable(ObjectVariable):
@@ -183,6 +398,12 @@ class BuiltinVariable(ObjectVariable):
             slot = slot_method(getattr(self.fn, name, None))
             if slot is not None:
                 return slot
+        if self.fn is itertools.chain and name == "from_iterable":
+            from ..itertools_impl import chain_from_iterable
+            return BuiltinVariable(chain_from_iterable)
+        if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
+            from .objects import ClassVariable
+            return ClassVariable(self.fn, self.source).getattr(tx, name)
         return super().getattr(tx, name)
 
 
@@ -204,6 +425,19 @@ class BuiltinMethodVariable(Variable):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs) if not self.obj.is_constant() \
             else _call_constant_method(tx, self.obj, self.name, args, kwargs)
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def truthy(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)
+        cg.load_attr(self.name)
+
+    def __repr__(self):
+        return f"BuiltinMethod({self.obj!r}.{self.name})"
 
 
 def _call_constant_method(tx, obj, name, args, kwargs):
@@ -248,13 +482,19 @@ class BoundMethodVariable(Variable):
             return self.func
         return self.func.getattr(tx, name)
 
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.call_with(types.MethodType, [self.func, self.obj])
+
 
 class PartialVariable(Variable):
     """functools.partial(fn, *args, **kwargs), created in the frame or passed in."""
 
-    def __init__(self, func, args, kwargs, source=None):
+    def __init__(self, func, args, kwargs, source=None, real=None):
         super().__init__(source)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+        self.real = real  # the partial object, when it came from the frame
 
     def python_type(self):
         return functools.partial
@@ -268,7 +508,21 @@ class PartialVariable(Variable):
         if name == "args":
             from .containers import TupleVariable
             return TupleVariable(self.args)
+        if name == "keywords":
+            from .containers import DictVariable
+            return DictVariable(self.kwargs)
         raise Unsupported(f"partial attribute {name!r}")
+
+    def hasattr(self, tx, name):
+        if name in ("func", "args", "keywords") or hasattr(functools.partial, name):
+            return True
+        if self.source is None:  # made in the frame: a fresh partial has no other attributes
+            return False
+        from guards import Predicate
+        present = hasattr(self.real, name)
+        tx.guard(Predicate(self.source, _has_attr(name) if present else _lacks_attr(name),
+                           f"{'has' if present else 'has no'} attribute {name!r}"))
+        return present
 
     def reconstruct(self, cg):
         if self.source is not None:

@@ -33,7 +33,7 @@ _ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"])
 _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
 GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__dict__["__getattribute__"])
 _UNTRACED_ROOTS = ("torch", "numpy", "scipy", "pandas", "builtins", "logging", "warnings", "typing",
-                   "abc", "enum", "functools", "threading", "weakref", "contextlib")
+                   "abc", "enum", "functools", "threading", "weakref")
 _MISSING = object()
 
 
@@ -262,6 +262,12 @@ class NewObjectVariable(Variable):
             UserFunctionVariable(sa).call(tx, [self, ConstantVariable(name), value], {})
             return
         raise Unsupported(f"{self.cls.__name__}.__setattr__ is {type(sa).__name__}, not traced")
+
+    def delattr(self, tx, name):
+        da = _type_attr(self.cls, "__delattr__")
+        if da is not object.__delattr__:
+            raise Unsupported(f"{self.cls.__name__}.__delattr__ is not object's")
+        self.slot_call(tx, object, "__delattr__", [ConstantVariable(name)], {})
 
     def generic_setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):

@@ -10,7 +10,7 @@ import types
 from guards import Predicate
 from guards.sources import AttrSource, GenericAttrSource, ItemSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -228,11 +228,26 @@ class ClassVariable(ObjectVariable):
     def is_constant(self):
         return False
 
+    def truthy(self, tx):
+        meta = type(self.cls)
+        if getattr(meta, "__bool__", None) is None and getattr(meta, "__len__", None) is None:
+            return True  # a class is true unless its metaclass says otherwise
+        return Variable.truthy(self, tx)
+
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantVariable(self.cls.__name__)
+        # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
+        # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
+        meta_attr, _ = lookup_type_attr(type(self.cls), name)
+        if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
+            if name == "__dict__":
+                raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
+            value = getattr(self.cls, name)
+            return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
         if attr is None:
+            if meta_attr is None and self.source is not None:
+                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+                raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
@@ -262,6 +277,10 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
             return NamedTupleVariable(items, self.cls)
+        from .collections_vars import constructor
+        make = constructor(self.cls)
+        if make is not None:
+            return make(tx, list(args), dict(kwargs))
         from .new_objects import construct, is_user_class
         if is_user_class(self.cls):
             return construct(tx, self, args, kwargs)
@@ -444,31 +463,4 @@ class OpaqueVariable(ObjectVariable):
         return f"Opaque({self.value!r})"
 
 
-def is_builtin_exception(cls):
-    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
-
-
-class ExceptionVariable(Variable):
-    """A builtin exception made in the traced code, e.g. `IndexError("...")` before a raise.
-
-    Raising it is a symbolic `UserException`: a handler in traced code catches it
-    (handlers/exceptions.py); uncaught, the frame breaks and the raise runs natively."""
-
-    def __init__(self, cls, args):
-        super().__init__(None)
-        self.cls, self.args = cls, args
-
-    def python_type(self):
-        return self.cls
-
-    def getattr(self, tx, name):
-        if name == "args":
-            from .containers import TupleVariable
-            return TupleVariable(self.args)
-        raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
-
-    def reconstruct(self, cg):
-        cg.call_with(self.cls, self.args)
-
-    def __repr__(self):
-        return f"Exception({self.cls.__name__})"
+from .exceptions import ExceptionVariable, is_builtin_exception  # noqa: E402,F401 (re-exported)

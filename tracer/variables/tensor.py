@@ -5,12 +5,21 @@ Shapes are static (guarded exactly), so metadata queries (`x.shape`, `x.size(0)`
 tensor *data* at trace time (`bool(x)`, `x.item()` steering control flow, `x.tolist()`) is
 Unsupported: a graph break with that reason.
 """
+import functools
 import operator
 
 import torch
 
-from ..exc import Unsupported
+from guards import AttrSource, Predicate
+
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable, is_constant_value
+
+
+@functools.lru_cache(maxsize=None)
+def _lacks_instance_attr(name):
+    """One predicate per name (equal guards deduplicate): the tensor's __dict__ lacks it."""
+    return lambda t: name not in t.__dict__
 
 # Tensor attributes that are pure metadata: folded to constants.
 _META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
@@ -27,10 +36,14 @@ _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", 
 
 
 class TensorVariable(Variable):
-    def __init__(self, node, example, source=None):
+    def __init__(self, node, example, source=None, real=None, real_source=None):
         super().__init__(source)
         self.node = node
         self.example = example  # a FakeTensor
+        # The real tensor object behind an input or a module tensor, and where to find it:
+        # Python attributes set on it (`x.flag = 1`) live in its __dict__, not in the fake.
+        self.real = real
+        self.real_source = real_source if real_source is not None else (source if real is not None else None)
 
     def python_type(self):
         return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
@@ -54,7 +67,41 @@ class TensorVariable(Variable):
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
             from .torch_vars import TensorMethodVariable
             return TensorMethodVariable(self, name)
+        if not hasattr(torch.Tensor, name):
+            return self.instance_attr(tx, name)
         raise Unsupported(f"Tensor attribute {name!r}")
+
+    def instance_attr(self, tx, name):
+        """A Python attribute set on the tensor object (`x.flag = None`), not a Tensor API name.
+
+        It lives in the real tensor's __dict__: present, its value is wrapped with a source
+        (so it is guarded like any input value); absent, the absence is guarded. A tensor a
+        graph op made is a fresh object with no such attributes (an in-place op returns its
+        input object, whose attributes are not known here: Unsupported)."""
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            return pending
+        if self.real is None:
+            target = self.node.target
+            tname = target if isinstance(target, str) else getattr(target, "__name__", "")
+            if self.node.op in ("call_function", "call_method", "call_module") and \
+                    not tname.endswith("_") and target is not operator.setitem:
+                raise attribute_error("Tensor", name)
+            raise Unsupported(f"attribute {name!r} of a tensor whose object is not known at trace time")
+        if self.real_source is None:
+            raise Unsupported(f"attribute {name!r} of a module tensor reached without a source")
+        inst = self.real.__dict__
+        if name in inst:
+            return tx.wrap(inst[name], AttrSource(self.real_source, name))
+        tx.guard(Predicate(self.real_source, _lacks_instance_attr(name), f"has no attribute {name!r}"))
+        raise attribute_error("Tensor", name)
+
+    def setattr(self, tx, name, value):
+        if hasattr(torch.Tensor, name):
+            raise Unsupported(f"setting Tensor.{name} changes the tensor outside the graph")
+        if self.source is None:
+            raise Unsupported(f"setting attribute {name!r} on a tensor made in the graph")
+        tx.side_effects.store_attr(self, name, value)
 
     def call_method(self, tx, name, args, kwargs):
         if name in _META_METHODS:
@@ -88,7 +135,13 @@ class TensorVariable(Variable):
         return self.example.shape[0]
 
     def hasattr(self, tx, name):
-        return hasattr(self.example, name)
+        if hasattr(torch.Tensor, name):
+            return hasattr(self.example, name)
+        try:
+            self.instance_attr(tx, name)
+            return True
+        except UserException:
+            return False
 
     def reconstruct(self, cg):
         cg.load_tensor(self)

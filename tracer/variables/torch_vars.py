@@ -144,6 +144,9 @@ class GradModeClassVariable(ObjectVariable):
         raise Unsupported(f"{self.cls.__name__} called with arguments")
 
 
+_DATA_TYPES = (bool, int, float, str, type(None))
+
+
 class PythonModuleVariable(ObjectVariable):
     """A Python module object (torch, torch.nn.functional, math, a user module)."""
 
@@ -164,7 +167,12 @@ class PythonModuleVariable(ObjectVariable):
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "builtins",
                                                          "typing", "dataclasses", "numbers")
-        # Library modules are treated as immutable (not guarded); user modules are guarded.
+        # Library modules' functions and classes are treated as immutable (not guarded); user
+        # modules are guarded. A library module's plain data attribute is state, though
+        # (torch.backends.cudnn.enabled, a flag a user may flip): guarded by value.
+        if trusted and type(value) in _DATA_TYPES:
+            from guards.sources import ConstSource
+            return tx.wrap(value, AttrSource(ConstSource(self.module), name))
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return tx.wrap(value, source)
 

@@ -1,0 +1,157 @@
+"""Code annotated for torch.compile is honoured as torch.compile honours it (issue 10):
+graph_break(), disable, allow_in_graph, is_compiling, assume_constant_result, mark_dynamic
+and friends, set_stance."""
+import pytest
+import torch
+import torch._dynamo
+
+import tracer
+from semantics_helpers import check, dynamo_graphs, run
+
+
+def test_graph_break_call_is_a_graph_break():
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    _, d = check(f, torch.ones(2), graphs=2, breaks=1, dynamo=True)
+    assert d.break_reasons == ["torch._dynamo.graph_break()"]
+
+
+def helper_inside(x):
+    return x * 3
+
+
+@torch.compiler.disable
+def disabled(x):
+    return helper_inside(x).sum().item()  # would break if it were traced
+
+
+@torch._dynamo.disable(recursive=False)
+def disabled_own_frame(x):
+    return helper_inside(x) - 1
+
+
+def test_disabled_function_runs_as_python_and_the_caller_breaks_there():
+    def f(x):
+        x = x + 1
+        y = disabled(x)
+        return x * y
+
+    before = tracer.stats()
+    _, d = check(f, torch.ones(2), graphs=2, breaks=1, dynamo=True)
+    assert "torch.compiler.disable" in d.break_reasons[0]
+    # nothing the disabled function calls was traced (helper_inside's frame included)
+    frames = [e.frame for e in tracer.stats().events[len(before.events):] if e.kind == "frame"]
+    assert not any("helper_inside" in fr or fr == "disabled" for fr in frames)
+
+
+def test_disabled_non_recursively_still_traces_its_callees():
+    def f(x):
+        return disabled_own_frame(x + 1) * 2
+
+    c = tracer.compile(f)
+    before = tracer.stats()
+    _, d = run(c, f, torch.ones(2))
+    frames = [e.frame for e in tracer.stats().events[len(before.events):] if e.kind == "frame"]
+    assert "helper_inside" in frames and "disabled_own_frame" not in frames
+
+
+def test_disabled_function_called_inside_capture():
+    def g(x):
+        return disabled(x + 1)
+
+    before = tracer.stats()
+    with tracer.capture():
+        out = g(torch.ones(2))
+    assert out == g(torch.ones(2))
+    frames = [e.frame for e in tracer.stats().events[len(before.events):] if e.kind == "frame"]
+    assert not any("helper_inside" in fr for fr in frames)
+
+
+def in_graph_helper(x):
+    return x.sin() * 2
+
+
+torch.compiler.allow_in_graph(in_graph_helper)
+
+
+def test_allow_in_graph_is_one_node():
+    def f(x):
+        return in_graph_helper(x + 1) - 1
+
+    c, d = check(f, torch.ones(2), graphs=1, dynamo=True)
+    targets = [n.target for n in c.entries[0].graph.graph.nodes if n.op == "call_function"]
+    assert in_graph_helper in targets
+
+
+def test_is_compiling_is_true_while_tracing():
+    def f(x):
+        a = torch.compiler.is_compiling()
+        b = torch.compiler.is_dynamo_compiling()
+        c = torch._dynamo.is_compiling()
+        return x + 1 if (a and b and c) else x - 1
+
+    c = tracer.compile(f)
+    assert torch.equal(c(torch.ones(2)), torch.full((2,), 2.0))  # as under torch.compile
+    assert torch.equal(f(torch.ones(2)), torch.zeros(2))          # eager
+
+
+calls = []
+
+
+@torch.compiler.assume_constant_result
+def config_value():
+    calls.append(1)
+    return 5
+
+
+def test_assume_constant_result_is_called_once_at_trace_time():
+    def f(x):
+        return x + config_value()
+
+    calls.clear()
+    c = tracer.compile(f)
+    for _ in range(3):
+        assert torch.equal(c(torch.ones(2)), torch.full((2,), 6.0))
+    assert calls == [1] and c.entries[0].ops == 1
+
+
+def test_shape_marks_are_recorded_and_made_natively():
+    def f(x):
+        torch._dynamo.mark_dynamic(x, 0)
+        torch._dynamo.mark_static(x, 1)
+        return x + 1
+
+    x, ref = torch.ones(2, 3), torch.ones(2, 3)
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2, 3))
+    assert d.graphs == 1 and d.breaks == 0 and d.fallbacks == 0
+    c(x)
+    f(ref)
+    assert x._dynamo_dynamic_indices == ref._dynamo_dynamic_indices
+    assert x._dynamo_static_indices == ref._dynamo_static_indices
+
+
+def test_set_stance_force_eager_and_recompile_stances():
+    def f(x):
+        return x * 2
+
+    c = tracer.compile(f)
+    c(torch.ones(2))
+    before = tracer.stats()
+    with torch.compiler.set_stance("force_eager"):
+        assert torch.equal(c(torch.ones(2)), torch.full((2,), 2.0))
+        assert torch.equal(c(torch.ones(3)), torch.full((3,), 2.0))
+    mid = tracer.stats()
+    assert mid.frames_traced == before.frames_traced and mid.cache_hits == before.cache_hits
+    c(torch.ones(2))
+    assert tracer.stats().cache_hits == mid.cache_hits + 1  # the entry serves again
+    with torch.compiler.set_stance("eager_on_recompile"):
+        c(torch.ones(2))            # cached: still the compiled entry
+        c(torch.ones(5))            # would recompile: runs as Python
+    assert tracer.stats().frames_traced == mid.frames_traced
+    with torch.compiler.set_stance("fail_on_recompile"):
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            c(torch.ones(7))

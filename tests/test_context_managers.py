@@ -1,0 +1,177 @@
+"""`with` over context managers other than torch's grad modes (issue 10): classes with
+__enter__/__exit__, @contextlib.contextmanager, exception-suppressing and nested managers,
+nullcontext and ExitStack, managers passed in, and graph breaks inside the block (captured
+before and after the break, which torch.compile does not do)."""
+import contextlib
+
+import torch
+
+import tracer
+from semantics_helpers import check, run
+
+
+class Recorder:
+    def __init__(self, log, tag="cm"):
+        self.log, self.tag = log, tag
+
+    def __enter__(self):
+        self.log.append(("enter", self.tag))
+        return self
+
+    def __exit__(self, typ, value, tb):
+        self.log.append(("exit", self.tag, typ.__name__ if typ else None))
+        return False
+
+
+class Suppress:
+    def __init__(self, *kinds):
+        self.kinds = kinds
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, value, tb):
+        self.seen = value.args if value is not None else None
+        return typ is not None and issubclass(typ, self.kinds)
+
+
+@contextlib.contextmanager
+def scoped(log, value):
+    log.append("setup")
+    try:
+        yield value
+    finally:
+        log.append("teardown")
+
+
+@contextlib.contextmanager
+def swallow(log):
+    try:
+        yield
+    except KeyError as e:
+        log.append(("swallowed", e.args))
+
+
+def test_class_based_manager():
+    def f(x):
+        log = []
+        with Recorder(log) as r:
+            x = x + 1
+            log.append(r.tag)
+        return x, log
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_contextmanager_decorator():
+    def f(x):
+        log = []
+        with scoped(log, 3) as v:
+            x = x * v
+        with swallow(log):
+            x = x + 1
+            raise KeyError("k")
+        return x, log
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_exception_suppressing_and_nested_managers():
+    def f(x):
+        log = []
+        s = Suppress(KeyError)
+        with s:
+            with Recorder(log, "inner"):
+                x = x + 1
+                raise KeyError("k")
+        with Recorder(log, "a"), Recorder(log, "b"):
+            x = x * 2
+        try:
+            with Suppress(KeyError), Recorder(log, "c"):
+                raise ValueError("v")
+        except ValueError as e:
+            log.append(("escaped", e.args))
+        return x, log, s.seen
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_manager_passed_in_and_its_state_replayed():
+    def f(x, cm):
+        with cm:
+            return x + 1
+
+    log = []
+    c, _ = check(f, torch.ones(2), Recorder(log))
+    cm = Recorder([])
+    c(torch.ones(2), cm)
+    assert cm.log == [("enter", "cm"), ("exit", "cm", None)]
+
+
+def test_nullcontext():
+    def f(x):
+        with contextlib.nullcontext(x + 1) as y:
+            z = y * 2
+        with contextlib.nullcontext():
+            z = z + 1
+        return z
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_graph_break_inside_a_user_manager_keeps_capture_around_it():
+    def f(x):
+        log = []
+        with Recorder(log):
+            x = x + 1
+            print("inside the block")  # a graph break
+            x = x * 2
+        return x - 1, log
+
+    c, d = check(f, torch.ones(2), graphs=2, breaks=1)
+    assert d.ops == 3  # before and after the break, both captured
+
+
+def test_exception_after_a_break_inside_a_manager_reaches_exit():
+    def f(x):
+        log = []
+        try:
+            with Recorder(log):
+                x = x + 1
+                print("inside")
+                raise KeyError("k")
+        except KeyError:
+            log.append("handled")
+        return x, log
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    assert d.fallbacks == 0 and d.graphs >= 1
+
+
+def test_grad_mode_object_as_a_decorator():
+    @torch.no_grad()
+    def scaled(x):
+        return x * 2
+
+    def f(x):
+        return scaled(x) + 1, torch.is_grad_enabled()
+
+    check(f, torch.ones(2, requires_grad=True), graphs=1, dynamo=True)
+
+
+class OnlyEnter:
+    def __enter__(self):
+        return self
+
+
+def test_object_without_the_protocol_raises_type_error():
+    def f(x):
+        try:
+            with OnlyEnter():
+                pass
+        except (TypeError, AttributeError) as e:
+            return x + 1, type(e).__name__
+        return x, ""
+
+    check(f, torch.ones(2))

@@ -1,0 +1,150 @@
+"""The handled exception and exception chains in traced code (issue 10): bare `raise`
+after nested handlers, `__context__`/`__cause__` of exceptions raised in except and finally
+blocks, and the same after a graph break inside a handler."""
+import torch
+
+from semantics_helpers import check, run
+import tracer
+
+
+def chain(e):
+    """(type name, args, suppress) of an exception and everything it chains to."""
+    out = []
+    while e is not None:
+        out.append((type(e).__name__, e.args, e.__suppress_context__))
+        e = e.__cause__ if e.__cause__ is not None else e.__context__
+    return out
+
+
+def test_bare_raise_after_nested_handled_exceptions():
+    def f(x):
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                try:
+                    raise KeyError("b")
+                except KeyError:
+                    pass
+                x = x + 1
+                raise
+        except ValueError as e:
+            return x, e.args
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_bare_raise_escapes_with_the_handled_exception():
+    def f(x):
+        try:
+            raise ValueError("a")
+        except ValueError:
+            try:
+                raise KeyError("b")
+            except KeyError:
+                pass
+            raise
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+
+
+def test_bare_raise_after_a_graph_break_in_the_handler():
+    def f(x):
+        try:
+            raise ValueError("a")
+        except ValueError:
+            x = x + 1
+            print("in handler")
+            x = x * 2
+            raise
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    assert d.fallbacks == 0 and d.breaks >= 1
+
+
+def test_context_of_exception_raised_in_finally_and_except():
+    def f(x):
+        out = []
+        try:
+            try:
+                raise ValueError("a")
+            finally:
+                x = x + 1
+                raise KeyError("b")
+        except KeyError as e:
+            out.append(chain(e))
+        try:
+            try:
+                raise IndexError("i")
+            except IndexError:
+                {}["missing"]
+        except KeyError as e:
+            out.append(chain(e))
+        try:
+            try:
+                raise IndexError("i")
+            except IndexError as e:
+                raise TypeError("t") from e
+        except TypeError as e:
+            out.append(chain(e))
+        try:
+            try:
+                raise IndexError("i")
+            except IndexError:
+                raise TypeError("t") from None
+        except TypeError as e:
+            out.append(chain(e))
+        return x, out
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_chain_survives_after_the_graph():
+    def f(x):
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError as e:
+                raise KeyError("b") from e
+        except KeyError as e:
+            return x + 1, e
+
+    c, _ = check(f, torch.ones(2))
+    out = c(torch.ones(2))[1]
+    assert chain(out) == [("KeyError", ("b",), True), ("ValueError", ("a",), False)]
+
+
+def test_exception_escaping_a_finally_keeps_its_context():
+    def f(x):
+        try:
+            raise ValueError("a")
+        finally:
+            raise KeyError("b")
+
+    c = tracer.compile(f)
+    try:
+        c(torch.ones(2))
+    except KeyError as e:
+        assert chain(e) == [("KeyError", ("b",), False), ("ValueError", ("a",), False)]
+    else:
+        raise AssertionError("KeyError expected")
+
+
+def test_called_from_an_except_block():
+    def f(x):
+        try:
+            raise ValueError("inner")
+        except ValueError as e:
+            return x + 1, type(e.__context__).__name__
+
+    c = tracer.compile(f)
+    ref = f(torch.ones(1))
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        out = c(torch.ones(1))
+        ref2 = f(torch.ones(1))
+    assert out[1] == ref2[1] == "KeyError"
+    assert c(torch.ones(1))[1] == ref[1] == "NoneType"

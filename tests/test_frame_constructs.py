@@ -1,0 +1,200 @@
+"""Constructs that used to make the whole frame run as Python (issue 10): collections made in
+the frame (defaultdict, OrderedDict, deque), sorted/min/max/list.sort with a key, itertools,
+ExitStack, sys.exc_info, closures made in the frame that then break, functions made in the
+frame that escape it."""
+import collections
+import contextlib
+import dataclasses
+import itertools
+import sys
+
+import torch
+
+import tracer
+from semantics_helpers import check, run
+
+
+def test_defaultdict_made_in_the_frame():
+    def f(x, keys):
+        d = collections.defaultdict(list)
+        for k in keys:
+            d[k].append(x * len(k))
+        d["b"] = [1]
+        counts = collections.defaultdict(int)
+        for k in keys:
+            counts[k] += 1
+        return d["a"][0] + d["b"][0], dict(d), counts, d.default_factory is list
+
+    check(f, torch.ones(2), ["a", "bb", "a"], graphs=1, dynamo=True)
+
+
+def test_defaultdict_passed_in_is_mutated_in_place():
+    def f(x, d):
+        d["new"].append(3)
+        return x + len(d["old"])
+
+    check(f, torch.ones(2), collections.defaultdict(list, {"old": [1, 2]}), graphs=1)
+
+
+def test_ordered_dict_made_in_the_frame():
+    def f(x):
+        d = collections.OrderedDict()
+        d["a"] = x
+        d["b"] = x + 1
+        d["c"] = x + 2
+        d.move_to_end("a")
+        d.move_to_end("c", last=False)
+        k, v = d.popitem()
+        first = d.popitem(last=False)
+        return list(d.keys()), k, v, first[0], d
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_deque_made_and_passed_in():
+    def f(x, q):
+        d = collections.deque([1, 2, 3], maxlen=4)
+        d.append(4)
+        d.append(5)
+        d.appendleft(0)
+        d.rotate(1)
+        q.append(x * 2)
+        left = q.popleft()
+        return x + d[0] + len(d), list(d), d, left, d.maxlen
+
+    check(f, torch.ones(2), collections.deque([torch.zeros(2), torch.ones(2)]), graphs=1, dynamo=True)
+
+
+def test_sorted_min_max_and_sort_with_a_key():
+    def f(x, d):
+        by_len = sorted(d, key=lambda k: (len(k), k))
+        rev = sorted(d.items(), key=lambda kv: kv[1], reverse=True)
+        longest = max(d, key=len)
+        shortest = min(d, key=len)
+        items = [x, x + 1, x + 2]
+        order = sorted(range(3), key=lambda i: -i)
+        xs = list(d)
+        xs.sort(key=lambda k: d[k])
+        return [items[i] for i in order], by_len, rev, longest, shortest, xs
+
+    check(f, torch.ones(2), {"bbb": 1, "a": 3, "cc": 2, "dd": 2}, graphs=1, dynamo=True)
+
+
+def test_itertools():
+    def f(x):
+        a = list(itertools.chain([1, 2], (3,), range(2)))
+        b = list(itertools.chain.from_iterable([[1], [2, 3]]))
+        c = list(itertools.product([1, 2], "ab")) + list(itertools.product([0, 1], repeat=2))
+        d = list(itertools.accumulate([1, 2, 3])) + list(itertools.accumulate([1, 2, 3], max, initial=2))
+        e = list(itertools.islice(itertools.count(5, 2), 1, 6, 2)) + list(itertools.islice("abcdef", 3))
+        g = list(itertools.zip_longest([1, 2, 3], "ab", fillvalue="-"))
+        h = list(itertools.combinations(range(4), 2)) + list(itertools.permutations([1, 2]))
+        i = list(itertools.takewhile(lambda v: v < 3, [1, 2, 3, 1])) + list(itertools.dropwhile(lambda v: v < 3, [1, 3, 1]))
+        j = list(itertools.pairwise("abc")) + list(itertools.compress("abc", [1, 0, 1]))
+        k = list(itertools.starmap(pow, [(2, 3), (3, 2)])) + list(itertools.repeat("r", 2))
+        m = list(itertools.islice(itertools.cycle([1, 2]), 5)) + list(itertools.filterfalse(None, [0, 1, 0, 2]))
+        ts = list(itertools.accumulate([x, x, x]))
+        return ts[-1] + len(a + b + c + d + e + g + h + i + j + k + m), a, b, c, d, e, g, h, i, j, k, m
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_itertools_pulls_generators_lazily():
+    def f(x):
+        log = []
+
+        def gen():
+            for i in range(10):
+                log.append(i)
+                yield i
+        head = list(itertools.islice(gen(), 2))
+        pairs = list(zip(itertools.count(), gen()))[:2]
+        return x + len(log), head, pairs, log
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_exit_stack():
+    def f(x):
+        log = []
+        with contextlib.ExitStack() as stack:
+            v = stack.enter_context(contextlib.nullcontext(3))
+            stack.callback(log.append, "callback")
+            x = x * v
+        return x, log
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_exit_stack_with_a_break_inside_a_callback():
+    def f(x):
+        with contextlib.ExitStack() as stack:
+            stack.callback(print, "closing")
+            x = x * 2
+        return x + 1
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    assert d.fallbacks == 0 and d.graphs >= 1
+
+
+def test_sys_exc_info_in_a_handler():
+    def f(x):
+        try:
+            raise KeyError("k")
+        except KeyError:
+            t, v, tb = sys.exc_info()
+            return x + 1, t.__name__, v.args, tb is None, sys.exc_info()[0] is KeyError
+        return x, None
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_closure_made_in_the_frame_that_then_breaks():
+    def f(x):
+        y = x + 1
+        n = 0
+
+        def inner(z):
+            nonlocal n
+            n += 1
+            return z + y
+        print("break")       # y, n and inner cross the break: the cells are shared
+        y = y * 2
+        a = inner(x)
+        print("break again")
+        b = inner(x)
+        return a + b + n
+
+    _, d = check(f, torch.ones(2), graphs=3, breaks=2, dynamo=True)
+
+
+def test_function_made_in_the_frame_escapes():
+    def f(x, scale):
+        def mul(v, k=2):
+            "doc"
+            return v * k * scale
+        mul.tag = "made here"
+        return x + 1, mul
+
+    c, _ = check(f, torch.ones(2), 3.0, graphs=1)
+    out, fn = c(torch.ones(2), 3.0)
+    assert torch.equal(fn(torch.ones(1)), torch.full((1,), 6.0))
+    assert fn.tag == "made here" and fn.__doc__ == "doc" and fn.__defaults__ == (2,)
+
+
+@dataclasses.dataclass
+class Point:
+    x: torch.Tensor
+    scale: int = 2
+
+
+def test_dataclass_constructed_in_the_frame():
+    def f(t):
+        p = Point(t + 1)
+        q = dataclasses.replace(p, scale=3) if hasattr(dataclasses, "replace") else p
+        return p.x * p.scale, p, q.scale
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    assert d.graphs >= 1 and d.fallbacks == 0

@@ -1,0 +1,147 @@
+"""Function and class objects read in traced code are the objects Python has (issue 10):
+functools.wraps attributes, function attributes, type(obj).__mro__ with mixins, hasattr on
+a functools.partial, nonlocal stores into a called function's cell."""
+import functools
+
+import torch
+
+from semantics_helpers import check, run
+import tracer
+
+
+def deco(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args)
+    return wrapper
+
+
+@deco
+def inner(x):
+    "inner's doc"
+    return x + 1
+
+
+def test_wraps_attributes_of_a_decorated_function():
+    def f(x):
+        return inner(x), inner.__name__, inner.__qualname__, inner.__doc__, inner.__module__, \
+            inner.__wrapped__ is inner.__wrapped__, inner.__wrapped__.__name__
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_wraps_applied_inside_the_frame():
+    def f(x):
+        def base(y):
+            "base doc"
+            return y * 2
+
+        @functools.wraps(base)
+        def wrapped(y):
+            return base(y) + 1
+        return wrapped(x), wrapped.__name__, wrapped.__doc__, wrapped.__wrapped__ is base, \
+            hasattr(wrapped, "nothing")
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def plain(a, b=3, *, c=4):
+    return a
+
+
+def test_function_attributes_module_defaults():
+    def f(x):
+        return x + len(plain.__module__) + plain.__defaults__[0] + plain.__kwdefaults__["c"], \
+            plain.__name__, getattr(plain, "marker", None)
+
+    c, _ = check(f, torch.ones(2), dynamo=True)
+    plain.marker = "set"
+    try:
+        _, d = run(c, f, torch.ones(2))
+        assert d.frames == 1  # the attribute's absence was guarded
+    finally:
+        del plain.marker
+
+
+class Mixin:
+    def hello(self):
+        return "mixin"
+
+
+class Base:
+    pass
+
+
+class WithMixin(Mixin, Base):
+    pass
+
+
+def test_mro_with_a_mixin():
+    def f(x, o):
+        mro = type(o).__mro__
+        return x + len(mro), [k.__name__ for k in mro], type(o).__bases__, WithMixin.__name__, \
+            int.__name__, type(o).__qualname__
+
+    check(f, torch.ones(2), WithMixin(), dynamo=True)
+
+
+def test_comprehension_broken_halfway_keeps_its_items():
+    class Loud:
+        def __init__(self, name):
+            self.name = name
+
+        @property
+        def label(self):
+            print("reading", self.name)  # a graph break inside the comprehension
+            return self.name
+
+    def f(x, items):
+        return x + 1, [i.label for i in items], {i.name: i.label for i in items}
+
+    c = tracer.compile(f)
+    run(c, f, torch.ones(1), [Loud("a"), Loud("b")])
+
+
+def test_hasattr_on_a_partial():
+    def f(x, p):
+        q = functools.partial(torch.mul, other=2)
+        return x + hasattr(p, "func") + hasattr(p, "nope") + hasattr(q, "keywords") + hasattr(q, "nope"), \
+            p.keywords
+
+    p = functools.partial(torch.add, alpha=2)
+    c, _ = check(f, torch.ones(2), p, dynamo=True)
+    p.nope = 1
+    _, d = run(c, f, torch.ones(2), p)
+    assert d.frames == 1
+
+
+def make_accumulator():
+    total = torch.zeros(2)
+
+    def add(v):
+        nonlocal total
+        total = total + v
+        return total
+    return add
+
+
+def test_nonlocal_store_into_a_called_functions_cell():
+    acc, ref = make_accumulator(), make_accumulator()
+
+    def f(x):
+        acc(x)
+        return acc(x * 2)
+
+    def g(x):
+        ref(x)
+        return ref(x * 2)
+
+    c = tracer.compile(f)
+    before = tracer.stats()
+    for _ in range(3):
+        out, expected = c(torch.ones(2)), g(torch.ones(2))
+        assert torch.equal(out, expected)
+    after = tracer.stats()
+    assert torch.equal(acc.__closure__[0].cell_contents, ref.__closure__[0].cell_contents)
+    assert after.frames_traced - before.frames_traced == 1  # traced once, no break, no recompile
+    assert after.graph_breaks == before.graph_breaks and after.fallbacks == before.fallbacks

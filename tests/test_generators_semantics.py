@@ -1,0 +1,232 @@
+"""Generators made in the traced frame behave as CPython's (issue 10): consumed while the
+containers they read change, PEP 479, close()/throw()/send(), `yield from`, and the
+`finally` of a generator that is dropped half-way running where CPython runs it."""
+import torch
+
+from semantics_helpers import check
+
+
+def test_extend_sees_the_list_grow_while_the_generator_runs():
+    def f(x):
+        y = [1]
+        y.extend(y[-1] + z for z in range(3))
+        ys = [2]
+        ys += (ys[-1] * 2 for _ in range(2))
+        return x + len(y), y, ys
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_stop_iteration_inside_a_generator_body_is_runtime_error():
+    def f(x):
+        def g():
+            yield 1
+            raise StopIteration
+        try:
+            list(g())
+        except RuntimeError as e:
+            return x + 1, str(e), type(e.__cause__).__name__
+        except StopIteration:
+            return x - 1, "", ""
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_next_on_exhausted_iterator_inside_generator_is_runtime_error():
+    def f(x, items):
+        def firsts(its):
+            for it in its:
+                yield next(it)
+        try:
+            return x + sum(firsts([iter(items), iter([])]))
+        except RuntimeError:
+            return x - 1
+
+    check(f, torch.ones(2), [1, 2])
+
+
+def test_finally_runs_when_the_generator_is_dropped():
+    def f(x):
+        log = []
+
+        def g():
+            try:
+                yield 1
+                yield 2
+            finally:
+                log.append("finally")
+        for v in g():
+            break
+        log.append("after loop")
+        gen = g()
+        next(gen)
+        gen = None  # the last reference: finalized here, before the next line
+        log.append("after drop")
+        return x + len(log), log
+
+    check(f, torch.ones(2))
+
+
+def test_finally_runs_when_an_inlined_function_returns():
+    def helper(log):
+        def g():
+            with Recorder(log):
+                yield 1
+        it = g()
+        return next(it)
+
+    def f(x):
+        log = []
+        v = helper(log)
+        log.append("returned")
+        return x + v, log
+
+    check(f, torch.ones(2))
+
+
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, *exc):
+        self.log.append(("exit", exc[0].__name__ if exc[0] else None))
+
+
+def test_finally_of_a_generator_alive_at_return_runs_before_the_caller_resumes():
+    def f(x, log):
+        def g():
+            try:
+                yield x + 1
+            finally:
+                log.append(len(log))
+        gen = g()
+        return next(gen)
+
+    check(f, torch.ones(2), [])
+
+
+def test_close_and_throw_and_send():
+    def f(x):
+        log = []
+
+        def g():
+            try:
+                while True:
+                    try:
+                        got = yield len(log)
+                        log.append(("got", got))
+                    except ValueError as e:
+                        log.append(("caught", e.args[0]))
+            finally:
+                log.append("closed")
+        gen = g()
+        a = next(gen)
+        b = gen.send(10)
+        c = gen.throw(ValueError("v"))
+        gen.close()
+        gen.close()  # a second close does nothing
+        try:
+            next(gen)
+        except StopIteration:
+            log.append("stopped")
+        return x + a + b + c, log
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_generator_ignoring_generator_exit():
+    def f(x):
+        def g():
+            try:
+                yield 1
+            except GeneratorExit:
+                yield 2
+        gen = g()
+        next(gen)
+        try:
+            gen.close()
+        except RuntimeError as e:
+            return x + 1, str(e)
+        return x, ""
+
+    check(f, torch.ones(2))
+
+
+def test_throw_into_unstarted_generator_and_send_to_unstarted():
+    def f(x):
+        def g():
+            try:
+                yield 1
+            finally:
+                pass
+        out = []
+        gen = g()
+        try:
+            gen.throw(KeyError("k"))
+        except KeyError:
+            out.append("raised")
+        try:
+            next(gen)
+        except StopIteration:
+            out.append("finished")
+        try:
+            g().send(3)
+        except TypeError:
+            out.append("typeerror")
+        return x + len(out), out
+
+    check(f, torch.ones(2))
+
+
+def test_yield_from_delegates_send_throw_close_and_return_value():
+    def f(x):
+        log = []
+
+        def inner():
+            try:
+                v = yield 1
+                log.append(("inner got", v))
+                yield 2
+            except KeyError:
+                log.append("inner caught")
+                yield 3
+            finally:
+                log.append("inner closed")
+            return "result"
+
+        def outer():
+            r = yield from inner()
+            log.append(("outer got", r))
+            yield from range(2)
+            yield 4
+
+        gen = outer()
+        a = next(gen)
+        b = gen.send("s")
+        c = gen.throw(KeyError("k"))
+        rest = list(gen)
+        gen2 = outer()
+        next(gen2)
+        gen2.close()
+        return x + a + b + c, rest, log
+
+    check(f, torch.ones(2), dynamo=True)
+
+
+def test_generator_return_value_in_stop_iteration():
+    def f(x):
+        def g():
+            yield 1
+            return 7
+        gen = g()
+        next(gen)
+        try:
+            next(gen)
+        except StopIteration as e:
+            return x + e.value
+        return x
+
+    check(f, torch.ones(2))

@@ -1,0 +1,137 @@
+"""Facts a trace relied on that used to go unguarded (issue 10): a cached entry came back
+after the fact changed. Each test changes the fact between two calls and compares with eager.
+"""
+import torch
+
+import tracer
+from semantics_helpers import check, run
+
+
+def test_python_attribute_on_an_input_tensor():
+    def f(x):
+        return x + 2 if hasattr(x, "flag") else x + 1
+
+    x = torch.ones(3)
+    c, _ = check(f, x, dynamo=True)
+    x.flag = None
+    _, d = run(c, f, x)
+    assert d.frames == 1 and d.graphs == 1  # recompiled on the new attribute
+    del x.flag
+    _, d = run(c, f, x)
+    assert d.frames == 0  # the first entry fits again
+
+
+def test_value_of_a_tensor_attribute_is_guarded_and_stores_replay():
+    def f(x):
+        x.seen = getattr(x, "seen", 0) + 1
+        return x * x.scale
+
+    x = torch.ones(2)
+    x.scale = 3.0
+    c, _ = check(f, x)
+    x.scale = 5.0
+    out, d = run(c, f, x)
+    assert d.frames == 1 and torch.equal(out, torch.full((2,), 5.0))
+    y = torch.ones(2)
+    y.scale = 5.0
+    c(y)
+    c(y)
+    assert y.seen == 2  # the attribute store happens on every call, cached or not
+
+
+def test_tensor_made_in_the_graph_has_no_attributes():
+    def f(x):
+        y = x + 1
+        return y * 2 if hasattr(y, "flag") else getattr(y, "other", y - 1)
+
+    check(f, torch.ones(2))
+
+
+def test_profiler_enabled_query_is_guarded():
+    def f(x):
+        if torch.autograd._profiler_enabled():
+            return x + 1
+        return x - 1
+
+    c, _ = check(f, torch.ones(2))
+    with torch.autograd.profiler.profile():
+        out, d = run(c, f, torch.ones(2))
+    assert d.frames == 1 and torch.equal(out, torch.full((2,), 2.0))
+
+
+def test_default_device_is_guarded():
+    def f(x):
+        y = torch.zeros(2)
+        return x + 1, y.device.type
+
+    c, _ = check(f, torch.ones(2))
+    torch.set_default_device("meta")
+    try:
+        out, d = run(c, f, torch.ones(2, device="cpu"))
+    finally:
+        torch.set_default_device(None)
+    assert d.frames == 1 and out[1] == "meta"
+
+
+def test_folded_state_queries_follow_the_state():
+    def f(x):
+        return (x + 1, torch.is_inference_mode_enabled(), torch.are_deterministic_algorithms_enabled(),
+                torch.get_default_dtype(), torch.is_autocast_enabled("cpu"), torch.is_grad_enabled())
+
+    c, _ = check(f, torch.ones(1))
+    with torch.autocast("cpu"):
+        run(c, f, torch.ones(1))
+    with torch.no_grad():
+        run(c, f, torch.ones(1))
+    with torch.inference_mode():
+        run(c, f, torch.ones(1))
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        run(c, f, torch.ones(1))
+    finally:
+        torch.set_default_dtype(prev)
+    torch.use_deterministic_algorithms(True)
+    try:
+        run(c, f, torch.ones(1))
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_library_module_flag_is_guarded():
+    def f(x):
+        return x + 1 if torch.backends.cudnn.enabled else x - 1
+
+    c, _ = check(f, torch.ones(1))
+    with torch.backends.cudnn.flags(enabled=False):
+        _, d = run(c, f, torch.ones(1))
+    assert d.frames == 1
+
+
+def test_functorch_transform_level_is_guarded():
+    def f(x):
+        return x * 2 + 1
+
+    c = tracer.compile(f)
+    x = torch.ones(2, 3)
+    assert torch.equal(c(x), f(x))
+    assert torch.equal(torch.func.vmap(c)(x), torch.func.vmap(f)(x))
+    g = torch.func.grad(lambda v: c(v).sum())(torch.ones(3))
+    assert torch.equal(g, torch.full((3,), 2.0))
+    guards = [e.guards.describe() for e in c.entries]
+    assert any("functorch(" in g for g in guards)
+
+
+def test_state_setters_are_not_run_while_tracing():
+    def f(x):
+        torch.set_float32_matmul_precision("medium")
+        return x + 1
+
+    prev = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        c = tracer.compile(f)
+        _, d = run(c, f, torch.ones(2))
+        assert d.breaks == 1
+    finally:
+        torch.set_float32_matmul_precision(prev)

@@ -1,0 +1,92 @@
+"""Code written for torch.compile, honoured as torch.compile honours it.
+
+User code (and libraries) already carry torch.compile's annotations; the tracer reads them
+instead of tracing through them:
+
+  torch._dynamo.graph_break()                  a graph break at the call
+  torch.compiler.disable / torch._dynamo.disable
+                                               the function runs as Python: a traced caller
+                                               breaks at the call, and nothing it calls is
+                                               traced (recursive=False: only its own frame)
+  torch.compiler.allow_in_graph(fn)            fn is one graph node, run on fake tensors at
+                                               trace time (never inlined)
+  torch.compiler.assume_constant_result(fn)    fn() is called once at trace time; its result
+                                               is a constant of the graph (not guarded: that
+                                               is the annotation's contract)
+  torch.compiler.is_compiling()/is_dynamo_compiling()
+                                               True while tracing (torch_vars.py)
+  torch._dynamo.mark_dynamic/maybe_mark_dynamic/mark_static/mark_unbacked
+                                               recorded (shapes stay static, issue 12) and
+                                               made natively after the graph, so the tensor
+                                               carries the mark as in eager
+  torch.compiler.set_stance("force_eager")     compiled functions run as Python;
+                                               "eager_on_recompile" runs what would recompile
+                                               as Python, "fail_on_recompile" raises there
+
+Nothing here imports torch._dynamo: the annotations can only exist if the user's program
+imported it, so each check looks the module up in sys.modules.
+"""
+import sys
+
+
+def _dynamo_attr(module, name):
+    m = sys.modules.get(module)
+    return getattr(m, name, None) if m is not None else None
+
+
+def is_graph_break(fn):
+    gb = _dynamo_attr("torch._dynamo.decorators", "graph_break")
+    return gb is not None and fn is gb
+
+
+def disabled(fn):
+    """(original callable, recursive) for a torch.compiler.disable wrapper, else None."""
+    try:
+        if getattr(fn, "_torchdynamo_disable", False) is not True:
+            return None
+        return getattr(fn, "_torchdynamo_orig_callable", None), getattr(fn, "_torchdynamo_disable_recursive", True)
+    except Exception:  # noqa: BLE001 - an object with a hostile __getattr__ is simply not annotated
+        return None
+
+
+def allowed_in_graph(fn):
+    ids = _dynamo_attr("torch._dynamo.trace_rules", "_allowed_callable_ids")
+    if ids is None:
+        return False
+    try:
+        return id(fn) in ids
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def marked_constant(fn):
+    try:
+        return getattr(fn, "_dynamo_marked_constant", False) is True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+_SHAPE_MARKS = ("mark_dynamic", "maybe_mark_dynamic", "mark_static", "mark_unbacked", "mark_static_address")
+
+
+def is_shape_mark(fn):
+    return any(fn is _dynamo_attr("torch._dynamo.decorators", n) for n in _SHAPE_MARKS) and fn is not None
+
+
+def stance():
+    """torch.compiler.set_stance's current stance ("default" when torch._dynamo is not loaded)."""
+    s = _dynamo_attr("torch._dynamo.eval_frame", "_stance")
+    return getattr(s, "stance", "default") if s is not None else "default"
+
+
+def skip_disabled_frames(fn):
+    """A disable wrapper is about to run natively: keep the tracer's frame hook out of the
+    function it wraps (and, for recursive=True, of everything that function calls)."""
+    info = disabled(fn)
+    if info is None or info[0] is None:
+        return
+    code = getattr(getattr(info[0], "__func__", info[0]), "__code__", None)
+    if code is None:
+        return
+    from .frame_hook import skip_code
+    skip_code(code, recursive=bool(info[1]))

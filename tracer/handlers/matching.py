@@ -1,0 +1,95 @@
+"""Structural pattern matching (`match` statements): MATCH_SEQUENCE, MATCH_MAPPING,
+MATCH_KEYS, MATCH_CLASS. (GET_LEN, UNPACK_*, COPY and the jumps are shared with other code.)
+
+Each decides on what the trace knows exactly: the subject's type (guarded), the keys of a
+dict, the attributes of an object. A subject whose type is not known is Unsupported.
+"""
+from ..exc import Unsupported, UserException, user_error
+from ..variables.base import ConstantVariable
+from ..variables.containers import TupleVariable
+from . import handler
+
+_TPFLAGS_SEQUENCE = 1 << 5
+_TPFLAGS_MAPPING = 1 << 6
+# Builtins whose single positional sub-pattern matches the subject itself (`case int(n)`).
+_SELF_MATCH = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+
+def _subject_type(var):
+    return var.python_type()
+
+
+@handler("MATCH_SEQUENCE")
+def MATCH_SEQUENCE(f, inst):
+    t = _subject_type(f.stack[-1])
+    f.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_SEQUENCE)))
+
+
+@handler("MATCH_MAPPING")
+def MATCH_MAPPING(f, inst):
+    t = _subject_type(f.stack[-1])
+    f.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_MAPPING)))
+
+
+@handler("MATCH_KEYS")
+def MATCH_KEYS(f, inst):
+    """TOS: the tuple of keys; TOS1: the mapping. Push the tuple of values, or None."""
+    keys = f.stack[-1].iterate(f)
+    subject = f.stack[-2]
+    seen = []
+    values = []
+    for key in keys:
+        if not key.is_constant():
+            raise Unsupported("a mapping pattern key that is not a constant")
+        if any(f.values_equal(key, s) for s in seen):
+            raise user_error(ValueError, f"mapping pattern checks duplicate key ({key.as_constant()!r})")
+        seen.append(key)
+        if not f.truthy(subject.call_method(f, "__contains__", [key], {})):
+            f.push(ConstantVariable(None))
+            return
+        values.append(f.getitem(subject, key))
+    f.push(TupleVariable(values))
+
+
+@handler("MATCH_CLASS")
+def MATCH_CLASS(f, inst):
+    """TOS: keyword attribute names; TOS1: the class; TOS2: the subject. Push the tuple of
+    the attributes the sub-patterns match against, or None when the subject is not one."""
+    names = f.pop().as_constant()
+    cls = f.python_object(f.pop())
+    subject = f.pop()
+    if not isinstance(cls, type):
+        raise user_error(TypeError, "called match pattern must be a class")
+    from ..builtins_impl import call_builtin
+    if not f.truthy(call_builtin(f, isinstance, [subject, f.wrap(cls, None)], {})):
+        f.push(ConstantVariable(None))
+        return
+    count = inst.arg
+    attrs = []
+    if count:
+        match_args = getattr(cls, "__match_args__", None)
+        if match_args is None:
+            if cls in _SELF_MATCH and count == 1:
+                match_args = None
+            else:
+                raise user_error(TypeError, f"{cls.__name__}() accepts 0 positional sub-patterns ({count} given)")
+        elif not isinstance(match_args, tuple):
+            raise user_error(TypeError, f"{cls.__name__}.__match_args__ must be a tuple (got {type(match_args).__name__})")
+        elif count > len(match_args):
+            raise user_error(TypeError, f"{cls.__name__}() accepts {len(match_args)} positional sub-pattern"
+                                        f"{'' if len(match_args) == 1 else 's'} ({count} given)")
+        attrs = list(match_args[:count]) if match_args is not None else [None]
+    attrs += list(names)
+    values = []
+    for name in attrs:
+        if name is None:
+            values.append(subject)
+            continue
+        try:
+            values.append(subject.getattr(f, name))
+        except UserException as e:
+            if issubclass(e.exc_type, AttributeError):
+                f.push(ConstantVariable(None))
+                return
+            raise
+    f.push(TupleVariable(values))

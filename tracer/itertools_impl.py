@@ -1,0 +1,317 @@
+"""itertools (and sys.exc_info) applied to Variables.
+
+Each itertools callable is written as a Python generator over Variables, run lazily behind an
+IteratorVariable: the consumer's next() pulls exactly one item, so the iterables it reads
+(inlined generators with side effects, lists that change) are advanced exactly as far and in
+the same order as CPython's C implementation advances them. What CPython does when the
+object is made (iter() of the arguments, product's and combinations' tuple() of theirs) is
+done when the Variable is made. The pure-Python equivalents in the itertools documentation
+are the specification followed here.
+"""
+import itertools
+import sys
+
+from .exc import Unsupported, user_error
+from .variables.base import ConstantVariable
+from .variables.containers import IteratorVariable, TupleVariable
+
+IMPLS = {}
+
+
+def impl(fn):
+    def register(f):
+        IMPLS[fn] = f
+        return f
+    return register
+
+
+def _iter(tx, v):
+    from .builtins_impl import call_builtin
+    return call_builtin(tx, iter, [v], {})
+
+
+def _lazy(tx, gen, py_type):
+    return IteratorVariable([], more=lambda _tx: next(gen, None), py_type=py_type)
+
+
+def _items(it, tx):
+    while (item := it.next(tx)) is not None:
+        yield item
+
+
+def _const(v, what):
+    if v is None:
+        return None
+    if not v.is_constant():
+        raise Unsupported(f"{what} that is not a constant")
+    return v.as_constant()
+
+
+@impl(itertools.chain)
+def _chain(tx, *iterables):
+    def gen():
+        for src in iterables:  # iter() of each, only when the one before is exhausted
+            yield from _items(_iter(tx, src), tx)
+    return _lazy(tx, gen(), itertools.chain)
+
+
+def chain_from_iterable(tx, iterables):
+    """itertools.chain.from_iterable (registered under this function: the bound classmethod is
+    a new object at each attribute read)."""
+    outer = _iter(tx, iterables)
+
+    def gen():
+        for src in _items(outer, tx):
+            yield from _items(_iter(tx, src), tx)
+    return _lazy(tx, gen(), itertools.chain)
+
+
+IMPLS[chain_from_iterable] = chain_from_iterable
+
+
+@impl(itertools.islice)
+def _islice(tx, iterable, *args):
+    bounds = [_const(a, "islice() bound") for a in args]
+    s = slice(*bounds)
+    start, stop, step = s.start or 0, s.stop if s.stop is not None else sys.maxsize, s.step or 1
+    if start < 0 or stop < 0 or step <= 0:
+        raise user_error(ValueError, "Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    it = _iter(tx, iterable)
+
+    def gen():
+        indices = iter(range(start, stop, step))
+        nexti = next(indices, None)
+        if nexti is None:  # consume up to start
+            for _i, _el in zip(range(start), _items(it, tx)):
+                pass
+            return
+        i = -1
+        for i, element in enumerate(_items(it, tx)):
+            if i == nexti:
+                yield element
+                nexti = next(indices, None)
+                if nexti is None:
+                    break
+        else:
+            return
+        for _i, _el in zip(range(i + 1, stop), _items(it, tx)):  # consume to stop
+            pass
+    return _lazy(tx, gen(), itertools.islice)
+
+
+@impl(itertools.accumulate)
+def _accumulate(tx, iterable, func=None, *, initial=None):
+    it = _iter(tx, iterable)
+    if func is not None and func.is_constant() and func.as_constant() is None:
+        func = None
+
+    def step(total, element):
+        return tx.binary_op("add", total, element) if func is None else func.call(tx, [total, element], {})
+
+    def gen():
+        total = initial if initial is not None and not (initial.is_constant() and initial.as_constant() is None) \
+            else None
+        if total is None:
+            total = it.next(tx)
+            if total is None:
+                return
+        yield total
+        for element in _items(it, tx):
+            total = step(total, element)
+            yield total
+    return _lazy(tx, gen(), itertools.accumulate)
+
+
+@impl(itertools.count)
+def _count(tx, start=None, step=None):
+    start = start or ConstantVariable(0)
+    step = step or ConstantVariable(1)
+
+    def gen():
+        n = start
+        while True:
+            yield n
+            n = tx.binary_op("add", n, step)
+    return _lazy(tx, gen(), itertools.count)
+
+
+@impl(itertools.repeat)
+def _repeat(tx, obj, times=None):
+    n = _const(times, "repeat() count")
+
+    def gen():
+        i = 0
+        while n is None or i < n:
+            yield obj
+            i += 1
+    return _lazy(tx, gen(), itertools.repeat)
+
+
+@impl(itertools.cycle)
+def _cycle(tx, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        saved = []
+        for element in _items(it, tx):
+            yield element
+            saved.append(element)
+        while saved:
+            yield from saved
+    return _lazy(tx, gen(), itertools.cycle)
+
+
+@impl(itertools.product)
+def _product(tx, *iterables, repeat=None):
+    n = _const(repeat, "product() repeat") if repeat is not None else 1
+    pools = [_iter(tx, p).iterate(tx) for p in iterables] * n  # tuple() of each, now
+
+    def gen():
+        for idx in itertools.product(*(range(len(p)) for p in pools)):
+            yield TupleVariable([pool[i] for pool, i in zip(pools, idx)])
+    return _lazy(tx, gen(), itertools.product)
+
+
+def _index_combinatoric(fn):
+    def make(tx, iterable, r=None):
+        pool = _iter(tx, iterable).iterate(tx)
+        r_ = _const(r, f"{fn.__name__}() length")
+        args = (range(len(pool)),) if r_ is None and fn is itertools.permutations else (range(len(pool)), r_)
+
+        def gen():
+            for idx in fn(*args):
+                yield TupleVariable([pool[i] for i in idx])
+        return _lazy(tx, gen(), fn)
+    return make
+
+
+for _fn in (itertools.combinations, itertools.permutations, itertools.combinations_with_replacement):
+    IMPLS[_fn] = _index_combinatoric(_fn)
+
+
+@impl(itertools.zip_longest)
+def _zip_longest(tx, *iterables, fillvalue=None):
+    its = [_iter(tx, i) for i in iterables]
+    fill = fillvalue if fillvalue is not None else ConstantVariable(None)
+
+    def gen():
+        active = len(its)
+        done = [False] * len(its)
+        while its:
+            row = []
+            for k, it in enumerate(its):
+                item = None if done[k] else it.next(tx)
+                if item is None:
+                    if not done[k]:
+                        done[k] = True
+                        active -= 1
+                        if not active:
+                            return
+                    item = fill
+                row.append(item)
+            yield TupleVariable(row)
+    return _lazy(tx, gen(), itertools.zip_longest)
+
+
+@impl(itertools.starmap)
+def _starmap(tx, fn, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        for args in _items(it, tx):
+            yield fn.call(tx, args.iterate(tx), {})
+    return _lazy(tx, gen(), itertools.starmap)
+
+
+def _truth(tx, pred, item):
+    if pred is None or (pred.is_constant() and pred.as_constant() is None):
+        return tx.truthy(item)
+    return tx.truthy(pred.call(tx, [item], {}))
+
+
+@impl(itertools.takewhile)
+def _takewhile(tx, pred, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        for item in _items(it, tx):
+            if not _truth(tx, pred, item):
+                return
+            yield item
+    return _lazy(tx, gen(), itertools.takewhile)
+
+
+@impl(itertools.dropwhile)
+def _dropwhile(tx, pred, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        dropping = True
+        for item in _items(it, tx):
+            if dropping and _truth(tx, pred, item):
+                continue
+            dropping = False
+            yield item
+    return _lazy(tx, gen(), itertools.dropwhile)
+
+
+@impl(itertools.filterfalse)
+def _filterfalse(tx, pred, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        for item in _items(it, tx):
+            if not _truth(tx, pred, item):
+                yield item
+    return _lazy(tx, gen(), itertools.filterfalse)
+
+
+@impl(itertools.compress)
+def _compress(tx, data, selectors):
+    d, s = _iter(tx, data), _iter(tx, selectors)
+
+    def gen():
+        while True:
+            item = d.next(tx)
+            if item is None:
+                return
+            sel = s.next(tx)
+            if sel is None:
+                return
+            if tx.truthy(sel):
+                yield item
+    return _lazy(tx, gen(), itertools.compress)
+
+
+@impl(itertools.pairwise)
+def _pairwise(tx, iterable):
+    it = _iter(tx, iterable)
+
+    def gen():
+        a = it.next(tx)
+        if a is None:
+            return
+        for b in _items(it, tx):
+            yield TupleVariable([a, b])
+            a = b
+    return _lazy(tx, gen(), itertools.pairwise)
+
+
+# ---- sys ------------------------------------------------------------------------------------
+@impl(sys.exc_info)
+def _exc_info(tx):
+    from .variables.exceptions import TracebackVariable, handled_exception
+    from .variables.objects import ClassVariable
+    exc = handled_exception(tx)
+    if exc is None:
+        return TupleVariable([ConstantVariable(None)] * 3)
+    return TupleVariable([ClassVariable(exc.python_type()), exc, TracebackVariable()])
+
+
+if hasattr(sys, "exception"):
+    @impl(sys.exception)
+    def _exception(tx):
+        from .variables.exceptions import handled_exception
+        exc = handled_exception(tx)
+        return exc if exc is not None else ConstantVariable(None)
+

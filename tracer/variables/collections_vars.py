@@ -1,0 +1,220 @@
+"""collections.deque, collections.defaultdict and collections.OrderedDict, made in the frame or
+passed in, and the constructors of the containers torch.compile programs build.
+
+A deque is a list with two open ends (a ListVariable whose rebuild is `deque(items, maxlen)`
+and whose replay is `clear(); extend(items)`, keeping identity). A defaultdict is a dict that
+calls its factory for a missing key on `d[k]` (the factory is inlined like any call, and the
+new item is a mutation like any other). An OrderedDict is a DictVariable with
+`user_cls=OrderedDict`, plus move_to_end/popitem(last=).
+"""
+import collections
+
+from ..exc import Unsupported, user_error
+from .base import ConstantVariable
+from .containers import DictVariable, ListVariable, _const_key, method_of
+
+
+class DequeVariable(ListVariable):
+    kind = collections.deque
+
+    def __init__(self, items, source=None, maxlen=None):
+        super().__init__(items, source)
+        self.maxlen = maxlen
+        self._trim(left=False)
+
+    def python_type(self):
+        return collections.deque
+
+    def _trim(self, left):
+        """A bounded deque drops from the other end, as CPython's does."""
+        if self.maxlen is not None:
+            while len(self.items) > self.maxlen:
+                self.items.pop(0 if not left else -1)
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"deque.{name} with keyword arguments")
+        if name == "append":
+            self._mutate(tx)
+            self.items.append(args[0])
+            self._trim(left=False)
+        elif name == "appendleft":
+            self._mutate(tx)
+            self.items.insert(0, args[0])
+            self._trim(left=True)
+        elif name in ("pop", "popleft"):
+            if args:
+                raise Unsupported(f"deque.{name} takes no arguments (the user code raises TypeError)")
+            self._mutate(tx)
+            if not self.items:
+                raise user_error(IndexError, f"{name} from an empty deque")
+            return self.items.pop(-1 if name == "pop" else 0)
+        elif name == "extend":
+            self._mutate(tx)
+            for item in args[0].iterate(tx):
+                self.items.append(item)
+                self._trim(left=False)
+        elif name == "extendleft":
+            self._mutate(tx)
+            for item in args[0].iterate(tx):
+                self.items.insert(0, item)
+                self._trim(left=True)
+        elif name == "rotate":
+            n = args[0].as_constant() if args else 1
+            self._mutate(tx)
+            if self.items:
+                n %= len(self.items)
+                self.items[:] = self.items[-n:] + self.items[:-n]
+        elif name == "copy":
+            return DequeVariable(self.items, maxlen=self.maxlen)
+        elif name in ("insert", "sort"):
+            raise Unsupported(f"deque.{name}")
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        return ConstantVariable(None)
+
+    def getattr(self, tx, name):
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
+        return method_of(self, name)
+
+    def getitem(self, tx, key):
+        if not isinstance(key.as_constant(), int):
+            raise user_error(TypeError, "sequence index must be integer, not 'slice'")
+        return super().getitem(tx, key)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        from .containers import TupleVariable
+        cg.call_with(collections.deque, [TupleVariable(self.items), ConstantVariable(self.maxlen)])
+
+    def __repr__(self):
+        return f"dequeVar({self.items!r})"
+
+
+class DefaultDictVariable(DictVariable):
+    """collections.defaultdict: `d[k]` for a missing k stores and returns factory()."""
+
+    def __init__(self, items, factory, source=None):
+        super().__init__(items, source, user_cls=collections.defaultdict)
+        self.factory = factory  # a callable Variable, or Constant(None)
+
+    def getitem(self, tx, key):
+        k = _const_key(tx, key)
+        if k in self.items:
+            return self.items[k]
+        if self.factory.is_constant() and self.factory.as_constant() is None:
+            raise user_error(KeyError, k)
+        value = self.factory.call(tx, [], {})
+        self.setitem(tx, key, value)
+        return value
+
+    def getattr(self, tx, name):
+        if name == "default_factory":
+            return self.factory
+        return method_of(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "copy":
+            return DefaultDictVariable(self.items, self.factory)
+        if name == "__missing__":
+            return self.getitem(tx, args[0])
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.call_with(collections.defaultdict, [self.factory, DictVariable(self.items)])
+
+
+def move_to_end(tx, d, args, kwargs):
+    """OrderedDict.move_to_end(key, last=True)."""
+    last = kwargs.get("last", args[1] if len(args) > 1 else ConstantVariable(True)).as_constant()
+    k = _const_key(tx, args[0])
+    if k not in d.items:
+        raise user_error(KeyError, k)
+    tx.side_effects.mutated(d)
+    value = d.items.pop(k)
+    if last:
+        d.items[k] = value
+    else:
+        d.items = {k: value, **d.items}
+    return ConstantVariable(None)
+
+
+def popitem(tx, d, args, kwargs):
+    """dict.popitem() (LIFO); OrderedDict.popitem(last=True)."""
+    last = True
+    if d.user_cls is collections.OrderedDict:
+        last = kwargs.get("last", args[0] if args else ConstantVariable(True)).as_constant()
+    elif args or kwargs:
+        raise Unsupported("dict.popitem() takes no arguments (the user code raises TypeError)")
+    if not d.items:
+        raise user_error(KeyError, "dictionary is empty" if d.user_cls is collections.OrderedDict
+                         else "popitem(): dictionary is empty")
+    tx.side_effects.mutated(d)
+    k = next(reversed(d.items)) if last else next(iter(d.items))
+    value = d.items.pop(k)
+    from .containers import TupleVariable
+    key_var = k.var if hasattr(k, "var") else ConstantVariable(k)
+    return TupleVariable([key_var, value])
+
+
+# ---- constructors ------------------------------------------------------------------------------
+def _pairs(tx, src):
+    """Items of a mapping or of an iterable of pairs, as (constant key, Variable)."""
+    if isinstance(src, DictVariable):
+        return list(src.items.items())
+    out = []
+    for pair in src.iterate(tx):
+        kv = pair.iterate(tx)
+        if len(kv) != 2:
+            raise user_error(ValueError, f"dictionary update sequence element has length {len(kv)}; 2 is required")
+        out.append((_const_key(tx, kv[0]), kv[1]))
+    return out
+
+
+def make_dict(tx, cls, args, kwargs):
+    """dict(...) / OrderedDict(...): a new DictVariable of that class."""
+    if len(args) > 1:
+        raise Unsupported(f"{cls.__name__}() with more than one positional argument (the user code raises TypeError)")
+    items = dict(_pairs(tx, args[0])) if args else {}
+    items.update(kwargs)
+    return DictVariable(items, user_cls=cls)
+
+
+def make_defaultdict(tx, args, kwargs):
+    factory = args[0] if args else ConstantVariable(None)
+    rest = make_dict(tx, dict, list(args[1:]), kwargs)
+    return DefaultDictVariable(rest.items, factory)
+
+
+def make_deque(tx, args, kwargs):
+    iterable = args[0] if args else kwargs.get("iterable")
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen", ConstantVariable(None))
+    return DequeVariable(iterable.iterate(tx) if iterable is not None else [], maxlen=maxlen.as_constant())
+
+
+def make_method(tx, args, kwargs):
+    """types.MethodType(fn, obj): fn bound to obj."""
+    from .functions import BoundMethodVariable
+    if len(args) != 2 or kwargs:
+        raise Unsupported("types.MethodType() takes a function and an object")
+    return BoundMethodVariable(args[0], args[1])
+
+
+def constructor(cls):
+    """The Variable-building constructor for a builtin collection class, or None."""
+    import types
+    if cls is collections.OrderedDict:
+        return lambda tx, args, kwargs: make_dict(tx, collections.OrderedDict, args, kwargs)
+    if cls is collections.defaultdict:
+        return make_defaultdict
+    if cls is collections.deque:
+        return make_deque
+    if cls is types.MethodType:
+        return make_method
+    return None

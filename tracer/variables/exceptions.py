@@ -1,0 +1,199 @@
+"""Exceptions raised and handled inside traced code, and the "exception being handled" state.
+
+`ExceptionVariable` is a builtin exception object made by the traced code (or by an
+operation that raises: a missing key, an index out of range). It keeps what Python keeps
+on a raised exception: args, `__cause__` (`raise ... from`), `__context__` (the exception
+being handled when it was raised, in an `except` or `finally` block) and
+`__suppress_context__`, and it is rebuilt with exactly those after the graph
+(`make_exception`), so a chain read later, natively, is Python's chain.
+
+CPython keeps the handled exception per thread (and one per running generator): PUSH_EXC_INFO
+saves the previous one on the value stack and makes the caught one current, POP_EXCEPT
+restores it, a bare `raise` re-raises it, and a new raise takes it as `__context__`. The
+trace models exactly that: `TraceContext.exc_stack` (one entry for plain frames, one more
+per running generator; the current exception is the innermost that is not None), and the
+value PUSH_EXC_INFO pushes is an `ExcInfoSlot`, which at a graph break re-establishes the
+handled exception in the rewritten frame and in the resume function (graph_break.py).
+"""
+import sys
+
+from ..exc import Unsupported
+from .base import ConstantVariable, Variable
+
+
+def is_builtin_exception(cls):
+    return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
+
+
+class ExceptionVariable(Variable):
+    """A builtin exception made in the traced code, e.g. `IndexError("...")` before a raise.
+
+    Raising it is a symbolic `UserException`: a handler in traced code catches it
+    (handlers/exceptions.py); uncaught, the frame breaks and the raise runs natively."""
+
+    mutable = True  # one object: rebuilt once, so a chain or a re-raise keeps its identity
+
+    def __init__(self, cls, args):
+        super().__init__(None)
+        self.cls, self.args = cls, list(args)
+        self.cause = None             # `raise ... from cause`: an ExceptionVariable or None
+        self.context = None           # the exception handled when this one was raised
+        self.suppress_context = False
+
+    def python_type(self):
+        return self.cls
+
+    def truthy(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        from .containers import TupleVariable
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "__cause__":
+            return self.cause or ConstantVariable(None)
+        if name == "__context__":
+            if isinstance(self.context, OuterException):
+                self.context = self.context.resolve(tx)
+            return self.context or ConstantVariable(None)
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
+        if name == "__class__":
+            from .objects import ClassVariable
+            return ClassVariable(self.cls)
+        if name == "__traceback__":
+            return TracebackVariable()
+        if name == "value" and issubclass(self.cls, StopIteration):
+            return self.args[0] if self.args else ConstantVariable(None)
+        raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
+
+    def setattr(self, tx, name, value):
+        if name == "__traceback__" and (_is_none(value) or isinstance(value, TracebackVariable)):
+            return  # tracebacks are not modelled: a rebuilt exception gets its own when raised
+        if name == "__cause__":
+            self.cause = None if _is_none(value) else value
+            self.suppress_context = True
+        elif name == "__context__":
+            self.context = None if _is_none(value) else value
+        elif name == "__suppress_context__":
+            self.suppress_context = bool(value.as_constant())
+        else:
+            raise Unsupported(f"setting attribute {name!r} of a {self.cls.__name__}")
+
+    def reconstruct(self, cg):
+        from .containers import TupleVariable
+        none = ConstantVariable(None)
+        cg.call_with(make_exception, [ConstantVariable(self.cls), TupleVariable(self.args), self.cause or none,
+                                      self.context or none, ConstantVariable(self.suppress_context)])
+
+    def __repr__(self):
+        return f"Exception({self.cls.__name__})"
+
+
+class TracebackVariable(Variable):
+    """The traceback of a symbolic exception (what `__exit__` receives, `e.__traceback__`): it
+    can be passed on (gen.throw, `exc.__traceback__ = tb`) and is not None; anything that
+    would read it is Unsupported."""
+
+    def python_type(self):
+        import types
+        return types.TracebackType
+
+    def truthy(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        raise Unsupported("the traceback of an exception raised in the traced frame escapes it")
+
+    def __repr__(self):
+        return "Traceback()"
+
+
+def make_exception(cls, args, cause, context, suppress_context):
+    """The real exception for an ExceptionVariable, with its chain as traced."""
+    exc = cls(*args)
+    exc.__cause__ = cause
+    exc.__context__ = context
+    exc.__suppress_context__ = suppress_context
+    return exc
+
+
+def _is_none(var):
+    return var.is_constant() and var.as_constant() is None
+
+
+class OuterException(Variable):
+    """The exception the *caller* of the traced frame is handling (the frame may be called
+    from an `except` block): unknown until the trace needs it, then guarded to be none."""
+
+    def resolve(self, tx):
+        """None, guarded: this frame is not called while an exception is being handled."""
+        from guards import QueryMatch
+        if tx.ctx.handled_at_entry is not None:
+            raise Unsupported("the frame runs while its caller handles an exception, and reads it")
+        tx.guard(QueryMatch(no_exception_handled, (), (), True))
+        return None
+
+    def reconstruct(self, cg):
+        cg.call_with(outer_handled, [])
+
+    def __repr__(self):
+        return "OuterException()"
+
+
+def no_exception_handled():
+    return sys.exc_info()[1] is None
+
+
+class ExcInfoSlot(Variable):
+    """What PUSH_EXC_INFO leaves below the caught exception: the previously handled
+    exception (`prev`, restored by POP_EXCEPT), and the exception made current (`exc`).
+    Rebuilt at a graph break as `exc`: the resume code enters the handler again with it
+    (bytecode_utils.resume STACK_EXC_INFO), which pushes the real previous exception."""
+
+    def __init__(self, prev, exc):
+        super().__init__(None)
+        self.prev, self.exc = prev, exc
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.exc)
+
+    def __repr__(self):
+        return f"ExcInfo(prev={self.prev!r}, current={self.exc!r})"
+
+
+def handled_exception(tx, resolve=True):
+    """The exception a bare `raise` re-raises / a new exception takes as __context__: the
+    innermost handled one (generators first, then the thread's), or None. Past the traced
+    frame's own handlers lies the caller's (OuterException): resolved (guarded to be none)
+    when `resolve`, else returned as is, a marker the rebuilt exception reads natively."""
+    stack = tx.ctx.exc_stack
+    for i in range(len(stack) - 1, -1, -1):
+        v = stack[i]
+        if isinstance(v, OuterException):
+            if not resolve:
+                return v
+            stack[i] = v = v.resolve(tx)
+        if v is not None:
+            return v
+    return None
+
+
+def set_context(tx, exc):
+    """What CPython does when `exc` is raised: the handled exception becomes its __context__
+    (not itself; a chain that already contains exc is cut there, as CPython does)."""
+    handled = handled_exception(tx, resolve=False)
+    if handled is None or handled is exc:
+        return
+    o = handled
+    while isinstance(o, ExceptionVariable):
+        if o.context is exc:
+            o.context = None
+            break
+        o = o.context
+    exc.context = handled
+
+
+def outer_handled():
+    """At run time, in the rewritten frame: the exception its caller is handling."""
+    return sys.exc_info()[1]

@@ -1,0 +1,295 @@
+"""Generators made by calling a generator function inside the traced frame.
+
+A `GeneratorVariable` owns the inlined frame of the generator body, suspended at its last
+`yield`. `next()`/`send()` run that frame to its next `yield` (handlers/misc.py YIELD_VALUE
+suspends it), so the body advances exactly as far as the consumer pulls, interleaved with
+the consumer's own work, as in Python: `y.extend(y[-1] + z for z in ...)` sees `y` grow.
+
+What CPython does around a generator frame is done here, symbolically:
+  * a StopIteration escaping the body becomes RuntimeError (PEP 479);
+  * `throw(exc)` raises `exc` at the suspended `yield` (the frame's own try/finally/with
+    handlers run), or into the generator it delegates to with `yield from`;
+  * `close()` throws GeneratorExit; a generator that yields again raises RuntimeError;
+  * a suspended generator that would run code when closed (its `yield` is inside a
+    try/finally or with block) is finalized when the traced program drops its last
+    reference, as CPython's reference counting does: after every instruction while such a
+    generator exists, `collect_generators` finds which ones are no longer reachable from
+    the running frames, the side-effect log or objects from outside the frame, and closes
+    them (their `finally` runs there, in program order).
+"""
+import types
+
+from ..exc import Unsupported, UserException, user_error
+from .base import ConstantVariable, Variable
+from .containers import IteratorVariable
+
+CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "finished"
+
+
+class GeneratorVariable(IteratorVariable):
+    """A generator object whose body is an inlined, suspendable translator frame."""
+
+    def __init__(self, frame):
+        super().__init__([], py_type=types.GeneratorType)
+        self.frame = frame
+        self.state = CREATED
+        self.exc_state = None  # the exception handled inside the body while suspended
+        frame.generator = self
+
+    def lazy(self):
+        return True
+
+    # ---- the protocol -------------------------------------------------------------------------
+    def next(self, tx):
+        """The next yielded Variable, or None when the generator is finished (StopIteration)."""
+        kind, value = self.send(tx, None)
+        return value if kind == "yield" else None
+
+    def iterate(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def send(self, tx, value):
+        """('yield', v) when the body yields v, ('return', v) when it returns v."""
+        if self.state == FINISHED:
+            return "return", ConstantVariable(None)
+        if self.state == CREATED and value is not None and not _is_none(value):
+            raise user_error(TypeError, "can't send non-None value to a just-started generator")
+        if self.state == SUSPENDED and value is not None:
+            self.frame.stack[-1] = value  # what the suspended `yield` expression evaluates to
+        return self._run(tx)
+
+    def throw(self, tx, exc):
+        """Raise the ExceptionVariable `exc` where the generator is suspended."""
+        from .objects import ExceptionVariable
+        if self.state == RUNNING:
+            raise user_error(ValueError, "generator already executing")
+        error = UserException(exc.cls, f"{exc.cls.__name__} thrown into a generator", exc)
+        if self.state != SUSPENDED:
+            self.state = FINISHED
+            raise error
+        inner = self.delegate()
+        if inner is not None:  # `yield from`: the delegate gets it first
+            if exc.cls is GeneratorExit:
+                if isinstance(inner, GeneratorVariable):
+                    inner.close(tx)
+            elif isinstance(inner, GeneratorVariable):
+                try:
+                    kind, value = inner.throw(tx, exc)
+                except UserException as e:
+                    self.frame.stack.pop()  # the sent-value slot
+                    return self._run(tx, raise_here=e)
+                if kind == "yield":
+                    return kind, value
+                self.frame.stack.pop()
+                self.frame.stack[-1] = value  # the `yield from` expression's value
+                self.frame.ip = self._send_instruction().target
+                return self._run(tx)
+        self.frame.stack.pop()  # the sent-value slot
+        assert isinstance(exc, ExceptionVariable)
+        return self._run(tx, raise_here=error)
+
+    def close(self, tx):
+        if self.state in (CREATED, FINISHED):
+            self.state = FINISHED
+            return
+        from .objects import ExceptionVariable
+        try:
+            kind, _ = self.throw(tx, ExceptionVariable(GeneratorExit, []))
+        except UserException as e:
+            if issubclass(e.exc_type, (GeneratorExit, StopIteration)):
+                return
+            raise
+        if kind == "yield":
+            raise user_error(RuntimeError, "generator ignored GeneratorExit")
+
+    def _run(self, tx, raise_here=None):
+        frame = self.frame
+        self.state = RUNNING
+        frame.suspended_value = None
+        exc_stack = frame.ctx.exc_stack
+        exc_stack.append(self.exc_state)  # the generator's own handled exception, as CPython
+        try:
+            if raise_here is not None:
+                frame.raise_at_current(raise_here)
+            result = frame.run()
+        except UserException as e:
+            self.state = FINISHED
+            if issubclass(e.exc_type, StopIteration):  # PEP 479
+                raise _runtime_error_from(e) from None
+            raise
+        except BaseException:
+            self.state = FINISHED
+            raise
+        finally:
+            self.exc_state = exc_stack.pop()
+        if frame.suspended_value is not None:
+            self.state = SUSPENDED
+            value, frame.suspended_value = frame.suspended_value, None
+            return "yield", value
+        self.state = FINISHED
+        return "return", result
+
+    # ---- state queries ------------------------------------------------------------------------
+    def delegate(self):
+        """The iterator this generator is suspended in a `yield from` over, or None."""
+        if self.state != SUSPENDED or self._send_instruction() is None:
+            return None
+        return self.frame.stack[-2]
+
+    def _send_instruction(self):
+        instrs, i = self.frame.instrs, self.frame.current.index
+        return instrs[i - 1] if i > 0 and instrs[i - 1].opname == "SEND" else None
+
+    def needs_finalizer(self):
+        """Suspended where closing it runs code (a try/finally or with around the yield)."""
+        if self.state != SUSPENDED:
+            return False
+        if self.frame.current.exn is not None:
+            return True
+        inner = self.delegate()
+        return isinstance(inner, GeneratorVariable) and inner.needs_finalizer()
+
+    # ---- the Variable protocol ----------------------------------------------------------------
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"generator.{name} with keyword arguments")
+        if name == "__next__" and not args:
+            kind, value = self.send(tx, None)
+        elif name == "send" and len(args) == 1:
+            kind, value = self.send(tx, args[0])
+        elif name == "throw" and 1 <= len(args) <= 3:
+            kind, value = self.throw(tx, _exception_of(tx, args))
+        elif name == "close" and not args:
+            self.close(tx)
+            return ConstantVariable(None)
+        elif name == "__iter__" and not args:
+            return self
+        else:
+            raise Unsupported(f"generator.{name}")
+        if kind == "yield":
+            return value
+        raise UserException(StopIteration, "the generator is exhausted (the user code raises StopIteration)",
+                            _stop_iteration(value))
+
+    def getattr(self, tx, name):
+        if name in ("send", "throw", "close", "__next__", "__iter__"):
+            from .functions import BuiltinMethodVariable
+            return BuiltinMethodVariable(self, name)
+        raise Unsupported(f"generator attribute {name!r}")
+
+    def reconstruct(self, cg):
+        if self.state == FINISHED:
+            cg.load_const(())
+            cg.call_on_stack(iter)  # (type() differs: a finished generator has no state to keep)
+            raise Unsupported("a finished generator made in the frame escapes it")
+        raise Unsupported("a generator made in the traced frame escapes it (its suspended frame "
+                          "cannot be rebuilt)")
+
+    def __repr__(self):
+        return f"Generator({self.frame.code.co_name}, {self.state})"
+
+
+def _is_none(var):
+    return var.is_constant() and var.as_constant() is None
+
+
+def _stop_iteration(value):
+    from .objects import ExceptionVariable
+    return ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
+
+
+def _runtime_error_from(stop):
+    from .objects import ExceptionVariable
+    exc = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+    exc.cause = exc.context = stop.value
+    exc.suppress_context = True
+    return UserException(RuntimeError, "generator raised StopIteration (PEP 479; the user code raises it)", exc)
+
+
+def _exception_of(tx, args):
+    """gen.throw(typ[, val[, tb]]) arguments as one ExceptionVariable."""
+    from .objects import ClassVariable, ExceptionVariable, is_builtin_exception
+    first = args[0]
+    if isinstance(first, ExceptionVariable):
+        return first
+    if isinstance(first, ClassVariable) and is_builtin_exception(first.cls):
+        rest = [args[1]] if len(args) > 1 and not _is_none(args[1]) else []
+        if rest and isinstance(rest[0], ExceptionVariable):
+            return rest[0]
+        return ExceptionVariable(first.cls, rest)
+    raise Unsupported(f"generator.throw({first})")
+
+
+# ---- finalization on collection ---------------------------------------------------------------
+def collect_generators(ctx, extra_roots=()):
+    """Close the suspended generators (that would run code on close) which nothing reachable
+    refers to any more. Returns the ones that are still reachable."""
+    ctx.generators = [g for g in ctx.generators if g.state != FINISHED]
+    pending = [g for g in ctx.generators if g.needs_finalizer()]
+    if not pending:
+        return []
+    live = _reachable(ctx, extra_roots)
+    alive = []
+    for g in pending:
+        if id(g) in live:
+            alive.append(g)
+            continue
+        ctx.finalizing = True
+        try:
+            g.close(ctx.root_frame)
+        except UserException as e:
+            raise Unsupported(f"a generator's finalizer raises {e.exc_type.__name__} (CPython only "
+                              f"reports it as unraisable)") from e
+        finally:
+            ctx.finalizing = False
+    return alive
+
+
+def _reachable(ctx, extra_roots):
+    """ids of every GeneratorVariable reachable from the running frames, the side-effect
+    log, values from outside the frame, and `extra_roots`. It follows the tracer's own
+    structures only (Variables, their lists/dicts, frames, cells, closures): a reference it
+    cannot see is one the traced program cannot have made."""
+    from ..translator import Frame
+    from .containers import _IdKey
+    from .functions import CellBox
+    se = ctx.side_effects
+    todo = [*ctx.frame_stack, *extra_roots, se.mutated_containers,
+            [v for _var, attrs in se.attr_stores.values() for v in (_var, *attrs.values())],
+            [v for _g, names in se.global_stores.values() for v in names.values()],
+            [var for _value, var in ctx.wrap_memo.values()]]
+    seen, found = set(), set()
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, GeneratorVariable):
+            found.add(id(o))
+        if isinstance(o, Variable):
+            todo.extend(vars(o).values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            todo.extend(o)
+        elif isinstance(o, dict):
+            todo.extend(o.keys())
+            todo.extend(o.values())
+        elif isinstance(o, Frame):
+            todo.extend(o.stack)
+            todo.extend(o.locals.values())
+            todo.extend(o.cells.values())
+        elif isinstance(o, CellBox):
+            todo.append(o._value)
+        elif isinstance(o, _IdKey):
+            todo.append(o.var)
+        elif isinstance(o, types.MethodType):
+            todo.append(o.__self__)
+        elif isinstance(o, types.FunctionType):
+            for cell in o.__closure__ or ():
+                try:
+                    todo.append(cell.cell_contents)
+                except ValueError:
+                    pass
+    return found
