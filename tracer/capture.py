@@ -6,7 +6,8 @@ Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes
     the tracer itself; and the `forward` of every `torch.nn.Module`, stock ones included
     (torch/nn/modules/...), so `with capture(): model(batch)` traces the same frame that
     `tracer.compile(model)` traces and captures the same ops;
-  * resume functions of frames that broke (wherever their code lives);
+  * resume functions of frames that broke, by the rule of the frame they continue (a resume
+    function keeps its frame's file and name);
   * not torch's internals: the module call machinery (`Module._call_impl` runs natively, so
     hooks run exactly as in eager and `forward` is entered through the frame hook), the
     functional wrappers (inlined when their caller is traced, as under compile()), fx,
@@ -64,14 +65,14 @@ TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
 def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
-    if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a traced frame
-        return TRACE
     filename = code.co_filename
     if filename.startswith("<") and filename != "<string>":
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
     if not filename.startswith(prefixes):
         return TRACE
     if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
+        if ".<resume@" in code.co_qualname:  # the rest of a traced forward, after a break
+            return TRACE
         return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
     return SKIP
 
