@@ -33,7 +33,7 @@ from .records import HITS
 from .backends import resolve
 from .convert_frame import convert_frame
 from .exc import FullGraphError
-from .frame_hook import rule_skip, set_rule_type
+from .frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type
 
 log = logging.getLogger("tracer")
 
@@ -157,13 +157,11 @@ class capture:
         self._prev = threading.local()
 
     def __enter__(self):
-        from .frame_hook import set_eval_frame, set_error_handler
         set_error_handler(_report_callback_error)
         self._prev.value = set_eval_frame(self.callback)
         return self
 
-    def __exit__(self, *exc):
-        from .frame_hook import set_eval_frame
+    def __exit__(self, *exc):  # (no import here: it would run hooked, through importlib)
         set_eval_frame(self._prev.value)
         return False
 
