@@ -6,9 +6,9 @@ For every model, three ways of calling it, each warmed up first (traced, then ca
   compile    tracer.compile(m)(*args)
   capture    m(*args) inside one `with tracer.capture():` block around the timing loop
              (the loop's own frame is skipped, so only the model's frames reach the hook)
-and optionally torch.compile(m, backend="eager") (--torch). Per-call time: the minimum over
-repeats of the mean of N calls (the machine is shared: noise only adds), the ways
-interleaved, gc off while timing, one thread.
+and optionally torch.compile(m, backend="eager") (--torch). Per-call time: this thread's CPU
+time (not wall time: the machine is shared), the minimum over repeats of the mean of N
+calls, the ways interleaved, gc off while timing, torch on one thread.
 Reported: microseconds per call, capture/compile (the target: at most 1.10), the overheads
 over eager, and the ops each front end captured.
 
@@ -33,7 +33,9 @@ import tracer  # noqa: E402
 from capture_zoo import zoo  # noqa: E402
 from tracer.frame_hook import skip_code  # noqa: E402
 
-ns = time.perf_counter_ns
+# CPU time of this thread, not wall time: the machine is shared (load far above its cores),
+# and time spent descheduled is not the code's cost. Torch runs on one thread here.
+ns = time.thread_time_ns
 
 
 def _loop(fn, args, kwargs, n):
@@ -129,7 +131,7 @@ def _report(rows, opts):
         "# capture() vs compile() on the model zoo (benchmarks/capture_models.py)",
         "",
         f"Python {sys.version.split()[0]}, torch {torch.__version__}, 1 thread, "
-        f"{'quick' if opts.quick else 'full'} run; microseconds per warm call (min over repeats of the mean of N calls).",
+        f"{'quick' if opts.quick else 'full'} run; microseconds of CPU per warm call (min over repeats of the mean of N calls).",
         "`capture` is `m(*args)` inside one `with tracer.capture():` around the loop; ops are "
         "(ops, graphs, breaks) from tracer.stats().",
         "",

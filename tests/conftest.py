@@ -27,7 +27,14 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _no_internal_errors(request):
+def _fresh_stats():
+    """tracer.stats() counts per test: a test's assertions on breaks, graphs or ops must not
+    depend on what the tests before it did."""
+    records.reset_stats()
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_errors(_fresh_stats, request):
     before = records.stats().internal_errors
     yield
     if request.node.get_closest_marker("internal_errors"):

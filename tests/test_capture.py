@@ -178,5 +178,7 @@ def test_ten_thousand_hooked_calls_leak_nothing():
     growth = sum(s.size_diff for s in snap_after.compare_to(snap_before, "filename"))
     assert len(backend.graphs) == 1
     assert refs_after == refs_before
-    assert abs(objects_after - objects_before) < 50
+    # growth only: objects of earlier tests released during the loop (an fx graph of a
+    # previous test, its node metadata: -150 objects here) are not a leak of this loop
+    assert objects_after - objects_before < 50
     assert growth < 64 * 1024, f"{growth} bytes retained over 10,000 calls"

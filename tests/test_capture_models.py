@@ -79,8 +79,11 @@ def test_frame_rule():
     assert frame_rule(capture_helpers.scale_shift.__code__, ()) is TRACE
     code = compile("def f(x):\n    return x\n", "<generated>", "exec").co_consts[0]
     assert frame_rule(code, ()) is SKIP
-    resume = code.replace(co_qualname="f.<resume@3>", co_filename=torch.__file__)
-    assert frame_rule(resume, ()) is TRACE
+    # a resume function follows the rule of the frame it continues (same file and name)
+    fwd = nn.Linear.forward.__code__
+    assert frame_rule(fwd.replace(co_qualname="Linear.forward.<resume@3>"), (torch.ones(2),)) is TRACE
+    assert frame_rule(code.replace(co_qualname="f.<resume@3>", co_filename=torch.__file__), ()) is SKIP
+    assert frame_rule(code.replace(co_qualname="f.<resume@3>", co_filename=__file__), ()) is TRACE
 
 
 def test_hooks_run_as_in_eager_and_forward_is_still_captured():

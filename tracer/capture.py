@@ -6,7 +6,8 @@ Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes
     the tracer itself; and the `forward` of every `torch.nn.Module`, stock ones included
     (torch/nn/modules/...), so `with capture(): model(batch)` traces the same frame that
     `tracer.compile(model)` traces and captures the same ops;
-  * resume functions of frames that broke (wherever their code lives);
+  * resume functions of frames that broke, by the rule of the frame they continue (a resume
+    function keeps its frame's file and name);
   * not torch's internals: the module call machinery (`Module._call_impl` runs natively, so
     hooks run exactly as in eager and `forward` is entered through the frame hook), the
     functional wrappers (inlined when their caller is traced, as under compile()), fx,
@@ -33,7 +34,7 @@ from .backends import resolve
 from .convert_frame import convert_frame
 from .compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
-from .frame_hook import rule_skip, set_rule_type
+from .frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type
 
 log = logging.getLogger("tracer")
 
@@ -68,14 +69,14 @@ _DISABLE_WRAPPERS = ("_fn", "nonrecursive_disable_wrapper")  # torch._dynamo's w
 def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
-    if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a traced frame
-        return TRACE
     filename = code.co_filename
     if filename.startswith("<") and filename != "<string>":
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
     if not filename.startswith(prefixes):
         return TRACE
     if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
+        if ".<resume@" in code.co_qualname:  # the rest of a traced forward, after a break
+            return TRACE
         return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
     return SKIP
 
@@ -164,13 +165,11 @@ class capture:
         self._prev = threading.local()
 
     def __enter__(self):
-        from .frame_hook import set_eval_frame, set_error_handler
         set_error_handler(_report_callback_error)
         self._prev.value = set_eval_frame(self.callback)
         return self
 
-    def __exit__(self, *exc):
-        from .frame_hook import set_eval_frame
+    def __exit__(self, *exc):  # (no import here: it would run hooked, through importlib)
         set_eval_frame(self._prev.value)
         return False
 

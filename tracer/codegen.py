@@ -17,7 +17,7 @@ import contextlib
 import bytecode as bc
 
 from bytecode_utils import flatten_signature, make_code, prologue, versions
-from guards import LocalSource
+from guards import GlobalSource, LocalSource
 
 from .exc import Unsupported
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
@@ -250,8 +250,20 @@ def _value_into_tmp(cg, var):
 
 
 def _target_into_tmp(cg, var):
+    """The object a store writes to, fetched in phase 1. None for a frame local or a global
+    read by name: phase 2 rebinds no local, and writes globals only after every container
+    and attribute store, so those are loaded where they are written (`xs[:] = ...`)."""
+    if isinstance(var.source, (LocalSource, GlobalSource)):
+        return None
     cg.load_source(var.source)
     return cg.store_tmp()
+
+
+def _load_target(cg, var, target):
+    if target is None:
+        cg.load_source(var.source)
+    else:
+        cg.emit("LOAD_FAST", target)
 
 
 def _contents_into_tmp(cg, var):
@@ -281,19 +293,19 @@ def _emit_store(cg, frame, st):
         _, var, tmp, target = st
         if isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
             cg.emit("LOAD_FAST", tmp)
-            cg.emit("LOAD_FAST", target)
+            _load_target(cg, var, target)
             cg.load_const(slice(None))
             cg.emit("STORE_SUBSCR")
         elif isinstance(var, IteratorVariable):
             cg.extend(versions.load_const_callable(set_list_iter if hasattr(var, "replay_pos") else advance))
-            cg.emit("LOAD_FAST", target)
+            _load_target(cg, var, target)
             cg.emit("LOAD_FAST", tmp)
             cg.call(2)
             cg.emit("POP_TOP")
         else:  # dict / set / deque: clear then refill in place, keeping identity
             refill = "extend" if isinstance(var, DequeVariable) else "update"
             for method, arg in (("clear", None), (refill, tmp)):
-                cg.emit("LOAD_FAST", target)
+                _load_target(cg, var, target)
                 cg.load_method(method)
                 if arg is not None:
                     cg.emit("LOAD_FAST", arg)
@@ -302,7 +314,7 @@ def _emit_store(cg, frame, st):
     elif kind == "attr":
         _, var, name, tmp, target = st
         cg.emit("LOAD_FAST", tmp)
-        cg.emit("LOAD_FAST", target)
+        _load_target(cg, var, target)
         cg.emit("STORE_ATTR", name)
     elif kind == "global":
         _, g, name, tmp = st

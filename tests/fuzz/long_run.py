@@ -19,6 +19,9 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
+# Imported lazily by fake-tensor conversion of a view: a per-program timeout (SIGALRM) that
+# lands inside that first import leaves it half-imported for the rest of the run.
+import torch._dynamo.source  # noqa: E402,F401
 
 import tracer  # noqa: E402
 from fuzz_gen import generate  # noqa: E402
