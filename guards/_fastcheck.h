@@ -94,15 +94,23 @@ typedef struct {
     /* O_DISTINCT: sorted values of the members frozen by the snapshot */
     void **frozen_ptrs;
     Py_ssize_t n_frozen_ptrs;
+    /* O_TENSORS: metadata recorded after TensorGuards passed (guards/_tensormeta.h) */
+    void *fps;
+    int fps_state;       /* 0 none, 1 recorded, -1 a member cannot be recorded */
+    void **fp_frozen;    /* sorted values of the frozen members when recorded */
+    Py_ssize_t n_fp_frozen;
 } Op;
 
 typedef struct {
     int kind;
-    Py_ssize_t node;     /* -1: `ptr` is an extra dict held by a watched one */
+    Py_ssize_t node;     /* S_FETCH, S_ANCHOR */
+    PyObject *obj;       /* the (frozen) object a pin is about: valid once earlier steps passed */
+    PyObject **dictslot; /* S_INSTDICT: where obj keeps its __dict__ pointer */
     void *ptr;           /* recorded dict or type */
     uint64_t tag;        /* dict version (3.11) or type version tag */
     PyObject *ref;       /* S_ANCHOR: weakref or object (borrowed from the op) */
     int weak;
+    Py_ssize_t level;    /* depth of the object it dereferences (steps run by level) */
 } Step;
 
 typedef struct Program {
@@ -125,6 +133,8 @@ typedef struct Program {
     Py_ssize_t *slot;    /* per node: index into the per-call fetched values, or -1 */
     char *frozen;        /* per node */
     char *has_step;      /* per node: bit 1 S_TYPE/S_TYPEPIN, 2 S_INSTDICT, 4 S_DICT */
+    Py_ssize_t *depth;   /* per node: steps from its root */
+    Py_ssize_t cur_level; /* capture: level of the op being frozen (its extra dicts' is +1) */
     Py_ssize_t n_fetch;
     Step *steps;
     Py_ssize_t n_steps, cap_steps;
@@ -148,6 +158,8 @@ PyObject *fc_fetch(Program *p, Py_ssize_t i, PyObject *parent, PyObject *L, PyOb
                    PyObject *C);
 int fc_swallow(void);
 extern PyObject *fc_str_getattribute, *fc_str_getattr, *fc_str_dict, *fc_obj_getattribute;
+
+int fc_cmp_ptr(const void *a, const void *b);
 
 /* _fastcheck_capture.c */
 int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C);

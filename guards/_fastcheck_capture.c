@@ -37,6 +37,9 @@ enum { H_TYPE = 1, H_INST = 2, H_DICT = 4 };
 static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t tag,
                     PyObject *ref, int weak)
 {
+    /* pins name the node's object directly: it is frozen, so whatever validated it (an
+     * anchor compared equal to it, a watched dict holding it) ran before this step */
+    PyObject *obj = kind == S_FETCH || kind == S_ANCHOR || node < 0 ? NULL : p->rec[node];
     if (p->n_steps == p->cap_steps) {
         Py_ssize_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
         Step *s = PyMem_Realloc(p->steps, cap * sizeof(Step));
@@ -50,6 +53,10 @@ static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t t
     Step *s = &p->steps[p->n_steps++];
     s->kind = kind;
     s->node = node;
+    s->obj = obj;
+    s->dictslot = NULL;
+    /* extra dicts (node < 0) hang from an instance dict pinned at the current node's level */
+    s->level = node >= 0 ? p->depth[node] : p->cur_level + 1;
     s->ptr = ptr;
     s->tag = tag;
     s->ref = ref;
@@ -137,18 +144,8 @@ static int watch(Program *p, PyObject *d)
     return 0;
 }
 
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-#else
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
 #endif
+#define cmp_ptr fc_cmp_ptr
 
 /* ---- pins ----------------------------------------------------------------------------------- */
 
@@ -219,6 +216,11 @@ static int watch_instdict(Program *p, Py_ssize_t node, PyObject *d)
 {
     if (p->has_step[node] & H_INST)
         return 1;
+    PyObject **dp = _PyObject_GetDictPtr(p->rec[node]);  /* fixed: inside the object */
+    if (dp == NULL || *dp != d) {
+        PyErr_Clear();
+        return 0;
+    }
 #if FC_WATCHERS
     if (watch(p, d) < 0 || add_step(p, S_INSTDICT, node, d, 0, NULL, 0) < 0)
         return -1;
@@ -226,6 +228,7 @@ static int watch_instdict(Program *p, Py_ssize_t node, PyObject *d)
     if (add_step(p, S_INSTDICT, node, d, FC_DICT_TAG(d), NULL, 0) < 0)
         return -1;
 #endif
+    p->steps[p->n_steps - 1].dictslot = dp;
     p->has_step[node] |= H_INST;
     return 1;
 }
@@ -508,6 +511,23 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
 
 /* ---- capture / steps ------------------------------------------------------------------------ */
 
+static int cmp_step(const void *a, const void *b)
+{
+    const Step *x = a, *y = b;
+    if (x->level != y->level)
+        return x->level < y->level ? -1 : 1;
+    return x->kind < y->kind ? -1 : x->kind > y->kind;
+}
+
+/* Steps by (level, kind): a step only dereferences objects that steps of lower levels (or
+ * the fetch and anchor steps of its own level, whose kinds sort first) proved valid, and
+ * grouping by kind keeps the dispatch predictable.  Steps with equal keys do not depend on
+ * each other, so their order does not matter. */
+static void sort_steps(Program *p)
+{
+    qsort(p->steps, p->n_steps, sizeof(Step), cmp_step);
+}
+
 static int add_seq(Program *p, Py_ssize_t v)
 {
     if (p->n_seq == p->cap_seq) {
@@ -544,9 +564,14 @@ void fc_clear_snapshot(Program *p)
     p->n_seq = 0;
     p->n_fetch = 0;
     for (Py_ssize_t k = 0; p->ops && k < p->n_ops; k++) {
-        PyMem_Free(p->ops[k].frozen_ptrs);
-        p->ops[k].frozen_ptrs = NULL;
-        p->ops[k].n_frozen_ptrs = 0;
+        Op *op = &p->ops[k];
+        PyMem_Free(op->frozen_ptrs);
+        op->frozen_ptrs = NULL;
+        op->n_frozen_ptrs = 0;
+        PyMem_Free(op->fp_frozen);
+        op->fp_frozen = NULL;
+        op->n_fp_frozen = 0;
+        op->fps_state = 0;
     }
     if (p->held && PyList_GET_SIZE(p->held))
         PyList_SetSlice(p->held, 0, PyList_GET_SIZE(p->held), NULL);
@@ -576,6 +601,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
     for (i = 0; i < n; i++) {
         p->slot[i] = -1;
         p->rec[i] = NULL;
+        p->depth[i] = p->nodes[i].parent >= 0 ? p->depth[p->nodes[i].parent] + 1 : 0;
     }
     for (i = 0; i < n; i++) {
         Node *nd = &p->nodes[i];
@@ -621,6 +647,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
         p->rec[i] = v;
     }
     for (Py_ssize_t k = 0; k < p->n_ops; k++) {
+        p->cur_level = p->ops[k].n > 0 ? p->depth[p->ops[k].nodes[0]] : 0;
         int r = freeze_op(p, &p->ops[k], capv);
         if (r < 0)
             goto error;
@@ -635,6 +662,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
             goto error;
     }
     p->n_fetch = nf;
+    sort_steps(p);
     goto done;
 error:
     result = -1;
@@ -682,36 +710,28 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
             break;
         }
         case S_TYPE: {
-            PyTypeObject *t = Py_TYPE(VAL(s->node));
+            PyTypeObject *t = Py_TYPE(s->obj);
             if ((void *)t != s->ptr || t->tp_version_tag != s->tag)
                 return R_UNSURE;
             break;
         }
         case S_TYPEPIN:
-            if ((void *)Py_TYPE(VAL(s->node)) != s->ptr)
+            if ((void *)Py_TYPE(s->obj) != s->ptr)
                 return R_UNSURE;
             break;
-        case S_INSTDICT: {
-            PyObject **dp = _PyObject_GetDictPtr(VAL(s->node));
-            if (dp == NULL) {
-                PyErr_Clear();
-                return R_UNSURE;
-            }
-            if ((void *)*dp != s->ptr)
+        case S_INSTDICT:
+            if ((void *)*s->dictslot != s->ptr)
                 return R_UNSURE;
 #if !FC_WATCHERS
-            if (FC_DICT_TAG(*dp) != s->tag)
+            if (FC_DICT_TAG(s->ptr) != s->tag)
                 return R_UNSURE;
 #endif
             break;
-        }
 #if !FC_WATCHERS
-        case S_DICT: {
-            PyObject *d = s->node >= 0 ? VAL(s->node) : (PyObject *)s->ptr;
-            if (FC_DICT_TAG(d) != s->tag)
+        case S_DICT:
+            if (FC_DICT_TAG(s->ptr) != s->tag)
                 return R_UNSURE;
             break;
-        }
 #endif
         }
     }
