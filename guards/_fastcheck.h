@@ -22,6 +22,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,7 +68,7 @@ enum { O_ID, O_TYPE, O_IS, O_EQ, O_LEN, O_DICTKEYS, O_SAME, O_DISTINCT, O_TENSOR
 enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS };
 
 /* snapshot steps, run in order on the fast path */
-enum { S_FETCH, S_ANCHOR, S_TYPE, S_TYPEPIN, S_INSTDICT, S_DICT };
+enum { S_FETCH, S_ANCHOR, S_TYPE, S_TYPEPIN, S_CLASSTAG, S_INSTDICT, S_SLOT, S_DICT };
 
 /* snapshot states */
 enum { SNAP_NONE, SNAP_POS, SNAP_NEG };

@@ -9,6 +9,13 @@
  *     module), whose type defines no `name` anywhere in its MRO (so no descriptor) and
  *     whose instance __dict__ holds `name`: pinned by P's type version tag and P's __dict__
  *     (its pointer, and its contents: dict version tag on 3.11, a dict watcher on 3.12+);
+ *     or, when the MRO holds `name` as a plain class attribute (an instance of a builtin
+ *     type that is no descriptor) and the instance __dict__ lacks it, that attribute;
+ *   - getattr(K, name) of a frozen class K (metaclass `type`) holding `name` as such a
+ *     plain class attribute: pinned by K's own version tag;
+ *   - a function's __defaults__ / __kwdefaults__, and a __slots__ member of P: the field is
+ *     compared with the recorded pointer, whose object the snapshot holds (so no other
+ *     object can take its address);
  *     `P.__dict__` itself likewise, when the type's `__dict__` is the builtin descriptor;
  *   - P[key] of a frozen dict P (dict's own __getitem__, a key of a builtin type), pinned
  *     by P's contents; P[i] of a frozen tuple; type(P) of a frozen P (class pinned).
@@ -271,6 +278,51 @@ static PyObject *readable_instdict(Program *p, Py_ssize_t node, PyObject *obj, i
     return r > 0 ? d : NULL;
 }
 
+/* A class attribute read as it is: an instance of a builtin (static) type that is no
+ * descriptor (a static type cannot gain __get__ later). */
+static int plain_class_attr(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return !PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE) && t->tp_descr_get == NULL &&
+           t->tp_descr_set == NULL;
+}
+
+/* K (a class whose metaclass is `type`) keeps its own MRO lookups: S_CLASSTAG. */
+static int pin_class_tag(Program *p, Py_ssize_t node, PyObject *K)
+{
+    PyTypeObject *k = (PyTypeObject *)K;
+    if (p->has_step[node] & H_TYPE)
+        return 1;
+    if (k->tp_version_tag == 0)
+        (void)_PyType_Lookup(k, fc_str_getattribute);
+    if (k->tp_version_tag == 0)
+        return 0;
+    if (add_step(p, S_CLASSTAG, node, NULL, k->tp_version_tag, NULL, 0) < 0)
+        return -1;
+    p->has_step[node] |= H_TYPE;
+    return 1;
+}
+
+/* *field (inside a frozen object) still holds v: S_SLOT; v is held so its address stays its. */
+static int pin_field(Program *p, Py_ssize_t node, PyObject **field, PyObject *v)
+{
+    if (v != NULL && PyList_Append(p->held, v) < 0)
+        return -1;
+    if (add_step(p, S_SLOT, node, v, 0, NULL, 0) < 0)
+        return -1;
+    p->steps[p->n_steps - 1].dictslot = field;
+    return 1;
+}
+
+static int member_type_ok(PyMemberDef *m)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return m->type == Py_T_OBJECT_EX || m->type == _Py_T_OBJECT;
+#else
+    return m->type == T_OBJECT_EX || m->type == T_OBJECT;
+#endif
+}
+
 static int safe_key(PyObject *k)
 {
     return PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k) ||
@@ -295,8 +347,46 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
     case N_GENERIC_ATTR: {
         if (!PyUnicode_CheckExact(n->arg))
             return 0;
+        if (n->kind == N_ATTR && PyType_CheckExact(P)) {
+            /* type.__getattribute__: no metatype attribute of that name, then K's MRO */
+            if (_PyType_Lookup(&PyType_Type, n->arg) != NULL)
+                return 0;
+            PyObject *v = _PyType_Lookup((PyTypeObject *)P, n->arg);
+            if (v == NULL || !plain_class_attr(v))
+                return 0;
+            if ((r = pin_class_tag(p, n->parent, P)) <= 0)
+                return r;
+            *out = v;
+            return 1;
+        }
+        if (Py_IS_TYPE(P, &PyFunction_Type) && (PyUnicode_CompareWithASCIIString(
+                n->arg, "__defaults__") == 0 || PyUnicode_CompareWithASCIIString(
+                n->arg, "__kwdefaults__") == 0)) {
+            /* function type's own getset (a static type: cannot change) reads the field */
+            PyFunctionObject *f = (PyFunctionObject *)P;
+            PyObject **field = PyUnicode_CompareWithASCIIString(n->arg, "__defaults__") == 0
+                                   ? &f->func_defaults : &f->func_kwdefaults;
+            if ((r = pin_field(p, n->parent, field, *field)) <= 0)
+                return r;
+            *out = *field != NULL ? *field : Py_None;
+            return 1;
+        }
         if (n->kind == N_ATTR && !generic_getattribute(P))
             return 0;
+        PyObject *descr0 = _PyType_Lookup(Py_TYPE(P), n->arg);
+        if (descr0 != NULL && Py_IS_TYPE(descr0, &PyMemberDescr_Type) &&
+            member_type_ok(((PyMemberDescrObject *)descr0)->d_member)) {
+            /* a __slots__ member: read from its offset, pinned by the type and the field */
+            PyMemberDef *m = ((PyMemberDescrObject *)descr0)->d_member;
+            PyObject **field = (PyObject **)((char *)P + m->offset);
+            if (*field == NULL)
+                return 0;
+            if ((r = pin_type(p, n->parent, P)) <= 0 ||
+                (r = pin_field(p, n->parent, field, *field)) <= 0)
+                return r;
+            *out = *field;
+            return 1;
+        }
         PyObject *d = inst_dict(P);
         if (d == NULL)
             return 0;
@@ -316,9 +406,14 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
                 return 0;
             v = d;
         }
-        else {
-            if (descr != NULL)
+        else if (descr != NULL) {  /* a plain class attribute the instance does not shadow */
+            if (!plain_class_attr(descr))
                 return 0;
+            if ((r = PyDict_Contains(d, n->arg)) != 0)
+                return r < 0 ? (PyErr_Clear(), 0) : 0;
+            v = descr;
+        }
+        else {
             v = PyDict_GetItemWithError(d, n->arg);
             if (v == NULL) {
                 PyErr_Clear();
@@ -717,6 +812,14 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
         }
         case S_TYPEPIN:
             if ((void *)Py_TYPE(s->obj) != s->ptr)
+                return R_UNSURE;
+            break;
+        case S_SLOT:
+            if ((void *)*s->dictslot != s->ptr)
+                return R_UNSURE;
+            break;
+        case S_CLASSTAG:
+            if (((PyTypeObject *)s->obj)->tp_version_tag != s->tag)
                 return R_UNSURE;
             break;
         case S_INSTDICT:
