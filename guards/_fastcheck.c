@@ -156,7 +156,7 @@ static int op_distinct(Program *p, Op *op, PyObject **cur)
 static int tensors_match(Program *p, Op *op, PyObject **cur)
 {
     TMeta *fps = (TMeta *)op->fps;
-    PyObject *vol[8];
+    PyObject *vol[64];
     Py_ssize_t nv = 0;
     uint64_t inc, exc;
     tm_api->tls(&inc, &exc);  /* the batch was recorded under one thread-local state */
@@ -186,8 +186,8 @@ static int tensors_match(Program *p, Op *op, PyObject **cur)
         for (Py_ssize_t j = 0; j < nv; j++)
             if (vol[j] == v)
                 return 0;
-        if (nv == 8)
-            return 0;  /* many tensors passed per call: TensorGuards decides */
+        if (nv == 64)
+            return 0;  /* very many tensors passed per call: TensorGuards decides */
         vol[nv++] = v;
     }
     return 1;
