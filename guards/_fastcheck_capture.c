@@ -618,8 +618,32 @@ static int cmp_step(const void *a, const void *b)
  * the fetch and anchor steps of its own level, whose kinds sort first) proved valid, and
  * grouping by kind keeps the dispatch predictable.  Steps with equal keys do not depend on
  * each other, so their order does not matter. */
+static int cmp_dict_step(const void *a, const void *b)
+{
+    const Step *x = a, *y = b;
+    int dx = x->kind == S_DICT, dy = y->kind == S_DICT;
+    if (dx != dy)
+        return dx - dy;
+    if (!dx)
+        return 0;
+    if (x->ptr != y->ptr)
+        return (uintptr_t)x->ptr < (uintptr_t)y->ptr ? -1 : 1;
+    return x->level < y->level ? -1 : x->level > y->level;
+}
+
 static void sort_steps(Program *p)
 {
+    /* one S_DICT per dict (a hook dict is read by its guards and by "has no hooks"): keep
+     * the earliest level, where what holds it was already proved unchanged */
+    qsort(p->steps, p->n_steps, sizeof(Step), cmp_dict_step);
+    Py_ssize_t w = 0;
+    for (Py_ssize_t k = 0; k < p->n_steps; k++) {
+        if (w > 0 && p->steps[k].kind == S_DICT && p->steps[w - 1].kind == S_DICT &&
+            p->steps[k].ptr == p->steps[w - 1].ptr)
+            continue;
+        p->steps[w++] = p->steps[k];
+    }
+    p->n_steps = w;
     qsort(p->steps, p->n_steps, sizeof(Step), cmp_step);
 }
 
