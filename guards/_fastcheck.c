@@ -226,9 +226,12 @@ static void record_tensors(Program *p, Op *op, PyObject **cur)
 
 static int op_dictkeys(PyObject *d, Op *op)
 {
-    /* type(v) is dict and len(v) == n, then key types (by identity) and keys (==) in order */
+    /* type(v) is T and len(v) == n, then key types (by identity) and keys (==) in order; T
+     * is dict, or OrderedDict with n == 0 (fastpath.py): its size is its dict's */
     if (Py_TYPE(d) != (PyTypeObject *)op->a || PyDict_GET_SIZE(d) != op->num)
         return 0;
+    if (op->num == 0)
+        return 1;
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {

@@ -576,6 +576,8 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
             return watch_dict(p, n0, v);
         return 0;
     case O_DICTKEYS:
+        return f0 && (PyDict_CheckExact(v) || (Py_IS_TYPE(v, &PyODict_Type) && op->num == 0))
+                   ? watch_dict(p, n0, v) : 0;
     case O_KEY_ABSENT:
         return f0 && PyDict_CheckExact(v) ? watch_dict(p, n0, v) : 0;
     case O_SAME:

@@ -148,8 +148,9 @@ class Plan:
                 self.op(fc.O_PY1, i, (n,), self._one_value(g), rule=fc.R_NODE)
         elif t is LengthMatch:
             self.op(fc.O_LEN, i, (self.node(g.source),), g.type, num=int(g.length))
-        elif t is DictKeysMatch and g.type is dict:
-            self.op(fc.O_DICTKEYS, i, (self.node(g.source),), dict, g.keys, num=len(g.keys))
+        elif t is DictKeysMatch and (g.type is dict or (g.type is _ODict and not g.keys)):
+            # native: an exact dict's keys in order; an empty OrderedDict is its type and size
+            self.op(fc.O_DICTKEYS, i, (self.node(g.source),), g.type, g.keys, num=len(g.keys))
         elif t is DictKeysMatch:
             empty_od = g.type is _ODict and not g.keys
             self.op(fc.O_PY1, i, (self.node(g.source),), self._one_value(g),
