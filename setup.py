@@ -24,7 +24,7 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trac
 # to the generated Python check without it), built for CPython 3.11-3.13.
 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards", "_fastcheck.c")) \
         and (3, 11) <= sys.version_info[:2] <= (3, 13):
-    ext_modules.append(Extension("guards._fastcheck", ["guards/_fastcheck.c", "guards/_fastcheck_capture.c"],
+    ext_modules.append(Extension("guards._fastcheck", ["guards/_fastcheck.c", "guards/_fastcheck_capture.c", "guards/_fastcheck_watch.c"],
                                  depends=["guards/_fastcheck.h", "guards/_tensormeta.h"]))
 
 

@@ -15,6 +15,9 @@
  *     delitem / clear / pop ... which all assign a new, globally unique tag, and an object's
  *     materialised __dict__ owns its values for good (_PyObject_GetDictPtr clears the
  *     inline values pointer), so an equal tag means the same dict with the same contents.
+ *     3.13.0 did not report that inline-values store to the watcher either (tested in
+ *     tests/test_fastcheck_program.py), so guards/fastpath.py does not use the program on
+ *     3.13 yet; it builds there.
  *   - FC_WEAK_TARGET: PyWeakref_GET_OBJECT is deprecated in 3.13 (PyWeakref_GetRef).
  */
 #ifndef FASTCHECK_H
@@ -166,10 +169,13 @@ int fc_cmp_ptr(const void *a, const void *b);
 int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C);
 void fc_clear_snapshot(Program *p);
 int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject *C);
+
+/* _fastcheck_watch.c (3.12+) */
 #if FC_WATCHERS
 int fc_watcher_init(void);
 void fc_link(Program *p);
 void fc_unlink(Program *p);
+int fc_watch(Program *p, PyObject *d);
 #endif
 
 #endif
