@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c)
+$(STAMP): pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0" setuptools wheel
 	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"

@@ -24,7 +24,31 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trac
 # to the generated Python check without it), built for CPython 3.11-3.13.
 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards", "_fastcheck.c")) \
         and (3, 11) <= sys.version_info[:2] <= (3, 13):
-    ext_modules.append(Extension("guards._fastcheck", ["guards/_fastcheck.c", "guards/_fastcheck_capture.c"],
-                                 depends=["guards/_fastcheck.h"]))
+    ext_modules.append(Extension("guards._fastcheck", ["guards/_fastcheck.c", "guards/_fastcheck_capture.c", "guards/_fastcheck_watch.c"],
+                                 depends=["guards/_fastcheck.h", "guards/_tensormeta.h"]))
+
+
+def _tensormeta_extension():
+    """guards/_tensormeta.cpp, compiled against the installed torch's headers (optional: without
+    it the C check calls TensorGuards for every tensor). None when torch is not importable."""
+    try:
+        import torch
+        from torch.utils import cpp_extension
+    except ImportError:
+        return None
+    abi = int(torch.compiled_with_cxx11_abi())
+    return Extension(
+        "guards._tensormeta", ["guards/_tensormeta.cpp"], depends=["guards/_tensormeta.h"],
+        include_dirs=cpp_extension.include_paths(), library_dirs=cpp_extension.library_paths(),
+        libraries=["c10"], runtime_library_dirs=cpp_extension.library_paths(), language="c++",
+        define_macros=[("TM_TORCH_VERSION", f'"{torch.__version__}"'),
+                       ("_GLIBCXX_USE_CXX11_ABI", str(abi))],
+        extra_compile_args=["-std=c++17", "-O2", "-w"])
+
+
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards", "_tensormeta.cpp")):
+    _tm = _tensormeta_extension()
+    if _tm is not None:
+        ext_modules.append(_tm)
 
 setup(ext_modules=ext_modules)

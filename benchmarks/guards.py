@@ -354,6 +354,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", default="", help="comma-separated keys: " + ",".join(MODELS))
     p.add_argument("--profile", default="", help="cProfile warm calls of one model key")
+    p.add_argument("--blocks", type=int, default=0, help="rounds of interleaved blocks")
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "guards.md"))
     a = p.parse_args(argv)
@@ -361,7 +362,7 @@ def main(argv=None):
     if a.profile:
         return profile(a.profile)
     keys = [k for k in a.only.split(",") if k] or list(MODELS)
-    blocks = 7 if a.quick else 21
+    blocks = a.blocks or (7 if a.quick else 21)
     rows = []
     with torch.no_grad():
         for k in keys:

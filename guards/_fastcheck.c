@@ -23,6 +23,9 @@
  * check.  Any doubt (a changed dict, a type modified) goes to the slow path.
  */
 #include "_fastcheck.h"
+#include "_tensormeta.h"
+
+static TMetaAPI *tm_api = NULL;  /* guards._tensormeta, when built for the running torch */
 
 PyObject *fc_str_getattribute, *fc_str_getattr, *fc_str_dict, *fc_obj_getattribute;
 
@@ -111,7 +114,7 @@ static int truth_of(PyObject *r)  /* consumes r: 1, 0, or R_ERROR (propagate) */
     return t;
 }
 
-static int cmp_ptr(const void *a, const void *b)
+int fc_cmp_ptr(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
     return x < y ? -1 : x > y;
@@ -133,7 +136,7 @@ static int op_distinct(Program *p, Op *op, PyObject **cur)
         if (op->frozen_ptrs != NULL && p->frozen[node] && p->slot[node] < 0)
             continue;  /* counted in frozen_ptrs */
         if (op->frozen_ptrs != NULL &&
-            bsearch(&v, op->frozen_ptrs, op->n_frozen_ptrs, sizeof(void *), cmp_ptr)) {
+            bsearch(&v, op->frozen_ptrs, op->n_frozen_ptrs, sizeof(void *), fc_cmp_ptr)) {
             ok = 0;
             break;
         }
@@ -148,11 +151,87 @@ static int op_distinct(Program *p, Op *op, PyObject **cur)
     return ok;
 }
 
+/* The tensors are those TensorGuards passed when `op->fps` was recorded, metadata-wise, and
+ * pairwise distinct objects (TensorGuards rejects one object twice): 1, else 0. */
+static int tensors_match(Program *p, Op *op, PyObject **cur)
+{
+    TMeta *fps = (TMeta *)op->fps;
+    PyObject *vol[64];
+    Py_ssize_t nv = 0;
+    uint64_t inc, exc;
+    tm_api->tls(&inc, &exc);  /* the batch was recorded under one thread-local state */
+    if (inc != fps[0].tls_included || exc != fps[0].tls_excluded)
+        return 0;
+    PyObject *small[64];
+    PyObject **objs = small;
+    if (op->n > 64 && (objs = PyMem_Malloc(op->n * sizeof(PyObject *))) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < op->n; k++)
+        objs[k] = VAL(op->nodes[k]);
+    int same = tm_api->match_fields_n(objs, fps, op->n);
+    if (objs != small)
+        PyMem_Free(objs);
+    if (!same)
+        return 0;
+    for (Py_ssize_t k = 0; k < op->n; k++) {
+        Py_ssize_t node = op->nodes[k];
+        PyObject *v = VAL(node);
+        if (p->frozen[node] && p->slot[node] < 0)
+            continue;  /* the same object as when recorded */
+        if (op->n_fp_frozen &&
+            bsearch(&v, op->fp_frozen, op->n_fp_frozen, sizeof(void *), fc_cmp_ptr))
+            return 0;
+        for (Py_ssize_t j = 0; j < nv; j++)
+            if (vol[j] == v)
+                return 0;
+        if (nv == 64)
+            return 0;  /* very many tensors passed per call: TensorGuards decides */
+        vol[nv++] = v;
+    }
+    return 1;
+}
+
+static void record_tensors(Program *p, Op *op, PyObject **cur)
+{
+    if (op->fps == NULL && (op->fps = PyMem_Malloc(op->n * sizeof(TMeta))) == NULL) {
+        op->fps_state = -1;
+        return;
+    }
+    Py_ssize_t nf = 0;
+    for (Py_ssize_t k = 0; k < op->n; k++) {
+        TMeta *m = &((TMeta *)op->fps)[k];
+        if (!tm_api->record(VAL(op->nodes[k]), m) || (k > 0 && (
+                m->tls_included != ((TMeta *)op->fps)[0].tls_included ||
+                m->tls_excluded != ((TMeta *)op->fps)[0].tls_excluded))) {
+            op->fps_state = -1;
+            return;
+        }
+        nf += p->frozen[op->nodes[k]] && p->slot[op->nodes[k]] < 0;
+    }
+    PyMem_Free(op->fp_frozen);
+    op->fp_frozen = nf ? PyMem_Malloc(nf * sizeof(void *)) : NULL;
+    if (nf && op->fp_frozen == NULL) {
+        op->fps_state = -1;
+        return;
+    }
+    op->n_fp_frozen = 0;
+    for (Py_ssize_t k = 0; k < op->n; k++)
+        if (p->frozen[op->nodes[k]] && p->slot[op->nodes[k]] < 0)
+            op->fp_frozen[op->n_fp_frozen++] = VAL(op->nodes[k]);
+    qsort(op->fp_frozen, op->n_fp_frozen, sizeof(void *), fc_cmp_ptr);
+    op->fps_state = 1;
+}
+
 static int op_dictkeys(PyObject *d, Op *op)
 {
-    /* type(v) is dict and len(v) == n, then key types (by identity) and keys (==) in order */
+    /* type(v) is T and len(v) == n, then key types (by identity) and keys (==) in order; T
+     * is dict, or OrderedDict with n == 0 (fastpath.py): its size is its dict's */
     if (Py_TYPE(d) != (PyTypeObject *)op->a || PyDict_GET_SIZE(d) != op->num)
         return 0;
+    if (op->num == 0)
+        return 1;
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {
@@ -209,6 +288,8 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
     case O_DISTINCT:
         return op_distinct(p, op, cur);
     case O_TENSORS: {
+        if (tm_api != NULL && op->fps_state == 1 && tensors_match(p, op, cur))
+            return 1;
         PyObject *small[32];
         PyObject **args = small;
         if (op->n > 32 && (args = PyMem_Malloc(op->n * sizeof(PyObject *))) == NULL)
@@ -218,7 +299,10 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
         r = PyObject_Vectorcall(op->a, args, op->n, NULL);
         if (args != small)
             PyMem_Free(args);
-        return truth_of(r);
+        int t = truth_of(r);
+        if (t == 1 && tm_api != NULL && op->fps_state >= 0)
+            record_tensors(p, op, cur);  /* what TensorGuards just accepted, under this TLS */
+        return t;
     }
     case O_CALL_IS:
         r = PyObject_CallNoArgs(op->a);
@@ -396,9 +480,11 @@ static PyObject *program_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     p->slot = PyMem_Calloc(n, sizeof(Py_ssize_t));
     p->frozen = PyMem_Calloc(n, 1);
     p->has_step = PyMem_Calloc(n, 1);
+    p->depth = PyMem_Calloc(n, sizeof(Py_ssize_t));
     p->active = PyMem_Calloc(p->n_ops ? p->n_ops : 1, sizeof(Py_ssize_t));
     p->op_frozen = PyMem_Calloc(p->n_ops ? p->n_ops : 1, 1);
-    if (!p->rec || !p->slot || !p->frozen || !p->has_step || !p->active || !p->op_frozen) {
+    if (!p->rec || !p->slot || !p->frozen || !p->has_step || !p->depth || !p->active ||
+        !p->op_frozen) {
         Py_DECREF(p);
         return PyErr_NoMemory();
     }
@@ -444,14 +530,17 @@ static void program_dealloc(Program *p)
     fc_unlink(p);
 #endif
     program_clear(p);
-    for (Py_ssize_t i = 0; p->ops && i < p->n_ops; i++)
+    for (Py_ssize_t i = 0; p->ops && i < p->n_ops; i++) {
         PyMem_Free(p->ops[i].nodes);
+        PyMem_Free(p->ops[i].fps);
+    }
     PyMem_Free(p->nodes);
     PyMem_Free(p->ops);
     PyMem_Free(p->rec);
     PyMem_Free(p->slot);
     PyMem_Free(p->frozen);
     PyMem_Free(p->has_step);
+    PyMem_Free(p->depth);
     PyMem_Free(p->active);
     PyMem_Free(p->op_frozen);
     PyMem_Free(p->steps);
@@ -551,6 +640,30 @@ static PyObject *program_invalidate(Program *p, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *set_tensor_api(PyObject *mod, PyObject *capsule)
+{
+    /* guards/fastpath.py hands over guards._tensormeta's capsule once it checked that the
+     * module was built for the running torch (None: stop using it) */
+    if (capsule == Py_None) {
+        tm_api = NULL;
+        Py_RETURN_NONE;
+    }
+    TMetaAPI *api = PyCapsule_GetPointer(capsule, TMETA_CAPSULE);
+    if (api == NULL)
+        return NULL;
+    if (api->version != TMETA_API_VERSION) {
+        PyErr_SetString(PyExc_ValueError, "guards._tensormeta API version mismatch");
+        return NULL;
+    }
+    tm_api = api;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_tensor_api", set_tensor_api, METH_O,
+     "set_tensor_api(capsule or None): tensor metadata records from guards._tensormeta"},
+    {NULL}};
+
 static PyMethodDef program_methods[] = {
     {"capture", (PyCFunction)program_capture, METH_VARARGS,
      "capture(L, G, C) -> token (0: nothing recorded): record what a snapshot relies on"},
@@ -579,7 +692,7 @@ static PyTypeObject ProgramType = {
 static struct PyModuleDef fastcheck_module = {
     PyModuleDef_HEAD_INIT, "_fastcheck",
     "Guard programs evaluated in C, skipping what cannot have changed (see _fastcheck.c).", -1,
-    NULL};
+    module_methods};
 
 PyMODINIT_FUNC PyInit__fastcheck(void)
 {

@@ -15,6 +15,9 @@
  *     delitem / clear / pop ... which all assign a new, globally unique tag, and an object's
  *     materialised __dict__ owns its values for good (_PyObject_GetDictPtr clears the
  *     inline values pointer), so an equal tag means the same dict with the same contents.
+ *     3.13.0 did not report that inline-values store to the watcher either (tested in
+ *     tests/test_fastcheck_program.py), so guards/fastpath.py does not use the program on
+ *     3.13 yet; it builds there.
  *   - FC_WEAK_TARGET: PyWeakref_GET_OBJECT is deprecated in 3.13 (PyWeakref_GetRef).
  */
 #ifndef FASTCHECK_H
@@ -22,6 +25,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,7 +71,7 @@ enum { O_ID, O_TYPE, O_IS, O_EQ, O_LEN, O_DICTKEYS, O_SAME, O_DISTINCT, O_TENSOR
 enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS };
 
 /* snapshot steps, run in order on the fast path */
-enum { S_FETCH, S_ANCHOR, S_TYPE, S_TYPEPIN, S_INSTDICT, S_DICT };
+enum { S_FETCH, S_ANCHOR, S_TYPE, S_TYPEPIN, S_CLASSTAG, S_INSTDICT, S_SLOT, S_DICT };
 
 /* snapshot states */
 enum { SNAP_NONE, SNAP_POS, SNAP_NEG };
@@ -94,15 +98,23 @@ typedef struct {
     /* O_DISTINCT: sorted values of the members frozen by the snapshot */
     void **frozen_ptrs;
     Py_ssize_t n_frozen_ptrs;
+    /* O_TENSORS: metadata recorded after TensorGuards passed (guards/_tensormeta.h) */
+    void *fps;
+    int fps_state;       /* 0 none, 1 recorded, -1 a member cannot be recorded */
+    void **fp_frozen;    /* sorted values of the frozen members when recorded */
+    Py_ssize_t n_fp_frozen;
 } Op;
 
 typedef struct {
     int kind;
-    Py_ssize_t node;     /* -1: `ptr` is an extra dict held by a watched one */
+    Py_ssize_t node;     /* S_FETCH, S_ANCHOR */
+    PyObject *obj;       /* the (frozen) object a pin is about: valid once earlier steps passed */
+    PyObject **dictslot; /* S_INSTDICT: where obj keeps its __dict__ pointer */
     void *ptr;           /* recorded dict or type */
     uint64_t tag;        /* dict version (3.11) or type version tag */
     PyObject *ref;       /* S_ANCHOR: weakref or object (borrowed from the op) */
     int weak;
+    Py_ssize_t level;    /* depth of the object it dereferences (steps run by level) */
 } Step;
 
 typedef struct Program {
@@ -125,6 +137,8 @@ typedef struct Program {
     Py_ssize_t *slot;    /* per node: index into the per-call fetched values, or -1 */
     char *frozen;        /* per node */
     char *has_step;      /* per node: bit 1 S_TYPE/S_TYPEPIN, 2 S_INSTDICT, 4 S_DICT */
+    Py_ssize_t *depth;   /* per node: steps from its root */
+    Py_ssize_t cur_level; /* capture: level of the op being frozen (its extra dicts' is +1) */
     Py_ssize_t n_fetch;
     Step *steps;
     Py_ssize_t n_steps, cap_steps;
@@ -149,14 +163,19 @@ PyObject *fc_fetch(Program *p, Py_ssize_t i, PyObject *parent, PyObject *L, PyOb
 int fc_swallow(void);
 extern PyObject *fc_str_getattribute, *fc_str_getattr, *fc_str_dict, *fc_obj_getattribute;
 
+int fc_cmp_ptr(const void *a, const void *b);
+
 /* _fastcheck_capture.c */
 int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C);
 void fc_clear_snapshot(Program *p);
 int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject *C);
+
+/* _fastcheck_watch.c (3.12+) */
 #if FC_WATCHERS
 int fc_watcher_init(void);
 void fc_link(Program *p);
 void fc_unlink(Program *p);
+int fc_watch(Program *p, PyObject *d);
 #endif
 
 #endif

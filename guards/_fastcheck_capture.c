@@ -9,6 +9,13 @@
  *     module), whose type defines no `name` anywhere in its MRO (so no descriptor) and
  *     whose instance __dict__ holds `name`: pinned by P's type version tag and P's __dict__
  *     (its pointer, and its contents: dict version tag on 3.11, a dict watcher on 3.12+);
+ *     or, when the MRO holds `name` as a plain class attribute (an instance of a builtin
+ *     type that is no descriptor) and the instance __dict__ lacks it, that attribute;
+ *   - getattr(K, name) of a frozen class K (metaclass `type`) holding `name` as such a
+ *     plain class attribute: pinned by K's own version tag;
+ *   - a function's __defaults__ / __kwdefaults__, and a __slots__ member of P: the field is
+ *     compared with the recorded pointer, whose object the snapshot holds (so no other
+ *     object can take its address);
  *     `P.__dict__` itself likewise, when the type's `__dict__` is the builtin descriptor;
  *   - P[key] of a frozen dict P (dict's own __getitem__, a key of a builtin type), pinned
  *     by P's contents; P[i] of a frozen tuple; type(P) of a frozen P (class pinned).
@@ -37,6 +44,9 @@ enum { H_TYPE = 1, H_INST = 2, H_DICT = 4 };
 static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t tag,
                     PyObject *ref, int weak)
 {
+    /* pins name the node's object directly: it is frozen, so whatever validated it (an
+     * anchor compared equal to it, a watched dict holding it) ran before this step */
+    PyObject *obj = kind == S_FETCH || kind == S_ANCHOR || node < 0 ? NULL : p->rec[node];
     if (p->n_steps == p->cap_steps) {
         Py_ssize_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
         Step *s = PyMem_Realloc(p->steps, cap * sizeof(Step));
@@ -50,6 +60,10 @@ static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t t
     Step *s = &p->steps[p->n_steps++];
     s->kind = kind;
     s->node = node;
+    s->obj = obj;
+    s->dictslot = NULL;
+    /* extra dicts (node < 0) hang from an instance dict pinned at the current node's level */
+    s->level = node >= 0 ? p->depth[node] : p->cur_level + 1;
     s->ptr = ptr;
     s->tag = tag;
     s->ref = ref;
@@ -57,98 +71,7 @@ static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t t
     return 0;
 }
 
-#if FC_WATCHERS
-static int fc_watcher_id = -1;
-static Program *programs = NULL;
-
-static int in_watched(Program *p, void *d)
-{
-    if (p->capturing) {
-        for (Py_ssize_t k = 0; k < p->n_watched; k++)
-            if (p->watched[k] == d)
-                return 1;
-        return 0;
-    }
-    Py_ssize_t lo = 0, hi = p->n_watched;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if ((uintptr_t)p->watched[mid] < (uintptr_t)d)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < p->n_watched && p->watched[lo] == d;
-}
-
-static int dict_event(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *value)
-{
-    /* any event (added, modified, deleted, cloned, cleared, deallocated) on a dict a
-     * snapshot relies on makes that snapshot stale; runs no Python code */
-    for (Program *p = programs; p != NULL; p = p->next) {
-        if (!p->dirty && p->n_watched && in_watched(p, dict)) {
-            p->dirty = 1;
-            p->state = SNAP_NONE;
-        }
-    }
-    return 0;
-}
-
-int fc_watcher_init(void)
-{
-    fc_watcher_id = PyDict_AddWatcher(dict_event);
-    return fc_watcher_id < 0 ? -1 : 0;
-}
-
-void fc_link(Program *p)
-{
-    p->prev = NULL;
-    p->next = programs;
-    if (programs)
-        programs->prev = p;
-    programs = p;
-}
-
-void fc_unlink(Program *p)
-{
-    if (p->prev)
-        p->prev->next = p->next;
-    else if (programs == p)
-        programs = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    p->prev = p->next = NULL;
-}
-
-static int watch(Program *p, PyObject *d)
-{
-    if (PyDict_Watch(fc_watcher_id, d) < 0)
-        return -1;
-    if (p->n_watched == p->cap_watched) {
-        Py_ssize_t cap = p->cap_watched ? 2 * p->cap_watched : 64;
-        void **w = PyMem_Realloc(p->watched, cap * sizeof(void *));
-        if (w == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        p->watched = w;
-        p->cap_watched = cap;
-    }
-    p->watched[p->n_watched++] = d;
-    return 0;
-}
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-#else
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-    return x < y ? -1 : x > y;
-}
-#endif
+#define cmp_ptr fc_cmp_ptr
 
 /* ---- pins ----------------------------------------------------------------------------------- */
 
@@ -192,7 +115,7 @@ static int watch_dict(Program *p, Py_ssize_t node, PyObject *d)
     if (node >= 0 && (p->has_step[node] & H_DICT))
         return 1;
 #if FC_WATCHERS
-    if (watch(p, d) < 0)
+    if (fc_watch(p, d) < 0)
         return -1;
 #else
     if (add_step(p, S_DICT, node, d, FC_DICT_TAG(d), NULL, 0) < 0)
@@ -219,13 +142,19 @@ static int watch_instdict(Program *p, Py_ssize_t node, PyObject *d)
 {
     if (p->has_step[node] & H_INST)
         return 1;
+    PyObject **dp = _PyObject_GetDictPtr(p->rec[node]);  /* fixed: inside the object */
+    if (dp == NULL || *dp != d) {
+        PyErr_Clear();
+        return 0;
+    }
 #if FC_WATCHERS
-    if (watch(p, d) < 0 || add_step(p, S_INSTDICT, node, d, 0, NULL, 0) < 0)
+    if (fc_watch(p, d) < 0 || add_step(p, S_INSTDICT, node, d, 0, NULL, 0) < 0)
         return -1;
 #else
     if (add_step(p, S_INSTDICT, node, d, FC_DICT_TAG(d), NULL, 0) < 0)
         return -1;
 #endif
+    p->steps[p->n_steps - 1].dictslot = dp;
     p->has_step[node] |= H_INST;
     return 1;
 }
@@ -268,6 +197,51 @@ static PyObject *readable_instdict(Program *p, Py_ssize_t node, PyObject *obj, i
     return r > 0 ? d : NULL;
 }
 
+/* A class attribute read as it is: an instance of a builtin (static) type that is no
+ * descriptor (a static type cannot gain __get__ later). */
+static int plain_class_attr(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return !PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE) && t->tp_descr_get == NULL &&
+           t->tp_descr_set == NULL;
+}
+
+/* K (a class whose metaclass is `type`) keeps its own MRO lookups: S_CLASSTAG. */
+static int pin_class_tag(Program *p, Py_ssize_t node, PyObject *K)
+{
+    PyTypeObject *k = (PyTypeObject *)K;
+    if (p->has_step[node] & H_TYPE)
+        return 1;
+    if (k->tp_version_tag == 0)
+        (void)_PyType_Lookup(k, fc_str_getattribute);
+    if (k->tp_version_tag == 0)
+        return 0;
+    if (add_step(p, S_CLASSTAG, node, NULL, k->tp_version_tag, NULL, 0) < 0)
+        return -1;
+    p->has_step[node] |= H_TYPE;
+    return 1;
+}
+
+/* *field (inside a frozen object) still holds v: S_SLOT; v is held so its address stays its. */
+static int pin_field(Program *p, Py_ssize_t node, PyObject **field, PyObject *v)
+{
+    if (v != NULL && PyList_Append(p->held, v) < 0)
+        return -1;
+    if (add_step(p, S_SLOT, node, v, 0, NULL, 0) < 0)
+        return -1;
+    p->steps[p->n_steps - 1].dictslot = field;
+    return 1;
+}
+
+static int member_type_ok(PyMemberDef *m)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return m->type == Py_T_OBJECT_EX || m->type == _Py_T_OBJECT;
+#else
+    return m->type == T_OBJECT_EX || m->type == T_OBJECT;
+#endif
+}
+
 static int safe_key(PyObject *k)
 {
     return PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBytes_CheckExact(k) ||
@@ -292,8 +266,46 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
     case N_GENERIC_ATTR: {
         if (!PyUnicode_CheckExact(n->arg))
             return 0;
+        if (n->kind == N_ATTR && PyType_CheckExact(P)) {
+            /* type.__getattribute__: no metatype attribute of that name, then K's MRO */
+            if (_PyType_Lookup(&PyType_Type, n->arg) != NULL)
+                return 0;
+            PyObject *v = _PyType_Lookup((PyTypeObject *)P, n->arg);
+            if (v == NULL || !plain_class_attr(v))
+                return 0;
+            if ((r = pin_class_tag(p, n->parent, P)) <= 0)
+                return r;
+            *out = v;
+            return 1;
+        }
+        if (Py_IS_TYPE(P, &PyFunction_Type) && (PyUnicode_CompareWithASCIIString(
+                n->arg, "__defaults__") == 0 || PyUnicode_CompareWithASCIIString(
+                n->arg, "__kwdefaults__") == 0)) {
+            /* function type's own getset (a static type: cannot change) reads the field */
+            PyFunctionObject *f = (PyFunctionObject *)P;
+            PyObject **field = PyUnicode_CompareWithASCIIString(n->arg, "__defaults__") == 0
+                                   ? &f->func_defaults : &f->func_kwdefaults;
+            if ((r = pin_field(p, n->parent, field, *field)) <= 0)
+                return r;
+            *out = *field != NULL ? *field : Py_None;
+            return 1;
+        }
         if (n->kind == N_ATTR && !generic_getattribute(P))
             return 0;
+        PyObject *descr0 = _PyType_Lookup(Py_TYPE(P), n->arg);
+        if (descr0 != NULL && Py_IS_TYPE(descr0, &PyMemberDescr_Type) &&
+            member_type_ok(((PyMemberDescrObject *)descr0)->d_member)) {
+            /* a __slots__ member: read from its offset, pinned by the type and the field */
+            PyMemberDef *m = ((PyMemberDescrObject *)descr0)->d_member;
+            PyObject **field = (PyObject **)((char *)P + m->offset);
+            if (*field == NULL)
+                return 0;
+            if ((r = pin_type(p, n->parent, P)) <= 0 ||
+                (r = pin_field(p, n->parent, field, *field)) <= 0)
+                return r;
+            *out = *field;
+            return 1;
+        }
         PyObject *d = inst_dict(P);
         if (d == NULL)
             return 0;
@@ -313,9 +325,14 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
                 return 0;
             v = d;
         }
-        else {
-            if (descr != NULL)
+        else if (descr != NULL) {  /* a plain class attribute the instance does not shadow */
+            if (!plain_class_attr(descr))
                 return 0;
+            if ((r = PyDict_Contains(d, n->arg)) != 0)
+                return r < 0 ? (PyErr_Clear(), 0) : 0;
+            v = descr;
+        }
+        else {
             v = PyDict_GetItemWithError(d, n->arg);
             if (v == NULL) {
                 PyErr_Clear();
@@ -478,6 +495,8 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
             return watch_dict(p, n0, v);
         return 0;
     case O_DICTKEYS:
+        return f0 && (PyDict_CheckExact(v) || (Py_IS_TYPE(v, &PyODict_Type) && op->num == 0))
+                   ? watch_dict(p, n0, v) : 0;
     case O_KEY_ABSENT:
         return f0 && PyDict_CheckExact(v) ? watch_dict(p, n0, v) : 0;
     case O_SAME:
@@ -507,6 +526,47 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
 }
 
 /* ---- capture / steps ------------------------------------------------------------------------ */
+
+static int cmp_step(const void *a, const void *b)
+{
+    const Step *x = a, *y = b;
+    if (x->level != y->level)
+        return x->level < y->level ? -1 : 1;
+    return x->kind < y->kind ? -1 : x->kind > y->kind;
+}
+
+/* Steps by (level, kind): a step only dereferences objects that steps of lower levels (or
+ * the fetch and anchor steps of its own level, whose kinds sort first) proved valid, and
+ * grouping by kind keeps the dispatch predictable.  Steps with equal keys do not depend on
+ * each other, so their order does not matter. */
+static int cmp_dict_step(const void *a, const void *b)
+{
+    const Step *x = a, *y = b;
+    int dx = x->kind == S_DICT, dy = y->kind == S_DICT;
+    if (dx != dy)
+        return dx - dy;
+    if (!dx)
+        return 0;
+    if (x->ptr != y->ptr)
+        return (uintptr_t)x->ptr < (uintptr_t)y->ptr ? -1 : 1;
+    return x->level < y->level ? -1 : x->level > y->level;
+}
+
+static void sort_steps(Program *p)
+{
+    /* one S_DICT per dict (a hook dict is read by its guards and by "has no hooks"): keep
+     * the earliest level, where what holds it was already proved unchanged */
+    qsort(p->steps, p->n_steps, sizeof(Step), cmp_dict_step);
+    Py_ssize_t w = 0;
+    for (Py_ssize_t k = 0; k < p->n_steps; k++) {
+        if (w > 0 && p->steps[k].kind == S_DICT && p->steps[w - 1].kind == S_DICT &&
+            p->steps[k].ptr == p->steps[w - 1].ptr)
+            continue;
+        p->steps[w++] = p->steps[k];
+    }
+    p->n_steps = w;
+    qsort(p->steps, p->n_steps, sizeof(Step), cmp_step);
+}
 
 static int add_seq(Program *p, Py_ssize_t v)
 {
@@ -544,9 +604,14 @@ void fc_clear_snapshot(Program *p)
     p->n_seq = 0;
     p->n_fetch = 0;
     for (Py_ssize_t k = 0; p->ops && k < p->n_ops; k++) {
-        PyMem_Free(p->ops[k].frozen_ptrs);
-        p->ops[k].frozen_ptrs = NULL;
-        p->ops[k].n_frozen_ptrs = 0;
+        Op *op = &p->ops[k];
+        PyMem_Free(op->frozen_ptrs);
+        op->frozen_ptrs = NULL;
+        op->n_frozen_ptrs = 0;
+        PyMem_Free(op->fp_frozen);
+        op->fp_frozen = NULL;
+        op->n_fp_frozen = 0;
+        op->fps_state = 0;
     }
     if (p->held && PyList_GET_SIZE(p->held))
         PyList_SetSlice(p->held, 0, PyList_GET_SIZE(p->held), NULL);
@@ -576,6 +641,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
     for (i = 0; i < n; i++) {
         p->slot[i] = -1;
         p->rec[i] = NULL;
+        p->depth[i] = p->nodes[i].parent >= 0 ? p->depth[p->nodes[i].parent] + 1 : 0;
     }
     for (i = 0; i < n; i++) {
         Node *nd = &p->nodes[i];
@@ -621,6 +687,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
         p->rec[i] = v;
     }
     for (Py_ssize_t k = 0; k < p->n_ops; k++) {
+        p->cur_level = p->ops[k].n > 0 ? p->depth[p->ops[k].nodes[0]] : 0;
         int r = freeze_op(p, &p->ops[k], capv);
         if (r < 0)
             goto error;
@@ -635,6 +702,7 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
             goto error;
     }
     p->n_fetch = nf;
+    sort_steps(p);
     goto done;
 error:
     result = -1;
@@ -682,36 +750,36 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
             break;
         }
         case S_TYPE: {
-            PyTypeObject *t = Py_TYPE(VAL(s->node));
+            PyTypeObject *t = Py_TYPE(s->obj);
             if ((void *)t != s->ptr || t->tp_version_tag != s->tag)
                 return R_UNSURE;
             break;
         }
         case S_TYPEPIN:
-            if ((void *)Py_TYPE(VAL(s->node)) != s->ptr)
+            if ((void *)Py_TYPE(s->obj) != s->ptr)
                 return R_UNSURE;
             break;
-        case S_INSTDICT: {
-            PyObject **dp = _PyObject_GetDictPtr(VAL(s->node));
-            if (dp == NULL) {
-                PyErr_Clear();
+        case S_SLOT:
+            if ((void *)*s->dictslot != s->ptr)
                 return R_UNSURE;
-            }
-            if ((void *)*dp != s->ptr)
+            break;
+        case S_CLASSTAG:
+            if (((PyTypeObject *)s->obj)->tp_version_tag != s->tag)
+                return R_UNSURE;
+            break;
+        case S_INSTDICT:
+            if ((void *)*s->dictslot != s->ptr)
                 return R_UNSURE;
 #if !FC_WATCHERS
-            if (FC_DICT_TAG(*dp) != s->tag)
+            if (FC_DICT_TAG(s->ptr) != s->tag)
                 return R_UNSURE;
 #endif
             break;
-        }
 #if !FC_WATCHERS
-        case S_DICT: {
-            PyObject *d = s->node >= 0 ? VAL(s->node) : (PyObject *)s->ptr;
-            if (FC_DICT_TAG(d) != s->tag)
+        case S_DICT:
+            if (FC_DICT_TAG(s->ptr) != s->tag)
                 return R_UNSURE;
             break;
-        }
 #endif
         }
     }

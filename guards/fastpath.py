@@ -22,13 +22,19 @@ How (measured against the alternatives in the README's "Cache hits" section):
     any doubt sends the call to ``GuardSet._slow_check``.  Without the C extension (or with
     ``TRACER_FAST_GUARDS=0``) the Python check is used as before.
 
-Not used: torch's C++ GuardManager (private, changes between torch releases); torch's
-public ``TensorGuards`` still checks the tensors, in one batched call.
+Tensors: torch's public ``TensorGuards`` is the authority (one batched call), but it costs
+about 70 ns per tensor, and a model checks every parameter on every call.  Right after it
+passes, guards/_tensormeta.cpp records each tensor's metadata as TensorGuards sees it (type,
+dispatch keys with the thread's include/exclude sets, dtype, device, requires_grad, sizes,
+strides); later calls compare against that record in a few loads and call TensorGuards only
+on a mismatch.  Not used: torch's C++ GuardManager (private, changes between releases).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from typing import Any
 
 import torch
@@ -46,7 +52,35 @@ try:
 except ImportError:  # not built: the generated Python check is used
     fc = None
 
-ENABLED = fc is not None and os.environ.get("TRACER_FAST_GUARDS", "1") not in ("", "0")
+# CPython 3.13: not used. Storing an attribute into an object's inline values while its
+# __dict__ is materialised (the snapshot materialises it) was not reported to the dict
+# watcher on 3.13.0 (tests/test_fastcheck_program.py shows it), so a snapshot could call a
+# changed module unchanged. Until such objects are pinned another way, 3.13 runs the
+# generated Python check (the extension still builds there).
+ENABLED = (fc is not None and sys.version_info[:2] < (3, 13)
+           and os.environ.get("TRACER_FAST_GUARDS", "1") not in ("", "0"))
+
+
+def _tensor_records():
+    """guards._tensormeta's capsule if it was built for this torch, else None (tensors are
+    then checked by TensorGuards on every call)."""
+    if os.environ.get("TRACER_TENSOR_RECORDS", "1") in ("", "0"):
+        return None
+    try:
+        from . import _tensormeta
+    except ImportError:
+        return None
+    if _tensormeta.TORCH_VERSION != torch.__version__:
+        logging.getLogger("tracer").warning(
+            "guards._tensormeta was built for torch %s, this is %s: rebuild it (make install); "
+            "tensors are checked by TensorGuards meanwhile", _tensormeta.TORCH_VERSION,
+            torch.__version__)
+        return None
+    return _tensormeta._C_API
+
+
+if fc is not None:
+    fc.set_tensor_api(_tensor_records())
 
 # ConstMatch values compared by identity / by exact type and == (their Python conditions)
 _BY_IDENTITY = (type(None), type(Ellipsis), type(NotImplemented), bool, torch.dtype)
@@ -121,8 +155,9 @@ class Plan:
                 self.op(fc.O_PY1, i, (n,), self._one_value(g), rule=fc.R_NODE)
         elif t is LengthMatch:
             self.op(fc.O_LEN, i, (self.node(g.source),), g.type, num=int(g.length))
-        elif t is DictKeysMatch and g.type is dict:
-            self.op(fc.O_DICTKEYS, i, (self.node(g.source),), dict, g.keys, num=len(g.keys))
+        elif t is DictKeysMatch and (g.type is dict or (g.type is _ODict and not g.keys)):
+            # native: an exact dict's keys in order; an empty OrderedDict is its type and size
+            self.op(fc.O_DICTKEYS, i, (self.node(g.source),), g.type, g.keys, num=len(g.keys))
         elif t is DictKeysMatch:
             empty_od = g.type is _ODict and not g.keys
             self.op(fc.O_PY1, i, (self.node(g.source),), self._one_value(g),

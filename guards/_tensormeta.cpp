@@ -1,0 +1,120 @@
+// guards._tensormeta: a tensor's metadata as TensorGuards sees it, recorded and compared in a
+// few loads (see _tensormeta.h).  Why: TensorGuards costs about 70 ns per tensor (it builds
+// its thread-local state and compares optional SymInts), and a model's guard set checks
+// every parameter on every call.  Only public ATen/c10 accessors and inline code are used
+// (no torch guard classes); the module is built against one torch and refuses another
+// (guards/fastpath.py compares TORCH_VERSION with the running torch).
+#include <Python.h>
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+extern "C" {
+#include "_tensormeta.h"
+}
+
+#ifndef TM_TORCH_VERSION
+#define TM_TORCH_VERSION "unknown"
+#endif
+
+namespace {
+
+const c10::DispatchKeySet kPythonKeys({c10::DispatchKey::Python,
+                                       c10::DispatchKey::PythonTLSSnapshot,
+                                       c10::DispatchKey::PythonDispatcher});
+
+int tm_record(PyObject* obj, TMeta* m) {
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (impl->has_symbolic_sizes_strides()) return 0;
+    auto tls = c10::impl::tls_local_dispatch_key_set();
+    c10::DispatchKeySet ks = impl->key_set();
+    // TensorGuards may mask the Python keys depending on a mode we cannot see: not recorded
+    if (!((ks | tls.included_) & kPythonKeys).empty()) return 0;
+    auto sizes = impl->sizes();
+    auto strides = impl->strides();
+    if (sizes.size() > TM_MAXDIM || strides.size() != sizes.size()) return 0;
+    m->type = Py_TYPE(obj);
+    m->keys = ks.raw_repr();
+    m->tls_included = tls.included_.raw_repr();
+    m->tls_excluded = tls.excluded_.raw_repr();
+    m->dtype = static_cast<int16_t>(impl->dtype().toScalarType());
+    c10::Device dev = impl->device();
+    m->device_type = static_cast<int8_t>(dev.type());
+    m->device_index = dev.index();
+    m->requires_grad = impl->requires_grad();
+    m->ndim = static_cast<int32_t>(sizes.size());
+    for (size_t i = 0; i < sizes.size(); i++) {
+      m->sizes[i] = sizes[i];
+      m->strides[i] = strides[i];
+    }
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}
+
+void tm_tls(uint64_t* included, uint64_t* excluded) {
+  auto tls = c10::impl::tls_local_dispatch_key_set();
+  *included = tls.included_.raw_repr();
+  *excluded = tls.excluded_.raw_repr();
+}
+
+int tm_match_fields(PyObject* obj, const TMeta* m) {
+  if (static_cast<void*>(Py_TYPE(obj)) != m->type) return 0;  // a tensor of that exact type
+  try {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (impl->key_set().raw_repr() != m->keys || impl->has_symbolic_sizes_strides()) return 0;
+    if (static_cast<int16_t>(impl->dtype().toScalarType()) != m->dtype) return 0;
+    c10::Device dev = impl->device();
+    if (static_cast<int8_t>(dev.type()) != m->device_type || dev.index() != m->device_index)
+      return 0;
+    if (impl->requires_grad() != static_cast<bool>(m->requires_grad)) return 0;
+    auto sizes = impl->sizes();
+    if (static_cast<int32_t>(sizes.size()) != m->ndim) return 0;
+    auto strides = impl->strides();
+    for (int32_t i = 0; i < m->ndim; i++) {
+      if (sizes[i] != m->sizes[i] || strides[i] != m->strides[i]) return 0;
+    }
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int tm_match_fields_n(PyObject* const* objs, const TMeta* ms, Py_ssize_t n) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (!tm_match_fields(objs[i], &ms[i])) return 0;
+  }
+  return 1;
+}
+
+int tm_match(PyObject* obj, const TMeta* m) {
+  uint64_t inc, exc;
+  tm_tls(&inc, &exc);
+  return inc == m->tls_included && exc == m->tls_excluded && tm_match_fields(obj, m);
+}
+
+TMetaAPI api = {TMETA_API_VERSION, tm_record, tm_match, tm_tls, tm_match_fields,
+               tm_match_fields_n};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_tensormeta",
+                          "Tensor metadata records for the C guard check (see _tensormeta.h).",
+                          -1, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__tensormeta(void) {
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == nullptr) return nullptr;
+  PyObject* cap = PyCapsule_New(&api, TMETA_CAPSULE, nullptr);
+  if (cap == nullptr || PyModule_AddObject(m, "_C_API", cap) < 0 ||
+      PyModule_AddStringConstant(m, "TORCH_VERSION", TM_TORCH_VERSION) < 0) {
+    Py_XDECREF(cap);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

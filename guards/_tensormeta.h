@@ -1,0 +1,40 @@
+/* C interface of guards/_tensormeta.cpp (a PyCapsule), used by guards/_fastcheck.c.
+ *
+ * A TMeta records everything torch's TensorGuards compares for one tensor (exact Python
+ * type, dispatch key set with the thread's local include/exclude sets, dtype, device,
+ * requires_grad, sizes, strides), taken right after TensorGuards passed on it.  A later
+ * tensor that matches the record field for field under the same thread-local dispatch
+ * state would pass TensorGuards too; anything else goes back to TensorGuards.
+ */
+#ifndef TENSORMETA_H
+#define TENSORMETA_H
+#include <stdint.h>
+
+#define TM_MAXDIM 8
+#define TMETA_CAPSULE "guards._tensormeta._C_API"
+#define TMETA_API_VERSION 3
+
+typedef struct {
+    void *type;
+    uint64_t keys, tls_included, tls_excluded;
+    int64_t sizes[TM_MAXDIM], strides[TM_MAXDIM];
+    int32_t ndim;
+    int16_t dtype;
+    int16_t device_index;
+    int8_t device_type;
+    int8_t requires_grad;
+} TMeta;
+
+typedef struct {
+    int version;
+    int (*record)(PyObject *tensor, TMeta *out);     /* 1 recorded, 0 not recordable */
+    int (*match)(PyObject *tensor, const TMeta *m);  /* 1 same metadata and TLS, else 0 */
+    /* the same in two parts, for a batch recorded under one TLS: read the thread's local
+     * dispatch include/exclude sets once, then compare each tensor's own fields */
+    void (*tls)(uint64_t *included, uint64_t *excluded);
+    int (*match_fields)(PyObject *tensor, const TMeta *m);
+    /* match_fields for n tensors at once: 1 if all match */
+    int (*match_fields_n)(PyObject *const *tensors, const TMeta *ms, Py_ssize_t n);
+} TMetaAPI;
+
+#endif

@@ -1,0 +1,212 @@
+"""The C check (guards/fastpath.py): same answers as the generated Python check, while it
+skips what its snapshot says cannot have changed, and after each way a module tree can
+change under it.  Needs only `guards` and torch (runs on every CPython the C code builds
+for: the dict-watcher path on 3.12+, dict version tags on 3.11)."""
+import builtins
+import gc
+import random
+
+import pytest
+import torch
+import torch.nn as nn
+
+from guards import (AttrSource, ConstMatch, DictKeysMatch, GlobalSource, GlobalStateMatch,
+                    IdMatch, ItemSource, LocalSource, Predicate, TensorMatch, TypeMatch,
+                    compile_guards, fastpath)
+
+pytestmark = pytest.mark.skipif(not fastpath.ENABLED, reason="guards._fastcheck is not built")
+
+B = builtins.__dict__
+M = LocalSource("m", 0)
+X = LocalSource("x", 1)
+HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def sub(src, name):
+    return ItemSource(AttrSource(src, "_modules"), name)
+
+
+def param(src, name):
+    return ItemSource(AttrSource(src, "_parameters"), name)
+
+
+def make_model():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.Sequential(nn.Linear(4, 2)))
+    m.scale = 0.5
+    return m
+
+
+def guards_for(m, x):
+    """What a trace of `m(x)` guards (the shape of tracer's guards for a module tree)."""
+    out = [IdMatch(M, m), TensorMatch(X, x), GlobalStateMatch(),
+           Predicate.falsy_attrs(M, HOOKS, "has no hooks"),
+           ConstMatch(AttrSource(M, "scale"), 0.5),
+           Predicate.lacks_attr(M, "missing", "has no attribute 'missing'"),
+           DictKeysMatch(AttrSource(M, "_modules"), tuple(m._modules))]
+    for path, mod in m.named_modules():
+        if not path:
+            continue
+        src = M
+        for part in path.split("."):
+            src = sub(src, part)
+        out += [IdMatch(src, mod), TypeMatch(src, type(mod)),
+                Predicate.falsy_attrs(src, HOOKS, "has no hooks"),
+                TypeMatch(AttrSource(src, "_forward_hooks"), type(mod._forward_hooks)),
+                DictKeysMatch(AttrSource(src, "_forward_hooks"), (), type(mod._forward_hooks))]
+        attrs = {k: v for k, v in mod.__dict__.items()
+                 if not k.startswith("_") and isinstance(v, (bool, int, float, str, tuple, type(None)))}
+        out.append(Predicate.attrs_are(src, attrs, "attributes"))
+        for name, p in mod._parameters.items():
+            if p is not None:
+                out += [IdMatch(param(src, name), p), TensorMatch(param(src, name), p)]
+    return out
+
+
+@pytest.fixture
+def setup():
+    m, x = make_model(), torch.randn(3, 4)
+    gs = compile_guards(guards_for(m, x), builtins=B)
+    L = (m, x)
+    assert gs.check(L, {}, None)
+    assert gs.check(L, {}, None)  # the second call runs from the snapshot
+    st = gs.check.stats()
+    assert st["state"] == "positive" and st["fast_hits"] >= 1, st
+    assert st["frozen_nodes"] > 10 and st["active_ops"] <= 8, st
+    return m, x, gs
+
+
+def agree(gs, L, G=None, expect=None):
+    """check() (twice: slow then fast path) == the generated check == failures() empty."""
+    G = {} if G is None else G
+    full = gs.full_check(L, G, None)
+    for _ in range(3):
+        assert gs.check(L, G, None) is full
+    assert (gs.failures(L, G, None) == []) is full
+    if expect is not None:
+        assert full is expect, gs.failures(L, G, None)
+    return full
+
+
+MUTATIONS = {
+    "replace a parameter": lambda m: setattr(m[0], "weight", nn.Parameter(m[0].weight.detach().clone())),
+    "parameter requires_grad": lambda m: m[0].weight.requires_grad_(False),
+    "parameter .data of another shape": lambda m: setattr(m[0].weight, "data", torch.randn(4, 5)),
+    "add a forward hook": lambda m: m[1].register_forward_hook(lambda *a: None),
+    "add a pre-hook on the root": lambda m: m.register_forward_pre_hook(lambda *a: None),
+    "change an attribute": lambda m: setattr(m[1], "eps", 1e-3),
+    "training flag": lambda m: m[2].train(False) and m[2][0].train(True),
+    "swap a module": lambda m: m.__setitem__(1, nn.LayerNorm(4)),
+    "swap a nested module": lambda m: m[2].__setitem__(0, nn.Linear(4, 2)),
+    "add a module": lambda m: m.append(nn.ReLU()),
+    "change a plain attribute": lambda m: setattr(m, "scale", 0.25),
+    "define the absent attribute": lambda m: setattr(m, "missing", 1),
+    "absent attribute as a parameter": lambda m: m.register_parameter("missing", nn.Parameter(torch.ones(1))),
+    "class gains a property": lambda m: setattr(type(m), "scale", property(lambda s: 1.0)),
+    "replace an instance __dict__": lambda m: setattr(m[1], "__dict__", {**m[1].__dict__, "eps": 2.0}),
+    "__class__ assignment": lambda m: setattr(m[1], "__class__", type("LN2", (nn.LayerNorm,), {})),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_each_change_fails_the_check_and_agrees(setup, name):
+    m, x, gs = setup
+    try:
+        MUTATIONS[name](m)
+        agree(gs, (m, x), expect=False)
+    finally:
+        if "scale" in nn.Sequential.__dict__:  # undo the class change for the other tests
+            del nn.Sequential.scale
+
+
+def test_an_unrelated_change_keeps_passing(setup):
+    m, x, gs = setup
+    m[0].some_cache = [1, 2]  # a write the guards do not read: slow path once, then fast
+    agree(gs, (m, x), expect=True)
+    before = gs.check.stats()["fast_hits"]
+    assert gs.check((m, x), {}, None)
+    assert gs.check.stats()["fast_hits"] == before + 1
+
+
+def test_changes_undone_pass_again(setup):
+    m, x, gs = setup
+    old = m[0].weight
+    m[0].weight = nn.Parameter(old.detach().clone())
+    agree(gs, (m, x), expect=False)
+    m[0].weight = old
+    agree(gs, (m, x), expect=True)
+    h = m[1].register_forward_hook(lambda *a: None)
+    agree(gs, (m, x), expect=False)
+    h.remove()
+    agree(gs, (m, x), expect=True)
+
+
+def test_negative_snapshot_fails_fast_until_the_tree_changes(setup):
+    m, x, gs = setup
+    m.scale = 1.0
+    agree(gs, (m, x), expect=False)
+    assert gs.check.stats()["state"] == "negative"
+    m.scale = 0.5
+    agree(gs, (m, x), expect=True)
+    assert gs.check.stats()["state"] == "positive"
+
+
+def test_inputs_are_checked_every_call(setup):
+    m, x, gs = setup
+    agree(gs, (m, torch.randn(3, 4)), expect=True)
+    agree(gs, (m, torch.randn(2, 4)), expect=False)
+    agree(gs, (m, torch.randn(3, 4, dtype=torch.float64)), expect=False)
+    agree(gs, (m, torch.randn(3, 4).requires_grad_()), expect=False)
+    agree(gs, (m, "not a tensor"), expect=False)
+    agree(gs, (make_model(), x), expect=False)  # another model: its anchor fails
+    with torch.no_grad():
+        agree(gs, (m, x), expect=False)  # global state
+    agree(gs, (m, x), expect=True)
+
+
+def test_a_dead_anchor_fails():
+    class Box:
+        pass
+
+    b = Box()
+    gs = compile_guards([IdMatch(M, b), ConstMatch(AttrSource(M, "v"), None)], builtins=B)
+    b.v = None
+    assert gs.check((b,), {}, None) and gs.check((b,), {}, None)
+    del b
+    gc.collect()
+    fresh = Box()
+    fresh.v = None
+    agree(gs, (fresh,), expect=False)
+    assert any("no longer exists" in f for f in gs.failures((fresh,), {}, None))
+
+
+def test_globals_are_fetched_every_call():
+    g = {"scale": 2, "mod": nn.ReLU()}
+    gs = compile_guards([ConstMatch(GlobalSource("scale"), 2), IdMatch(GlobalSource("mod"), g["mod"]),
+                         Predicate.key_absent(LocalSource("G", 0), "len", "not shadowed")],
+                        builtins=B)
+    L = ({"a": 1},)
+    assert agree(gs, L, g, expect=True)
+    g["scale"] = 3
+    agree(gs, L, g, expect=False)
+    g["scale"] = 2
+    g["unrelated"] = 1  # a script's globals change all the time: still fast and right
+    agree(gs, L, g, expect=True)
+    g["mod"] = nn.ReLU()
+    agree(gs, L, g, expect=False)
+
+
+def test_random_mutation_sequences_agree():
+    rng = random.Random(0)
+    names = list(MUTATIONS)
+    for trial in range(12):
+        m, x = make_model(), torch.randn(3, 4)
+        gs = compile_guards(guards_for(m, x), builtins=B)
+        agree(gs, (m, x), expect=True)
+        for _ in range(3):
+            name = rng.choice([n for n in names if "class" not in n])
+            try:
+                MUTATIONS[name](m)
+            except Exception:  # noqa: BLE001 - some sequences make a later change impossible
+                continue
+            agree(gs, (m, x))
