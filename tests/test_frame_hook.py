@@ -287,7 +287,9 @@ def test_replacement_recursion_and_f_back():
 
     with hook(rec):
         assert caller() == 120
-    assert rec.names == ["caller"] + ["fact"] * 5
+    # (other frames may start meanwhile, e.g. an audit hook a library installed (filelock's
+    # runs on 3.12's sys._getframe audit event): only this test's functions are counted)
+    assert [n for n in rec.names if n in ("caller", "fact")] == ["caller"] + ["fact"] * 5
     # the original frame never ran: the replacement's caller is the real caller
     assert callers == ["caller", "donor", "donor", "donor", "donor"]
     del callers

@@ -194,7 +194,11 @@ class ConstantVariable(Variable):
         raise Unsupported(f"iterating over {type(self.value).__name__}")
 
     def length(self, tx):
-        return len(self.value)
+        try:
+            return len(self.value)
+        except TypeError as e:  # len(3): the user code raises it (not a tracer error)
+            from ..exc import user_error
+            raise user_error(TypeError, str(e)) from None
 
     def hasattr(self, tx, name):
         return hasattr(self.value, name)
