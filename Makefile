@@ -1,14 +1,24 @@
 # Two entry points (see README): `make demo` and `make test`. Both create the virtual
 # environment on first use, install the pinned versions and build the C frame hook.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV ?= .venv
+#
+# Any supported Python: `make test PYTHON=python3.12` (or python3.13). Each version has its
+# own environment: .venv for 3.11 (the default), .venv-3.12, .venv-3.13. An interpreter that
+# is not on PATH is looked up under pyenv (.ci/find-python).
+PYTHON ?= python3.11
+PYTHON_BIN := $(shell .ci/find-python $(PYTHON) 2>/dev/null || command -v $(PYTHON))
+PY_VERSION := $(shell $(PYTHON_BIN) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+VENV ?= $(if $(filter 3.11,$(PY_VERSION)),.venv,.venv-$(PY_VERSION))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean check-python
 
-$(STAMP): pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+check-python:
+	@test -n "$(PY_VERSION)" || { echo "make: no interpreter for PYTHON=$(PYTHON)" >&2; exit 1; }
+	@case "$(PY_VERSION)" in 3.11|3.12|3.13) ;; *) echo "make: frametracer supports CPython 3.11-3.13, $(PYTHON) is $(PY_VERSION)" >&2; exit 1;; esac
+
+$(STAMP): pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
+	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0" setuptools wheel
 	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"
 	touch $(STAMP)

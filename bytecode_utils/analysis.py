@@ -130,10 +130,19 @@ def _local_effects(inst: Instruction, cellvars: frozenset[str], argnames: frozen
     """(uses, defs) of local names for one instruction."""
     op = inst.opname
     name = inst.argval
-    if op == "LOAD_FAST" or op == "LOAD_FAST_CHECK":
+    if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"):
+        # (3.12+ LOAD_FAST_AND_CLEAR saves the value an inlined comprehension restores: a use)
         return (name,), ()
     if op == "STORE_FAST":
         return (), (name,)
+    # 3.13 superinstructions: argval is the pair of names
+    if op == "LOAD_FAST_LOAD_FAST":
+        return tuple(name), ()
+    if op == "STORE_FAST_STORE_FAST":
+        return (), tuple(name)
+    if op == "STORE_FAST_LOAD_FAST":  # the store happens first: a load of the same name is not a use
+        store, load = name
+        return (() if load == store else (load,)), (store,)
     if op == "DELETE_FAST":
         # Raises if unbound, so the binding before it is observed; afterwards it is gone.
         # Its value is never read (values_only: liveness of values, not of bindings).

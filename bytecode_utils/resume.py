@@ -146,7 +146,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
-    out = _bc.Bytecode(new_items)
+    out = _bc.Bytecode(versions.relocatable(new_items))
     out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
     out.qualname = f"{base}.<resume@{lineno}>"

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bytecode_utils as bu
+from bytecode_utils import versions
 from test_bytecode_utils_support import STDLIB_MODULES, map_code_recursive, module_code, stdlib_codes
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="CPython 3.11 bytecode")
+PY = sys.version_info[:2]
 
 
 def structure(code: types.CodeType):
@@ -53,6 +54,11 @@ def rebuild_plain(code):
 @pytest.mark.parametrize("rebuild", [rebuild_plain, rebuild_with_make_code])
 def test_round_trip_preserves_structure(modname, rebuild):
     for code in stdlib_codes(modname):
+        if rebuild is rebuild_plain and code.co_name.startswith("<generic parameters of"):
+            # 3.12+ PEP 695 annotation scopes: bytecode (0.19.1) renumbers locals by first use
+            # and drops the hidden ".defaults" argument; make_code (what the tracer uses)
+            # keeps the layout, and is checked on them below
+            continue
         new = rebuild(code)
         assert structure(new) == structure(code), code
         if rebuild is rebuild_with_make_code:
@@ -124,19 +130,16 @@ def test_make_code_load_const_arbitrary_objects_keeps_identity():
     def helper(x):
         return x * 10
 
-    items = bu.prologue(template.__code__) + [
-        bytecode.Instr("PUSH_NULL"),
-        bytecode.Instr("LOAD_CONST", helper),
+    items = bu.prologue(template.__code__) + versions.load_const_callable(helper) + [
         bytecode.Instr("LOAD_CONST", 4),
         bytecode.Instr("LOAD_CONST", a),
         bytecode.Instr("LOAD_CONST", b),
         bytecode.Instr("BUILD_TUPLE", 2),
         bytecode.Instr("STORE_FAST", "pair"),
-        bytecode.Instr("PRECALL", 1),
-        bytecode.Instr("CALL", 1),
+        *versions.call(1),
         bytecode.Instr("LOAD_FAST", "pair"),
         bytecode.Instr("BUILD_TUPLE", 2),
-        bytecode.Instr("RETURN_VALUE"),
+        *versions.return_value(),
     ]
     code = bu.make_code(template.__code__, items, name="generated")
     fn = bu.make_function(code, {})

@@ -66,6 +66,39 @@ def test_the_scan_finds_what_it_looks_for(tmp_path):
     assert len(_violations(sample, VERSION_ONLY)) == 2
 
 
+def test_load_closure_passes_this_frames_cells_on():
+    """A closure built from a free variable (load_closure(free=True)) and from a cell
+    variable of the frame (free=False) reads the same cells (3.13: LOAD_FAST of the slot)."""
+    import types
+
+    import bytecode as bc
+
+    def outer():
+        v = 41
+
+        def middle():
+            w = 1
+
+            def inner():
+                return v + w
+            return inner
+        return middle
+
+    middle = outer()
+    inner_code = middle().__code__  # free vars ('v', 'w') in some order
+    body = [bc.Instr("MAKE_CELL", bc.CellVar("w")), bc.Instr("COPY_FREE_VARS", 1), bc.Instr("RESUME", 0),
+            bc.Instr("LOAD_CONST", 1), bc.Instr("STORE_DEREF", bc.CellVar("w"))]
+    make = []
+    for name in inner_code.co_freevars:
+        make += versions.load_closure(name, free=(name == "v"))
+    make += [bc.Instr("BUILD_TUPLE", 2)] + versions.make_function(inner_code, closure=True)
+    body += versions.load_callable(make) + versions.call(0) + versions.return_value()
+    code = bc.Bytecode(body)
+    code.freevars, code.cellvars = ["v"], ["w"]
+    fn = types.FunctionType(code.to_code(), {}, "m", None, middle.__closure__)
+    assert fn() == 42
+
+
 @pytest.mark.parametrize("helper", ["load_const_callable", "load_method", "make_function"])
 def test_helpers_build_valid_code(helper):
     """The helpers' output assembles and runs on this version (a call with keywords, a method

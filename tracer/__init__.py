@@ -18,6 +18,12 @@ from .export import ExportAssumptionWarning, ExportError, export
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 from . import logs as _logs
+# Every module of the tracer is imported now, none lazily while a frame is being traced: an
+# import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
+# must not touch (capture() tracing pytest's import hook saw the hook's cache change under
+# the guards it had just built, when tracing first reached these two modules).
+from . import builtins_impl as _builtins_impl  # noqa: E402,F401
+from .variables import new_objects as _new_objects  # noqa: E402,F401
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 

@@ -41,7 +41,7 @@ _SHAPES = {
     "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
     "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None, "RERAISE": (1, 0),
     "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
-}
+}  # (+ the instructions only some versions have: versions.break_shape)
 
 
 @dataclasses.dataclass
@@ -54,9 +54,10 @@ class BreakInfo:
 
 
 def instruction_shape(inst):
+    """(values popped, values pushed) of an instruction a graph break can be placed at, or None."""
     shape = _SHAPES.get(inst.opname, False)
     if shape is False:
-        return None
+        return versions.break_shape(inst)
     if shape is not None:
         return shape
     op, arg = inst.opname, inst.arg
@@ -125,7 +126,7 @@ def generate_break(frame, inst, reason):
     if len(stack) < pops:
         raise Unsupported("graph break: stack shorter than the instruction's inputs")
     below, inputs = stack[:len(stack) - pops], stack[len(stack) - pops:]
-    if inst.opname == "CALL_FUNCTION_EX" and not isinstance(inputs[0], NullVariable):
+    if inst.opname == "CALL_FUNCTION_EX" and not any(isinstance(v, NullVariable) for v in inputs[:2]):
         raise Unsupported("graph break at CALL_FUNCTION_EX without NULL")
     liveness = live_locals(code)
     cg = CodeGen(code, frame.ctx.output)
@@ -270,7 +271,7 @@ def _native(original, inst, jump_label, frame):
         return [bc.Instr("RERAISE", 0, lineno=original[inst.index].lineno)]
     if jump_label is not None:
         return versions.cond_jump(inst.opname, jump_label, lineno=original[inst.index].lineno)
-    return versions.call_instructions(original, inst.index)
+    return versions.native(original, inst.index)
 
 
 def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,

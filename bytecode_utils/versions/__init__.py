@@ -45,6 +45,8 @@ CALL_PREFIX_OPNAMES = impl.CALL_PREFIX_OPNAMES
 CALL_OPNAMES = impl.CALL_OPNAMES
 normalize = impl.normalize
 call_kw_names = impl.call_kw_names
+compare_to_bool = impl.compare_to_bool
+break_shape = impl.break_shape
 split_call = impl.split_call
 callable_and_null = impl.callable_and_null
 push_null = impl.push_null
@@ -60,12 +62,13 @@ make_function = impl.make_function
 cond_jump = impl.cond_jump
 return_value = impl.return_value
 return_const = impl.return_const
-call_instructions = impl.call_instructions
+relocatable = impl.relocatable
+native = impl.native
 
 __all__ = [
     "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES", "normalize",
-    "call_kw_names", "split_call",
+    "call_kw_names", "compare_to_bool", "break_shape", "split_call",
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",
-    "make_function", "cond_jump", "return_value", "return_const", "call_instructions",
+    "make_function", "cond_jump", "return_value", "return_const", "relocatable", "native",
 ]

@@ -54,6 +54,17 @@ def call_kw_names(instrs, i):
     return ()
 
 
+def compare_to_bool(inst):
+    """Whether COMPARE_OP also converts its result to bool (3.13 fuses a following TO_BOOL)."""
+    return False
+
+
+def break_shape(inst):
+    """(values popped, values pushed) of the instructions only some versions have that a
+    graph break may be placed at (the shared ones: tracer/graph_break.py); None otherwise."""
+    return None
+
+
 # ---- stack layout ---------------------------------------------------------------------------
 def split_call(items, is_null):
     """``items``: the ``argc + 2`` stack entries a CALL reads, bottom first.
@@ -132,6 +143,13 @@ def cond_jump(opname, label, **loc):
     return [_i(f"POP_JUMP_FORWARD_IF_{cond}", label, **loc)]
 
 
+def relocatable(items):
+    """``items`` (a ``bytecode`` instruction stream) made safe to assemble with a different
+    local-variable layout than the code they came from (resume functions add arguments).
+    Nothing to do before 3.13."""
+    return list(items)
+
+
 def return_value():
     return [_i("RETURN_VALUE")]
 
@@ -140,9 +158,10 @@ def return_const(value):
     return [_i("LOAD_CONST", value), _i("RETURN_VALUE")]
 
 
-def call_instructions(original, i, prefixes=CALL_PREFIX_OPNAMES):
-    """Copies of the instruction at ``original[i]`` and of the ``prefixes`` just before it
-    that belong to it (``original``: the ``bytecode.Instr`` of a code object)."""
+def native(original, i, prefixes=CALL_PREFIX_OPNAMES):
+    """Instructions that run ``original[i]`` (the ``bytecode.Instr`` of a code object) on
+    its stack operands, whatever objects they are: a copy of it, with the ``prefixes`` just
+    before it that belong to it (a CALL's KW_NAMES/PRECALL). Used at a graph break."""
     j = i
     if original[i].name == "CALL":
         while j > 0 and original[j - 1].name in prefixes:

@@ -9,9 +9,9 @@ UNARY_POSITIVE. The call layout (NULL below the callable) is 3.11's.
 from __future__ import annotations
 
 from . import py311
-from .py311 import (CALL_OPNAMES, _i, callable_and_null, call_kw_names, load_callable,  # noqa: F401
-                    load_closure, load_const_callable, load_global, make_function, push_null, return_value,
-                    split_call)
+from .py311 import (CALL_OPNAMES, _i, callable_and_null, call_kw_names, compare_to_bool,  # noqa: F401
+                    load_callable, load_closure, load_const_callable, load_global, make_function,
+                    push_null, relocatable, return_value, split_call)
 
 #: The intrinsics of CALL_INTRINSIC_1 that are a 3.11 instruction under another name.
 INTRINSIC_ALIASES = {"INTRINSIC_LIST_TO_TUPLE": "LIST_TO_TUPLE",
@@ -40,6 +40,14 @@ def normalize(inst, code):
     elif op == "CALL_INTRINSIC_1" and inst.argrepr in INTRINSIC_ALIASES:
         inst.opname = INTRINSIC_ALIASES[inst.argrepr]
     return inst
+
+
+_SHAPES = {"BINARY_SLICE": (3, 1), "STORE_SLICE": (4, 0)}
+
+
+def break_shape(inst):
+    """See py311.break_shape."""
+    return _SHAPES.get(inst.opname)
 
 
 def call(nargs, kw_names=(), **loc):
@@ -72,6 +80,6 @@ def return_const(value):
     return [_i("RETURN_CONST", value)]
 
 
-def call_instructions(original, i):
-    return py311.call_instructions(original, i, CALL_PREFIX_OPNAMES)
+def native(original, i):
+    return py311.native(original, i, CALL_PREFIX_OPNAMES)
 

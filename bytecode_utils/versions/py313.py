@@ -9,6 +9,8 @@ pseudo-instruction).
 """
 from __future__ import annotations
 
+import bytecode as _bc
+
 from . import py311, py312
 from .py312 import (ALIASES, INTRINSIC_ALIASES, _i, call_const_on_tos,  # noqa: F401
                     load_attr, load_global, load_method, normalize, push_null, return_const,
@@ -19,6 +21,11 @@ CALL_PREFIX_OPNAMES: tuple[str, ...] = ()
 CALL_OPNAMES: dict[str, bool] = {"CALL": False, "CALL_KW": True}
 
 
+def compare_to_bool(inst):
+    """Bit 4 of COMPARE_OP's oparg: the compiler fused a TO_BOOL into it (``bool(<)``)."""
+    return bool(inst.arg & 16)
+
+
 def call_kw_names(instrs, i):
     """CALL_KW's names are the constant loaded just before it (as the compiler and the
     ``call`` helper emit it); ``None`` when that is not a constant."""
@@ -26,6 +33,17 @@ def call_kw_names(instrs, i):
         return ()
     prev = instrs[i - 1]
     return tuple(prev.argval) if prev.opname == "LOAD_CONST" else None
+
+
+_SHAPES = {**py312._SHAPES, "TO_BOOL": (1, 1), "CONVERT_VALUE": (1, 1), "FORMAT_SIMPLE": (1, 1),
+           "FORMAT_WITH_SPEC": (2, 1)}
+
+
+def break_shape(inst):
+    """See py311.break_shape. CALL_KW's operands: callable, self/NULL, args, the names."""
+    if inst.opname == "CALL_KW":
+        return inst.arg + 3, 1
+    return _SHAPES.get(inst.opname)
 
 
 def split_call(items, is_null):
@@ -57,8 +75,10 @@ def call(nargs, kw_names=(), **loc):
 
 
 def load_closure(name, free):
-    """LOAD_CLOSURE is a pseudo-instruction on 3.13: LOAD_FAST of a cell slot pushes the cell."""
-    return [_i("LOAD_FAST", name)]
+    """LOAD_CLOSURE is a pseudo-instruction on 3.13: LOAD_FAST of a cell slot pushes the cell
+    (the ``bytecode`` package needs the FreeVar/CellVar to find the slot; a plain name would
+    make a new, unbound local)."""
+    return [_i("LOAD_FAST", _bc.FreeVar(name) if free else _bc.CellVar(name))]
 
 
 def make_function(code, closure=False):
@@ -76,8 +96,33 @@ def cond_jump(opname, label, **loc):
     return [jump]
 
 
-def call_instructions(original, i):
-    return py311.call_instructions(original, i, CALL_PREFIX_OPNAMES)
+_SPLIT = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+          "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+          "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
 
 
-del py312
+def relocatable(items):
+    """See py311.relocatable. 3.13's superinstructions pack two local indices into 4 bits
+    each (the compiler fuses only slots < 16); with locals renumbered they may not fit, and
+    ``bytecode`` 0.19.1 then emits a wrong EXTENDED_ARG. Split them into the two plain
+    instructions they stand for (same meaning, one more dispatch)."""
+    out = []
+    for item in items:
+        names = _SPLIT.get(getattr(item, "name", None))
+        if names is None:
+            out.append(item)
+            continue
+        for name, arg in zip(names, item.arg):
+            out.append(_bc.Instr(name, arg, location=item.location))
+    return out
+
+
+def native(original, i):
+    """See py311.native. UNARY_NOT reads an exact bool on 3.13 (the compiler puts a TO_BOOL
+    or a bool-producing instruction before it): our operand may be any object."""
+    out = py311.native(original, i, CALL_PREFIX_OPNAMES)
+    if original[i].name == "UNARY_NOT":
+        out.insert(0, _i("TO_BOOL", lineno=original[i].lineno))
+    return out
+
+

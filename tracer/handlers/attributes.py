@@ -1,7 +1,16 @@
 """Attribute and subscript access."""
+from bytecode_utils import versions
+
+from ..exc import Unsupported
 from ..variables.base import ConstantVariable, check_builtin_attr
-from . import handler
+from . import SINCE_312, handler
 from .load_store import NULL
+
+
+def _push_callable(f, fn):
+    """A callable with the NULL of a call (below it up to 3.12, above it on 3.13)."""
+    for v in versions.callable_and_null(fn, NULL):
+        f.push(v)
 
 
 @handler("LOAD_ATTR")
@@ -11,13 +20,31 @@ def LOAD_ATTR(f, inst):
     f.push(obj.getattr(f, inst.argval))
 
 
-@handler("LOAD_METHOD")
+@handler("LOAD_METHOD")  # (3.12+: LOAD_ATTR with the method bit, normalised to this name)
 def LOAD_METHOD(f, inst):
-    # 3.11: pushes (NULL, bound attr); CALL then sees NULL + callable. We always bind here.
+    # CPython pushes (method, self) or (NULL, attr) [3.13: (attr, NULL)]; we always push the
+    # NULL and a reference that binds when called, which CALL reads the same way.
     obj = f.pop()
     check_builtin_attr(obj, inst.argval)  # raises here, as CPython does, not at the call
-    f.push(NULL)
-    f.push(_MethodRef(obj, inst.argval))
+    _push_callable(f, _MethodRef(obj, inst.argval))
+
+
+@handler("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD", versions=SINCE_312)
+def LOAD_SUPER_ATTR(f, inst):
+    """3.12+: `super().name` / `super(C, o).name` in one instruction: [super, class, self]."""
+    from ..variables.objects import SuperVariable
+    obj, cls, fn = f.pop(), f.pop(), f.pop()
+    try:
+        is_super = f.python_object(fn) is super
+    except Unsupported:
+        is_super = False
+    if not is_super:
+        raise Unsupported(f"LOAD_SUPER_ATTR with {fn} instead of the builtin super")
+    attr = SuperVariable(f.python_object(cls), obj).getattr(f, inst.argval)
+    if inst.opname == "LOAD_SUPER_METHOD":
+        _push_callable(f, attr)
+    else:
+        f.push(attr)
 
 
 
@@ -73,3 +100,23 @@ def STORE_SUBSCR(f, inst):
 def DELETE_SUBSCR(f, inst):
     key, obj = f.pop(), f.pop()
     obj.delitem(f, key)
+
+
+def _slice(f, start, stop):
+    if not (start.is_constant() and stop.is_constant()):
+        raise Unsupported("slice with non-constant bounds")
+    return ConstantVariable(slice(start.as_constant(), stop.as_constant()))
+
+
+@handler("BINARY_SLICE", versions=SINCE_312)
+def BINARY_SLICE(f, inst):
+    """3.12+: `obj[start:stop]` without BUILD_SLICE."""
+    stop, start, obj = f.pop(), f.pop(), f.pop()
+    f.push(obj.getitem(f, _slice(f, start, stop)))
+
+
+@handler("STORE_SLICE", versions=SINCE_312)
+def STORE_SLICE(f, inst):
+    """3.12+: `obj[start:stop] = value`."""
+    stop, start, obj, value = f.pop(), f.pop(), f.pop(), f.pop()
+    obj.setitem(f, _slice(f, start, stop), value)

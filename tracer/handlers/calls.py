@@ -1,9 +1,22 @@
-"""Calls (3.11 convention: PUSH_NULL/LOAD_METHOD, PRECALL, KW_NAMES, CALL) and MAKE_FUNCTION."""
+"""Calls and function creation.
+
+The stack layout of a call differs by version and is read through
+`bytecode_utils.versions.split_call`: 3.11/3.12 `[NULL | method, callable | self, args...]`,
+3.13 `[callable, self | NULL, args...]`. Keyword names come from KW_NAMES (3.11, 3.12) or
+are CALL_KW's top operand (3.13). MAKE_FUNCTION takes its flags from the oparg up to 3.12;
+3.13 makes a bare function and sets each attribute with SET_FUNCTION_ATTRIBUTE.
+"""
+from bytecode_utils import versions
+
 from ..exc import Unsupported
-from ..variables.containers import DictVariable, TupleVariable
+from ..variables.containers import DictVariable
 from ..variables.functions import NestedFunctionVariable
-from . import handler
+from . import PY311, PY313, UNTIL_312, handler
 from .load_store import NULL, NullVariable
+
+
+def _is_null(v):
+    return isinstance(v, NullVariable)
 
 
 @handler("PUSH_NULL")
@@ -11,42 +24,53 @@ def PUSH_NULL(f, inst):
     f.push(NULL)
 
 
-@handler("PRECALL")
+@handler("PRECALL", versions=PY311)
 def PRECALL(f, inst):
-    pass  # 3.11 specialisation hook; CALL does the work
+    """3.11's specialisation hook before CALL; CALL does the work."""
 
 
-@handler("KW_NAMES")
+@handler("KW_NAMES", versions=UNTIL_312)
 def KW_NAMES(f, inst):
-    f.kw_names = inst.argval
+    f.kw_names = inst.argval  # read by the CALL that follows
+
+
+def _call(f, argc, kw_names):
+    items = f.popn(argc + 2)
+    fn, args = versions.split_call(items, _is_null)
+    kwargs = {}
+    if kw_names:
+        n = len(kw_names)
+        kwargs = dict(zip(kw_names, args[len(args) - n:]))
+        args = args[:len(args) - n]
+    f.push(fn.call(f, args, kwargs))
 
 
 @handler("CALL")
 def CALL(f, inst):
-    argc = inst.arg
     kw_names = f.kw_names or ()
     f.kw_names = None
-    args = f.popn(argc)
-    first, second = f.pop(), f.pop()
-    if isinstance(second, NullVariable):
-        fn = first
-    else:  # (method, self) pair
-        fn, args = second, [first, *args]
-    if kw_names:
-        kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
-        args = args[:len(args) - len(kw_names)]
-    else:
-        kwargs = {}
-    f.push(fn.call(f, args, kwargs))
+    _call(f, inst.arg, kw_names)
+
+
+@handler("CALL_KW", versions=PY313)
+def CALL_KW(f, inst):
+    names = f.pop()
+    if not names.is_constant():
+        raise Unsupported("CALL_KW with keyword names that are not a constant")
+    _call(f, inst.arg, names.as_constant())
 
 
 @handler("CALL_FUNCTION_EX")
 def CALL_FUNCTION_EX(f, inst):
     kwargs = f.pop() if inst.arg & 1 else DictVariable({})
     args = f.pop()
-    fn = f.pop()
-    if f.stack and isinstance(f.stack[-1], NullVariable):
-        f.pop()
+    top = f.pop()
+    if _is_null(top):  # 3.13: [callable, NULL, args, kwargs?]
+        fn = f.pop()
+    else:  # 3.11/3.12: [NULL, callable, args, kwargs?]
+        fn = top
+        if f.stack and _is_null(f.stack[-1]):
+            f.pop()
     if not isinstance(kwargs, DictVariable):
         raise Unsupported(f"** unpacking of {kwargs}")
     if not all(isinstance(k, str) for k in kwargs.items):
@@ -54,14 +78,40 @@ def CALL_FUNCTION_EX(f, inst):
     f.push(fn.call(f, args.iterate(f), dict(kwargs.items)))
 
 
+# ---- making functions ------------------------------------------------------------------------
+_CLOSURE, _ANNOTATIONS, _KWDEFAULTS, _DEFAULTS = 0x08, 0x04, 0x02, 0x01
+
+
+def _set_attribute(fn, flag, value, f):
+    """One function attribute from its stack value (MAKE_FUNCTION flags / SET_FUNCTION_ATTRIBUTE)."""
+    if flag == _CLOSURE:
+        fn.closure = [ref.box for ref in value.items]
+    elif flag == _KWDEFAULTS:
+        fn.kwdefaults = dict(value.items)
+    elif flag == _DEFAULTS:
+        fn.defaults = value.iterate(f)  # a tuple constant when all are constants
+    elif flag == _ANNOTATIONS:  # 3.11-3.13: a tuple (name, value, name, value, ...)
+        items = value.iterate(f)
+        fn.annotations.items.update({k.as_constant(): v for k, v in zip(items[::2], items[1::2])})
+    else:
+        raise Unsupported(f"function attribute flag {flag:#x}")
+
+
 @handler("MAKE_FUNCTION")
 def MAKE_FUNCTION(f, inst):
     code = f.pop().as_constant()
-    flags = inst.arg
-    closure = [ref.box for ref in f.pop().items] if flags & 0x08 else []
-    annotations = f.pop().iterate(f) if flags & 0x04 else []  # 3.11: (name, value, name, value...)
-    kwdefaults = dict(f.pop().items) if flags & 0x02 else {}
-    defaults = f.pop().iterate(f) if flags & 0x01 else []  # a tuple constant when all are constants
-    fn = NestedFunctionVariable(code, f.f_globals, defaults, kwdefaults, closure, code.co_qualname)
-    fn.annotations.items.update({k.as_constant(): v for k, v in zip(annotations[::2], annotations[1::2])})
+    fn = NestedFunctionVariable(code, f.f_globals, [], {}, [], code.co_qualname)
+    flags = inst.arg or 0  # (3.13: no flags, SET_FUNCTION_ATTRIBUTE follows)
+    for flag in (_CLOSURE, _ANNOTATIONS, _KWDEFAULTS, _DEFAULTS):  # stack order, top first
+        if flags & flag:
+            _set_attribute(fn, flag, f.pop(), f)
+    f.push(fn)
+
+
+@handler("SET_FUNCTION_ATTRIBUTE", versions=PY313)
+def SET_FUNCTION_ATTRIBUTE(f, inst):
+    fn = f.pop()
+    if not isinstance(fn, NestedFunctionVariable):
+        raise Unsupported(f"SET_FUNCTION_ATTRIBUTE on {fn}")
+    _set_attribute(fn, inst.arg, f.pop(), f)
     f.push(fn)

@@ -2,7 +2,7 @@
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
-from . import handler
+from . import PY313, UNTIL_312, handler
 
 
 @handler("BUILD_TUPLE")
@@ -45,16 +45,39 @@ def BUILD_STRING(f, inst):
     f.push(ConstantVariable("".join(p.as_constant() for p in parts)))
 
 
-@handler("FORMAT_VALUE")
-def FORMAT_VALUE(f, inst):
-    spec = f.pop().as_constant() if inst.arg & 0x04 else ""
-    value = f.pop()
+def _format(value, conv, spec):
+    """f-string piece: conversion (0 none, 1 !s, 2 !r, 3 !a), then format(v, spec)."""
     if not value.is_constant():
         raise Unsupported(f"f-string formatting of {value}")
     v = value.as_constant()
-    conv = inst.arg & 0x03
     v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conv]
-    f.push(ConstantVariable(format(v, spec)))
+    return ConstantVariable(format(v, spec) if spec is not None else v)
+
+
+@handler("FORMAT_VALUE", versions=UNTIL_312)
+def FORMAT_VALUE(f, inst):
+    spec = f.pop().as_constant() if inst.arg & 0x04 else ""
+    f.push(_format(f.pop(), inst.arg & 0x03, spec))
+
+
+@handler("CONVERT_VALUE", versions=PY313)
+def CONVERT_VALUE(f, inst):
+    """3.13 splits FORMAT_VALUE: the !s/!r/!a conversion..."""
+    f.push(_format(f.pop(), inst.arg, None))
+
+
+@handler("FORMAT_SIMPLE", versions=PY313)
+def FORMAT_SIMPLE(f, inst):
+    """...then format(v) or format(v, spec)."""
+    f.push(_format(f.pop(), 0, ""))
+
+
+@handler("FORMAT_WITH_SPEC", versions=PY313)
+def FORMAT_WITH_SPEC(f, inst):
+    spec = f.pop()
+    if not spec.is_constant():
+        raise Unsupported("f-string format spec that is not a constant")
+    f.push(_format(f.pop(), 0, spec.as_constant()))
 
 
 @handler("BUILD_SLICE")
@@ -65,13 +88,12 @@ def BUILD_SLICE(f, inst):
     f.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
 
 
-# The target of LIST_APPEND & co. is usually a container being built, but in a resume
-# function it is an input (a comprehension's list passed across a graph break): its
-# mutation is a side effect like any other.
-
-
-def _building(f, depth):
-    target = f.stack[-depth]
+def _target(f, inst):
+    """The container a comprehension (or a display with *unpacking) builds, about to be
+    changed in place. Usually made in this frame, but in a resume function that continues a
+    comprehension it is an input (a stack argument): then the change is a side effect to
+    replay after the graph."""
+    target = f.stack[-inst.arg]
     f.side_effects.mutated(target)
     return target
 
@@ -79,7 +101,7 @@ def _building(f, depth):
 @handler("LIST_APPEND")
 def LIST_APPEND(f, inst):
     v = f.pop()
-    _building(f, inst.arg).items.append(v)
+    _target(f, inst).items.append(v)
 
 
 @handler("SET_ADD")
@@ -91,27 +113,29 @@ def SET_ADD(f, inst):
 @handler("MAP_ADD")
 def MAP_ADD(f, inst):
     v, k = f.pop(), f.pop()
-    _building(f, inst.arg).items[_key(k)] = v
+    _target(f, inst).items[_key(k)] = v
 
 
 @handler("LIST_EXTEND")
 def LIST_EXTEND(f, inst):
     v = f.pop()
-    _building(f, inst.arg).items.extend(v.iterate(f))
+    items = v.iterate(f)
+    _target(f, inst).items.extend(items)
 
 
 @handler("SET_UPDATE")
 def SET_UPDATE(f, inst):
     v = f.pop()
-    target = _building(f, inst.arg)
-    for item in v.iterate(f):
+    items = v.iterate(f)
+    target = _target(f, inst)
+    for item in items:
         target.items[item.as_constant()] = item
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def DICT_UPDATE(f, inst):
     v = f.pop()
-    target = _building(f, inst.arg)
+    target = _target(f, inst)
     if not isinstance(v, DictVariable):
         raise Unsupported(f"** unpacking of {v}")
     if inst.opname == "DICT_MERGE":
@@ -121,7 +145,7 @@ def DICT_UPDATE(f, inst):
     target.items.update(v.items)
 
 
-@handler("LIST_TO_TUPLE")
+@handler("LIST_TO_TUPLE")  # (3.12+: CALL_INTRINSIC_1 INTRINSIC_LIST_TO_TUPLE)
 def LIST_TO_TUPLE(f, inst):
     f.push(TupleVariable(f.pop().items))
 

@@ -1,10 +1,15 @@
 """Jumps, loops and return. Branches are decided at trace time on Python values; a branch
-on a tensor's value is Unsupported (data-dependent)."""
+on a tensor's value is Unsupported (data-dependent).
+
+Per version: 3.11 FOR_ITER pops the exhausted iterator; 3.12+ jumps to END_FOR, which pops
+it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then POP_TOP).
+3.13 converts to bool explicitly (TO_BOOL) before conditional jumps and `not`.
+"""
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.containers import DictVariable, DictViewVariable, SetVariable, IteratorVariable, ListIteratorVariable, ListVariable
 from ..variables.tensor import TensorVariable
-from . import handler
+from . import PY311, PY312, PY313, SINCE_312, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -37,7 +42,14 @@ handler("POP_JUMP_IF_NONE")(_pop_jump(_is_none))
 handler("POP_JUMP_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
 
 
-@handler("JUMP_IF_TRUE_OR_POP")
+@handler("TO_BOOL", versions=PY313)
+def TO_BOOL(f, inst):
+    """3.13: `bool(TOS)` before a conditional jump or `not`. On a tensor this is where the
+    value is needed: the graph breaks here and the native TO_BOOL converts it."""
+    f.push(ConstantVariable(_truth(f, f.pop())))
+
+
+@handler("JUMP_IF_TRUE_OR_POP", versions=PY311)
 def JUMP_IF_TRUE_OR_POP(f, inst):
     if _truth(f, f.stack[-1]):
         f.jump(inst)
@@ -45,7 +57,7 @@ def JUMP_IF_TRUE_OR_POP(f, inst):
         f.pop()
 
 
-@handler("JUMP_IF_FALSE_OR_POP")
+@handler("JUMP_IF_FALSE_OR_POP", versions=PY311)
 def JUMP_IF_FALSE_OR_POP(f, inst):
     if not _truth(f, f.stack[-1]):
         f.jump(inst)
@@ -69,20 +81,46 @@ def GET_ITER(f, inst):
         f.push(it)
 
 
-@handler("FOR_ITER")
-def FOR_ITER(f, inst):
-    it = f.stack[-1]
-    item = it.next(f)
+def _for_iter(f, inst, exhausted):
+    item = f.stack[-1].next(f)
     if item is None:
-        f.pop()
+        exhausted(f)
         f.jump(inst)
     else:
         f.push(item)
 
 
+@handler("FOR_ITER", versions=PY311)
+def FOR_ITER_311(f, inst):
+    _for_iter(f, inst, lambda f: f.pop())
+
+
+@handler("FOR_ITER", versions=SINCE_312)
+def FOR_ITER(f, inst):
+    # (CPython pops the iterator and skips END_FOR; `dis` and our stack analysis model the
+    # jump as pushing a value for END_FOR to drop with the iterator: do as they count)
+    _for_iter(f, inst, lambda f: f.push(ConstantVariable(None)))
+
+
+@handler("END_FOR", versions=PY312)
+def END_FOR_312(f, inst):
+    f.popn(2)
+
+
+@handler("END_FOR", versions=PY313)
+def END_FOR_313(f, inst):
+    f.pop()
+
+
 @handler("RETURN_VALUE")
 def RETURN_VALUE(f, inst):
     f.return_value = f.pop()
+    return True
+
+
+@handler("RETURN_CONST", versions=SINCE_312)
+def RETURN_CONST(f, inst):
+    f.return_value = ConstantVariable(inst.argval)
     return True
 
 

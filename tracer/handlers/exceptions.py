@@ -6,6 +6,8 @@ the block's end calls it with (None, None, None). Handlers reached only when an 
 is raised (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) are never executed symbolically because
 traced code does not raise; a `raise` is Unsupported (graph breaks come in a later issue).
 """
+import dis
+
 from ..exc import Unsupported, UserException, user_error
 from ..variables.base import ConstantVariable
 from ..variables.base import Variable
@@ -185,4 +187,5 @@ def _never(f, inst):
 
 
 for _name in ("CHECK_EG_MATCH", "PREP_RERAISE_STAR"):
-    handler(_name)(_never)
+    if _name in dis.opmap:  # (PREP_RERAISE_STAR is 3.11 only: an intrinsic since 3.12)
+        handler(_name)(_never)

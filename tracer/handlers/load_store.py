@@ -1,22 +1,76 @@
 """Loads and stores: locals, constants, globals, closure cells."""
+from bytecode_utils import versions
+
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.functions import CellBox
-from . import handler
+from . import PY313, SINCE_312, UNTIL_312, handler
 
 
-@handler("LOAD_FAST")
-def LOAD_FAST(f, inst):
-    name = inst.argval
+def _load_fast(f, name):
+    if name in f.cells and name not in f.locals:
+        # 3.13 loads a cell for a closure tuple with LOAD_FAST (LOAD_CLOSURE is a pseudo-op);
+        # on 3.11/3.12 a cell variable is never the argument of LOAD_FAST.
+        return CellRef(f.cells[name])
     if name not in f.locals:
         raise Unsupported(f"local variable {name!r} referenced before assignment "
                           f"(the user code raises UnboundLocalError)")
-    f.push(f.locals[name])
+    return f.locals[name]
+
+
+def _store_fast(f, name, value):
+    # 3.12+: an inlined comprehension restores the saved outer binding of its variable:
+    # NULL (it was unbound) or, for a cell variable, the cell itself (LOAD_FAST_AND_CLEAR)
+    if isinstance(value, NullVariable):
+        f.locals.pop(name, None)
+    elif isinstance(value, CellRef):
+        f.cells[name] = value.box
+    else:
+        f.locals[name] = value
+
+
+@handler("LOAD_FAST")  # (and 3.12+'s LOAD_FAST_CHECK, normalised to it)
+def LOAD_FAST(f, inst):
+    f.push(_load_fast(f, inst.argval))
 
 
 @handler("STORE_FAST")
 def STORE_FAST(f, inst):
-    f.locals[inst.argval] = f.pop()
+    _store_fast(f, inst.argval, f.pop())
+
+
+@handler("LOAD_FAST_AND_CLEAR", versions=SINCE_312)
+def LOAD_FAST_AND_CLEAR(f, inst):
+    """PEP 709: an inlined comprehension saves the outer binding of its variable (NULL when
+    unbound; the cell of a cell variable, which MAKE_CELL then replaces by a fresh one) and
+    unbinds it; the matching STORE_FAST restores it."""
+    name = inst.argval
+    if name in f.cells:
+        f.push(CellRef(f.cells.pop(name)))
+        return
+    value = f.locals.pop(name, None)
+    f.push(NULL if value is None else value)
+
+
+@handler("LOAD_FAST_LOAD_FAST", versions=PY313)
+def LOAD_FAST_LOAD_FAST(f, inst):
+    first, second = inst.argval
+    f.push(_load_fast(f, first))
+    f.push(_load_fast(f, second))
+
+
+@handler("STORE_FAST_LOAD_FAST", versions=PY313)
+def STORE_FAST_LOAD_FAST(f, inst):
+    store, load = inst.argval
+    _store_fast(f, store, f.pop())
+    f.push(_load_fast(f, load))
+
+
+@handler("STORE_FAST_STORE_FAST", versions=PY313)
+def STORE_FAST_STORE_FAST(f, inst):
+    first, second = inst.argval
+    _store_fast(f, first, f.pop())
+    _store_fast(f, second, f.pop())
 
 
 @handler("DELETE_FAST")
@@ -34,10 +88,10 @@ def LOAD_CONST(f, inst):
 
 @handler("LOAD_GLOBAL")
 def LOAD_GLOBAL(f, inst):
-    # 3.11: the low bit of the argument asks for a NULL pushed first (call convention)
-    if inst.arg & 1:
-        f.push(NULL)
-    f.push(f.load_global(inst.argval))
+    value = f.load_global(inst.argval)
+    # the low bit of the argument asks for the NULL of a call (below it up to 3.12, above on 3.13)
+    for v in versions.callable_and_null(value, NULL) if inst.arg & 1 else [value]:
+        f.push(v)
 
 
 @handler("STORE_GLOBAL")
@@ -52,7 +106,9 @@ def DELETE_GLOBAL(f, inst):
 
 @handler("MAKE_CELL")
 def MAKE_CELL(f, inst):
-    # Cells are created when the frame is set up (Frame / inline_call); nothing left to do.
+    # Cells of inlined frames are made with the frame (inline_call); a root frame's here.
+    # On 3.12+ an inlined comprehension's MAKE_CELL follows LOAD_FAST_AND_CLEAR, which took
+    # the outer cell away: a fresh one is made.
     if inst.argval not in f.cells:
         f.cells[inst.argval] = CellBox(f.locals.pop(inst.argval)) if inst.argval in f.locals else CellBox()
 
@@ -64,12 +120,13 @@ def COPY_FREE_VARS(f, inst):
         raise Unsupported(f"free variables {missing} have no cells")
 
 
-@handler("LOAD_CLOSURE")
+@handler("LOAD_CLOSURE", versions=UNTIL_312)
 def LOAD_CLOSURE(f, inst):
     f.push(CellRef(f.cells[inst.argval]))
 
 
-@handler("LOAD_DEREF", "LOAD_CLASSDEREF")
+@handler("LOAD_DEREF")
+@handler("LOAD_CLASSDEREF", versions=[(3, 11)])
 def LOAD_DEREF(f, inst):
     box = f.cells.get(inst.argval)
     if box is None:
@@ -94,6 +151,7 @@ def DELETE_DEREF(f, inst):
 
 
 @handler("LOAD_NAME", "STORE_NAME", "DELETE_NAME")
+@handler("LOAD_LOCALS", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS", versions=SINCE_312)
 def NAME_OPS(f, inst):
     raise Unsupported(f"{inst.opname}: module or class body code is not traced")
 
@@ -102,7 +160,8 @@ from ..variables.base import Variable  # noqa: E402
 
 
 class NullVariable(Variable):
-    """The NULL that 3.11 pushes below a callable (PUSH_NULL / LOAD_GLOBAL with low bit)."""
+    """The NULL of a call's stack layout (PUSH_NULL, LOAD_GLOBAL/LOAD_ATTR with the low bit),
+    or a saved unbound local (LOAD_FAST_AND_CLEAR)."""
 
     def __repr__(self):
         return "NULL"

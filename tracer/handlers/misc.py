@@ -1,9 +1,10 @@
 """Stack shuffling, no-ops, imports, and opcodes that are explicitly not traced."""
+import dis
 import sys
 
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from . import handler
+from . import SINCE_312, handler
 
 
 @handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG")
@@ -68,8 +69,26 @@ for _name, _why in {
     "END_ASYNC_FOR": "async iteration",
     "BEFORE_ASYNC_WITH": "async with",
     "ASYNC_GEN_WRAP": "async generator",
+    "END_SEND": "generator/coroutine frame",
+    "CLEANUP_THROW": "generator/coroutine frame",
+    "CALL_INTRINSIC_2": "exception groups or type parameters",
 }.items():
-    handler(_name)(_unsupported(_why))
+    if _name in dis.opmap:  # (each version has its own subset)
+        handler(_name)(_unsupported(_why))
+
+
+@handler("CALL_INTRINSIC_1", versions=SINCE_312)
+def CALL_INTRINSIC_1(f, inst):
+    """3.12+. LIST_TO_TUPLE and UNARY_POSITIVE arrive under those names (normalised); a
+    generator body's StopIteration check passes other exceptions through; the rest
+    (print of an interactive expression, import *, async generators, type parameters) are
+    not traced."""
+    if inst.argrepr == "INTRINSIC_STOPITERATION_ERROR":
+        from ..variables.objects import ExceptionVariable
+        exc = f.stack[-1]
+        if isinstance(exc, ExceptionVariable) and not issubclass(exc.cls, (StopIteration, StopAsyncIteration)):
+            return  # the exception stays on the stack, unchanged: RERAISE follows
+    raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr} is not traced")
 
 
 @handler("RETURN_GENERATOR")

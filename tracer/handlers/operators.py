@@ -6,7 +6,7 @@ and anything else is Unsupported rather than guessed.
 """
 import operator
 
-from bytecode_utils import BINARY_OP_NAMES
+from bytecode_utils import BINARY_OP_NAMES, versions
 
 from ..exc import Unsupported, folding_error
 from ..variables.base import ConstantVariable
@@ -175,7 +175,12 @@ def BINARY_OP(f, inst):
 @handler("COMPARE_OP")
 def COMPARE_OP(f, inst):
     b, a = f.pop(), f.pop()
-    f.push(compare(f, inst.argval, a, b))
+    result = compare(f, inst.argval, a, b)
+    if versions.compare_to_bool(inst) and not isinstance(result, TensorVariable):
+        result = ConstantVariable(f.truthy(result))
+    # (a tensor result stays a tensor: the jump or `not` that reads it breaks the graph, and
+    # its native form converts it, so the comparison itself stays in the graph)
+    f.push(result)
 
 
 @handler("IS_OP")
@@ -200,6 +205,6 @@ def _unary(name):
 
 
 handler("UNARY_NEGATIVE")(_unary("neg"))
-handler("UNARY_POSITIVE")(_unary("pos"))
+handler("UNARY_POSITIVE")(_unary("pos"))  # (3.12+: CALL_INTRINSIC_1 INTRINSIC_UNARY_POSITIVE)
 handler("UNARY_INVERT")(_unary("invert"))
 handler("UNARY_NOT")(_unary("not_"))

@@ -1,0 +1,110 @@
+"""Bugs found while porting the tracer to CPython 3.12 and 3.13, each kept as a test that runs
+on every version (compiled == eager, and the capture asserted)."""
+import pytest
+import torch
+
+import tracer
+from test_graph_breaks import Recorder, run, t
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    yield
+    tracer.reset()
+
+
+def test_resume_function_with_many_locals_and_fused_stores(capsys):
+    """3.13 fuses `a, b = ...` into STORE_FAST_STORE_FAST, packing both local indices into
+    4 bits each. A resume function renumbers locals (its arguments come first): indices
+    past 15 do not fit, and `bytecode` 0.19.1 emitted a wrong EXTENDED_ARG (a crash in T5).
+    versions.relocatable splits them into plain stores."""
+    def f(x, pairs):
+        l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = l8 = l9 = l10 = l11 = l12 = l13 = x
+        h = x.sin()
+        print("break")  # the rest is a resume function, with locals renumbered
+        for a, b in pairs:  # STORE_FAST_STORE_FAST (a, b) on 3.13
+            h, last = h * a, h + b
+        return h + last + l0 + l1 + l2 + l3 + l4 + l5 + l6 + l7 + l8 + l9 + l10 + l11 + l12 + l13
+
+    c, rec = run(f, (t(3), [(1.0, 2.0), (3.0, 4.0)]), (t(3, seed=1), [(1.0, 2.0), (3.0, 4.0)]))
+    assert c.entries[0].code is not None and c.entries[0].breaks
+    assert rec.graphs[0] == ["sin"] and any(g.count("mul") == 2 for g in rec.graphs[1:])
+
+
+def test_closure_tuple_of_a_free_variable_after_a_break(capsys):
+    """The resume call rebuilds the frame's closure: on 3.13 a cell is loaded with LOAD_FAST
+    of its slot, which `bytecode` only finds given a FreeVar (a plain name made a new local:
+    a NULL in the closure tuple, a crash)."""
+    scale = 3.0
+
+    def helper(y):
+        print("helper")
+        return y * scale
+
+    def f(x):
+        return helper(x.cos()).exp()
+
+    c, rec = run(f, (t(2),), (t(2, seed=3),))
+    assert c.entries[0].code is not None and rec.graphs[0] == ["cos"]
+    assert ["exp"] in rec.graphs
+
+
+def test_data_dependent_branch_keeps_the_comparison_in_the_graph(capsys):
+    """3.13 fuses the bool conversion into COMPARE_OP (`bool(>)`): a tensor result stays in
+    the graph and the jump breaks, whose native form converts it (TO_BOOL) before jumping
+    (3.13's POP_JUMP_IF_* read an exact bool)."""
+    def f(x):
+        y = x.sum()
+        if y > 0:
+            return x + 1
+        return x - 1
+
+    c, rec = run(f, (t(3),), (-t(3),), (t(3, seed=2),))
+    brk = c.entries[0].breaks[0]
+    assert "data-dependent" in brk.reason
+    assert rec.graphs[0] == ["sum", "gt"]
+
+
+def test_not_of_a_tensor_value_breaks_and_converts(capsys):
+    """`not t` is UNARY_NOT after TO_BOOL (3.13); either way the value is needed: a break, and
+    the native instruction converts whatever object it gets."""
+    def f(x):
+        y = (x > 0).all()
+        z = not y
+        return x * 2 if z else x * 3
+
+    c, rec = run(f, (t(3),), (t(3).abs() + 1,))
+    assert c.entries[0].breaks and rec.graphs[0][:2] == ["gt", "all"]
+
+
+def test_super_method_call_and_attribute(capsys):
+    """3.12 compiles `super().m(...)` and `super().attr` to LOAD_SUPER_ATTR."""
+    class Base(torch.nn.Module):
+        scale = 2.0
+
+        def forward(self, x):
+            return x.relu()
+
+    class Child(Base):
+        def forward(self, x):
+            return super().forward(x) * super().scale
+
+    m = Child()
+    c = tracer.compile(m, backend=Recorder())
+    x = t(4)
+    assert torch.equal(c(x), m(x))
+    entry = c.entries[0] if hasattr(c, "entries") else None
+    assert entry is None or entry.code is not None
+
+
+def test_slices_and_fstrings(capsys):
+    """BINARY_SLICE / STORE_SLICE (3.12+) and 3.13's split f-string instructions."""
+    def f(x, xs):
+        xs[1:3] = [x.sin(), x.cos()]
+        tag = f"{len(xs)!r:>4}|{'a'}"
+        return torch.stack(xs[0:3]).sum(0) * len(tag)
+
+    c, rec = run(f, (t(3), [t(3), t(3), t(3), t(3)]))
+    assert c.entries[0].code is not None and not c.entries[0].breaks
+    assert rec.graphs == [["sin", "cos", "stack", "sum", "mul"]]
