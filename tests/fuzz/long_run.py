@@ -31,8 +31,9 @@ from fuzz_gen import generate  # noqa: E402
 from fuzz_harness import Mismatch, check_source  # noqa: E402
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Not an Exception: the tracer's fail-safe must not catch it (it would record an
+    internal error and carry on)."""
 
 
 def _alarm(signum, frame):
@@ -56,7 +57,7 @@ def main():
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--minutes", type=float, default=None)
     ap.add_argument("--out", default="build/fuzz")
-    ap.add_argument("--timeout", type=int, default=60, help="seconds per program")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per program (wall clock)")
     ap.add_argument("--inputs", type=int, default=None, help="input sets per program (default all)")
     ap.add_argument("--enable", default="", help="comma-separated fuzz_shapes FEATURES to switch on "
                                                  "(e.g. those DISABLED_WHY lists), or 'all'")
@@ -100,6 +101,9 @@ def main():
         except Mismatch as e:
             fails += 1
             _save(args.out, f"fail_{seed}", src, str(e))
+        except Hang:
+            stat["hangs"] += 1
+            _save(args.out, f"hang_{seed}", src, traceback.format_exc())
         except Exception:  # the harness itself or the tracer leaked an exception
             fails += 1
             _save(args.out, f"fail_{seed}", src, traceback.format_exc())
@@ -131,7 +135,7 @@ def _rates(stat):
     return (f"captured={stat['captured'] / checked:.1%} ops/program={stat['ops'] / checked:.1f} "
             f"breaks/program={stat['breaks'] / checked:.2f} "
             f"cache_hits={stat['warm_hits']}/{stat['warm_calls']}"
-            f"={stat['warm_hits'] / max(stat['warm_calls'], 1):.1%}")
+            f"={stat['warm_hits'] / max(stat['warm_calls'], 1):.1%} hangs={stat['hangs']}")
 
 
 def _short(reason):
