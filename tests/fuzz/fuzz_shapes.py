@@ -461,6 +461,9 @@ DISABLED_WHY = {
                         "are lost",
     "return_types": "issue 10: torch.return_types results come back as plain tuples "
                     "(AttributeError on .values)",
+    "tensor_attributes": "issue 10: getattr(t, 'tag', 0) / hasattr on a tensor whose attribute "
+                         "was set at run time (after a break, or on an alias) gives the traced "
+                         "default (fuzz seeds 200083, 200495: wrong results)",
 }
 for _name in DISABLED_WHY:
     FEATURES[_name] = False
