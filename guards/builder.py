@@ -11,7 +11,9 @@ Order: guards that make a base valid run before guards that reach through it.
   2. the tensor batch: all TensorMatch guards as ONE TensorGuards call;
   3. everything else, by source depth.
 The slow path ``failures`` evaluates each guard on its own (same order), skipping guards
-whose base already failed, and names each failed guard in plain words.
+whose base already failed, and names each failed guard in plain words. The batch also
+requires its tensors to be distinct objects (TensorGuards rejects one tensor passed twice),
+a fact no single guard states: ``failures`` names it when it is what failed.
 
 ``check`` is the C program of guards/fastpath.py when the extension is built (same answers,
 the module tree re-proved only when it changed), else the generated function itself
@@ -202,6 +204,28 @@ class GuardSet:
             elif isinstance(g, IdMatch) and g.expired():
                 msg = f"{msg} -- the object no longer exists"
             out.append(msg)
+        return out + self._batch_aliasing(L, G, C, failed_sources)
+
+    def _batch_aliasing(self, L, G, C, failed_sources) -> list[str]:
+        """The batched tensor check fails when one tensor reaches it under two sources."""
+        if not self._batch or self._batch[1] is None:  # no batched check: no such fact
+            return []
+        getters = {id(g): getter for g, (_fn, getter) in zip(self.guards, self._slow)}
+        seen: dict[int, str] = {}
+        out = []
+        for g in self._batch[0]:
+            if g.source in failed_sources:
+                continue
+            try:
+                value = getters[id(g)](L, G, C)
+            except Exception:  # noqa: BLE001 - its own guard reported it
+                continue
+            name = g.source.name()
+            if id(value) in seen:
+                out.append(f"{seen[id(value)]} and {name} are the same tensor (the batched tensor "
+                           f"check needs distinct tensors)")
+            else:
+                seen[id(value)] = name
         return out
 
     # -- introspection -----------------------------------------------------------------

@@ -49,9 +49,14 @@ def run_module(name, traced):
         _wrap_cases(suite, tracer.compile, set())
     t0 = time.time()
     res = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
-    return {"module": name, "traced": traced, "run": res.testsRun, "failures": len(res.failures),
-            "errors": len(res.errors), "skipped": len(res.skipped),
-            "bad": sorted(t.id() for t, _ in res.failures + res.errors), "seconds": round(time.time() - t0, 1)}
+    out = {"module": name, "traced": traced, "run": res.testsRun, "failures": len(res.failures),
+           "errors": len(res.errors), "skipped": len(res.skipped),
+           "bad": sorted(t.id() for t, _ in res.failures + res.errors), "seconds": round(time.time() - t0, 1)}
+    if traced:  # what the tracer made of it: equal results alone would pass if nothing was traced
+        s = tracer.stats()
+        out.update(frames_traced=s.frames_traced, fallbacks=s.fallbacks, graph_breaks=s.graph_breaks,
+                   internal_errors=s.internal_errors, cache_hits=s.cache_hits)
+    return out
 
 
 def run_isolated(name, traced, timeout=600):

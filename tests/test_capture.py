@@ -9,6 +9,7 @@ import tracer
 from tracer.frame_hook import get_eval_frame
 
 import capture_helpers
+from helpers import assert_captured, traced
 
 
 class Counting:
@@ -51,6 +52,11 @@ def test_model_forward_is_captured_and_matches_eager():
     assert len(backend.graphs) == 1          # second call is a cache hit
     assert backend.ops() == [5]               # linear, relu, tanh, mul, add: callee inlined
     assert get_eval_frame() is None
+    with traced() as warm:
+        with tracer.capture(backend=backend):
+            m(x)
+            m(torch.randn(3, 4))
+    assert warm.frames_traced == 0 and warm.cache_hits >= 2, str(warm)
 
 
 def test_recompiles_when_a_guard_fails_inside_capture():
@@ -65,30 +71,41 @@ def test_recompiles_when_a_guard_fails_inside_capture():
 
 def test_exception_propagates_and_hook_is_removed():
     def boom(x):
+        y = x * 2
         raise ValueError("user error")
 
-    with pytest.raises(ValueError, match="user error"):
-        with tracer.capture():
-            boom(torch.ones(1))
+    with traced() as t:
+        with pytest.raises(ValueError, match="user error"):
+            with tracer.capture():
+                boom(torch.ones(1))
     assert get_eval_frame() is None
+    assert_captured(t, min_ops=1, breaks=1)  # the graph before the raise; the raise, natively
 
 
 def test_generators_inside_the_block_still_run():
-    with tracer.capture():
-        values = list(capture_helpers.gen(4))
+    with traced() as t:
+        with tracer.capture():
+            values = list(capture_helpers.gen(4))
     assert values == [0, 2, 4, 6]
+    assert t.frames_traced == 0  # generator frames are not intercepted: they run as they are
 
 
 def test_nested_capture_and_compile_inside_capture():
     f = tracer.compile(capture_helpers.scale_shift)
     x = torch.randn(5)
-    with tracer.capture():
+    with traced() as t:
         with tracer.capture():
-            inner = f(x)
-        outer = capture_helpers.scale_shift(x)
+            with tracer.capture():
+                inner = f(x)
+            outer = capture_helpers.scale_shift(x)
     ref = capture_helpers.scale_shift(x)
     assert torch.allclose(inner, ref) and torch.allclose(outer, ref)
     assert get_eval_frame() is None
+    # traced once (by compile()); the plain call in the outer block is the same code, same
+    # backend: a cache hit. (compile()'s argument binder, a generated function with the
+    # user function's name and file, was traced too, as a second "scale_shift" frame.)
+    assert_captured(t, min_ops=3, graphs=1)
+    assert t.frames_traced == 1 and t.cache_hits >= 1, str(t)
 
 
 def test_other_thread_is_not_intercepted():
@@ -182,3 +199,23 @@ def test_ten_thousand_hooked_calls_leak_nothing():
     # previous test, its node metadata: -150 objects here) are not a leak of this loop
     assert objects_after - objects_before < 50
     assert growth < 64 * 1024, f"{growth} bytes retained over 10,000 calls"
+
+
+def test_stats_called_inside_capture_does_not_deadlock():
+    """tracer.stats() built its Stats (a dataclass: generated __init__ code, which the hook
+    traces) while holding the records lock; tracing that frame records it under the same
+    lock: the call never returned."""
+    done = []
+
+    def user(x):
+        s = tracer.stats()
+        return x + 1, s.frames_traced >= 0
+
+    def worker():
+        with tracer.capture():
+            done.append(user(torch.ones(2)))
+
+    t = threading.Thread(target=worker, daemon=True)  # a deadlocked thread cannot be joined
+    t.start()
+    t.join(120)
+    assert done and torch.equal(done[0][0], torch.full((2,), 2.0)) and done[0][1] is True

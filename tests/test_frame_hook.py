@@ -4,7 +4,6 @@ import builtins
 import gc
 import sys
 import threading
-import time
 import tracemalloc
 import types
 
@@ -833,55 +832,7 @@ def test_coexists_with_torch_compile():
     torch._dynamo.reset()
 
 
-# ---------------------------------------------------------------------------------------
-# Micro-benchmark (printed, not asserted)
-
-
-def test_micro_benchmark(capsys):
-    def tiny(x):
-        return x
-
-    def tiny_skipped(x):
-        return x
-
-    fh.skip_code(tiny_skipped.__code__)
-    replacement = {tiny.__code__: flatten_code(tiny.__code__)}
-    n = 200_000
-
-    def bench(fn):
-        best = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                fn(1)
-            best = min(best, (time.perf_counter_ns() - t0) / n)
-        return best
-
-    def none_cb(frame):
-        return None
-
-    def cached_cb(frame):
-        return replacement.get(frame.f_code)
-
-    def args_cb(frame):
-        frame.f_args  # noqa: B018
-        return replacement.get(frame.f_code)
-
-    try:
-        rows = [("no hook", bench(tiny))]
-        with hook(none_cb):
-            rows.append(("hook on, code skipped", bench(tiny_skipped)))
-            rows.append(("callback returns None", bench(tiny)))
-        with hook(cached_cb):
-            rows.append(("callback returns cached replacement", bench(tiny)))
-        with hook(args_cb):
-            rows.append(("... and reads f_args", bench(tiny)))
-    finally:
-        fh.unskip_code(tiny_skipped.__code__)
-    with capsys.disabled():
-        print("\nframe hook micro-benchmark (ns per call, loop overhead included):")
-        for name, ns in rows:
-            print(f"  {name:40s} {ns:7.1f}")
+# (The frame hook's per-call cost is measured in benchmarks/micro.py, not here.)
 
 
 def test_recycled_objects_are_safe_and_retain_no_user_values():

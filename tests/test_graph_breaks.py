@@ -14,6 +14,8 @@ import torch
 import tracer
 from tracer.exc import FullGraphError
 
+from helpers import assert_captured, traced
+
 
 class Recorder:
     """A backend that records each graph's call ops (function / method / module names)."""
@@ -137,17 +139,29 @@ def test_break_inside_no_grad_restores_grad_mode():
     assert torch.allclose(x.grad, (x.detach() * 2 + 1))
 
 
-def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
-    def f(x, d):
-        with torch.no_grad():
-            y = x * 2
-            z = d["missing"]  # raises KeyError after the graph: __exit__ must still run
-        return y + z
+def _no_grad_then_key_error(x, d):
+    with torch.no_grad():
+        y = x * 2
+        z = d["missing"]  # raises KeyError after the graph: __exit__ must still run
+    return y + z
 
-    c = tracer.compile(f)
-    with pytest.raises(KeyError):
+
+def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
+    c = tracer.compile(_no_grad_then_key_error)
+    with pytest.raises(KeyError, match="missing"):
         c(t(2), {})
     assert torch.is_grad_enabled()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 10: the KeyError is raised symbolically and routed to "
+                   "the `with` block's handler, whose WITH_EXCEPT_START is not traced, so the whole "
+                   "frame runs as Python instead of breaking at the subscript")
+def test_exception_inside_no_grad_keeps_the_graph_before_it():
+    c = tracer.compile(_no_grad_then_key_error)
+    with traced() as tr:
+        with pytest.raises(KeyError, match="missing"):
+            c(t(2), {})
+    assert_captured(tr, min_ops=1, breaks=1)
 
 
 def test_break_inside_try_finally():
@@ -232,31 +246,34 @@ def test_side_effects_before_the_break_are_visible_to_the_unsupported_call():
     seen = []
 
     def spy(lst, d):
+        print("spy")  # a graph break inside the helper: spy runs natively, at the call
         seen.append((list(lst), dict(d)))
 
     def f(x, lst, d):
+        y = x * 2
         lst.append(1)
         d["k"] = 2
-        spy(lst, d)  # a function the tracer cannot see into? it can: make it break
-        print("break")
+        spy(lst, d)
         lst.append(3)
-        return x + len(lst)
+        return y + len(lst)
 
-    _, rec = run(f, (t(2), [], {}))
-    assert seen[0] == ([1], {"k": 2}) and seen[1] == ([1], {"k": 2})
+    c, rec = run(f, (t(2), [], {}))
+    assert seen[0] == ([1], {"k": 2}) and seen[1] == ([1], {"k": 2})  # compiled, then eager
+    brk = c.entries[0].breaks
+    assert len(brk) == 1 and brk[0].user_stack[-1][2] == "spy" and "print" in brk[0].reason
+    assert rec.graphs[0] == ["mul"] and rec.graphs[-1] == ["add"]
 
 
 def test_values_needed_after_the_break_are_graph_outputs_not_recomputed():
-    calls = []
-
     def f(x):
         y = x.exp()
         print("break")
         return y + 1, y
 
-    _, rec = run(f, (t(3),))
-    assert rec.graphs == [["exp"], ["add"]]
-    assert not calls
+    c, rec = run(f, (t(3),))
+    assert rec.graphs == [["exp"], ["add"]]  # exp once, before the break; not again after it
+    out, y = c(t(3))
+    assert torch.equal(out, y + 1)
 
 
 def test_user_exception_after_a_break_has_the_users_traceback():
@@ -268,8 +285,10 @@ def test_user_exception_after_a_break_has_the_users_traceback():
     c = tracer.compile(f)
     with pytest.raises(ValueError, match="from user code") as info:
         c(t(2))
-    lines = [entry.lineno for entry in info.traceback if str(entry.path).endswith("test_graph_breaks.py")]
-    assert f.__code__.co_firstlineno + 2 in [ln + 1 for ln in lines]
+    lines = [entry.lineno + 1 for entry in info.traceback if str(entry.path).endswith("test_graph_breaks.py")]
+    raise_line = f.__code__.co_firstlineno + 3
+    assert lines[-1] == raise_line, (lines, raise_line)  # the innermost frame is the user's raise
+    assert_captured(c, min_ops=1, breaks=1)
 
 
 def test_fullgraph_raises_at_the_first_break_with_reason_and_line():
@@ -307,6 +326,7 @@ def test_resume_functions_are_cached_per_code_and_offset():
         c(t(shape))
     resumes = graph_break._RESUME_CACHE[f.__code__]
     assert len(resumes) == 1
+    assert_captured(c, min_ops=3, breaks=3, entries=3)
 
 
 def test_explain_reports_graphs_breaks_and_guards(capsys):
@@ -387,6 +407,12 @@ def test_generator_expression_and_generator_consumed_in_frame():
     assert len(rec.graphs) == 1 and c.entries[0].breaks == []
 
 
+@pytest.mark.xfail(strict=True, reason="the C hook runs a resume function's rewritten code while the "
+                   "original (never run) frame still holds the arguments (run_replacement borrows "
+                   "frame->localsplus), so `del` of an argument frees it only when the call returns; "
+                   "the fix is to move the references into the new frame (as TorchDynamo's "
+                   "eval_custom_code does). Passed before only because a lambda made the frame run "
+                   "as Python")
 def test_a_break_does_not_keep_dead_values_alive():
     import gc
     import weakref
@@ -396,9 +422,12 @@ def test_a_break_does_not_keep_dead_values_alive():
 
     seen = []
 
+    def on_free(r):
+        seen.append("freed")
+
     def f(x):
         obj = Thing()
-        ref = weakref.ref(obj, lambda r: seen.append("freed"))
+        ref = weakref.ref(obj, on_free)
         del obj  # eager frees it here
         print("break")
         gc.collect()
@@ -407,3 +436,4 @@ def test_a_break_does_not_keep_dead_values_alive():
     c = tracer.compile(f)
     out, freed = c(t(2))
     assert freed and seen == ["freed"]
+    assert c.entries[0].code is not None and len(c.entries[0].breaks) == 1, c.entries[0].reason

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 import tracer
 from tracer import cache
 
+from helpers import assert_captured, assert_warm
+
 
 @pytest.fixture(autouse=True)
 def _fresh():
@@ -212,6 +214,9 @@ def test_forward_hook_added_after_compile_runs():
     close(out, model.forward(x) + 1)
     h.remove()
     close(c(x), model(x))
+    # a hooked module runs as in eager (through __call__); without hooks the entry is reused
+    assert_captured(c, min_ops=4, entries=1)
+    assert_warm(c, x)
 
 
 def test_submodule_forward_hook_added_after_compile_runs():
@@ -240,6 +245,7 @@ def test_forward_pre_hook_added_after_compile_runs():
     c(x)
     model.register_forward_pre_hook(lambda mod, args: (args[0] * 3,))
     close(c(x), model.forward(x * 3))
+    assert_captured(c, min_ops=4, entries=1)  # the hooked call ran as in eager, untraced
 
 
 # ---- globals --------------------------------------------------------------------------------
@@ -398,6 +404,7 @@ def test_decorator_with_arguments():
     close(g(x, y), x @ y)
     close(g(x, y), x @ y)
     assert seen == [2]
+    assert_captured(g, min_ops=1, entries=1)
 
 
 def test_decorator_on_module_class_instance_call():
@@ -405,6 +412,7 @@ def test_decorator_on_module_class_instance_call():
     assert isinstance(model, nn.Module)
     x = torch.randn(2, 4)
     close(model(x), model._orig_mod(x))
+    assert_captured(model, min_ops=4, entries=1)
 
 
 # ---- walking the module tree ---------------------------------------------------------------

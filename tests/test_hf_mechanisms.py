@@ -6,6 +6,8 @@ import torch
 
 import tracer
 
+from helpers import assert_captured, assert_warm, traced
+
 
 def _explain(fn, *args, **kwargs):
     tracer.reset()
@@ -33,9 +35,16 @@ def test_zero_arg_super_in_resume_function(capsys):
 
     x = torch.ones(3)
     tracer.reset()
-    out = tracer.compile(f)(x)
+    with traced() as t:
+        out = tracer.compile(f)(x)
     assert torch.equal(out, f(x))
-    assert torch.equal(tracer.compile(f)(x), f(x))
+    # get() is inlined, breaks at its print (f breaks at the call, get runs as its own frame
+    # and breaks there too); super().get in get's resume function is traced
+    assert_captured(t, min_ops=1, breaks=None)
+    assert t.graph_breaks >= 2 and all("print" in e.reason for e in t.of("break")), str(t)
+    c = tracer.compile(f)
+    assert torch.equal(c(x), f(x))
+    assert_warm(c, x)
 
 
 def test_zero_arg_super_resume_when_self_is_not_otherwise_live():
@@ -54,7 +63,12 @@ def test_zero_arg_super_resume_when_self_is_not_otherwise_live():
 
     x = torch.ones(2)
     tracer.reset()
-    assert torch.equal(tracer.compile(f)(x), f(x))
+    c = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(c(x), f(x))
+    assert_captured(t, min_ops=1, breaks=None)
+    assert t.graph_breaks >= 1 and all("print" in e.reason for e in t.of("break")), str(t)
+    assert_warm(c, x)
 
 
 # ---- objects with a Python __getattribute__ (HF PretrainedConfig) ----------------------------
@@ -167,8 +181,12 @@ def test_super_on_the_stack_at_a_graph_break():
     x = torch.ones(2)
     tracer.reset()
     cf = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(cf(x), f(x))
     assert torch.equal(cf(x), f(x))
-    assert torch.equal(cf(x), f(x))
+    assert_captured(t, min_ops=1, breaks=None)
+    assert t.graph_breaks >= 1 and all("print" in e.reason for e in t.of("break")), str(t)
+    assert_warm(cf, x)
 
 
 # ---- torch.finfo / slice() ------------------------------------------------------------------
@@ -202,8 +220,11 @@ def test_custom_getattribute_frame_traced_through_hook_does_not_recurse():
     x = torch.ones(2)
     tracer.reset()
     cg = tracer.compile(g)
-    for _ in range(3):
-        assert torch.equal(cg(x), g(x))
+    with traced() as t:
+        for _ in range(3):
+            assert torch.equal(cg(x), g(x))
+    assert_captured(t, min_ops=2, breaks=1)  # the print; the reads after it are traced
+    assert t.frames_traced == 2 and t.recompiles == 0, str(t)  # g and its resume function, once
 
 
 def test_method_decorated_with_torch_no_grad_is_inlined():

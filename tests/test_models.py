@@ -3,7 +3,8 @@
 
 For every model: exactly one cache entry, rewritten code (no fallback, no reason), a
 sensible op count, outputs allclose to an eager deepcopy on the first call (trace) and the
-second call (cache hit). Train-mode BatchNorm must update running stats exactly as eager
+second call (cache hit), and warm calls (the same inputs again, fresh inputs of the same
+shapes) that trace nothing. Train-mode BatchNorm must update running stats exactly as eager
 does; gradients through the compiled module equal eager's. Inductor is slow to compile on
 CPU, so shapes are tiny and only a few models run under it.
 """
@@ -16,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import tracer
+
+from helpers import assert_captured, assert_warm, fresh_like, traced
 
 
 @pytest.fixture(autouse=True)
@@ -126,6 +129,11 @@ def check_model(model, args, kwargs=None, backend="eager", min_ops=1, atol=1e-5)
         exp = ref(*args, **kwargs)
         torch.testing.assert_close(out, exp, atol=atol, rtol=1e-4)
         one_graph(compiled, min_ops)
+    if not model.training:  # (train mode: every call moves BatchNorm's running stats)
+        fresh = fresh_like(args)
+        warm = assert_warm(compiled, *args, fresh=fresh, **kwargs)
+        torch.testing.assert_close(warm[-1], ref(*fresh, **kwargs), atol=atol, rtol=1e-4)
+        one_graph(compiled, min_ops)
     return compiled, ref
 
 
@@ -177,6 +185,7 @@ def test_transformer_encoder_no_grad_fastpath(nested):
     with torch.no_grad():
         for _ in range(2):
             torch.testing.assert_close(compiled(x), ref(x), atol=1e-5, rtol=1e-4)
+        assert_warm(compiled, x)
     one_graph(compiled, 3)  # the fused fast path: one op per layer
 
 
@@ -202,8 +211,12 @@ def grads_match(model, x, min_ops):
     for step in range(2):
         for p in list(model.parameters()) + list(ref.parameters()):
             p.grad = None
+        if step:
+            x = fresh_like(x)  # new values, same shapes: a cache hit, nothing traced
         torch.manual_seed(step)
-        out = compiled(x)
+        with traced() as t:
+            out = compiled(x)
+        assert (t.frames_traced == 0 and t.cache_hits == 1) if step else t.frames_traced == 1, str(t)
         torch.manual_seed(step)
         exp = ref(x)
         torch.testing.assert_close(out, exp, atol=1e-5, rtol=1e-4)
@@ -232,6 +245,8 @@ def test_input_grad():
     compiled(x).sum().backward()
     ref(x2).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
+    assert_captured(compiled, min_ops=5, entries=1)
+    assert_warm(compiled, x)
 
 
 # ---- other backends -------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import tracer
+from helpers import assert_captured, assert_warm, traced
 try:
     from tests.test_python_semantics import Base, check, recheck, same, t
 except ImportError:  # tests/ is not a package: pytest put it on sys.path
@@ -31,8 +32,8 @@ def test_list_ops_exhaustive():
         lst.insert(0, -1)
         return lst.index(9), lst.count(9), lst.copy()
 
-    c = check(f, t(2), [3, 2, 5, 1])
-    recheck(c, f, t(2), [3, 2, 5, 1, 0])
+    c = check(f, t(2), [3, 2, 5, 1], min_ops=0)  # list work only: no tensor op
+    recheck(c, f, t(2), [3, 2, 5, 1, 0], guard="len(lst)")
 
 
 def test_list_clear_and_slice_assign():
@@ -56,8 +57,8 @@ def test_dict_ops():
         d["z"] = v
         return ks, items
 
-    c = check(f, t(2), {"a": 1, "b": 2, "c": 3})
-    recheck(c, f, t(2), {"a": 1, "c": 3})
+    c = check(f, t(2), {"a": 1, "b": 2, "c": 3}, min_ops=0)  # dict work only: no tensor op
+    recheck(c, f, t(2), {"a": 1, "c": 3}, guard="keys")
 
 
 def test_set_mutation():
@@ -96,6 +97,7 @@ def test_inplace_tensor_returned_identity():
         out = c(x, y)
         assert out[0] is x and out[1] is y and out[2] is x
     assert torch.equal(x, t(2) + 2)
+    assert_captured(c, min_ops=1, entries=1)
 
 
 def test_mutation_then_fallback_applies_once():
@@ -105,6 +107,7 @@ def test_mutation_then_fallback_applies_once():
         return x + len(lst)
 
     c = check(f, t(2), [0], expect_graph=False)
+    assert_captured(c, min_ops=0, breaks=1)  # the append before the print is replayed once
 
 
 def test_global_write_then_read():
@@ -122,7 +125,7 @@ def test_global_write_then_read():
     c = tracer.compile(f)
     out = c(t(2))
     assert same(out, ref) and same(_G_LIST, ref_g)
-    assert c.entries[0].reason is None
+    assert_captured(c, min_ops=1)
 
 
 def test_closure_cell_written():
@@ -134,9 +137,12 @@ def test_closure_cell_written():
         return x * count
 
     c = tracer.compile(f)
-    outs = [c(t(2)) for _ in range(3)]
+    with traced() as tr:
+        outs = [c(t(2)) for _ in range(3)]
     assert count == 3
     assert all(torch.equal(o, t(2) * (i + 1)) for i, o in enumerate(outs))
+    # the cell's value is guarded (a new value each call: a recompile each call), never stale
+    assert_captured(tr, min_ops=3, recompiles=2)
 
 
 # ---- a random program of list/dict operations, run eagerly and compiled -------------------------
@@ -175,7 +181,7 @@ def test_random_container_programs(ops, n):
     tracer.reset()  # every example is a new closure over the same code: keep under the recompile limit
     f = _program(ops)
     args = (t(2), [t(2, seed=i) for i in range(n)], {"a": t(2, seed=9)})
-    check(f, *args)
+    check(f, *args, min_ops=0)  # some programs only move tensors between containers
 
 
 def test_ordered_dict_built_in_the_frame_is_one_object_after_a_graph_break():
@@ -192,7 +198,9 @@ def test_ordered_dict_built_in_the_frame_is_one_object_after_a_graph_break():
 
     c = tracer.compile(f)
     x = torch.ones(2)
-    d, alias = c(x, collections.OrderedDict(a=x + 1))
+    with traced() as tr:
+        d, alias = c(x, collections.OrderedDict(a=x + 1))
+    assert_captured(tr, min_ops=0, breaks=1)
     ref_d, _ = f(x, collections.OrderedDict(a=x + 1))
     assert d is alias and type(d) is collections.OrderedDict
     assert list(d) == list(ref_d) == ["a", "b"]

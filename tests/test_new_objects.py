@@ -9,13 +9,23 @@ import torch
 
 import tracer
 
+from helpers import assert_captured, traced
+
 
 def _run(fn, *args):
+    """explain's report, then the compiled results of a first call and of a second one, which
+    must trace nothing; no frame traced on the first call may run as Python."""
     tracer.reset()
     rep = tracer.explain(fn, *args)
     tracer.reset()
     compiled = tracer.compile(fn)
-    return rep, compiled(*args), compiled(*args)
+    with traced() as first:
+        out = compiled(*args)
+    assert_captured(first, min_ops=0, breaks=None)
+    with traced() as second:
+        out2 = compiled(*args)
+    assert second.frames_traced == 0, str(second)
+    return rep, out, out2
 
 
 def _same(a, b):
@@ -207,10 +217,11 @@ def test_identity_preserved_when_returned_twice():
         return p, p, [p]
 
     x = torch.randn(2)
-    _, out, out2 = _run(f, x)
+    rep, out, out2 = _run(f, x)
     for o in (out, out2):
         assert o[0] is o[1] and o[2][0] is o[0]
         _same(o[0], Point(x, x + 1))
+    assert rep.graph_count == 1 and rep.break_count == 0, str(rep)
 
 
 def test_new_object_live_across_graph_break(capsys):
@@ -241,9 +252,11 @@ def test_new_object_stored_into_input_attribute():
 
     x = torch.randn(2)
     tracer.reset()
-    out = tracer.compile(f)(x, h)
+    c = tracer.compile(f)
+    out = c(x, h)
     assert torch.equal(out, x + 1)
     _same(h.p, Point(x, x * 3))
+    assert_captured(c, min_ops=2, breaks=0)
 
 
 def test_isinstance_and_is_on_new_objects():

@@ -1,8 +1,10 @@
 """Differential tests: Python semantics of traced frames must match eager Python exactly.
 
 Every test runs the function eagerly (on deep copies), then compiled: the first call (trace),
-a second call (cache hit), and — where a guarded fact can change — a call after that change,
-which must recompile (more cache entries) rather than return a stale result.
+a second call on fresh copies of the inputs (a cache hit: nothing traced), and — where a
+guarded fact can change — a call after that change, which must recompile (naming a failed
+guard) rather than return a stale result. `check` also asserts the frame was captured: no
+fallback, at least `min_ops` ops in its graphs, exactly `breaks` graph breaks.
 """
 import collections
 import copy
@@ -16,6 +18,8 @@ import torch
 
 import tracer
 from tracer.exc import FullGraphError
+
+from helpers import assert_captured, traced
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -51,28 +55,43 @@ def run_both(c, fn, args, kwargs):
     return out, ref
 
 
-def check(fn, *args, expect_graph=True, c=None, **kwargs):
-    """Compare fn against eager on a first call and on a cache hit; return the compiled fn."""
+def check(fn, *args, expect_graph=True, c=None, min_ops=1, breaks=0, **kwargs):
+    """Compare fn against eager on a first call and on a cache hit (fresh deep copies of the
+    inputs: nothing may be traced); return the compiled fn. With `expect_graph`, everything
+    traced on the first call was captured: no fallback, at least `min_ops` ops, exactly
+    `breaks` graph breaks (None: any)."""
     if c is None:
         c = tracer.compile(fn)
     n0 = len(c.entries)
-    run_both(c, fn, args, kwargs)
-    run_both(c, fn, args, kwargs)
-    assert len(c.entries) == max(n0, 1) or n0 > 0 and len(c.entries) == n0 + 1, \
-        "second identical call must hit the cache"
+    with traced() as first:
+        run_both(c, fn, args, kwargs)
+    with traced() as warm:
+        run_both(c, fn, args, kwargs)
+    assert warm.frames_traced == 0 and warm.cache_hits >= 1, f"second identical call must hit the cache:\n{warm}"
+    assert len(c.entries) == max(n0, 1) or n0 > 0 and len(c.entries) == n0 + 1
     e = c.entries[-1]
     if expect_graph:
         assert e.code is not None and e.reason is None, f"frame fell back: {e.reason}"
+        if n0 == 0:
+            assert_captured(first, min_ops=min_ops, breaks=breaks)
     return c
 
 
-def recheck(c, fn, *args, **kwargs):
-    """After a guarded fact changed: result still equals eager, and a new entry was made."""
+def recheck(c, fn, *args, guard=None, **kwargs):
+    """After a guarded fact changed: result still equals eager, and the frame recompiled
+    (the recompile names a failed guard: `guard`, a substring of it, when given); a second
+    call hits the new entry."""
     n0 = len(c.entries)
-    run_both(c, fn, args, kwargs)
+    with traced() as t:
+        run_both(c, fn, args, kwargs)
     assert len(c.entries) == n0 + 1, "changed guarded fact must recompile"
-    run_both(c, fn, args, kwargs)
+    reasons = [e.reason for e in t.of("recompile") if e.frame == fn.__code__.co_qualname]
+    assert reasons and (guard is None or any(guard in r for r in reasons)), \
+        f"recompile of {fn.__name__} should name {guard!r}: {reasons}"
+    with traced() as warm:
+        run_both(c, fn, args, kwargs)
     assert len(c.entries) == n0 + 1
+    assert warm.frames_traced == 0, f"second call after the change must hit the cache:\n{warm}"
 
 
 def t(*shape, dtype=torch.float32, seed=0):
@@ -352,7 +371,10 @@ def test_closure_of_compiled_function():
     c = check(f, t(2))
     f2 = make(5)  # same code, different closure cell contents
     c2 = tracer.compile(f2)
-    run_both(c2, f2, (t(2),), {})
+    with traced() as changed:
+        run_both(c2, f2, (t(2),), {})
+    assert changed.recompiles == 1 and "cell(k) == 3" in changed.of("recompile")[0].reason, str(changed)
+    assert_captured(c2, min_ops=2, entries=1)  # (its own view of the code's cache)
 
 
 def _fact(n):
@@ -442,7 +464,7 @@ def test_tensor_attribute_on_object():
         return obj.apply(x)
 
     c = check(f, t(2), Base(t(2, seed=5)))
-    recheck(c, f, t(2), Base(t(3, seed=5)) if False else Base(t(2, seed=5, dtype=torch.float64)))
+    recheck(c, f, t(2), Base(t(2, seed=5, dtype=torch.float64)), guard="obj.w: tensor float32")
 
 
 @dataclasses.dataclass
@@ -537,7 +559,7 @@ def test_globals_written():
     c = tracer.compile(_write_globals)
     out = c(t(2), 3)
     assert same(out, ref) and G_COUNTER == ref_counter and same(G_NEW, ref_new)
-    assert c.entries[0].code is not None and c.entries[0].reason is None
+    assert_captured(c, min_ops=2)
     # second call: G_COUNTER changed (3), a guarded constant -> recompile, correct value
     out = c(t(2), 3)
     assert G_COUNTER == 6 and same(out, t(2) + 6)
@@ -584,6 +606,7 @@ def test_returns_same_object():
         assert out[0] is lst and out[1] is d and out[2] is obj and out[3] is x
     assert lst == [1, 1, 1] and d["k"] is x
     assert c.entries[-1].reason is None
+    assert_captured(c, min_ops=0, breaks=0)
 
 
 def test_attribute_mutation():
@@ -606,10 +629,14 @@ def test_mutation_aliasing():
     c = tracer.compile(f)
     ref = f(t(2), [1], [1])
     assert c(t(2), [1], [1]) == ref
-    # aliased: eager sees the append through b
+    assert_captured(c, min_ops=0)
+    # aliased: eager sees the append through b; the distinct-inputs guard fails: recompile
     lst2 = [1]
-    assert c(t(2), lst, lst) == f(t(2), lst2, lst2)
+    with traced() as aliased:
+        assert c(t(2), lst, lst) == f(t(2), lst2, lst2)
+    assert aliased.recompiles == 1 and "distinct objects" in aliased.of("recompile")[0].reason
     assert lst == [1, lst[1]] and len(lst) == 2
+    assert_captured(c, min_ops=0, entries=2)
 
 
 # ---- return structures ------------------------------------------------------------------------
@@ -649,7 +676,7 @@ def test_gradients():
     for _ in range(2):
         out = grads(c)
         assert all(torch.allclose(a, r, atol=1e-6) for a, r in zip(out, ref))
-    assert len(c.entries) == 1 and c.entries[0].reason is None
+    assert_captured(c, min_ops=5, entries=1)
 
 
 # ---- unsupported: fall back with the eager result ----------------------------------------
@@ -685,8 +712,12 @@ def test_user_exception_surfaces():
         return x + d["missing"]
 
     c = tracer.compile(f)
-    with pytest.raises(KeyError):
-        c(t(2), {"a": 1})
+    with traced() as tr:
+        with pytest.raises(KeyError, match="missing"):
+            c(t(2), {"a": 1})
+    # the failing subscript runs natively (a break there), in the user's frame
+    assert_captured(tr, min_ops=0, breaks=1)
+    assert "KeyError" in tr.of("break")[0].reason
 
 
 # ---- generators are lazy: side effects stop where the consumer stops -------------------------

@@ -17,6 +17,8 @@ import torch
 import tracer
 from tracer import cache
 
+from helpers import assert_captured, traced
+
 
 @pytest.fixture(autouse=True)
 def _fresh():
@@ -99,16 +101,25 @@ def test_deep_recursion_never_recursion_error_from_tracer(depth):
         if depth == "limit" else depth
     c = tracer.compile(_rec)
     x = torch.zeros(2)
-    assert torch.equal(c(x, n), x + n)
-    assert torch.equal(c(x, n), x + n)  # cached
+    with traced() as first:
+        assert torch.equal(c(x, n), x + n)
+    with traced() as second:
+        assert torch.equal(c(x, n), x + n)  # cached
+    # the first RECOMPILE_LIMIT levels are traced (each inlines the rest of the recursion
+    # until the inline depth limit, then breaks), deeper levels run as Python
+    assert first.recompile_limits == 1 and first.graphs >= cache.RECOMPILE_LIMIT, str(first)
+    assert first.internal_errors == 0 and first.fallbacks == 0, str(first)
+    assert second.frames_traced == 0, str(second)
 
 
 @LIMIT_OK
 def test_deep_recursion_inside_capture():
     x = torch.zeros(2)
-    with tracer.capture():
-        out = _rec(x, 300)
+    with traced() as t:
+        with tracer.capture():
+            out = _rec(x, 300)
     assert torch.equal(out, x + 300)
+    assert t.recompile_limits == 1 and t.graphs >= cache.RECOMPILE_LIMIT and t.fallbacks == 0, str(t)
 
 
 # ---- leaks ---------------------------------------------------------------------------------
@@ -162,6 +173,9 @@ def test_recompile_storm_degrades_to_eager_with_one_warning():
     storm = [m for m in w if "recompiled" in str(m.message)]
     assert len(storm) == 1
     assert cache.cache_for(f.__code__).compiles == cache.RECOMPILE_LIMIT
+    assert_captured(c, min_ops=2 * cache.RECOMPILE_LIMIT, entries=cache.RECOMPILE_LIMIT)
+    limit = tracer.stats().of("limit")
+    assert limit and limit[-1].frame == f.__code__.co_qualname
 
 
 # ---- hostile names -------------------------------------------------------------------------
@@ -186,3 +200,4 @@ def test_hostile_attribute_names_and_dict_keys(name):
         assert torch.equal(c(x, obj, d, name), f(x, obj, d, name))
     for e in c.entries:
         e.guards.describe()  # describing guards with such names works too
+    assert_captured(c, min_ops=2 * len(c.entries), entries=3)  # v = 1, 2, 5 (2 again: a hit)

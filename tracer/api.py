@@ -15,7 +15,7 @@ from .records import HITS
 from .backends import resolve
 from .check import checked
 from .convert_frame import convert_frame
-from .frame_hook import hook
+from .frame_hook import hook, skip_code
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
@@ -63,6 +63,9 @@ class CompiledFunction:
         if self._binder is None or fn.__defaults__ is not self._defaults:
             self._defaults = fn.__defaults__
             self._binder = make_binder(self._code, fn.__defaults__, fn.__kwdefaults__)
+            # the binder carries the function's name and file: inside capture() the hook
+            # would take it for a user frame and trace it
+            skip_code(self._binder.__code__)
         return self._binder(*args, **kwargs)
 
     def _miss(self, L):

@@ -31,13 +31,34 @@ def impl(*fns):
 def call_builtin(tx, fn, args, kwargs):
     f = _IMPLS.get(fn)
     if f is not None:
-        return f(tx, *args, **kwargs)
+        try:
+            return f(tx, *args, **kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:
+            _user_error_on_constants(fn, args, kwargs, e)
+            raise
     if fn in _OPERATOR_FUNCS:
         return _OPERATOR_FUNCS[fn](tx, args, kwargs)
     if getattr(fn, "__module__", None) == "math" or getattr(fn, "__self__", None) is math:
         return _fold(fn, args, kwargs)
     raise Unsupported(f"builtin {getattr(fn, '__qualname__', fn)}() "
                       f"{'(prints / does I/O)' if fn is print else 'is not supported'}")
+
+
+def _user_error_on_constants(fn, args, kwargs, error):
+    """An implementation failed on constant arguments: if the builtin itself raises the same
+    exception on them, the user code raises it (`len(3)`), with CPython's message, catchable
+    by the traced code's own try blocks (exc.folding_error). Otherwise `error` is a tracer
+    bug (re-raised by the caller)."""
+    if not (_all_const(args) and _all_const(kwargs.values())):
+        return
+    try:
+        fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except type(error) as e:
+        raise folding_error(e, f"{getattr(fn, '__name__', fn)}(...)") from error
+    except Exception:  # noqa: BLE001 - a different failure: report the original one
+        return
 
 
 def _fold(fn, args, kwargs):

@@ -182,15 +182,20 @@ class Stats:
 
 
 def stats():
-    """Counters since the start (or the last reset_stats()), and the recent events."""
+    """Counters since the start (or the last reset_stats()), and the recent events.
+
+    The snapshot is taken under the lock and the Stats built after releasing it: building it
+    runs Python code (the dataclass __init__), which the frame hook traces when stats() is
+    called inside `tracer.capture()`, and tracing records (it would wait on the lock forever)."""
     with _LOCK:
-        c = _state.counts
-        return Stats(frames_traced=c["frame"], graphs=c["graph"], ops=_state.ops,
-                     graph_breaks=c["break"], fallbacks=c["fallback"], recompiles=c["recompile"],
-                     recompile_limits=c["limit"], internal_errors=c["internal_error"],
-                     cache_hits=HITS[0], trace_seconds=_state.trace_seconds,
-                     break_reasons=dict(_state.break_reasons),
-                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events))
+        c = dict(_state.counts)
+        snap = dict(ops=_state.ops, cache_hits=HITS[0], trace_seconds=_state.trace_seconds,
+                    break_reasons=dict(_state.break_reasons),
+                    fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events))
+    return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
+                 graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
+                 recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
+                 internal_errors=c.get("internal_error", 0), **snap)
 
 
 def reset_stats():

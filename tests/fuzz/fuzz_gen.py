@@ -16,9 +16,12 @@ building and unpacking (starred too), in-place tensor ops (also on inputs), prin
 sink, numpy round trips, `.item()` and data-dependent branches (graph breaks),
 try/except, and now and then an operation that raises in eager Python as well; exceptions
 from builtin-typed values inside try, and global/container writes in loops whose body
-breaks (fuzz_gen_effects.py).
+breaks (fuzz_gen_effects.py). fuzz_shapes.py adds more shapes (user classes, decorators,
+context managers, generators, exception chains, breaks inside try, views, cat/stack,
+bool/int tensors, return_types, attributes on tensors, size reads, returned inputs).
 """
 import fuzz_gen_effects
+import fuzz_shapes as shapes
 
 TENSOR_UNARY = [
     "torch.sin({})", "torch.cos({})", "{}.relu()", "torch.tanh({})", "{}.abs()", "-{}",
@@ -39,6 +42,7 @@ class Gen:
         self.lines = []
         self.helpers = []       # (name, source lines)
         self.n_tmp = 0
+        self.defined = set()    # module-level definitions made by fuzz_shapes
 
     # ---- small helpers -----------------------------------------------------------------
     def r(self, a, b):
@@ -56,6 +60,10 @@ class Gen:
 
     # ---- expressions -------------------------------------------------------------------
     def int_expr(self, env, depth=0):
+        if depth < 2 and env.get("T") and self.p(0.08):
+            e = shapes.int_expr(self, env)
+            if e:
+                return e
         ints = env["I"] + env.get("R", [])
         c = self.r(0, 9 if depth < 2 else 2)
         if c <= 2 or not ints:
@@ -90,6 +98,10 @@ class Gen:
         return self.int_expr(env, 1) if self.p(0.5) else self.float_expr(env)
 
     def tensor_expr(self, env, depth=0):
+        if depth < 2 and self.p(0.12):
+            e = shapes.tensor_expr(self, env, depth)
+            if e:
+                return e
         ts = env["T"]
         c = self.r(0, 9 if depth < 2 else 1)
         if c <= 1:
@@ -138,6 +150,8 @@ class Gen:
 
     def stmt(self, env, ind, depth, top):
         """One statement; `top` statements may create new locals (visible afterwards)."""
+        if shapes.extra_stmt(self, env, ind, depth, top):
+            return
         c = self.r(0, 29)
         if c <= 5:
             if top and self.p(0.5):
@@ -349,6 +363,7 @@ class Gen:
         for _ in range(self.r(2, 10)):
             self.stmt(env, 1, 0, top=True)
         outs = [self.pick(env["T"])] + [self.pick(env[k]) for k in self.rnd.choice(["", "I", "TI", "TLF", "DI"])]
+        outs += shapes.returned_extras(self, env)
         if self.p(0.2):
             self.emit(1, f"return {{'out': {outs[0]}, 'rest': [{', '.join(outs[1:])}]}}")
         else:
@@ -356,7 +371,8 @@ class Gen:
         body = []
         for h in self.helpers:
             body += h + [""]
-        return "\n".join(["import torch", "import numpy as np", "", *body, *self.lines, ""])
+        return "\n".join(["import contextlib", "import functools", "import torch", "import numpy as np",
+                          "", *body, *self.lines, ""])
 
 
 def generate(rnd, max_depth=2):

@@ -1,14 +1,31 @@
-"""Differential check of one generated program: compiled == eager, on several input sets.
+"""Differential check of one generated program: compiled == eager, on several input sets,
+and a record of what the tracer captured.
 
 `check_source(src)` execs the source twice into fresh namespaces (one run eagerly, one
-compiled, each with its own print sink and global counter), then for each input set (the
-first one twice, so the cache-hit path runs too, then changed shapes, dtype, constants, list
-lengths and dict contents) compares: the result (same types and structure, tensors by
-dtype/shape/allclose with equal_nan), the inputs after the call (mutations), the printed
-output, the globals (COUNTER, ACC), and, when eager raises, the exception type.
-Raises `Mismatch` with a readable description on the first difference.
+compiled, each with its own print sink and global counter), then for each input set (see
+`input_sets`: the first one, the same values again, new values of the same shapes, aliased
+inputs, inputs that require grad, then changed shapes, rank, dtype, constants, list lengths
+and dict contents) compares:
+
+  * the result: same types and structure, tensors by dtype/shape/requires_grad/allclose with
+    equal_nan and by the attributes set on them; which parts of the result ARE inputs
+    (returned inputs keep their identity);
+  * when eager raises: the exception's type, message, and its __cause__/__context__ chain;
+  * the inputs after the call (mutations, attributes set on input tensors);
+  * the gradients of the inputs that require grad, after backward through the outputs;
+  * the printed output and the globals COUNTER and ACC (fuzz_gen_effects.py).
+
+Raises `Mismatch` with a readable description on the first difference, and also when the
+call with the same input values again traces any frame although the program keeps no state
+between calls (`stateful`: it writes a global, or a function attribute): a guard
+that fails on the very inputs it was made for would recompile on every call. Returns a
+`Report`: whether `f` itself was captured (its first cache entry has rewritten code, not a
+whole-frame fallback, and the reason if not), the ops traced on the first call (resume
+functions and inlined helpers included), and whether the later calls with inputs of the same
+shapes hit the cache (traced no frame).
 """
-import copy
+import re
+import dataclasses
 import io
 import math
 import warnings
@@ -23,18 +40,38 @@ class Mismatch(AssertionError):
     pass
 
 
+def _user_type(t):
+    return getattr(t, "__module__", None) == "fuzzprog"
+
+
+def _same_type(a, b):
+    ta, tb = type(a), type(b)
+    # classes defined by the program exist once per namespace: compare them by name
+    return ta is tb or (_user_type(ta) and _user_type(tb) and ta.__qualname__ == tb.__qualname__)
+
+
+def _tensor_attrs(t):
+    return {k: v for k, v in vars(t).items()} if hasattr(t, "__dict__") else {}
+
+
 def same(a, b, path="result"):
     if isinstance(a, torch.Tensor):
         if not isinstance(b, torch.Tensor):
             return f"{path}: tensor vs {type(b).__name__}"
+        if type(a) is not type(b):
+            return f"{path}: {type(a).__name__} vs {type(b).__name__}"
         if a.shape != b.shape or a.dtype != b.dtype or a.requires_grad != b.requires_grad:
-            return f"{path}: {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
-        if not torch.allclose(a.detach(), b.detach(), equal_nan=True, rtol=1e-4, atol=1e-5):
+            return (f"{path}: {a.dtype}{tuple(a.shape)} grad={a.requires_grad} vs "
+                    f"{b.dtype}{tuple(b.shape)} grad={b.requires_grad}")
+        if a.dtype == torch.bool or not (a.is_floating_point() or a.is_complex()):
+            if not torch.equal(a, b):
+                return f"{path}: values differ\n{a}\n{b}"
+        elif not torch.allclose(a.detach(), b.detach(), equal_nan=True, rtol=1e-4, atol=1e-5):
             return f"{path}: values differ\n{a}\n{b}"
-        return None
-    if type(a) is not type(b):
+        return same(_tensor_attrs(a), _tensor_attrs(b), f"{path}.__dict__")
+    if not _same_type(a, b):
         return f"{path}: {type(a).__name__} vs {type(b).__name__}"
-    if isinstance(a, (list, tuple)):
+    if isinstance(a, (list, tuple)):  # torch.return_types too (a tuple subclass)
         if len(a) != len(b):
             return f"{path}: len {len(a)} vs {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
@@ -54,29 +91,91 @@ def same(a, b, path="result"):
         if math.isnan(a) and math.isnan(b) or math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) or a == b:
             return None
         return f"{path}: {a!r} vs {b!r}"
+    if _user_type(type(a)):
+        if hasattr(a, "__dict__"):
+            return same(vars(a), vars(b), f"{path}.__dict__")
+        return None
+    if isinstance(a, BaseException):
+        return same_exception(a, b, path)
     return None if a == b else f"{path}: {a!r} vs {b!r}"
+
+
+def same_exception(a, b, path="exception", depth=0):
+    """Type (by name for the program's own classes), message, and the cause/context chain."""
+    if (a is None) != (b is None):
+        return f"{path}: {a!r} vs {b!r}"
+    if a is None or depth > 5:
+        return None
+    if not _same_type(a, b) and not (type(a).__qualname__ == type(b).__qualname__
+                                     and _user_type(type(a)) == _user_type(type(b))):
+        return f"{path}: {type(a).__name__}({a}) vs {type(b).__name__}({b})"
+    if str(a) != str(b):
+        return f"{path}: message {str(a)!r} vs {str(b)!r}"
+    if a.__suppress_context__ != b.__suppress_context__:
+        return f"{path}: __suppress_context__ {a.__suppress_context__} vs {b.__suppress_context__}"
+    return (same_exception(a.__cause__, b.__cause__, f"{path}.__cause__", depth + 1)
+            or same_exception(a.__context__, b.__context__, f"{path}.__context__", depth + 1))
+
+
+# ---- input sets ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class InputSet:
+    """`make()` builds fresh argument objects (the same values every time) and the leaves
+    whose gradients are compared; `warm`: the same shapes and facts as an earlier set, so
+    the call should hit the cache."""
+    label: str
+    make: object
+    warm: bool = False
 
 
 def input_sets(seed=0):
     """The first input set, then one per changed fact the trace may have specialised on."""
-    g = torch.Generator().manual_seed(seed)
 
-    def t(*shape, dtype=torch.float32):
-        return torch.randn(*shape, generator=g).to(dtype)
+    def make_set(k, shape=(3, 4), dtype=torch.float32, n=2, s=0.5, lst=(1, 2, 3), dkeys=None,
+                 alias=False, grad=False):
+        def make():
+            g = torch.Generator().manual_seed(seed * 1000 + k)
 
-    base = (t(3, 4), t(3, 4), 2, 0.5, [1, 2, 3], {"a": t(3, 4), "b": 1})
+            def t(*sh):
+                return torch.randn(*sh, generator=g).to(dtype)
+
+            leaves = []
+            x, y, a = t(*shape), t(*shape), t(*shape)
+            if grad:  # non-leaf inputs that require grad: in-place ops on them stay legal
+                leaves = [x.requires_grad_(), y.requires_grad_()]
+                x, y = x * 1.0, y * 1.0
+            if alias:
+                y = x
+                a = x
+            d = {"a": a, "b": 1}
+            if dkeys:
+                d = {"a": a, "b": t(*shape), "k": 3}
+            return (x, y, n, s, list(lst), d), leaves
+        return make
+
     return [
-        base,
-        base,                                                            # cache hit
-        (t(3, 4), t(3, 4), 2, 0.5, [1, 2, 3], {"a": t(3, 4), "b": 1}),  # new values, same facts
-        (t(2, 5), t(2, 5), 2, 0.5, [1, 2, 3], {"a": t(2, 5), "b": 1}),  # shape
-        (t(4), t(4), 2, 0.5, [1, 2, 3], {"a": t(4), "b": 1}),           # rank
-        (t(3, 4, dtype=torch.float64), t(3, 4, dtype=torch.float64), 2, 0.5, [1, 2, 3],
-         {"a": t(3, 4, dtype=torch.float64), "b": 1}),                 # dtype
-        (t(3, 4), t(3, 4), 7, -1.5, [1, 2, 3], {"a": t(3, 4), "b": 1}),  # constants
-        (t(3, 4), t(3, 4), 2, 0.5, [4, 0, 2, 9, 5], {"a": t(3, 4), "b": 1}),  # list length
-        (t(3, 4), t(3, 4), 2, 0.5, [], {"a": t(3, 4), "b": t(3, 4), "k": 3}),  # empty list, dict
+        InputSet("first", make_set(0)),
+        InputSet("same values again", make_set(0), warm=True),
+        InputSet("new values, same shapes", make_set(1), warm=True),
+        InputSet("aliased inputs (y is x, d['a'] is x)", make_set(2, alias=True)),
+        InputSet("inputs that require grad", make_set(3, grad=True)),
+        InputSet("shape", make_set(4, shape=(2, 5))),
+        InputSet("constants", make_set(5, n=7, s=-1.5)),
+        InputSet("list length", make_set(6, lst=(4, 0, 2, 9, 5))),
+        InputSet("empty list, dict keys", make_set(7, lst=(), dkeys=True)),
+        InputSet("rank", make_set(8, shape=(4,))),
+        InputSet("dtype", make_set(9, dtype=torch.float64)),
     ]
+
+
+# ---- running -----------------------------------------------------------------------------------
+# writes that change what the next call sees (a guarded global, a decorator's call counter):
+# a program that makes them may legitimately trace again when called with the same inputs
+_STATEFUL = re.compile(r"COUNTER\[0\] *(\+=|=)|\.calls *\+=|^\s*global ", re.M)
+
+
+def stateful(src):
+    return bool(_STATEFUL.search(src))
 
 
 def _namespace():
@@ -88,6 +187,73 @@ def _call(fn, args):
         return fn(*args), None
     except Exception as e:  # noqa: BLE001 - comparing user exceptions is the point
         return None, e
+
+
+def _input_paths(args):
+    """id -> (object, path) of every mutable object reachable in the inputs (tensors, lists,
+    dicts); the objects are kept, so no id is reused while the call mutates the inputs."""
+    out = {}
+
+    def walk(v, path):
+        if isinstance(v, (torch.Tensor, list, dict)) and id(v) not in out:
+            out[id(v)] = (v, path)
+            items = enumerate(v) if isinstance(v, list) else v.items() if isinstance(v, dict) else ()
+            for k, w in items:
+                walk(w, f"{path}[{k!r}]")
+    for i, a in enumerate(args):
+        walk(a, f"arg{i}")
+    return out
+
+
+def _identities(result, paths, path="result", out=None):
+    """Which parts of the result are input objects: [(result path, input path)]."""
+    out = [] if out is None else out
+    if isinstance(result, (torch.Tensor, list, dict)) and id(result) in paths:
+        out.append((path, paths[id(result)][1]))
+    if isinstance(result, (list, tuple)):
+        for i, v in enumerate(result):
+            _identities(v, paths, f"{path}[{i}]", out)
+    elif isinstance(result, dict):
+        for k, v in result.items():
+            _identities(v, paths, f"{path}[{k!r}]", out)
+    return out
+
+
+def _backward(result):
+    """Backward through every float output that requires grad (their sum); None if none do."""
+    outs = []
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad and v.is_floating_point():
+                outs.append(v)
+        elif isinstance(v, (list, tuple)):
+            for w in v:
+                walk(w)
+        elif isinstance(v, dict):
+            for w in v.values():
+                walk(w)
+    walk(result)
+    if not outs:
+        return None
+    try:
+        sum(o.sum() for o in outs).backward()
+    except Exception as e:  # noqa: BLE001 - compared like any other exception
+        return e
+    return None
+
+
+@dataclasses.dataclass
+class Report:
+    compiled: object
+    captured: bool = False        # f's first entry is rewritten code (not a whole-frame fallback)
+    fallback_reason: str = None
+    ops: int = 0                  # ops traced during the first call (every frame)
+    graph_breaks: int = 0
+    warm_calls: int = 0           # calls with the same shapes as an earlier set
+    warm_hits: int = 0            # ... that traced no frame
+    warm_misses: list = dataclasses.field(default_factory=list)  # (warm set, events) that traced
+    raised: bool = False          # eager raised on the first input set
 
 
 def check_source(src, backend="eager", n_inputs=None, filename="<string>"):
@@ -104,21 +270,48 @@ def _check(src, backend, n_inputs, filename):
     exec(code, ns_c)
     eager = ns_e["f"]
     compiled = tracer.compile(ns_c["f"], backend=backend)
+    report = Report(compiled)
+    keeps_state = stateful(src)
     sets = input_sets()[:n_inputs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # recompile-limit warnings are expected here
-        for k, args in enumerate(sets):
-            a_e, a_c = copy.deepcopy(args), copy.deepcopy(args)
+        for k, inp in enumerate(sets):
+            a_e, leaves_e = inp.make()
+            a_c, leaves_c = inp.make()
+            paths_e, paths_c = _input_paths(a_e), _input_paths(a_c)
             r_e, x_e = _call(eager, a_e)
+            before = tracer.stats()
             r_c, x_c = _call(compiled, a_c)
-            where = f"input set {k}"
+            after = tracer.stats()
+            where = f"input set {k} ({inp.label})"
+            if k == 0:
+                _first_call(report, compiled, before, after, x_e)
+            if inp.warm:
+                report.warm_calls += 1
+                if after.frames_traced == before.frames_traced:
+                    report.warm_hits += 1
+                else:
+                    n = after.frames_traced - before.frames_traced
+                    traced_frames = [str(e) for e in after.events if e.kind in ("frame", "recompile")][-2 * n:]
+                    report.warm_misses.append((inp.label, traced_frames))
+                    if k == 1 and not keeps_state and x_e is None:
+                        raise Mismatch(f"{where}: the same inputs again traced {n} frame(s):\n  "
+                                       + "\n  ".join(traced_frames))
             if x_e is not None or x_c is not None:
-                if type(x_e) is not type(x_c):
-                    raise Mismatch(f"{where}: eager raised {x_e!r}, compiled raised {x_c!r}") from x_c
+                d = same_exception(x_e, x_c, "exception")
+                if d:
+                    raise Mismatch(f"{where}: eager raised {x_e!r}, compiled raised {x_c!r}: {d}") from x_c
             else:
-                d = same(r_e, r_c)
+                d = same(r_e, r_c) or same(_identities(r_e, paths_e), _identities(r_c, paths_c),
+                                           "returned inputs")
                 if d:
                     raise Mismatch(f"{where}: {d}")
+                if leaves_e:
+                    g_e, g_c = _backward(r_e), _backward(r_c)
+                    d = same_exception(g_e, g_c, "backward") or same(
+                        [v.grad for v in leaves_e], [v.grad for v in leaves_c], "input grads")
+                    if d:
+                        raise Mismatch(f"{where}: {d}")
             d = same(list(a_e), list(a_c), "inputs")
             if d:
                 raise Mismatch(f"{where}: inputs mutated differently: {d}")
@@ -128,7 +321,18 @@ def _check(src, backend, n_inputs, filename):
             for name in ("COUNTER", "ACC"):
                 if ns_e[name] != ns_c[name]:
                     raise Mismatch(f"{where}: global {name} {ns_e[name]} vs {ns_c[name]}")
-    return compiled
+    return report
 
 
-__all__ = ["check_source", "Mismatch", "same", "input_sets", "np"]
+def _first_call(report, compiled, before, after, raised):
+    entries = compiled.entries
+    report.raised = raised is not None
+    if entries:
+        e = entries[0]
+        report.captured = e.code is not None
+        report.fallback_reason = e.reason
+    report.ops = after.ops - before.ops
+    report.graph_breaks = after.graph_breaks - before.graph_breaks
+
+
+__all__ = ["check_source", "Mismatch", "Report", "same", "same_exception", "input_sets", "np"]

@@ -4,10 +4,15 @@
 
 Each failing program's source and message is written to OUT/fail_<seed>.py; internal tracer
 errors (caught by the frame boundary, so the answer was still right, but a bug) are counted
-and saved as OUT/internal_<seed>.py. A summary line is printed every 200 programs and at the end
-(also to OUT/summary.txt).
+and saved as OUT/internal_<seed>.py. Beside the failure count it reports, from each program's
+Report (fuzz_harness): the capture rate (programs whose f was traced into rewritten code, not
+run whole as Python), the ops captured, and the cache-hit rate (calls with inputs of the same
+shapes as an earlier call that traced no frame), plus the commonest whole-frame fallback
+reasons. A summary line is printed every 200 programs and at the end (also to
+OUT/summary.txt).
 """
 import argparse
+import collections
 import logging
 import os
 import random
@@ -24,12 +29,14 @@ import torch  # noqa: E402
 import torch._dynamo.source  # noqa: E402,F401
 
 import tracer  # noqa: E402
+import fuzz_shapes  # noqa: E402
 from fuzz_gen import generate  # noqa: E402
 from fuzz_harness import Mismatch, check_source  # noqa: E402
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Not an Exception: the tracer's fail-safe must not catch it (it would record an
+    internal error and carry on)."""
 
 
 def _alarm(signum, frame):
@@ -53,50 +60,91 @@ def main():
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--minutes", type=float, default=None)
     ap.add_argument("--out", default="build/fuzz")
-    ap.add_argument("--timeout", type=int, default=60, help="seconds per program")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per program (wall clock)")
     ap.add_argument("--inputs", type=int, default=None, help="input sets per program (default all)")
+    ap.add_argument("--enable", default="", help="comma-separated fuzz_shapes FEATURES to switch on "
+                                                 "(e.g. those DISABLED_WHY lists), or 'all'")
     args = ap.parse_args()
+    for name in (fuzz_shapes.FEATURES if args.enable == "all" else filter(None, args.enable.split(","))):
+        fuzz_shapes.FEATURES[name] = True
+    off = sorted(k for k, v in fuzz_shapes.FEATURES.items() if not v)
+    print(f"fuzz shapes off: {off or 'none'}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
+    tracer.config.verify_guards = True  # as in the test suite: guard bugs are internal errors
     handler = InternalErrors()
     lg = logging.getLogger("tracer")
     lg.addHandler(handler)
     lg.propagate = False
+    # torch logs the errors of ops that raise on fake tensors (programs that raise on purpose)
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     signal.signal(signal.SIGALRM, _alarm)
     t0 = time.time()
     n = fails = internal = 0
+    stat = collections.Counter()
+    fallback_reasons = collections.Counter()
     summary = ""
     for seed in range(args.start, args.start + args.count):
         if args.minutes and time.time() - t0 > args.minutes * 60:
             break
         src = generate(random.Random(seed))
         handler.messages.clear()
+        errors_before = tracer.stats().internal_errors
         signal.alarm(args.timeout)
         try:
-            check_source(src, n_inputs=args.inputs)
+            rep = check_source(src, n_inputs=args.inputs)
+            stat["checked"] += 1
+            stat["captured"] += rep.captured
+            stat["ops"] += rep.ops
+            stat["breaks"] += rep.graph_breaks
+            stat["warm_calls"] += rep.warm_calls
+            stat["warm_hits"] += rep.warm_hits
+            if not rep.captured:
+                fallback_reasons[_short(rep.fallback_reason)] += 1
         except Mismatch as e:
             fails += 1
             _save(args.out, f"fail_{seed}", src, str(e))
+        except Hang:
+            stat["hangs"] += 1
+            _save(args.out, f"hang_{seed}", src, traceback.format_exc())
         except Exception:  # the harness itself or the tracer leaked an exception
             fails += 1
             _save(args.out, f"fail_{seed}", src, traceback.format_exc())
         finally:
             signal.alarm(0)
-        if handler.messages:
+        new_errors = tracer.stats().internal_errors - errors_before
+        if handler.messages or new_errors:
             internal += 1
-            _save(args.out, f"internal_{seed}", src, "\n".join(handler.messages))
+            recorded = [str(e) for e in tracer.stats().of("internal_error")[-new_errors:]] if new_errors else []
+            _save(args.out, f"internal_{seed}", src, "\n".join(handler.messages + recorded))
         n += 1
         if n % 50 == 0:
             tracer.reset()
         if n % 200 == 0 or seed == args.start + args.count - 1:
-            summary = (f"programs={n} failures={fails} internal_errors={internal} "
+            summary = (f"programs={n} failures={fails} internal_errors={internal} {_rates(stat)} "
                        f"seconds={time.time() - t0:.0f} last_seed={seed}")
             print(summary, flush=True)
-    summary = (f"programs={n} failures={fails} internal_errors={internal} "
+    summary = (f"programs={n} failures={fails} internal_errors={internal} {_rates(stat)} "
                f"seconds={time.time() - t0:.0f} seeds={args.start}..{args.start + n - 1}")
-    print(summary, flush=True)
+    lines = [summary, f"fuzz shapes off: {off or 'none'}", "whole-frame fallbacks of f, by reason:"]
+    lines += [f"  {k:6d}  {r}" for r, k in fallback_reasons.most_common(25)]
+    print("\n".join(lines), flush=True)
     with open(os.path.join(args.out, "summary.txt"), "w") as fh:
-        fh.write(summary + "\n")
+        fh.write("\n".join(lines) + "\n")
+
+
+def _rates(stat):
+    checked = max(stat["checked"], 1)
+    return (f"captured={stat['captured'] / checked:.1%} ops/program={stat['ops'] / checked:.1f} "
+            f"breaks/program={stat['breaks'] / checked:.2f} "
+            f"cache_hits={stat['warm_hits']}/{stat['warm_calls']}"
+            f"={stat['warm_hits'] / max(stat['warm_calls'], 1):.1%} hangs={stat['hangs']}")
+
+
+def _short(reason):
+    """A fallback reason without its source location (so reasons group)."""
+    reason = reason or "?"
+    return reason.split(" at <string>")[0].split(" at /")[0][:160]
 
 
 def _save(out, name, src, msg):

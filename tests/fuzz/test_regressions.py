@@ -1,12 +1,15 @@
 """Programs the fuzzer found failing, fixed as plain tests (source kept verbatim).
 
 Each runs through the same differential check as the fuzzer (fuzz_harness.check_source):
-compiled == eager on every input set, same mutations, prints, globals and exceptions.
+compiled == eager on every input set, same mutations, prints, globals and exceptions; and
+each asserts what was captured (the Report, or tests/helpers.py's assertions).
 """
 import pytest
+import torch
 
 import tracer
 from fuzz_harness import check_source
+from helpers import assert_captured, traced
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +30,9 @@ def f(x, y, n, s, lst, d):
     y = inner1(y + 1.0)
     return (y, n,)
 '''
-    c = check_source(src)
-    assert c.entries[0].code is not None and c.entries[0].reason is None
+    rep = check_source(src)
+    assert rep.captured and rep.compiled.entries[0].reason is None
+    assert rep.ops >= 3 and rep.graph_breaks == 0 and rep.warm_hits == rep.warm_calls == 2
 
 
 def test_resume_function_uses_the_running_frames_globals():
@@ -47,8 +51,12 @@ def f(x, y, n, s, lst, d):
     t1 = x
     return {'out': x, 'rest': []}
 '''
-    check_source(src, filename="<string>")
-    check_source(src, filename="/tmp/fuzz_prog.py")  # equal code objects (filename is not compared)
+    rep = check_source(src, filename="<string>")
+    # breaks: the division by zero (raised natively, caught by the frame's handler) and the
+    # print in the handler
+    assert rep.captured and rep.graph_breaks == 2, rep
+    rep = check_source(src, filename="/tmp/fuzz_prog.py")  # equal code objects (filename is not compared)
+    assert rep.captured and rep.graph_breaks == 0, rep  # the entries made above are hit
 
 
 def test_same_code_two_globals_after_break():
@@ -60,9 +68,12 @@ def test_same_code_two_globals_after_break():
     exec(code, ns1)
     exec(code, ns2)
     f1, f2 = tracer.compile(ns1["f"]), tracer.compile(ns2["f"])
-    assert torch.equal(f1(torch.zeros(1)), torch.ones(1))
-    assert torch.equal(f2(torch.zeros(1)), torch.full((1,), 2.0))
+    with traced() as tr:
+        assert torch.equal(f1(torch.zeros(1)), torch.ones(1))
+        assert torch.equal(f2(torch.zeros(1)), torch.full((1,), 2.0))
     assert ns1["SINK"].getvalue() == "hi\n" and ns2["SINK"].getvalue() == "hi\n"
+    # one entry for f (shared code), a resume function per globals (K is guarded there)
+    assert_captured(tr, min_ops=2, breaks=1)
 
 
 def _loops_mutating_their_list():
@@ -105,18 +116,17 @@ def _loops_mutating_their_list():
 def test_loop_over_a_list_sees_its_mutation(fn, capsys):
     """Iterating a list snapshot its items at GET_ITER/zip/enumerate: a loop that popped
     from the list it iterated ran too many times (fuzz seed 100413: wrong result and list)."""
-    import torch
     c = tracer.compile(fn)
-    for lst in ([1, 2, 3], [5], [], [1, 2, 3, 4, 5, 6]):
-        a, b = list(lst), list(lst)
-        r1, r2 = fn(torch.zeros(1), a), c(torch.zeros(1), b)
-        assert str(r1) == str(r2) and a == b
+    with traced() as tr:
+        for lst in ([1, 2, 3], [5], [], [1, 2, 3, 4, 5, 6]):
+            a, b = list(lst), list(lst)
+            r1, r2 = fn(torch.zeros(1), a), c(torch.zeros(1), b)
+            assert str(r1) == str(r2) and a == b
+    assert_captured(tr, min_ops=0, breaks=None)  # no fallback, whatever the list
 
 
 # ---- found by the CPython oracle (tests/cpython_oracle.py) ------------------------------------
 def test_iterator_types_and_identity_across_a_break():
-    import torch
-
     def f(x, seq):
         e = enumerate(seq, start=11)
         kinds = [type(i).__name__ for i in (e, zip(seq), map(abs, seq), reversed(seq), iter(()))]
@@ -126,18 +136,24 @@ def test_iterator_types_and_identity_across_a_break():
     c = tracer.compile(f)
     r1, r2 = f(torch.ones(1), [1, 2]), c(torch.ones(1), [1, 2])
     assert r1[1:] == r2[1:]
+    # issue 10 lists "a partly consumed generator that escapes the frame": until then the
+    # frame runs as Python (when fixed: one break, at the print)
+    assert_captured(c, min_ops=0, fallbacks=1)
+    assert "escapes the frame" in c.entries[0].reason
 
 
 def test_exec_into_a_dict_built_in_the_frame():
-    import torch
-
     def f(x):
         g = {}
         h = g
         exec("y = 3", g)
         return x + h["y"]
 
-    assert torch.equal(tracer.compile(f)(torch.zeros(1)), torch.full((1,), 3.0))
+    c = tracer.compile(f)
+    assert torch.equal(c(torch.zeros(1)), torch.full((1,), 3.0))
+    # exec reads the frame's locals: no break can be placed, the frame runs as Python
+    assert_captured(c, min_ops=0, fallbacks=1)
+    assert "exec" in c.entries[0].reason
 
 
 def test_locals_read_after_a_break():
@@ -149,4 +165,68 @@ def test_locals_read_after_a_break():
             out.append(eval("x" + case + "y", locals()))
         return out
 
-    assert tracer.compile(f)(1, 2) == f(1, 2)
+    c = tracer.compile(f)
+    assert c(1, 2) == f(1, 2)
+    assert_captured(c, min_ops=0, fallbacks=1)  # locals() is not traced: runs as Python
+    assert "locals()" in c.entries[0].reason
+
+
+# ---- found by the fuzzer's new shapes (issue 16) ---------------------------------------------
+def test_builtin_raising_on_constants_is_the_users_exception():
+    """`len(n)` of an int was an internal error (the builtin's implementation raised TypeError
+    inside the tracer, and the frame ran as Python): it is the user's TypeError, with CPython's
+    message, caught by the frame's own handler without a graph break, or raised unchanged."""
+    src = '''import torch
+
+def f(x, y, n, s, lst, d):
+    try:
+        n = len(n)
+    except TypeError as e:
+        print('caught', e, file=SINK)
+        n = 5
+    y = x * n
+    return (y, len(s) if n > 9 else n)
+'''
+    rep = check_source(src)
+    assert rep.captured and rep.ops >= 1 and rep.warm_hits == rep.warm_calls
+    assert rep.graph_breaks == 1  # the print in the handler; the TypeError itself is traced
+
+
+def test_subscript_of_a_constant_raising_is_the_users_exception():
+    """`x.shape[0]` of a 0-d tensor (seed 100047) was an internal error (IndexError inside the
+    tracer): it is the user's IndexError, catchable, or raised with CPython's message."""
+    src = '''import torch
+
+def f(x, y, n, s, lst, d):
+    x = x.sum() * s
+    try:
+        n = x.shape[0]
+    except IndexError:
+        n = 3
+    return (x + n + y.shape[n % 2 + 1],)
+'''
+    rep = check_source(src)
+    assert rep.captured and rep.ops >= 2 and rep.raised  # y.shape[2] of a 2-d input raises
+
+
+def test_aliased_tensors_name_the_guard_that_fails():
+    """A batched tensor check rejects one tensor passed under two sources, a fact no single
+    guard stated: with aliased inputs, check() was False while failures() named nothing (an
+    internal error under verify_guards; seed 19 of the new shapes, whose frame ran as Python
+    and so had no distinct-inputs guard). failures() now names the aliasing."""
+    def gen(t):
+        yield t
+
+    def f(x, y):
+        z = x + y
+        return z, gen(z)  # a generator escapes: the frame runs as Python, its entry keeps the
+                          # guards traced so far (the tensors'), not the distinct-inputs one
+
+    c = tracer.compile(f)
+    a = torch.ones(2)
+    assert torch.equal(c(a, torch.ones(2))[0], torch.full((2,), 2.0))
+    with traced() as aliased:
+        assert torch.equal(c(a, a)[0], torch.full((2,), 2.0))
+    assert aliased.recompiles == 1 and aliased.internal_errors == 0, str(aliased)
+    assert "x and y are the same tensor" in aliased.of("recompile")[0].reason
+    assert_captured(c, min_ops=0, fallbacks=2)
