@@ -10,14 +10,14 @@ import time
 import traceback
 
 import torch
-from bytecode_utils import arg_names
+from bytecode_utils import arg_names, decode
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
 from . import codegen, config, records
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
-from .graph_break import BreakInfo, can_break_at, generate_break
+from .graph_break import LOOP_RESUME_LIMIT, BreakInfo, can_break_at, generate_break, loop_break_too_deep
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import CellBox
 
@@ -34,6 +34,10 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
             if fullgraph or not can_break_at(code, e.root_inst):
+                raise
+            if loop_break_too_deep(code, decode(code), e.root_inst):
+                e.reason = (f"{e.reason} (a break in each iteration of a loop: after "
+                            f"{LOOP_RESUME_LIMIT} the rest runs as Python, its calls traced)")
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
             ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step)

@@ -86,9 +86,30 @@ def can_break_at(code, inst):
 _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
+def loop_break_too_deep(code, instrs, inst):
+    """A break at `inst` would nest one more resume function per loop iteration and this
+    frame is already LOOP_RESUME_LIMIT resumes deep (see RESUME_CODES)."""
+    return RESUME_CODES.get(code, 0) >= LOOP_RESUME_LIMIT and inside_loop(instrs, inst)
+
+
+def inside_loop(instrs, inst):
+    """Whether `inst` lies in a loop body: a backward jump at or after it goes back to it or
+    before it."""
+    return any(j.target is not None and j.index >= inst.index and j.target <= inst.index
+               for j in instrs[inst.index:])
+
+
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):
 # repeated calls and recompiles reuse them, so their own caches hit.
 _RESUME_CACHE = weakref.WeakKeyDictionary()
+# Every resume code made, with how many resume steps separate it from the user's code: the
+# frame hook traces them even where it skips the original's file (a torch module compiled by
+# the user breaks, and the rest of its frame is still ours).
+RESUME_CODES = weakref.WeakKeyDictionary()
+# A break inside a loop makes a resume function per iteration (each one's trace breaks at the
+# next iteration): the first iterations get their graphs, past this depth the frame runs as
+# Python (its calls are still traced), so a long loop costs neither traces nor stack depth.
+LOOP_RESUME_LIMIT = 8
 
 
 def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=False):
@@ -98,13 +119,8 @@ def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=Fal
     if hit is None:
         hit = per_code[key] = make_resume_code(code, target, list(stack_kinds), list(local_names),
                                                lasti=lasti, push_exc=push_exc)
-        _never_intercept_skip_marker(hit)
+        RESUME_CODES[hit] = RESUME_CODES.get(code, 0) + 1
     return hit
-
-
-def _never_intercept_skip_marker(code):
-    """Resume code IS meant to be intercepted (traced); nothing to mark. Kept as the one place
-    to change if that policy changes."""
 
 
 def generate_break(frame, inst, reason):
@@ -240,4 +256,4 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     cg.instrs.extend(versions.call(len(args)) + versions.return_value())
 
 
-__all__ = ["BreakInfo", "can_break_at", "generate_break", "_GraphFnSlot"]
+__all__ = ["BreakInfo", "can_break_at", "loop_break_too_deep", "generate_break", "_GraphFnSlot"]

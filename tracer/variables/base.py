@@ -139,6 +139,15 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
                   range, slice, type(NotImplemented))
 
 
+MAX_UNROLL = 100_000  # items a constant iterable may unroll into
+
+
+def _length(value):
+    if isinstance(value, range):  # len() overflows past sys.maxsize
+        return max(0, (value.stop - value.start + value.step - (1 if value.step > 0 else -1)) // value.step)
+    return len(value)
+
+
 def is_constant_value(value):
     """Immutable values the tracer folds: scalars, strings, and tuples/frozensets of them."""
     import torch
@@ -190,6 +199,9 @@ class ConstantVariable(Variable):
 
     def iterate(self, tx):
         if isinstance(self.value, (str, bytes, range, tuple, frozenset)):
+            n = _length(self.value)
+            if n > MAX_UNROLL:  # iter(range(1 << 1000)) must not materialise
+                raise Unsupported(f"iterating over a {type(self.value).__name__} of {n} items")
             return [ConstantVariable(v) for v in self.value]
         raise Unsupported(f"iterating over {type(self.value).__name__}")
 

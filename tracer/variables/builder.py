@@ -155,6 +155,11 @@ def const_guard(source, value):
     return Predicate(source, lambda v: type(v) is t and v == value, f"== {value!r}")
 
 
+def _same_kind_of_tensor(value):
+    nested, layout = value.is_nested, value.layout
+    return lambda v: isinstance(v, torch.Tensor) and v.is_nested == nested and v.layout is layout
+
+
 def _wrap_fresh(tx, value, source):
     g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
     t = type(value)
@@ -163,6 +168,11 @@ def _wrap_fresh(tx, value, source):
             raise Unsupported(f"tensor subclass {t.__name__}")
         if source is None:
             raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
+        if value.is_nested or value.layout is not torch.strided:
+            # Fake tensors have no sizes for these; the frame runs as Python for such inputs
+            # only (guarded, so a dense tensor later is traced).
+            g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
+            raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
         g(TensorMatch(source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
