@@ -69,12 +69,17 @@ def exception_value(exc):
 @handler("RAISE_VARARGS")
 def RAISE_VARARGS(f, inst):
     from ..variables.objects import ClassVariable, ExceptionVariable, is_builtin_exception
-    if inst.arg == 1:
-        exc = f.stack[-1]
+    if inst.arg in (1, 2):
+        # `raise E` and `raise E from cause`: the cause only matters to a traceback, and an
+        # exception that leaves the trace is raised again natively (a graph break), cause and all.
+        exc = f.stack[-inst.arg]
+        cause = f.stack[-1] if inst.arg == 2 else None
         if isinstance(exc, ClassVariable) and is_builtin_exception(exc.cls):
             exc = ExceptionVariable(exc.cls, [])
-        if isinstance(exc, ExceptionVariable):
-            f.pop()
+        cause_ok = cause is None or isinstance(cause, ExceptionVariable) or \
+            (cause.is_constant() and cause.as_constant() is None)
+        if isinstance(exc, ExceptionVariable) and cause_ok:
+            f.popn(inst.arg)
             raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
     raise Unsupported("raise statement (the user code raises an exception)")
 

@@ -95,6 +95,13 @@ class UserFunctionVariable(BaseFunctionVariable):
         super().__init__(source)
         self.fn = fn
 
+    def call(self, tx, args, kwargs):
+        from .introspection import FOLDED
+        fold = FOLDED.get(self.fn)
+        if fold is not None:
+            return fold(tx, args, kwargs)
+        return tx.inline_call(self, args, kwargs)
+
     def get_code(self):
         return self.fn.__code__
 
@@ -247,6 +254,13 @@ class BoundMethodVariable(Variable):
         if name == "__func__":
             return self.func
         return self.func.getattr(tx, name)
+
+    def reconstruct(self, cg):
+        """A bound method made in the trace (`self.method` kept in a local across a break):
+        `types.MethodType(func, obj)`, which is the object `obj.method` gave."""
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.call_with(types.MethodType, [self.func, self.obj])
 
 
 class PartialVariable(Variable):

@@ -67,11 +67,19 @@ def is_user_class(cls):
     return cls.__flags__ & _HEAPTYPE and mod not in _UNTRACED_ROOTS
 
 
-def _type_attr(cls, name):
+def is_torch_module_class(cls):
+    """torch.nn's own module classes (nn.ReLU() made inside a forward): their __init__ and
+    nn.Module.__init__ are Python and are traced like a user class's."""
+    import torch
+    return isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
+        (getattr(cls, "__module__", None) or "").startswith("torch.nn.")
+
+
+def _type_attr(cls, name, missing=None):
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass.__dict__[name]
-    return None
+    return missing
 
 
 def _dict_base(cls):
@@ -222,12 +230,12 @@ class NewObjectVariable(Variable):
             return ClassVariable(self.cls, self.cls_source)
         if name == "__dict__":
             return InstanceAttrsVariable(self)
-        attr = _type_attr(self.cls, name)
-        if attr is not None and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
+        attr = _type_attr(self.cls, name, _MISSING)
+        if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
             return bind_class_attr(tx, attr, self, self.cls)
         if name in self.attrs.items:
             return self.attrs.items[name]
-        if attr is not None:
+        if attr is not _MISSING:  # (a class attribute may be None: nn.Module._compiled_call_impl)
             return bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
         return _MISSING
 

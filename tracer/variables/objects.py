@@ -5,10 +5,11 @@ classes: data descriptors (property) on the type, then the instance dict, then m
 other class attributes. Anything else (custom __getattr__/__getattribute__, metaclass
 magic) is Unsupported rather than guessed.
 """
+import collections
 import types
 
 from guards import Predicate
-from guards.sources import AttrSource, GenericAttrSource, ItemSource
+from guards.sources import AttrSource, DictItemSource, GenericAttrSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
@@ -42,7 +43,7 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         if slot is not None:
             return BoundMethodVariable(slot, obj_var)
     if _is_dict_read(attr) and isinstance(obj_var, UserObjectVariable) and isinstance(obj_var.value, dict):
-        return DictReadMethod(obj_var.dict_contents(tx), attr.__name__)
+        return DictReadMethod(obj_var, attr.__name__)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -69,37 +70,77 @@ class DictReadMethod(Variable):
     """A read-only `dict` method (get, [], in, keys, ...) reached on a dict-subclass input,
     e.g. through `super().get(k)`: it reads the object's items, whose keys are guarded."""
 
-    def __init__(self, contents, name):
+    def __init__(self, obj, name):
         super().__init__(None)
-        self.contents, self.name = contents, name
+        self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
-        if self.name == "__iter__":
+        name = self.name
+        if name in ("__getitem__", "get", "__contains__") and args and args[0].is_constant() and not kwargs:
+            # one item: only its value is wrapped (and guarded), not the whole dict's
+            key = args[0].as_constant()
+            keys = self.obj.dict_keys(tx)
+            if name == "__contains__":
+                return ConstantVariable(key in keys)
+            if key in keys:
+                return self.obj.dict_item(tx, key)
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            from ..exc import user_error
+            raise user_error(KeyError, key)
+        if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
+            keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]
+            if name == "__len__":
+                return ConstantVariable(len(keys))
             from .containers import IteratorVariable
-            return IteratorVariable(self.contents.iterate(tx))
-        return self.contents.call_method(tx, self.name, args, kwargs)
+            return IteratorVariable(keys) if name == "__iter__" else \
+                self.obj.dict_contents(tx).call_method(tx, "keys", [], {})
+        return self.obj.dict_contents(tx).call_method(tx, name, args, kwargs)
 
 
 class UserObjectVariable(ObjectVariable):
     mutable = True
+
+    def dict_keys(self, tx):
+        """The keys of a dict-subclass input (guarded once, in order)."""
+        cached = getattr(self, "_keys", None)
+        if cached is not None:
+            return cached
+        from guards import DictKeysMatch
+        d, t = self.value, type(self.value)
+        if self.source is None:
+            raise Unsupported(f"reading items of a {t.__name__} that has no source")
+        if t.keys is not dict.keys and t.keys is not collections.OrderedDict.keys:
+            raise Unsupported(f"reading items of a {t.__name__} with its own keys()")
+        keys = tuple(d.keys())
+        try:
+            tx.guard(DictKeysMatch(self.source, keys, t))
+        except TypeError:
+            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
+        self._keys = keys
+        self._items = {}
+        return keys
+
+    def dict_item(self, tx, key):
+        """One stored item, wrapped (and guarded) on first read. Items are read as the dict
+        stores them: a subclass's own __getitem__ is not the storage (transformers'
+        ClassInstantier builds an object per lookup), so it must not run in guards."""
+        self.dict_keys(tx)
+        hit = self._items.get(key)
+        if hit is None:
+            t = type(self.value)
+            item_source = ItemSource if t.__getitem__ is dict.__getitem__ else DictItemSource
+            hit = self._items[key] = tx.wrap(dict.__getitem__(self.value, key), item_source(self.source, key))
+        return hit
 
     def dict_contents(self, tx):
         """The items of a dict-subclass input, as a read-only DictVariable (keys guarded)."""
         cached = getattr(self, "_contents", None)
         if cached is not None:
             return cached
-        from guards import DictKeysMatch
-        from guards.sources import ItemSource
         from .containers import DictVariable
-        d, t = self.value, type(self.value)
-        if self.source is None or t.__getitem__ is not dict.__getitem__:
-            raise Unsupported(f"reading items of a {t.__name__} (custom __getitem__ or no source)")
-        try:
-            tx.guard(DictKeysMatch(self.source, tuple(d.keys()), t))
-        except TypeError:
-            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
-        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in dict.items(d)}
-        self._contents = DictVariable(items, None)
+        keys = self.dict_keys(tx)
+        self._contents = DictVariable({k: self.dict_item(tx, k) for k in keys}, None)
         return self._contents
 
     def _plain_dict(self, slot):
@@ -262,8 +303,13 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
             return NamedTupleVariable(items, self.cls)
-        from .new_objects import construct, is_user_class
-        if is_user_class(self.cls):
+        if self.cls is collections.OrderedDict:
+            from ..builtins_impl import _dict
+            d = _dict(tx, *args, **kwargs)
+            d.user_cls = collections.OrderedDict
+            return d
+        from .new_objects import construct, is_torch_module_class, is_user_class
+        if is_user_class(self.cls) or is_torch_module_class(self.cls):
             return construct(tx, self, args, kwargs)
         if is_builtin_exception(self.cls) and not kwargs:
             return ExceptionVariable(self.cls, list(args))
