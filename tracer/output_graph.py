@@ -41,6 +41,20 @@ class OutputGraph:
         self._fake_memo = {}      # id(real tensor) -> fake
         self._last_placeholder = None
 
+    def scratch(self):
+        """A throw-away graph over the same fake tensors (autograd.Function forwards are
+        traced into one just for their outputs' metadata)."""
+        other = OutputGraph.__new__(OutputGraph)
+        other.graph = fx.Graph()
+        other.fake_mode = self.fake_mode
+        other.root = torch.nn.Module()
+        other.inputs = []
+        other._attr_names = {}
+        other._attr_keep = self._attr_keep  # (keeps what it registers alive as long as this one)
+        other._fake_memo = self._fake_memo
+        other._last_placeholder = None
+        return other
+
     # ---- graph inputs and attributes -------------------------------------------
     def fake(self, tensor):
         key = id(tensor)

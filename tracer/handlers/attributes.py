@@ -54,8 +54,8 @@ def STORE_ATTR(f, inst):
 
 @handler("DELETE_ATTR")
 def DELETE_ATTR(f, inst):
-    from ..exc import Unsupported
-    raise Unsupported("del of an attribute")
+    obj = f.pop()
+    obj.delattr(f, inst.argval)
 
 
 @handler("BINARY_SUBSCR")

@@ -41,6 +41,9 @@ class Variable:
     def setattr(self, tx, name, value):
         raise Unsupported(f"setting attribute {name!r} on {self}")
 
+    def delattr(self, tx, name):
+        raise Unsupported(f"del of attribute {name!r} of {self}")
+
     def call(self, tx, args, kwargs):
         raise Unsupported(f"calling {self}")
 

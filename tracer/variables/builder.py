@@ -25,7 +25,8 @@ from guards.sources import AttrSource, ItemSource, Source
 from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, TupleVariable
-from .functions import BuiltinVariable, BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
+                        UserFunctionVariable)
 from .nn_module import NNModuleVariable
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -197,7 +198,10 @@ def _wrap_fresh(tx, value, source):
         g(TypeMatch(source, t))
         keys = tuple(value.keys())
         if not all(is_constant_value(k) for k in keys):
-            raise Unsupported("dict with non-constant keys")
+            if source is None:
+                raise Unsupported("dict with non-constant keys")
+            from .keyed_dict import ObjectKeyedDictVariable
+            return ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
         try:
             g(DictKeysMatch(source, keys, t))
         except TypeError:
@@ -250,6 +254,9 @@ def _wrap_fresh(tx, value, source):
             _untraced_library(value):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
+    if t is functools._lru_cache_wrapper:
+        g(IdMatch(source, value))
+        return LruCacheVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
         g(IdMatch(source, value))
         return UserFunctionVariable(value, source)

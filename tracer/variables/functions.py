@@ -51,6 +51,9 @@ class BaseFunctionVariable(Variable):
     def python_type(self):
         return types.FunctionType
 
+    def truthy(self, tx):
+        return True  # functions define neither __bool__ nor __len__
+
     def get_code(self):
         raise NotImplementedError
 
@@ -96,7 +99,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         self.fn = fn
 
     def call(self, tx, args, kwargs):
-        from .introspection import FOLDED
+        from .folds import FOLDED
         fold = FOLDED.get(self.fn)
         if fold is not None:
             return fold(tx, args, kwargs)
@@ -129,6 +132,13 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def as_python_object(self):
         return self.fn
+
+    def reconstruct(self, cg):
+        # the function object itself (found on a class, a library module...): the trace
+        # specialised on it, so it is the object this code stands for
+        if self.source is not None:
+            return cg.load_source(self.source)
+        cg.load_const(self.fn)
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
@@ -245,6 +255,9 @@ class BoundMethodVariable(Variable):
     def python_type(self):
         return types.MethodType
 
+    def truthy(self, tx):
+        return True
+
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [self.obj, *args], kwargs)
 
@@ -288,3 +301,25 @@ class PartialVariable(Variable):
         if self.source is not None:
             return cg.load_source(self.source)
         raise Unsupported("a functools.partial created in the traced frame escapes it")
+
+
+class LruCacheVariable(ObjectVariable):
+    """A `functools.lru_cache`-wrapped function (guarded by identity).
+
+    Called with constant arguments, it is called for real while tracing and its result, if
+    a constant, is folded: that is the cache's contract (same arguments, same result), and
+    it is what eager does at this call (the body runs on a miss, once; later calls hit).
+    Other calls are Unsupported: inlining the body would bypass the cache."""
+
+    def call(self, tx, args, kwargs):
+        if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
+            raise Unsupported(f"lru_cache function {self.value.__qualname__} called with traced arguments")
+        result = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        from .base import is_constant_value
+        if not is_constant_value(result):
+            raise Unsupported(f"lru_cache function {self.value.__qualname__} returned a "
+                              f"{type(result).__name__}, not a constant")
+        return ConstantVariable(result)
+
+    def truthy(self, tx):
+        return True

@@ -11,9 +11,11 @@ computed on the real object too, and it rebuilds as the object itself.
 """
 import inspect
 import types
+import typing
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, is_constant_value
+from .folds import folds
 
 # Objects whose every attribute, item and method result is a pure function of the object
 # and which nothing mutates in place (Signature and Parameter are immutable; the mapping
@@ -110,6 +112,7 @@ def real_callable(tx, var):
 _STAND_IN = object()
 
 
+@folds(inspect.signature)
 def fold_signature(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("inspect.signature with extra positional arguments")
@@ -126,4 +129,31 @@ def fold_signature(tx, args, kwargs):
     return FrozenVariable(sig)
 
 
-FOLDED = {inspect.signature: fold_signature}
+
+def _fold_typing(fn):
+    """typing.get_origin / get_args of an annotation: a pure function of an immutable typing
+    object (Union[int, None], int | None, list[str]); specialised on its identity."""
+    def fold(tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"typing.{fn.__name__} with extra arguments")
+        tp = args[0]
+        real = tp.as_constant() if tp.is_constant() else tx.python_object(tp)
+        if tp.source is not None and not tp.is_constant():
+            from guards import IdMatch
+            tx.guard(IdMatch(tp.source, real))
+        return _wrap_typing(tx, fn(real))
+    return fold
+
+
+def _wrap_typing(tx, value):
+    if type(value) is tuple:
+        from .containers import TupleVariable
+        return TupleVariable([_wrap_typing(tx, v) for v in value])
+    if type(value) is list:  # Callable[[args], ret] unflattened
+        from .containers import ListVariable
+        return ListVariable([_wrap_typing(tx, v) for v in value])
+    return tx.wrap(value, None)
+
+
+folds(typing.get_origin)(_fold_typing(typing.get_origin))
+folds(typing.get_args)(_fold_typing(typing.get_args))

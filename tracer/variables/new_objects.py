@@ -23,7 +23,7 @@ import types
 from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable
 
 _HEAPTYPE = 1 << 9
@@ -255,11 +255,13 @@ class NewObjectVariable(Variable):
         if _type_attr(self.cls, "__getattr__") is None and \
                 any(_type_attr(self.cls, "__getattribute__") is g for g in GENERIC_GETATTRIBUTE):
             return self._lookup(tx, name) is not _MISSING
-        try:
+        try:  # the class's own lookup runs (symbolically), as CPython's hasattr runs it
             self.getattr(tx, name)
             return True
-        except Unsupported:
-            raise Unsupported(f"hasattr on {self.cls.__name__} with a custom attribute lookup")
+        except UserException as e:
+            if issubclass(e.exc_type, AttributeError):
+                return False
+            raise
 
     def setattr(self, tx, name, value):
         sa = _type_attr(self.cls, "__setattr__")
@@ -270,6 +272,23 @@ class NewObjectVariable(Variable):
             UserFunctionVariable(sa).call(tx, [self, ConstantVariable(name), value], {})
             return
         raise Unsupported(f"{self.cls.__name__}.__setattr__ is {type(sa).__name__}, not traced")
+
+    def delattr(self, tx, name):
+        da = _type_attr(self.cls, "__delattr__")
+        if da is object.__delattr__:
+            return self.generic_delattr(tx, name)
+        if isinstance(da, types.FunctionType):
+            from .functions import UserFunctionVariable
+            UserFunctionVariable(da).call(tx, [self, ConstantVariable(name)], {})
+            return
+        raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
+
+    def generic_delattr(self, tx, name):
+        if hasattr(type(_type_attr(self.cls, name)), "__delete__"):
+            raise Unsupported(f"del of {self.cls.__name__}.{name} runs a descriptor")
+        if name not in self.attrs.items:
+            raise attribute_error(self.cls.__name__, name)
+        del self.attrs.items[name]
 
     def generic_setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):
@@ -332,10 +351,7 @@ class NewObjectVariable(Variable):
             if name == "__getattribute__" and len(args) == 1 and not kwargs:
                 return self.generic_getattr(tx, _attr_name(args[0]))
             if name == "__delattr__" and len(args) == 1 and not kwargs:
-                n = _attr_name(args[0])
-                if n not in self.attrs.items or hasattr(type(_type_attr(self.cls, n)), "__delete__"):
-                    raise Unsupported(f"del of attribute {n!r} that is not in the instance dict")
-                del self.attrs.items[n]
+                self.generic_delattr(tx, _attr_name(args[0]))
                 return ConstantVariable(None)
             if name == "__init__" and not args and not kwargs:
                 return ConstantVariable(None)

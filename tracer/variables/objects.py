@@ -5,13 +5,14 @@ classes: data descriptors (property) on the type, then the instance dict, then m
 other class attributes. Anything else (custom __getattr__/__getattribute__, metaclass
 magic) is Unsupported rather than guessed.
 """
+import abc
 import collections
 import types
 
 from guards import Predicate
 from guards.sources import AttrSource, DictItemSource, GenericAttrSource, ItemSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -269,11 +270,36 @@ class ClassVariable(ObjectVariable):
     def is_constant(self):
         return False
 
+    def truthy(self, tx):
+        if type(self.cls) in (type, abc.ABCMeta):
+            return True
+        return super().truthy(tx)
+
+    def hasattr(self, tx, name):
+        """Whether the class (or a base) defines `name`, for classes of an ordinary
+        metaclass; the answer is guarded when the class came from a source."""
+        if type(self.cls) not in (type, abc.ABCMeta):
+            raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
+        found = lookup_type_attr(self.cls, name)[0] is not None or hasattr(type, name)
+        if self.source is not None:
+            tx.guard(Predicate(self.source, _class_defines(name, found),
+                               f"{'defines' if found else 'does not define'} {name!r}"))
+        return found
+
     def getattr(self, tx, name):
         if name == "__name__":
             return ConstantVariable(self.cls.__name__)
+        if name == "apply":
+            from .autograd_function import AutogradFunctionApplyVariable, is_autograd_function_class
+            if is_autograd_function_class(self.cls):
+                return AutogradFunctionApplyVariable(self.cls)
         attr, owner = lookup_type_attr(self.cls, name)
         if attr is None:
+            if type(self.cls) in (type, abc.ABCMeta) and not hasattr(type, name):
+                if self.source is not None:
+                    tx.guard(Predicate(self.source, _class_defines(name, False), f"does not define {name!r}"))
+                raise UserException(AttributeError, f"type object {self.cls.__name__!r} has no attribute "
+                                                    f"{name!r} (the user code raises AttributeError)")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
@@ -320,6 +346,10 @@ class ClassVariable(ObjectVariable):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _class_defines(name, found):
+    return lambda c: any(name in k.__dict__ for k in c.__mro__) == found
 
 
 def _IMMUTABLE_INFO_CLASSES():
@@ -410,6 +440,9 @@ class InstanceDictVariable(Variable):
     def __init__(self, obj):
         super().__init__(_generic_attr_source(obj, "__dict__"))
         self.obj = obj
+
+    def python_type(self):
+        return dict
 
     def _read(self, tx, key):
         if not key.is_constant() or not isinstance(key.as_constant(), str):
