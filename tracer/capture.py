@@ -183,3 +183,18 @@ def _skip_own_frames():
 
 
 _skip_own_frames()
+
+
+def _skip_native_regions():
+    """Functions whose callees must run as eager code when they run natively (after a graph
+    break, or in a frame run as Python): non-reentrant activation checkpointing recomputes
+    its function eagerly in backward and checks that the recomputation saves the same
+    tensors as the first run, which traced code need not (the traced case is a subgraph:
+    variables/checkpoint.py)."""
+    from .frame_hook import skip_code
+    import torch.utils.checkpoint as ckpt
+    fn = getattr(ckpt.checkpoint, "__wrapped__", ckpt.checkpoint)
+    skip_code(fn.__code__, recursive=True)
+
+
+_skip_native_regions()

@@ -94,12 +94,36 @@ def _trace(code, L, G, C, builtins, break_at=None):
     prev_grad = torch.is_grad_enabled()
     ctx.grad_at_start = prev_grad
     try:
-        _bind_root(frame, code, L, C)
-        ret = frame.run()
+        with _own_saved_tensor_hooks():
+            _bind_root(frame, code, L, C)
+            ret = frame.run()
         ctx.grad_at_stop = torch.is_grad_enabled()
         return ctx, frame, ret
     finally:
         torch._C._set_grad_enabled(prev_grad)
+
+
+def _keep(t):
+    return t
+
+
+class _own_saved_tensor_hooks:
+    """Fake-tensor work while tracing saves tensors for autograd like real work does; inside
+    a user's `saved_tensors_hooks` (torch.utils.checkpoint's non-reentrant mode counts every
+    save) those saves must not reach the user's hooks. Pass-through hooks are pushed on top
+    for the trace (hooks are a stack: only the innermost pair runs)."""
+
+    def __enter__(self):
+        try:
+            torch._C._autograd._push_saved_tensors_default_hooks(_keep, _keep)
+            self.pushed = True
+        except RuntimeError:  # hooks disabled by the user (disable_saved_tensors_hooks)
+            self.pushed = False
+
+    def __exit__(self, *exc):
+        if self.pushed:
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+        return False
 
 
 def _bind_root(frame, code, L, C):

@@ -300,7 +300,19 @@ class PartialVariable(Variable):
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.load_source(self.source)
-        raise Unsupported("a functools.partial created in the traced frame escapes it")
+        # functools.partial(func, *args, **kwargs), from the parts (each rebuilt as usual)
+        cg.emit("PUSH_NULL")
+        cg.load_const(functools.partial)
+        cg.reconstruct(self.func)
+        for a in self.args:
+            cg.reconstruct(a)
+        names = tuple(self.kwargs)
+        for n in names:
+            cg.reconstruct(self.kwargs[n])
+        if names:
+            cg.emit("KW_NAMES", names)
+        cg.emit("PRECALL", 1 + len(self.args) + len(names))
+        cg.emit("CALL", 1 + len(self.args) + len(names))
 
 
 class LruCacheVariable(ObjectVariable):

@@ -509,8 +509,14 @@ class OpaqueVariable(ObjectVariable):
 
     def getattr(self, tx, name):
         import enum
+        import functools
         if isinstance(self.value, enum.Enum) and name in ("name", "value"):
             return tx.wrap(getattr(self.value, name), None)
+        attr, _ = lookup_type_attr(type(self.value), name)
+        if isinstance(attr, functools._lru_cache_wrapper) and name not in getattr(self.value, "__dict__", {}):
+            # an lru_cache'd method (transformers' logger.warning_once): see LruCacheVariable
+            from .functions import LruCacheVariable
+            return LruCacheVariable(types.MethodType(attr, self.value))
         t = type(self.value)
         raise Unsupported(f"attribute {name!r} of {t.__module__}.{t.__qualname__} object (not traced)")
 

@@ -63,6 +63,9 @@ class TorchFunctionVariable(ObjectVariable):
         if fn is torch.Size:
             from .containers import SizeVariable
             return SizeVariable(args[0].iterate(tx) if args else [])
+        from .checkpoint import CHECKPOINT, checkpoint_call
+        if fn is CHECKPOINT:
+            return checkpoint_call(tx, args, kwargs)
         return tx.call_torch("call_function", fn, args, kwargs)
 
     def getattr(self, tx, name):
