@@ -242,7 +242,8 @@ def _wrap_fresh(tx, value, source):
         items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
         return IteratorVariable(items, source=source, py_type=t)
     if isinstance(value, torch.nn.Module):
-        g(IdMatch(source, value))
+        from .nn_module import module_guard
+        g(module_guard(source, value))
         return tx.wrap_module(value, source, None, guarded=True)
     if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
         g(IdMatch(source, value))

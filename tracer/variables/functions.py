@@ -103,6 +103,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         fold = FOLDED.get(self.fn)
         if fold is not None:
             return fold(tx, args, kwargs)
+        inner = _dynamo_wrapped(self.fn)
+        if inner is not None:
+            return UserFunctionVariable(inner).call(tx, args, kwargs)
         return tx.inline_call(self, args, kwargs)
 
     def get_code(self):
@@ -142,6 +145,17 @@ class UserFunctionVariable(BaseFunctionVariable):
 
     def __repr__(self):
         return f"UserFunction({self.fn.__qualname__})"
+
+
+def _dynamo_wrapped(fn):
+    """The function TorchDynamo wrapped, for its own monkeypatches installed once
+    torch.compile has run in the process (`nn.Module.__init__` becomes `patched_init`, which
+    tags each new module with dynamo's generation): dynamo's bookkeeping, not the program's."""
+    if fn.__module__ != "torch._dynamo.mutation_guard" or fn.__name__ not in ("patched_init", "patched_setstate"):
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cell = cells.get("init") or cells.get("setstate")
+    return cell.cell_contents if cell is not None else None
 
 
 class NestedFunctionVariable(BaseFunctionVariable):

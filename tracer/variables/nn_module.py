@@ -11,11 +11,11 @@
   recompiles instead of being silently skipped); `training` is guarded where read.
 """
 import torch
-from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate
+from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
-from .base import ConstantVariable, ObjectVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import bind_class_attr, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
@@ -373,4 +373,26 @@ def readable_path(source):
 
 def guard_module(tx, module, source):
     if source is not None:
-        tx.guard(IdMatch(source, module))
+        tx.guard(module_guard(source, module))
+
+
+def module_guard(source, module):
+    """Which module the trace specialised on. A module holding parameters or buffers is that
+    object: the graph reads its tensors. A module without any (an activation, dropout, a
+    container of them) is only its type and attributes, which the trace guards where it reads
+    them (leaf modules: all their plain attributes at once); a model that builds one per call
+    (`nn.ReLU()(x)`, transformers' `ACT2FN[name]`) and hands it across a graph break must not
+    recompile on every call because the object is new."""
+    if _stateless(module):
+        return TypeMatch(source, type(module))
+    return IdMatch(source, module)
+
+
+def _stateless(module):
+    if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        return False
+    for m in module.modules():
+        if is_leaf_module(m) and not all(is_constant_value(v) for k, v in m.__dict__.items()
+                                         if not k.startswith("_")):
+            return False  # a leaf forward may read an attribute no predicate would cover
+    return True
