@@ -252,7 +252,8 @@ class NNModuleVariable(ObjectVariable):
         for hname in ("_backward_hooks", "_backward_pre_hooks"):
             if m.__dict__.get(hname):
                 raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
-        tx.guard(Predicate(self.source, _no_backward_hooks, "has no backward (pre-)hooks"))
+        tx.guard(Predicate.falsy_attrs(self.source, ("_backward_hooks", "_backward_pre_hooks"),
+                                       "has no backward (pre-)hooks"))
         from torch.nn.modules import module as nn_module_impl
         for gname in ("_global_forward_hooks", "_global_forward_pre_hooks",
                       "_global_backward_hooks", "_global_backward_pre_hooks"):
@@ -348,11 +349,6 @@ class NNModuleVariable(ObjectVariable):
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def _no_backward_hooks(m):
-    d = m.__dict__
-    return not (d.get("_backward_hooks") or d.get("_backward_pre_hooks"))
 
 
 def _has_key(key, present):
