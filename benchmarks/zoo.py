@@ -15,6 +15,8 @@ import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# (benchmarks/guards.py would shadow the guards package)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "zoo"))
 warnings.simplefilter("ignore")
 
