@@ -171,10 +171,18 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     if root is not None:  # (made from a resume code: map through it to the first one)
         index_map = {j: root[1][k] for j, k in index_map.items() if k in root[1]}
     _ORIGIN[new] = (root[0] if root is not None else code, index_map)
+    _TARGET[new] = target if root is None else root[1].get(target)
     return new
 
 
 _ORIGIN = PerCode()
+_TARGET = PerCode()
+
+
+def resume_target(code: types.CodeType):
+    """The instruction index, in the original code, where resume code `code` starts (None
+    when it is not resume code or the place is not known)."""
+    return _TARGET.get(code)
 
 
 def resume_origin(code: types.CodeType):

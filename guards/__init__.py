@@ -10,13 +10,13 @@ from .builder import GuardSet, compile_guards, order_guards
 from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
                     NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch, check_const_supported)
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GlobalSource,
-                      ItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
+                      ItemSource, DictItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
                       is_from_const, is_from_global, is_from_local)
 from .tensor import TensorMatch
 
 __all__ = [
     "AttrSource", "BuiltinSource", "CellSource", "ConstMatch", "ConstSource", "DictKeysMatch",
-    "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource",
+    "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource", "DictItemSource",
     "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "QueryMatch", "SameObject", "Source",
     "TensorMatch", "TypeMatch", "TypeSource", "check_const_supported", "compile_guards",
     "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",

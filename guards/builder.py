@@ -28,7 +28,7 @@ from . import fastpath
 from .codegen import ExprContext, HoistContext
 from .guard import Guard, IdMatch, SameObject
 from .sources import Source
-from .tensor import TensorMatch, make_tensor_guards
+from .tensor import TensorMatch, make_tensor_guards, none_nested
 
 
 def _dedupe(guards: list[Guard]) -> list[Guard]:
@@ -127,6 +127,12 @@ class GuardSet:
                 self._batch = (tensors, tg.check)
                 args = ", ".join(ctx.value(t.source) for t in tensors)
                 lo, hi = index[id(tensors[0])], index[id(tensors[-1])]
+                # Sources whose identity is guarded (parameters, buffers) are the tensors
+                # seen while tracing, never nested; the others are asked first (none_nested).
+                known = {g.source for g in first if isinstance(g, IdMatch)}
+                unknown = [ctx.value(t.source) for t in tensors if t.source not in known]
+                if unknown:
+                    emit([f"{ctx.const(none_nested)}({', '.join(unknown)})"], "inputs are not nested tensors")
                 emit([f"{ctx.const(tg.check)}({args})"], f"[{lo}..{hi}] TensorMatch batch")
             else:  # an example died: check one by one (same facts, a little slower)
                 del examples

@@ -45,7 +45,7 @@ from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch,
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
-from .tensor import TensorMatch
+from .tensor import TensorMatch, none_nested
 
 try:
     from . import _fastcheck as fc
@@ -167,7 +167,9 @@ class Plan:
         elif t is NoAliasing:
             self.op(fc.O_DISTINCT, i, tuple(self.node(s) for s in g.sources()))
         elif t is TensorMatch:  # one tensor on its own (the batch is added by the caller)
-            self.op(fc.O_TENSORS, i, (self.node(g.source),), g._single.check)
+            n = self.node(g.source)
+            self.op(fc.O_PY1, i, (n,), none_nested, rule=fc.R_NEVER)  # (TensorGuards aborts on one)
+            self.op(fc.O_TENSORS, i, (n,), g._single.check)
         elif t is GlobalStateMatch:
             for fn, expected in g.calls():
                 self.op(fc.O_CALL_IS, i, (), fn, expected)
@@ -220,6 +222,12 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
     if batch is not None:
         members, tg_check = batch
         if tg_check is not None:
+            # TensorGuards aborts the process on a nested tensor: tensors whose identity is
+            # not guarded (inputs) are asked first, as in the generated check
+            known = {g.source for g in first if isinstance(g, IdMatch)}
+            for t in members:
+                if t.source not in known:
+                    plan.op(fc.O_PY1, index[id(t)], (plan.node(t.source),), none_nested, rule=fc.R_NEVER)
             plan.op(fc.O_TENSORS, [index[id(t)] for t in members],
                     tuple(plan.node(t.source) for t in members), tg_check)
         else:

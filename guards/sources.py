@@ -273,6 +273,26 @@ class ItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DictItemSource(ItemSource):
+    """``dict.__getitem__(base, key)``: an item of a dict subclass whose own ``__getitem__``
+    does something else (transformers' ClassInstantier builds an object per lookup); reading
+    it must not run that code, in a guard or in the rewritten frame."""
+
+    def _key(self):
+        return ("dict_item", self.base_, const_key(self.key))
+
+    def name(self) -> str:
+        return f"dict.__getitem__({self.base_.name()}, {self.key!r})"
+
+    def guard_expr(self, ctx) -> str:
+        return f"{ctx.const(dict.__getitem__)}({ctx.value(self.base_)}, {ctx.const(self.key)})"
+
+    def reconstruct(self) -> list[Instr]:
+        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", dict.__getitem__), *self.base_.reconstruct(),
+                Instr("LOAD_CONST", self.key), Instr("PRECALL", 2), Instr("CALL", 2)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TypeSource(Source):
     """``type(base)``."""
 

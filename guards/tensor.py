@@ -23,6 +23,15 @@ from .guard import Guard, _tname
 from .sources import Source
 
 
+def none_nested(*values) -> bool:
+    """No value is a nested tensor: TensorGuards aborts the process (not an exception) when
+    it reads the strides of one, so the generated check asks this first."""
+    for v in values:
+        if getattr(v, "is_nested", False):
+            return False
+    return True
+
+
 def make_tensor_guards(examples: list[torch.Tensor]) -> TensorGuards:
     """A static-shape TensorGuards over ``examples`` (copies their metadata only)."""
     return TensorGuards(
@@ -83,10 +92,13 @@ class TensorMatch(Guard):
 
     def conditions(self, ctx):
         # used when this guard is evaluated on its own (slow path, or no live example)
-        return [f"{ctx.const(self._single.check)}({ctx.value(self.source)})"]
+        v = ctx.value(self.source)
+        return [f"{ctx.const(none_nested)}({v})", f"{ctx.const(self._single.check)}({v})"]
 
     def reason(self, value: Any) -> str | None:
         """None if ``value`` passes, else TensorGuards' explanation."""
+        if not none_nested(value):
+            return "a nested tensor"
         try:
             r = self._single.check_verbose(value, tensor_check_names=[self.source.name()])
         except Exception as e:  # noqa: BLE001 - explanation path only

@@ -153,9 +153,6 @@ def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
     assert torch.is_grad_enabled()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: the KeyError is raised symbolically and routed to "
-                   "the `with` block's handler, whose WITH_EXCEPT_START is not traced, so the whole "
-                   "frame runs as Python instead of breaking at the subscript")
 def test_exception_inside_no_grad_keeps_the_graph_before_it():
     c = tracer.compile(_no_grad_then_key_error)
     with traced() as tr:
@@ -407,12 +404,6 @@ def test_generator_expression_and_generator_consumed_in_frame():
     assert len(rec.graphs) == 1 and c.entries[0].breaks == []
 
 
-@pytest.mark.xfail(strict=True, reason="the C hook runs a resume function's rewritten code while the "
-                   "original (never run) frame still holds the arguments (run_replacement borrows "
-                   "frame->localsplus), so `del` of an argument frees it only when the call returns; "
-                   "the fix is to move the references into the new frame (as TorchDynamo's "
-                   "eval_custom_code does). Passed before only because a lambda made the frame run "
-                   "as Python")
 def test_a_break_does_not_keep_dead_values_alive():
     import gc
     import weakref
@@ -437,3 +428,24 @@ def test_a_break_does_not_keep_dead_values_alive():
     out, freed = c(t(2))
     assert freed and seen == ["freed"]
     assert c.entries[0].code is not None and len(c.entries[0].breaks) == 1, c.entries[0].reason
+
+
+def test_a_break_in_every_iteration_of_a_long_loop_does_not_nest_frames():
+    """Each iteration breaks at the same place: the resume function would call itself once
+    per iteration (RecursionError after ~1000). The resume runs its loop as Python instead."""
+    def f(x):
+        n = 0
+        while bool((x < 3000).all()):
+            x = x + 1
+            n += 1
+        return x * 2, n
+
+    x = torch.zeros(3)
+    expected = f(x)
+    before = tracer.stats()
+    out = tracer.compile(f)(x)
+    s = tracer.stats()
+    assert torch.equal(out[0], expected[0]) and out[1] == expected[1] == 3000
+    assert s.graphs - before.graphs >= 1 and s.graph_breaks - before.graph_breaks >= 1
+    again = tracer.compile(f)(x)
+    assert torch.equal(again[0], expected[0]) and again[1] == 3000

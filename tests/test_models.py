@@ -172,8 +172,27 @@ def test_gpt_block_shorter_sequence_slices_causal_buffer():
 @pytest.mark.parametrize("nested", [False, True], ids=["no_nested", "default"])
 @pytest.mark.parametrize("mask", [False, True], ids=["nomask", "padmask"])
 def test_transformer_encoder(nested, mask):
+    if nested and mask:
+        pytest.skip("test_transformer_encoder_padmask_checks_alignment_as_eager")
     kwargs = {"src_key_padding_mask": PAD} if mask else {}
     check_model(encoder(nested), (torch.randn(2, 6, 16),), kwargs, min_ops=15)
+
+
+def test_transformer_encoder_padmask_checks_alignment_as_eager():
+    """With nested tensors enabled and a padding mask, eager first asks whether the mask is
+    left-aligned: a question about the mask's values (fake tensors would answer True for any
+    mask), so the frame breaks there and the layers are traced after it."""
+    model = encoder(True)
+    ref = copy.deepcopy(model)
+    compiled = tracer.compile(model)
+    x = torch.randn(2, 6, 16)
+    before = tracer.stats()
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, src_key_padding_mask=PAD), ref(x, src_key_padding_mask=PAD),
+                                   atol=1e-5, rtol=1e-4)
+    s = tracer.stats()
+    assert s.frames_traced - before.frames_traced == 2 and s.graphs - before.graphs == 2
+    assert [r for r in s.break_reasons if "_nested_tensor_from_mask_left_aligned" in r]
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["no_nested", "default"])
@@ -282,5 +301,5 @@ def test_inductor(name):
         check_model(GPTBlock().eval(), (torch.randn(2, 8, 16),), backend="inductor", min_ops=20,
                     atol=1e-4)
     else:
-        check_model(encoder(), (torch.randn(2, 6, 16),), {"src_key_padding_mask": PAD},
+        check_model(encoder(False), (torch.randn(2, 6, 16),), {"src_key_padding_mask": PAD},
                     backend="inductor", min_ops=15, atol=1e-4)

@@ -49,7 +49,31 @@ def compile_graph(backend_fn, gm, example_inputs):
     if not callable(compiled):
         raise BackendError(f"backend {getattr(backend_fn, '__name__', backend_fn)} returned "
                            f"{type(compiled).__name__}, not a callable")
-    return compiled
+    return _unhooked(compiled)
+
+
+def _unhooked(compiled):
+    """The compiled graph runs with the frame hook off, as TorchDynamo runs its graphs: the
+    Python frames its kernels start (a custom op's Python implementation, an autograd
+    Function) are the graph's own work, not user frames to trace. Marks the callable's code
+    (a GraphModule's generated forward) or, for other callables, wraps it once."""
+    from .frame_hook import skip_code
+    code = getattr(getattr(compiled, "__func__", compiled), "__code__", None)
+    if code is not None:
+        skip_code(code, recursive=True)
+        return compiled
+
+    def run_graph(*args):
+        return compiled(*args)
+    return run_graph
+
+
+def _mark_wrapper():
+    from .frame_hook import skip_code
+    skip_code(_unhooked(len).__code__, recursive=True)  # the one code object of run_graph
+
+
+_mark_wrapper()
 
 
 __all__ = ["resolve", "compile_graph", "NAMED", "torch"]

@@ -171,6 +171,12 @@ def _setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+@impl(delattr)
+def _delattr(tx, obj, name):
+    obj.delattr(tx, name.as_constant())
+    return ConstantVariable(None)
+
+
 @impl(type)
 def _type(tx, obj):
     from .variables.objects import ClassVariable

@@ -6,8 +6,9 @@ Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes
     the tracer itself; and the `forward` of every `torch.nn.Module`, stock ones included
     (torch/nn/modules/...), so `with capture(): model(batch)` traces the same frame that
     `tracer.compile(model)` traces and captures the same ops;
-  * resume functions of frames that broke, by the rule of the frame they continue (a resume
-    function keeps its frame's file and name);
+  * resume functions of frames that broke, wherever their code lives (the frame they
+    continue was traced; a loop that breaks in every iteration nests at most
+    graph_break.LOOP_RESUME_LIMIT of them);
   * not torch's internals: the module call machinery (`Module._call_impl` runs natively, so
     hooks run exactly as in eager and `forward` is entered through the frame hook), the
     functional wrappers (inlined when their caller is traced, as under compile()), fx,
@@ -69,14 +70,14 @@ _DISABLE_WRAPPERS = ("_fn", "nonrecursive_disable_wrapper")  # torch._dynamo's w
 def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
+    if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a frame we traced
+        return TRACE
     filename = code.co_filename
     if filename.startswith("<") and filename != "<string>":
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
     if not filename.startswith(prefixes):
         return TRACE
     if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
-        if ".<resume@" in code.co_qualname:  # the rest of a traced forward, after a break
-            return TRACE
         return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
     return SKIP
 
@@ -190,3 +191,18 @@ def _skip_own_frames():
 
 
 _skip_own_frames()
+
+
+def _skip_native_regions():
+    """Functions whose callees must run as eager code when they run natively (after a graph
+    break, or in a frame run as Python): non-reentrant activation checkpointing recomputes
+    its function eagerly in backward and checks that the recomputation saves the same
+    tensors as the first run, which traced code need not (the traced case is a subgraph:
+    variables/checkpoint.py)."""
+    from .frame_hook import skip_code
+    import torch.utils.checkpoint as ckpt
+    fn = getattr(ckpt.checkpoint, "__wrapped__", ckpt.checkpoint)
+    skip_code(fn.__code__, recursive=True)
+
+
+_skip_native_regions()

@@ -11,14 +11,14 @@ import time
 import traceback
 
 import torch
-from bytecode_utils import arg_names
+from bytecode_utils import arg_names, decode
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
 from . import codegen, config, records
 from .backends import compile_graph
 from .cache import Entry
 from .exc import BackendError, FullGraphError, Unsupported
-from .graph_break import BreakInfo, can_break_at, generate_break
+from .graph_break import LOOP_RESUME_LIMIT, BreakInfo, can_break_at, generate_break, loop_depth
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
 from .variables.generators import collect_generators
@@ -37,6 +37,10 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
             if fullgraph or not e.breakable or not can_break_at(code, e.root_inst):
+                raise
+            if loop_depth(code, e.root_inst.index + 1) > LOOP_RESUME_LIMIT:
+                e.reason = (f"{e.reason} (a break in each iteration of a loop: after "
+                            f"{LOOP_RESUME_LIMIT} the rest runs as Python, its calls traced)")
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
             ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step, handled=handled)
@@ -94,8 +98,9 @@ def _trace(code, L, G, C, builtins, break_at=None, handled=None):
     prev_grad = torch.is_grad_enabled()
     ctx.grad_at_start = prev_grad
     try:
-        _bind_root(frame, code, L, C)
-        ret = frame.run()
+        with _own_saved_tensor_hooks():
+            _bind_root(frame, code, L, C)
+            ret = frame.run()
         if ret is not BREAK and ctx.generators:
             # the frame's locals die at return: generators only they held are finalized now
             if collect_generators(ctx, extra_roots=[ret]):
@@ -104,6 +109,29 @@ def _trace(code, L, G, C, builtins, break_at=None, handled=None):
         return ctx, frame, ret
     finally:
         torch._C._set_grad_enabled(prev_grad)
+
+
+def _keep(t):
+    return t
+
+
+class _own_saved_tensor_hooks:
+    """Fake-tensor work while tracing saves tensors for autograd like real work does; inside
+    a user's `saved_tensors_hooks` (torch.utils.checkpoint's non-reentrant mode counts every
+    save) those saves must not reach the user's hooks. Pass-through hooks are pushed on top
+    for the trace (hooks are a stack: only the innermost pair runs)."""
+
+    def __enter__(self):
+        try:
+            torch._C._autograd._push_saved_tensors_default_hooks(_keep, _keep)
+            self.pushed = True
+        except RuntimeError:  # hooks disabled by the user (disable_saved_tensors_hooks)
+            self.pushed = False
+
+    def __exit__(self, *exc):
+        if self.pushed:
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+        return False
 
 
 def _bind_root(frame, code, L, C):

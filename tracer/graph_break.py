@@ -23,7 +23,7 @@ import bytecode as bc
 from bytecode_utils import decode, live_locals, prologue, versions
 from bytecode_utils.instructions import PerCode
 from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
-                                   super_self_name)
+                                   resume_target, super_self_name)
 
 from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from .exc import Unsupported
@@ -88,12 +88,45 @@ def can_break_at(code, inst):
 _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
+def loop_depth(code, target):
+    """How many resume functions deep a resume of `code` at instruction `target` would be,
+    counting only resumes that continue the same loop (0: `target` is in no loop).
+
+    A break inside a loop body makes the frame call a resume function, whose trace runs the
+    rest of that iteration and stops at the same break in the next one; that break calls a
+    resume function one level deeper, and so on: one Python frame per iteration. Each depth
+    gets its own resume code (a cached resume calling itself would recurse through cache
+    hits until RecursionError), up to LOOP_RESUME_LIMIT; then the frame refuses the break and
+    runs as Python (its calls still traced). TorchDynamo runs the whole frame as Python at
+    the first break in a loop."""
+    origin = resume_origin(code)
+    if origin is not None:
+        orig, index_map = origin
+        start, here = resume_target(code), index_map.get(target)
+        if start is not None and here is not None:
+            instrs = decode(orig)
+            if _same_loop(instrs, start, here):
+                return _LOOP_DEPTH.get(code, 0) + 1
+            return 1 if _same_loop(instrs, here, here) else 0
+    return 1 if _same_loop(decode(code), target, target) else 0
+
+
+def _same_loop(instrs, a, b):
+    """Whether one loop body holds instructions `a` and `b`: a backward jump at or after
+    both goes back to or before both."""
+    lo, hi = min(a, b), max(a, b)
+    return any(j.target is not None and j.target <= lo for j in instrs[hi:])
+
+
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):
 # repeated calls and recompiles reuse them, so their own caches hit.
 _RESUME_CACHE = PerCode()
+_LOOP_DEPTH = PerCode()  # resume code -> loop_depth it was made for
+LOOP_RESUME_LIMIT = 8
 
 
 def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=False):
+    depth = loop_depth(code, target)
     origin = resume_origin(code)
     if origin is not None and target in origin[1]:  # a break in a resume function: resume the original
         orig, index_map = origin
@@ -104,18 +137,13 @@ def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=Fal
         if lasti is None or mapped_lasti is not None:
             code, target, lasti = orig, index_map[target], mapped_lasti
     per_code = _RESUME_CACHE.setdefault(code, {})
-    key = (target, tuple(stack_kinds), tuple(local_names), lasti, push_exc)
+    key = (target, tuple(stack_kinds), tuple(local_names), lasti, push_exc, depth)
     hit = per_code.get(key)
     if hit is None:
         hit = per_code[key] = make_resume_code(code, target, list(stack_kinds), list(local_names),
                                                lasti=lasti, push_exc=push_exc)
-        _never_intercept_skip_marker(hit)
+        _LOOP_DEPTH[hit] = depth
     return hit
-
-
-def _never_intercept_skip_marker(code):
-    """Resume code IS meant to be intercepted (traced); nothing to mark. Kept as the one place
-    to change if that policy changes."""
 
 
 def generate_break(frame, inst, reason):
@@ -310,4 +338,4 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     cg.instrs.extend(versions.call(len(args)) + versions.return_value())
 
 
-__all__ = ["BreakInfo", "can_break_at", "generate_break", "_GraphFnSlot"]
+__all__ = ["BreakInfo", "can_break_at", "loop_depth", "generate_break", "_GraphFnSlot"]

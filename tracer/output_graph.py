@@ -17,6 +17,7 @@ import re
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .exc import Unsupported
 from .node_meta import derived, set_value
@@ -39,6 +40,20 @@ class OutputGraph:
         self._attr_keep = []      # keep objs alive while tracing so ids stay unique
         self._fake_memo = {}      # id(real tensor) -> fake
         self._last_placeholder = None
+
+    def scratch(self):
+        """A throw-away graph over the same fake tensors (autograd.Function forwards are
+        traced into one just for their outputs' metadata)."""
+        other = OutputGraph.__new__(OutputGraph)
+        other.graph = fx.Graph()
+        other.fake_mode = self.fake_mode
+        other.root = torch.nn.Module()
+        other.inputs = []
+        other._attr_names = {}
+        other._attr_keep = self._attr_keep  # (keeps what it registers alive as long as this one)
+        other._fake_memo = self._fake_memo
+        other._last_placeholder = None
+        return other
 
     # ---- graph inputs and attributes -------------------------------------------
     def fake(self, tensor):
@@ -94,8 +109,9 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
+        spy = _DataScalarSpy()
         try:
-            with self.fake_mode:
+            with self.fake_mode, spy:
                 example = fake_fn()
         except Unsupported:
             raise
@@ -103,6 +119,10 @@ class OutputGraph:
             tname = getattr(target, "__name__", str(target))
             raise Unsupported(f"{tname}: cannot be traced with fake tensors "
                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+        if spy.found:
+            tname = getattr(target, "__name__", str(target))
+            raise Unsupported(f"{tname}: {spy.found} returns a Python value computed from tensor "
+                              f"data (fake tensors only make one up)")
         node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
         node.meta["example_value"] = example
         return node, example
@@ -119,6 +139,43 @@ class OutputGraph:
                 self.graph.erase_node(node)
         gm = fx.GraphModule(self.root, self.graph, class_name="TracedGraph")
         return gm
+
+
+# aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
+# fake tensors. Any other op that returns a bool/int/float from tensor inputs read their values.
+_METADATA_OPS = frozenset({
+    "is_same_size", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous",
+    "is_strides_like_format", "is_non_overlapping_and_dense", "_nnz", "dense_dim", "sparse_dim",
+    "is_coalesced", "is_pinned", "is_set_to", "_has_same_storage_numel", "size", "stride",
+    "numel", "dim", "storage_offset", "_debug_has_internal_overlap", "is_nonzero_meta",
+    "_has_compatible_shallow_copy_type", "is_complex", "is_floating_point", "is_signed",
+    "is_conj", "is_neg", "is_inference", "_is_zerotensor", "get_device",
+})
+
+
+class _DataScalarSpy(TorchDispatchMode):
+    """Watches the aten ops of one fake computation for a Python scalar made from tensor data.
+
+    Fake tensors raise on the ops that need data (`item`, `equal`, `is_nonzero`), but some
+    fake kernels return a placeholder instead (`_nested_tensor_from_mask_left_aligned` says
+    True): folding that into the trace would be a wrong answer on other inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.found is None and _is_py_scalar(out) and \
+                func.__name__.split(".")[0] not in _METADATA_OPS:
+            self.found = str(func)
+        return out
+
+
+def _is_py_scalar(value):
+    if isinstance(value, (bool, int, float, complex)):
+        return True
+    return isinstance(value, (tuple, list)) and bool(value) and all(_is_py_scalar(v) for v in value)
 
 
 def getitem_node(graph, node, index):

@@ -345,7 +345,8 @@ class Frame:
             for sub in (mod_path.split(".") if mod_path else []):
                 src = ItemSource(AttrSource(src, "_modules"), sub)
             if mod_path:
-                self.guard(IdMatch(src, m))
+                from .variables.nn_module import module_guard
+                self.guard(module_guard(src, m))
             attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
             if attrs:  # one guard per module for all its plain attributes (cheaper per call)
                 desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())

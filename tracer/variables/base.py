@@ -145,6 +145,15 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
                   range, slice, type(NotImplemented))
 
 
+MAX_UNROLL = 100_000  # items a constant iterable may unroll into
+
+
+def _length(value):
+    if isinstance(value, range):  # len() overflows past sys.maxsize
+        return max(0, (value.stop - value.start + value.step - (1 if value.step > 0 else -1)) // value.step)
+    return len(value)
+
+
 def is_constant_value(value):
     """Immutable values the tracer folds: scalars, strings, and tuples/frozensets of them."""
     import torch

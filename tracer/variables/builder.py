@@ -26,7 +26,8 @@ from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVariable, StructSeqVariable,
                          TupleVariable, is_structseq)
-from .functions import BuiltinVariable, BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
+                        UserFunctionVariable)
 from .nn_module import NNModuleVariable
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
@@ -171,6 +172,11 @@ def const_guard(source, value):
     return Predicate(source, lambda v: type(v) is t and v == value, f"== {value!r}")
 
 
+def _same_kind_of_tensor(value):
+    nested, layout = value.is_nested, value.layout
+    return lambda v: isinstance(v, torch.Tensor) and v.is_nested == nested and v.layout is layout
+
+
 def _wrap_fresh(tx, value, source):
     g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
     t = type(value)
@@ -179,6 +185,11 @@ def _wrap_fresh(tx, value, source):
             raise Unsupported(f"tensor subclass {t.__name__}")
         if source is None:
             raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
+        if value.is_nested or value.layout is not torch.strided:
+            # Fake tensors have no sizes for these; the frame runs as Python for such inputs
+            # only (guarded, so a dense tensor later is traced).
+            g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
+            raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
         g(TensorMatch(source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
@@ -216,7 +227,10 @@ def _wrap_fresh(tx, value, source):
         g(TypeMatch(source, t))
         keys = tuple(value.keys())
         if not all(is_constant_value(k) for k in keys):
-            raise Unsupported("dict with non-constant keys")
+            if source is None:
+                raise Unsupported("dict with non-constant keys")
+            from .keyed_dict import ObjectKeyedDictVariable
+            return ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
         try:
             g(DictKeysMatch(source, keys, t))
         except TypeError:
@@ -262,7 +276,8 @@ def _wrap_fresh(tx, value, source):
         items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
         return IteratorVariable(items, source=source, py_type=t)
     if isinstance(value, torch.nn.Module):
-        g(IdMatch(source, value))
+        from .nn_module import module_guard
+        g(module_guard(source, value))
         return tx.wrap_module(value, source, None, guarded=True)
     if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
         g(IdMatch(source, value))
@@ -274,6 +289,9 @@ def _wrap_fresh(tx, value, source):
             _untraced_library(value):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
+    if t is functools._lru_cache_wrapper:
+        g(IdMatch(source, value))
+        return LruCacheVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
         if value.__closure__ or "<locals>" in value.__qualname__:
             # A function made by a call (a closure, a lambda, a nested def) is usually a new

@@ -131,6 +131,16 @@ class UserFunctionVariable(BaseFunctionVariable):
         super().__init__(source)
         self.fn = fn
 
+    def call(self, tx, args, kwargs):
+        from .folds import FOLDED
+        fold = FOLDED.get(self.fn)
+        if fold is not None:
+            return fold(tx, args, kwargs)
+        inner = _dynamo_wrapped(self.fn)
+        if inner is not None:
+            return UserFunctionVariable(inner).call(tx, args, kwargs)
+        return tx.inline_call(self, args, kwargs)
+
     def get_code(self):
         return self.fn.__code__
 
@@ -204,7 +214,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         except AttributeError:
             if self.source is not None:
                 from guards import Predicate
-                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+                tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
             raise attribute_error("function", name)
         if name == "__dict__":
             if self.source is None and value:
@@ -248,6 +258,17 @@ def _lacks_attr(name):
 
 def _has_attr(name):
     return lambda obj: hasattr(obj, name)
+
+
+def _dynamo_wrapped(fn):
+    """The function TorchDynamo wrapped, for its own monkeypatches installed once
+    torch.compile has run in the process (`nn.Module.__init__` becomes `patched_init`, which
+    tags each new module with dynamo's generation): dynamo's bookkeeping, not the program's."""
+    if fn.__module__ != "torch._dynamo.mutation_guard" or fn.__name__ not in ("patched_init", "patched_setstate"):
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cell = cells.get("init") or cells.get("setstate")
+    return cell.cell_contents if cell is not None else None
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -472,6 +493,9 @@ class BoundMethodVariable(Variable):
     def python_type(self):
         return types.MethodType
 
+    def truthy(self, tx):
+        return True
+
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [self.obj, *args], kwargs)
 
@@ -483,6 +507,8 @@ class BoundMethodVariable(Variable):
         return self.func.getattr(tx, name)
 
     def reconstruct(self, cg):
+        """A bound method made in the trace (`self.method` kept in a local across a break):
+        `types.MethodType(func, obj)`, which is the object `obj.method` gave."""
         if self.source is not None:
             return cg.load_source(self.source)
         cg.call_with(types.MethodType, [self.func, self.obj])
@@ -527,4 +553,38 @@ class PartialVariable(Variable):
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.load_source(self.source)
-        raise Unsupported("a functools.partial created in the traced frame escapes it")
+        # functools.partial(func, *args, **kwargs), from the parts (each rebuilt as usual)
+        cg.emit("PUSH_NULL")
+        cg.load_const(functools.partial)
+        cg.reconstruct(self.func)
+        for a in self.args:
+            cg.reconstruct(a)
+        names = tuple(self.kwargs)
+        for n in names:
+            cg.reconstruct(self.kwargs[n])
+        if names:
+            cg.emit("KW_NAMES", names)
+        cg.emit("PRECALL", 1 + len(self.args) + len(names))
+        cg.emit("CALL", 1 + len(self.args) + len(names))
+
+
+class LruCacheVariable(ObjectVariable):
+    """A `functools.lru_cache`-wrapped function (guarded by identity).
+
+    Called with constant arguments, it is called for real while tracing and its result, if
+    a constant, is folded: that is the cache's contract (same arguments, same result), and
+    it is what eager does at this call (the body runs on a miss, once; later calls hit).
+    Other calls are Unsupported: inlining the body would bypass the cache."""
+
+    def call(self, tx, args, kwargs):
+        if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
+            raise Unsupported(f"lru_cache function {self.value.__qualname__} called with traced arguments")
+        result = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        from .base import is_constant_value
+        if not is_constant_value(result):
+            raise Unsupported(f"lru_cache function {self.value.__qualname__} returned a "
+                              f"{type(result).__name__}, not a constant")
+        return ConstantVariable(result)
+
+    def truthy(self, tx):
+        return True

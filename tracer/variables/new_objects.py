@@ -23,7 +23,7 @@ import types
 from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable
 
 _HEAPTYPE = 1 << 9
@@ -67,11 +67,19 @@ def is_user_class(cls):
     return cls.__flags__ & _HEAPTYPE and mod not in _UNTRACED_ROOTS
 
 
-def _type_attr(cls, name):
+def is_torch_module_class(cls):
+    """torch.nn's own module classes (nn.ReLU() made inside a forward): their __init__ and
+    nn.Module.__init__ are Python and are traced like a user class's."""
+    import torch
+    return isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
+        (getattr(cls, "__module__", None) or "").startswith("torch.nn.")
+
+
+def _type_attr(cls, name, missing=None):
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass.__dict__[name]
-    return None
+    return missing
 
 
 def _dict_base(cls):
@@ -222,12 +230,12 @@ class NewObjectVariable(Variable):
             return ClassVariable(self.cls, self.cls_source)
         if name == "__dict__":
             return InstanceAttrsVariable(self)
-        attr = _type_attr(self.cls, name)
-        if attr is not None and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
+        attr = _type_attr(self.cls, name, _MISSING)
+        if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
             return bind_class_attr(tx, attr, self, self.cls)
         if name in self.attrs.items:
             return self.attrs.items[name]
-        if attr is not None:
+        if attr is not _MISSING:  # (a class attribute may be None: nn.Module._compiled_call_impl)
             return bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
         return _MISSING
 
@@ -247,11 +255,13 @@ class NewObjectVariable(Variable):
         if _type_attr(self.cls, "__getattr__") is None and \
                 any(_type_attr(self.cls, "__getattribute__") is g for g in GENERIC_GETATTRIBUTE):
             return self._lookup(tx, name) is not _MISSING
-        try:
+        try:  # the class's own lookup runs (symbolically), as CPython's hasattr runs it
             self.getattr(tx, name)
             return True
-        except Unsupported:
-            raise Unsupported(f"hasattr on {self.cls.__name__} with a custom attribute lookup")
+        except UserException as e:
+            if issubclass(e.exc_type, AttributeError):
+                return False
+            raise
 
     def setattr(self, tx, name, value):
         sa = _type_attr(self.cls, "__setattr__")
@@ -265,9 +275,20 @@ class NewObjectVariable(Variable):
 
     def delattr(self, tx, name):
         da = _type_attr(self.cls, "__delattr__")
-        if da is not object.__delattr__:
-            raise Unsupported(f"{self.cls.__name__}.__delattr__ is not object's")
-        self.slot_call(tx, object, "__delattr__", [ConstantVariable(name)], {})
+        if da is object.__delattr__:
+            return self.generic_delattr(tx, name)
+        if isinstance(da, types.FunctionType):
+            from .functions import UserFunctionVariable
+            UserFunctionVariable(da).call(tx, [self, ConstantVariable(name)], {})
+            return
+        raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
+
+    def generic_delattr(self, tx, name):
+        if hasattr(type(_type_attr(self.cls, name)), "__delete__"):
+            raise Unsupported(f"del of {self.cls.__name__}.{name} runs a descriptor")
+        if name not in self.attrs.items:
+            raise attribute_error(self.cls.__name__, name)
+        del self.attrs.items[name]
 
     def generic_setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):
@@ -330,10 +351,7 @@ class NewObjectVariable(Variable):
             if name == "__getattribute__" and len(args) == 1 and not kwargs:
                 return self.generic_getattr(tx, _attr_name(args[0]))
             if name == "__delattr__" and len(args) == 1 and not kwargs:
-                n = _attr_name(args[0])
-                if n not in self.attrs.items or hasattr(type(_type_attr(self.cls, n)), "__delete__"):
-                    raise Unsupported(f"del of attribute {n!r} that is not in the instance dict")
-                del self.attrs.items[n]
+                self.generic_delattr(tx, _attr_name(args[0]))
                 return ConstantVariable(None)
             if name == "__init__" and not args and not kwargs:
                 return ConstantVariable(None)

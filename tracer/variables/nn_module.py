@@ -11,11 +11,11 @@
   recompiles instead of being silently skipped); `training` is guarded where read.
 """
 import torch
-from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate
+from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
-from .base import ConstantVariable, ObjectVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import bind_class_attr, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
@@ -234,13 +234,86 @@ class NNModuleVariable(ObjectVariable):
 
     # ---- calls -------------------------------------------------------------------------
     def call(self, tx, args, kwargs):
-        self._check_hooks(tx)
-        return self._forward(tx, args, kwargs)
+        m = self.module
+        if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")):
+            self._check_hooks(tx)
+            return self._forward(tx, args, kwargs)
+        return self._call_with_hooks(tx, list(args), dict(kwargs))
+
+    def _call_with_hooks(self, tx, args, kwargs):
+        """Forward (pre-)hooks run as nn.Module._call_impl runs them: each pre-hook may
+        replace the arguments, each hook the result. The hook dicts are guarded exactly
+        (which hooks, in order, each one's identity, which take kwargs); backward hooks and
+        global hooks are Unsupported."""
+        from .containers import DictVariable, TupleVariable
+        m = self.module
+        if self.source is None:
+            raise Unsupported(f"{type(m).__name__} with forward hooks and no source")
+        for hname in ("_backward_hooks", "_backward_pre_hooks"):
+            if m.__dict__.get(hname):
+                raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
+        tx.guard(Predicate.falsy_attrs(self.source, ("_backward_hooks", "_backward_pre_hooks"),
+                                       "has no backward (pre-)hooks"))
+        from torch.nn.modules import module as nn_module_impl
+        for gname in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                      "_global_backward_hooks", "_global_backward_pre_hooks"):
+            if getattr(nn_module_impl, gname, None):
+                raise Unsupported("global nn.Module hooks are registered")
+        tx.guard_global_module_hooks()
+        pre = self._hooks(tx, "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
+        post = self._hooks(tx, "_forward_hooks", "_forward_hooks_with_kwargs")
+        args_var = TupleVariable(args)
+        for hook, with_kwargs in pre:
+            if with_kwargs:
+                r = hook.call(tx, [self, args_var, DictVariable(kwargs)], {})
+                if not _is_none(r):
+                    pair = r.iterate(tx) if r.python_type() is tuple else None
+                    if pair is None or len(pair) != 2 or not isinstance(pair[1], DictVariable):
+                        raise Unsupported("forward pre-hook returned something other than (args, kwargs)")
+                    args_var, kwargs = TupleVariable(pair[0].iterate(tx)), dict(pair[1].items)
+            else:
+                r = hook.call(tx, [self, args_var], {})
+                if not _is_none(r):
+                    args_var = r if r.python_type() is tuple else TupleVariable([r])
+        # forward itself is inlined even for a leaf module: a call_module node would run the
+        # module's __call__, and with it the hooks, a second time
+        result = self._inline_forward(tx, args_var.iterate(tx), kwargs)
+        for hook, with_kwargs in post:
+            if with_kwargs:
+                r = hook.call(tx, [self, args_var, DictVariable(kwargs), result], {})
+            else:
+                r = hook.call(tx, [self, args_var, result], {})
+            if not _is_none(r):
+                result = r
+        return result
+
+    def _hooks(self, tx, name, kw_name):
+        """[(hook Variable, takes kwargs)] of one hook dict, guarded."""
+        m = self.module
+        hooks = m.__dict__.get(name)
+        if not isinstance(hooks, dict):
+            raise Unsupported(f"{type(m).__name__}.{name} is not a dict")
+        dsrc = AttrSource(self.source, name)
+        tx.guard(DictKeysMatch(dsrc, tuple(hooks.keys()), type(hooks)))
+        with_kw = m.__dict__.get(kw_name) or {}
+        out = []
+        for hook_id, hook in hooks.items():
+            takes_kwargs = hook_id in with_kw
+            tx.guard(Predicate(AttrSource(self.source, kw_name), _has_key(hook_id, takes_kwargs),
+                               f"{'has' if takes_kwargs else 'has no'} key {hook_id!r}"))
+            out.append((tx.wrap(hook, ItemSource(dsrc, hook_id)), takes_kwargs))
+        return out
 
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
             return tx.call_module(self, args, kwargs)
+        return self._inline_forward(tx, args, kwargs)
+
+    def _inline_forward(self, tx, args, kwargs):
+        m = self.module
+        if "forward" in m.__dict__:
+            raise Unsupported(f"{type(m).__name__}.forward is replaced on the instance")
         forward = type(m).forward
         from .functions import UserFunctionVariable
         if getattr(forward, "__code__", None) is None:
@@ -278,6 +351,14 @@ class NNModuleVariable(ObjectVariable):
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
+def _has_key(key, present):
+    return lambda d: (key in d) == present
+
+
+def _is_none(var):
+    return var.is_constant() and var.as_constant() is None
+
+
 def readable_path(source):
     """`G['model']._modules['layers']._modules['0']` -> `model.layers.0` (graph node names)."""
     import re
@@ -288,4 +369,26 @@ def readable_path(source):
 
 def guard_module(tx, module, source):
     if source is not None:
-        tx.guard(IdMatch(source, module))
+        tx.guard(module_guard(source, module))
+
+
+def module_guard(source, module):
+    """Which module the trace specialised on. A module holding parameters or buffers is that
+    object: the graph reads its tensors. A module without any (an activation, dropout, a
+    container of them) is only its type and attributes, which the trace guards where it reads
+    them (leaf modules: all their plain attributes at once); a model that builds one per call
+    (`nn.ReLU()(x)`, transformers' `ACT2FN[name]`) and hands it across a graph break must not
+    recompile on every call because the object is new."""
+    if _stateless(module):
+        return TypeMatch(source, type(module))
+    return IdMatch(source, module)
+
+
+def _stateless(module):
+    if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        return False
+    for m in module.modules():
+        if is_leaf_module(m) and not all(is_constant_value(v) for k, v in m.__dict__.items()
+                                         if not k.startswith("_")):
+            return False  # a leaf forward may read an attribute no predicate would cover
+    return True

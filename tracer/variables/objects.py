@@ -5,12 +5,14 @@ classes: data descriptors (property) on the type, then the instance dict, then m
 other class attributes. Anything else (custom __getattr__/__getattribute__, metaclass
 magic) is Unsupported rather than guessed.
 """
+import abc
+import collections
 import types
 
 from guards import Predicate
-from guards.sources import AttrSource, GenericAttrSource, ItemSource
+from guards.sources import AttrSource, DictItemSource, GenericAttrSource, ItemSource
 
-from ..exc import Unsupported, attribute_error, user_error
+from ..exc import Unsupported, UserException, attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -42,7 +44,7 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         if slot is not None:
             return BoundMethodVariable(slot, obj_var)
     if _is_dict_read(attr) and isinstance(obj_var, UserObjectVariable) and isinstance(obj_var.value, dict):
-        return DictReadMethod(obj_var.dict_contents(tx), attr.__name__)
+        return DictReadMethod(obj_var, attr.__name__)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -69,37 +71,77 @@ class DictReadMethod(Variable):
     """A read-only `dict` method (get, [], in, keys, ...) reached on a dict-subclass input,
     e.g. through `super().get(k)`: it reads the object's items, whose keys are guarded."""
 
-    def __init__(self, contents, name):
+    def __init__(self, obj, name):
         super().__init__(None)
-        self.contents, self.name = contents, name
+        self.obj, self.name = obj, name
 
     def call(self, tx, args, kwargs):
-        if self.name == "__iter__":
+        name = self.name
+        if name in ("__getitem__", "get", "__contains__") and args and args[0].is_constant() and not kwargs:
+            # one item: only its value is wrapped (and guarded), not the whole dict's
+            key = args[0].as_constant()
+            keys = self.obj.dict_keys(tx)
+            if name == "__contains__":
+                return ConstantVariable(key in keys)
+            if key in keys:
+                return self.obj.dict_item(tx, key)
+            if name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            from ..exc import user_error
+            raise user_error(KeyError, key)
+        if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
+            keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]
+            if name == "__len__":
+                return ConstantVariable(len(keys))
             from .containers import IteratorVariable
-            return IteratorVariable(self.contents.iterate(tx))
-        return self.contents.call_method(tx, self.name, args, kwargs)
+            return IteratorVariable(keys) if name == "__iter__" else \
+                self.obj.dict_contents(tx).call_method(tx, "keys", [], {})
+        return self.obj.dict_contents(tx).call_method(tx, name, args, kwargs)
 
 
 class UserObjectVariable(ObjectVariable):
     mutable = True
+
+    def dict_keys(self, tx):
+        """The keys of a dict-subclass input (guarded once, in order)."""
+        cached = getattr(self, "_keys", None)
+        if cached is not None:
+            return cached
+        from guards import DictKeysMatch
+        d, t = self.value, type(self.value)
+        if self.source is None:
+            raise Unsupported(f"reading items of a {t.__name__} that has no source")
+        if t.keys is not dict.keys and t.keys is not collections.OrderedDict.keys:
+            raise Unsupported(f"reading items of a {t.__name__} with its own keys()")
+        keys = tuple(d.keys())
+        try:
+            tx.guard(DictKeysMatch(self.source, keys, t))
+        except TypeError:
+            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
+        self._keys = keys
+        self._items = {}
+        return keys
+
+    def dict_item(self, tx, key):
+        """One stored item, wrapped (and guarded) on first read. Items are read as the dict
+        stores them: a subclass's own __getitem__ is not the storage (transformers'
+        ClassInstantier builds an object per lookup), so it must not run in guards."""
+        self.dict_keys(tx)
+        hit = self._items.get(key)
+        if hit is None:
+            t = type(self.value)
+            item_source = ItemSource if t.__getitem__ is dict.__getitem__ else DictItemSource
+            hit = self._items[key] = tx.wrap(dict.__getitem__(self.value, key), item_source(self.source, key))
+        return hit
 
     def dict_contents(self, tx):
         """The items of a dict-subclass input, as a read-only DictVariable (keys guarded)."""
         cached = getattr(self, "_contents", None)
         if cached is not None:
             return cached
-        from guards import DictKeysMatch
-        from guards.sources import ItemSource
         from .containers import DictVariable
-        d, t = self.value, type(self.value)
-        if self.source is None or t.__getitem__ is not dict.__getitem__:
-            raise Unsupported(f"reading items of a {t.__name__} (custom __getitem__ or no source)")
-        try:
-            tx.guard(DictKeysMatch(self.source, tuple(d.keys()), t))
-        except TypeError:
-            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
-        items = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in dict.items(d)}
-        self._contents = DictVariable(items, None)
+        keys = self.dict_keys(tx)
+        self._contents = DictVariable({k: self.dict_item(tx, k) for k in keys}, None)
         return self._contents
 
     def _plain_dict(self, slot):
@@ -234,7 +276,22 @@ class ClassVariable(ObjectVariable):
             return True  # a class is true unless its metaclass says otherwise
         return Variable.truthy(self, tx)
 
+    def hasattr(self, tx, name):
+        """Whether the class (or a base) defines `name`, for classes of an ordinary
+        metaclass; the answer is guarded when the class came from a source."""
+        if type(self.cls) not in (type, abc.ABCMeta):
+            raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
+        found = lookup_type_attr(self.cls, name)[0] is not None or hasattr(type, name)
+        if self.source is not None:
+            tx.guard(Predicate(self.source, _class_defines(name, found),
+                               f"{'defines' if found else 'does not define'} {name!r}"))
+        return found
+
     def getattr(self, tx, name):
+        if name == "apply":
+            from .autograd_function import AutogradFunctionApplyVariable, is_autograd_function_class
+            if is_autograd_function_class(self.cls):
+                return AutogradFunctionApplyVariable(self.cls)
         # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
         # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
         meta_attr, _ = lookup_type_attr(type(self.cls), name)
@@ -246,7 +303,7 @@ class ClassVariable(ObjectVariable):
         attr, owner = lookup_type_attr(self.cls, name)
         if attr is None:
             if meta_attr is None and self.source is not None:
-                tx.guard(Predicate(self.source, _lacks_attr(name), f"has no attribute {name!r}"))
+                tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if isinstance(attr, staticmethod):
@@ -281,8 +338,8 @@ class ClassVariable(ObjectVariable):
         make = constructor(self.cls)
         if make is not None:
             return make(tx, list(args), dict(kwargs))
-        from .new_objects import construct, is_user_class
-        if is_user_class(self.cls):
+        from .new_objects import construct, is_torch_module_class, is_user_class
+        if is_user_class(self.cls) or is_torch_module_class(self.cls):
             return construct(tx, self, args, kwargs)
         if is_builtin_exception(self.cls) and not kwargs:
             return ExceptionVariable(self.cls, list(args))
@@ -293,6 +350,10 @@ class ClassVariable(ObjectVariable):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+def _class_defines(name, found):
+    return lambda c: any(name in k.__dict__ for k in c.__mro__) == found
 
 
 def _IMMUTABLE_INFO_CLASSES():
@@ -384,6 +445,9 @@ class InstanceDictVariable(Variable):
         super().__init__(_generic_attr_source(obj, "__dict__"))
         self.obj = obj
 
+    def python_type(self):
+        return dict
+
     def _read(self, tx, key):
         if not key.is_constant() or not isinstance(key.as_constant(), str):
             raise Unsupported("obj.__dict__ read with a key that is not a constant string")
@@ -449,8 +513,14 @@ class OpaqueVariable(ObjectVariable):
 
     def getattr(self, tx, name):
         import enum
+        import functools
         if isinstance(self.value, enum.Enum) and name in ("name", "value"):
             return tx.wrap(getattr(self.value, name), None)
+        attr, _ = lookup_type_attr(type(self.value), name)
+        if isinstance(attr, functools._lru_cache_wrapper) and name not in getattr(self.value, "__dict__", {}):
+            # an lru_cache'd method (transformers' logger.warning_once): see LruCacheVariable
+            from .functions import LruCacheVariable
+            return LruCacheVariable(types.MethodType(attr, self.value))
         t = type(self.value)
         raise Unsupported(f"attribute {name!r} of {t.__module__}.{t.__qualname__} object (not traced)")
 

@@ -114,6 +114,10 @@ class TensorVariable(Variable):
                 return ConstantVariable(value)
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
+        if name == "requires_grad_" and len(args) + len(kwargs) <= 1:
+            want = (args[0] if args else kwargs.get("requires_grad", ConstantVariable(True))).as_constant()
+            if bool(want) == self.example.requires_grad:
+                return self  # already so: a no-op (HF's enable_input_require_grads hook in train mode)
         if name in ("requires_grad_", "retain_grad", "register_hook", "backward"):
             raise Unsupported(f"Tensor.{name}() changes autograd state outside the graph")
         return tx.call_torch("call_method", name, [self, *args], kwargs)

@@ -20,6 +20,13 @@ _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_defaul
 _COMPILING_QUERIES = {"is_compiling": True, "is_dynamo_compiling": True, "is_exporting": False}
 
 
+_TORCH_DIR = __import__("os").path.dirname(torch.__file__) + __import__("os").sep
+
+
+def _in_torch(filename):
+    return filename.startswith(_TORCH_DIR)
+
+
 class TorchFunctionVariable(ObjectVariable):
     """torch.*, torch.nn.functional.*, torch.Tensor.* used as a function, torch.special..."""
 
@@ -44,6 +51,11 @@ class TorchFunctionVariable(ObjectVariable):
             return ConstantVariable(torch.is_grad_enabled())
         if name in _COMPILING_QUERIES and (getattr(fn, "__module__", "") or "").startswith("torch"):
             # As under torch.compile: traced code takes the library's compile-friendly path.
+            # Not in torch's own code: there it selects TorchDynamo workarounds whose results
+            # differ from eager (nn.TransformerEncoder skips its nested-tensor path, which
+            # zeroes padded positions), so torch's frames see eager's answer.
+            if _in_torch(tx.code.co_filename):
+                return ConstantVariable(False)
             return ConstantVariable(_COMPILING_QUERIES[name])
         if fn is torch.is_tensor and len(args) == 1:
             from .tensor import TensorVariable
@@ -51,6 +63,9 @@ class TorchFunctionVariable(ObjectVariable):
         if fn is torch.Size:
             from .containers import SizeVariable
             return SizeVariable(args[0].iterate(tx) if args else [])
+        from .checkpoint import CHECKPOINT, checkpoint_call
+        if fn is CHECKPOINT:
+            return checkpoint_call(tx, args, kwargs)
         return tx.call_torch("call_function", fn, args, kwargs)
 
     def getattr(self, tx, name):

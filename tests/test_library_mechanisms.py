@@ -1,0 +1,302 @@
+"""Library code real models run on every call (issue 9), each mechanism on a small program:
+compiled == eager, what was captured (graphs, breaks), and warm calls compile nothing."""
+import copy
+import functools
+import inspect
+import os
+import typing
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+import tracer
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    yield
+    tracer.reset()
+
+
+def run(fn, *args, graphs=1, breaks=0, equal=torch.equal):
+    """Compile fn, call it twice; compare with eager; assert the first call's graph/break
+    counts and that the second traced nothing. Returns the compiled function."""
+    c = tracer.compile(fn)
+    before = tracer.stats()
+    out = c(*args)
+    s = tracer.stats()
+    assert equal(out, fn(*args))
+    got = (s.graphs - before.graphs, s.graph_breaks - before.graph_breaks)
+    assert got == (graphs, breaks), f"{got}\n{s}"
+    assert equal(c(*args), fn(*args))
+    assert tracer.stats().frames_traced == s.frames_traced
+    return c
+
+
+# ---- exceptions raised and caught inside library code ----------------------------------------
+
+def test_raise_from_caught_by_the_caller():
+    """os.environ.get: Mapping.get catches the KeyError that _Environ.__getitem__ raises
+    `from None` (LLaMA-family attention asks an environment variable on every call)."""
+    def f(x):
+        flag = os.environ.get("TRACER_TEST_SURELY_UNSET", "0")
+        return x + 1 if flag == "1" else x - 1
+
+    run(f, torch.zeros(2))
+
+
+# ---- inspect.signature ------------------------------------------------------------------------
+
+class _Chunker(torch.nn.Module):
+    def chunk(self, a, b=2):
+        return a * b
+
+    def forward(self, x):
+        params = inspect.signature(self.chunk).parameters
+        required = [k for k, p in params.items() if p.default is inspect.Parameter.empty]
+        return self.chunk(x) * len(params) + len(required) + ("b" in params)
+
+
+def test_inspect_signature_is_folded():
+    run(_Chunker(), torch.ones(3))
+
+
+# ---- copy.deepcopy / copy.copy ---------------------------------------------------------------
+
+class _Cfg:
+    def __init__(self):
+        self.hidden = 4
+        self.names = ["a", "b"]
+        self.sub = {"k": 1.5}
+
+
+_CFG = _Cfg()
+
+
+def test_deepcopy_of_an_input_object_is_independent():
+    def f(x):
+        c = copy.deepcopy(_CFG)
+        c.hidden = 7
+        c.names.append("c")
+        c.sub["k"] = 2.0
+        return x * c.hidden + len(c.names) + c.sub["k"] + _CFG.hidden + len(_CFG.names)
+
+    c = run(f, torch.ones(2))
+    assert _CFG.names == ["a", "b"] and _CFG.sub == {"k": 1.5}  # the original is untouched
+    _CFG.hidden = 5  # the copy read it: guarded
+    try:
+        assert torch.equal(c(torch.ones(2)), f(torch.ones(2)))
+    finally:
+        _CFG.hidden = 4
+
+
+def test_shallow_copy_shares_items():
+    def f(x):
+        c = copy.copy(_CFG)
+        return x * (c.names is _CFG.names) + c.hidden
+
+    run(f, torch.ones(2))
+
+
+# ---- typing introspection and registries keyed by types ---------------------------------------
+
+_VALIDATORS = {typing.Union: "union", list: "list", int: "int"}
+
+
+def test_typing_queries_and_a_dict_keyed_by_types():
+    def f(x, tp=typing.Optional[int]):
+        kind = _VALIDATORS.get(typing.get_origin(tp))
+        n = len(typing.get_args(tp))
+        return x * n if kind == "union" else x
+
+    run(f, torch.ones(2))
+
+
+# ---- objects made inside the frame: modules, OrderedDict, del attr ----------------------------
+
+class _Act(torch.nn.Module):
+    def __init__(self, slope=0.1):
+        super().__init__()
+        self.slope = slope
+
+    def forward(self, x):
+        return torch.nn.functional.leaky_relu(x, self.slope)
+
+
+def test_modules_constructed_inside_forward():
+    def f(x):
+        return torch.nn.ReLU()(x) + _Act(0.2)(x) + torch.nn.GELU(approximate="tanh")(x)
+
+    run(f, torch.randn(4))
+
+
+class _Obj:
+    pass
+
+
+def test_del_attribute_of_a_new_object():
+    def f(x):
+        o = _Obj()
+        o.a, o.b, o.c = 1, 2, 3
+        del o.b
+        delattr(o, "a")
+        return x + hasattr(o, "a") + hasattr(o, "b") + 2 * hasattr(o, "c")
+
+    run(f, torch.zeros(2))
+
+
+# ---- torch.autograd.Function ------------------------------------------------------------------
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * g * x * ctx.k, None  # not the true gradient: eager's backward must be the one used
+
+
+def test_autograd_function_apply_is_one_node_with_eagers_backward():
+    def f(x):
+        return _Square.apply(x.sin(), 2.0).cos()
+
+    x = torch.randn(4, requires_grad=True)
+    ref = f(x)
+    ref.sum().backward()
+    expected, x.grad = x.grad, None
+    c = run(f, x, equal=torch.allclose)
+    out = c(x)
+    out.sum().backward()
+    assert torch.allclose(x.grad, expected)
+    graph = c.entries[0].graph
+    assert [n for n in graph.graph.nodes if "Square" in str(n.target)]
+
+
+# ---- lru_cache ----------------------------------------------------------------------------------
+
+_CALLS = []
+
+
+@functools.lru_cache
+def _available(name):
+    _CALLS.append(name)
+    return name == "yes"
+
+
+def test_lru_cache_with_constant_arguments_folds():
+    def f(x):
+        return x + 1 if _available("yes") else x - 1
+
+    _available.cache_clear()
+    _CALLS.clear()
+    run(f, torch.zeros(2))
+    assert _CALLS == ["yes"]  # the body ran once, as in eager
+
+
+# ---- module hooks ---------------------------------------------------------------------------------
+
+def test_forward_hooks_run_inline_and_are_guarded():
+    lin = torch.nn.Linear(3, 3)
+    lin.register_forward_pre_hook(lambda m, a: (a[0] * 2,))
+    lin.register_forward_hook(lambda m, a, kw, out: out + 1, with_kwargs=True)
+
+    def f(x):
+        return lin(x)
+
+    x = torch.ones(2, 3)
+    c = run(f, x, equal=torch.allclose)
+    handle = lin.register_forward_hook(lambda m, a, out: out * 0)  # a new hook recompiles
+    assert torch.equal(c(x), f(x)) and torch.equal(c(x), torch.zeros(2, 3))
+    handle.remove()
+    assert torch.allclose(c(x), f(x))
+
+
+# ---- activation checkpointing ---------------------------------------------------------------------
+
+def test_checkpoint_non_reentrant_is_a_subgraph_with_eagers_gradients():
+    lin = torch.nn.Linear(4, 4)
+
+    def block(x, scale=1.0):
+        return torch.nn.functional.dropout(lin(x).relu(), 0.3) * scale
+
+    def f(x):
+        return checkpoint(functools.partial(block, scale=2.0), x.sin(), use_reentrant=False).sum()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    torch.manual_seed(0)
+    ref = f(x)
+    ref.backward()
+    gx, gw = x.grad, lin.weight.grad
+    x.grad = lin.weight.grad = None
+    c = tracer.compile(f)
+    before = tracer.stats()
+    for _ in range(2):
+        torch.manual_seed(0)  # dropout inside: checkpoint replays the RNG state
+        out = c(x)
+        out.backward()
+        assert torch.allclose(out, ref) and torch.allclose(x.grad, gx) and torch.allclose(lin.weight.grad, gw)
+        x.grad = lin.weight.grad = None
+    s = tracer.stats()
+    assert (s.frames_traced - before.frames_traced, s.graphs - before.graphs,
+            s.graph_breaks - before.graph_breaks) == (1, 1, 0)
+    assert any(n.target is checkpoint for n in c.entries[0].graph.graph.nodes)
+
+
+def test_reentrant_checkpoint_runs_natively_and_untraced():
+    lin = torch.nn.Linear(4, 4)
+
+    def block(x):
+        return lin(x).relu() * 2
+
+    def f(x):
+        return checkpoint(block, x.sin(), use_reentrant=True).sum()
+
+    x = torch.randn(3, 4, requires_grad=True)
+    ref = f(x)
+    ref.backward()
+    expected, x.grad = x.grad, None
+    c = tracer.compile(f, backend="aot_eager")
+    before = tracer.stats()
+    out = c(x)
+    out.backward()
+    assert torch.allclose(out, ref) and torch.allclose(x.grad, expected)
+    s = tracer.stats()
+    traced = [e.frame for e in s.of("frame")][before.frames_traced - s.frames_traced:]
+    assert traced and not [t for t in traced if t.endswith("block")]
+    assert s.break_reasons.get("reentrant checkpoint (use_reentrant is not False)", 0) > \
+        before.break_reasons.get("reentrant checkpoint (use_reentrant is not False)", 0)
+
+
+def test_module_made_per_call_crossing_a_break_does_not_recompile():
+    """A parameter-free module built on every call and live across a graph break (the
+    resume function receives it) is guarded by type and attributes, not identity."""
+    def f(x):
+        act = torch.nn.LeakyReLU(0.3)
+        print(end="")
+        return act(x) * 2
+
+    x = torch.randn(4)
+    c = tracer.compile(f)
+    assert torch.equal(c(x), f(x))
+    s = tracer.stats()
+    for _ in range(3):
+        assert torch.equal(c(x), f(x))
+    assert tracer.stats().frames_traced == s.frames_traced
+
+
+def test_module_construction_after_torch_compile_patched_init():
+    """Once torch.compile has run, nn.Module.__init__ is TorchDynamo's patched_init (it tags
+    new modules); constructing a module in a traced frame still traces."""
+    from torch._dynamo.mutation_guard import install_generation_tagging_init
+    install_generation_tagging_init()
+
+    def f(x):
+        return torch.nn.ReLU()(x) + 1
+
+    run(f, torch.randn(3))

@@ -1,0 +1,199 @@
+"""One way to run a zoo model: eager, tracer.compile and torch.compile side by side.
+
+`check(...)` runs a model the way its users do (eval under no_grad, or train with labels and
+backward), and asserts what the issue asks of every zoo model:
+
+* the tracer's outputs (and gradients) equal eager's, on the first call and on a call with
+  fresh inputs of the same shapes;
+* warm calls compile nothing: the same inputs again and fresh inputs of the same shapes leave
+  `tracer.stats().frames_traced` unchanged (no recompile, no new frame traced);
+* graphs and breaks are counted, beside torch.compile's on the same model and inputs
+  (a counting backend, after torch._dynamo.reset()), and returned for the caller's assertion.
+
+Random ops (dropout) are compared by seeding the global generator before each run: the
+tracer's graphs run the same kernels in the same order as eager, so the draws agree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import torch
+
+import tracer
+
+SEED = 1234
+
+
+@dataclasses.dataclass
+class Counts:
+    graphs: int
+    breaks: int
+    frames: int
+    fallbacks: int
+    tc_graphs: int | None = None
+    tc_breaks: int | None = None
+    break_reasons: dict = dataclasses.field(default_factory=dict)
+    fallback_reasons: dict = dataclasses.field(default_factory=dict)
+    tc_break_reasons: dict = dataclasses.field(default_factory=dict)
+    stats: object = None
+
+    def __str__(self):
+        lines = [f"tracer: {self.graphs} graphs, {self.breaks} breaks, {self.frames} frames, "
+                 f"{self.fallbacks} fallbacks; torch.compile: {self.tc_graphs} graphs, "
+                 f"{self.tc_breaks} breaks"]
+        lines += [f"  break x{n}: {r}" for r, n in self.break_reasons.items()]
+        lines += [f"  fallback x{n}: {r}" for r, n in self.fallback_reasons.items()]
+        lines += [f"  torch.compile break x{n}: {r}" for r, n in self.tc_break_reasons.items()]
+        if self.stats is not None:
+            lines += ["  " + ln for ln in str(self.stats).splitlines() if "recompil" in ln or ":" in ln][:40]
+        return "\n".join(lines)
+
+
+# ---- what a call returns, as comparable leaves ---------------------------------------------------
+
+def leaves(obj, depth=0):
+    """Tensors and plain values in a model's output, in a fixed order (ModelOutput, tuples,
+    dicts, cache objects)."""
+    if depth > 8:
+        return [type(obj).__name__]
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [type(obj).__name__] + [x for o in obj for x in leaves(o, depth + 1)]
+    if isinstance(obj, dict):
+        return [type(obj).__name__] + [x for k, v in obj.items() for x in [k] + leaves(v, depth + 1)]
+    if obj is None or isinstance(obj, (int, float, bool, str)):
+        return [obj]
+    if hasattr(obj, "__dict__"):  # cache objects and the like
+        return [type(obj).__name__] + leaves(dict(sorted(vars(obj).items())), depth + 1)
+    return [type(obj).__name__]
+
+
+def assert_same(got, want, atol, rtol, what):
+    g, w = leaves(got), leaves(want)
+    assert len(g) == len(w), f"{what}: structure differs\n  got  {_shape(g)}\n  want {_shape(w)}"
+    for i, (a, b) in enumerate(zip(g, w)):
+        if isinstance(b, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"{what}[{i}]: {type(a).__name__} instead of a tensor"
+            assert a.shape == b.shape and a.dtype == b.dtype, f"{what}[{i}]: {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
+            if b.is_floating_point() or b.is_complex():
+                err = (a.detach() - b.detach()).abs().max().item() if b.numel() else 0.0
+                assert torch.allclose(a.detach(), b.detach(), atol=atol, rtol=rtol, equal_nan=True), \
+                    f"{what}[{i}] differs from eager by up to {err:.3g}"
+            else:
+                assert torch.equal(a, b), f"{what}[{i}] differs from eager"
+        else:
+            assert a == b, f"{what}[{i}]: {a!r} vs eager {b!r}"
+
+
+def _shape(ls):
+    return [tuple(x.shape) if isinstance(x, torch.Tensor) else x for x in ls][:30]
+
+
+# ---- one call, the way users make it -------------------------------------------------------------
+
+def default_loss(out):
+    loss = getattr(out, "loss", None)
+    if loss is not None:
+        return loss
+    if isinstance(out, dict):
+        out = tuple(out.values())
+    ts = [t for t in leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    return sum(t.float().pow(2).mean() for t in ts)
+
+
+def run(fn, model, args, kwargs, train, loss_fn=default_loss, grad_enabled=None):
+    """Seed, call, and in train mode take the loss's gradients. Returns (output, grads)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    torch.manual_seed(SEED)
+    if train:
+        out = fn(*args, **kwargs)
+        loss_fn(out).backward()
+        grads = [None if p.grad is None else p.grad.clone() for p in params]
+        for p in params:
+            p.grad = None
+        return out, grads
+    with torch.no_grad() if grad_enabled is None else torch.set_grad_enabled(grad_enabled):
+        return fn(*args, **kwargs), []
+
+
+def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss):
+    """torch.compile's graphs and breaks on one call (the counting backend: dynamo only)."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    cnt = CompileCounter()
+    compiled = torch.compile(call, backend=cnt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run(compiled, model, args, kwargs, train, loss_fn)
+    reasons = dict(counters["graph_break"])
+    torch._dynamo.reset()
+    return cnt.frame_count, sum(reasons.values()), reasons
+
+
+def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, atol=1e-5, rtol=1e-4,
+          compare_tc=True, warm=True):
+    """Run `call(model, *args, **kwargs)` (default: `model(*args, **kwargs)`) eagerly and through
+    tracer.compile, assert equal outputs/gradients and no compiles when warm, and return Counts.
+
+    `make_inputs(gen)` returns `(args, kwargs)` (or just kwargs) drawn from `gen`.
+    """
+    model.train(train)
+    gen = torch.Generator().manual_seed(0)
+    in1, in2 = _split(make_inputs(gen)), _split(make_inputs(gen))
+    if call is None:
+        def call(*a, **k):
+            return model(*a, **k)
+        compiled_call = tracer.compile(model)
+    else:
+        compiled_call = tracer.compile(call)
+
+    ref1 = run(call, model, *in1, train, loss_fn)
+    ref2 = run(call, model, *in2, train, loss_fn)
+
+    tracer.reset()
+    before = tracer.stats()
+    got1 = run(compiled_call, model, *in1, train, loss_fn)
+    s1 = tracer.stats()
+    counts = Counts(graphs=s1.graphs - before.graphs, breaks=s1.graph_breaks - before.graph_breaks,
+                    frames=s1.frames_traced - before.frames_traced,
+                    fallbacks=s1.fallbacks - before.fallbacks,
+                    break_reasons=_delta(s1.break_reasons, before.break_reasons),
+                    fallback_reasons=_delta(s1.fallback_reasons, before.fallback_reasons), stats=s1)
+    assert_same(got1[0], ref1[0], atol, rtol, "output")
+    assert_same(got1[1], ref1[1], atol, rtol, "gradients")
+    assert counts.graphs >= 1, f"nothing was captured\n{counts}"
+
+    if warm:
+        run(compiled_call, model, *in1, train, loss_fn)
+        got2 = run(compiled_call, model, *in2, train, loss_fn)
+        s2 = tracer.stats()
+        assert s2.frames_traced == s1.frames_traced, \
+            f"warm calls traced {s2.frames_traced - s1.frames_traced} frame(s)\n" + \
+            "\n".join(str(e) for e in s2.of("recompile")[-10:])
+        assert s2.cache_hits > s1.cache_hits
+        assert_same(got2[0], ref2[0], atol, rtol, "output on fresh inputs")
+        assert_same(got2[1], ref2[1], atol, rtol, "gradients on fresh inputs")
+
+    if compare_tc:
+        counts.tc_graphs, counts.tc_breaks, counts.tc_break_reasons = tc_counts(call, model, *in1, train,
+                                                                                 loss_fn)
+    tracer.reset()
+    return counts
+
+
+def _split(inputs):
+    if isinstance(inputs, dict):
+        return (), inputs
+    args, kwargs = inputs
+    return tuple(args), dict(kwargs)
+
+
+def _delta(after, before):
+    return {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}

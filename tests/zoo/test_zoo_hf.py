@@ -1,0 +1,36 @@
+"""The HuggingFace zoo: tiny models from configs (random weights, nothing downloaded), run
+as people run them, each beside torch.compile (tests/zoo/harness.py says what is checked).
+
+`make test` runs one model per family; `ZOO=full` runs every model in eval and train mode.
+"""
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import harness  # noqa: E402  (tests/zoo is on sys.path: pytest's rootdir-relative import)
+import hf_specs  # noqa: E402
+
+SPECS = hf_specs.hf_specs()
+FULL = os.environ.get("ZOO", "") == "full"
+FAST = {("llama", "eval"), ("bert", "train"), ("t5", "eval"), ("wav2vec2", "eval"), ("vit", "eval")}
+# Where the tracer splits more than torch.compile, and why (also in the README's zoo table).
+KNOWN_SPLITS = {}
+
+CASES = [(name, mode) for name in SPECS for mode in ("eval", "train")]
+
+
+@pytest.mark.parametrize("name,mode", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_hf_model(name, mode):
+    if not FULL and (name, mode) not in FAST:
+        pytest.skip("full zoo: ZOO=full")
+    family, build, inputs = SPECS[name]
+    torch.manual_seed(0)
+    model = build()
+    train = mode == "train"
+    counts = harness.check(model, lambda gen: inputs(gen, labels=train), train=train)
+    assert counts.breaks == 0 or (name, mode) in KNOWN_SPLITS, str(counts)
+    assert counts.graphs <= counts.tc_graphs or (name, mode) in KNOWN_SPLITS, str(counts)
+    assert counts.fallbacks == 0, str(counts)

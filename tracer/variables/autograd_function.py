@@ -1,0 +1,145 @@
+"""`F.apply(*args)` for a user `torch.autograd.Function` subclass F: one graph node.
+
+The node calls the real `F.apply` when the graph runs, so forward, `ctx`, and the user's
+`backward` behave exactly as in eager (autograd records F's backward node; nothing about
+F's gradient is guessed). The tracer only needs the outputs' metadata: F.forward is traced
+symbolically, with a stand-in ctx, into a scratch graph that is thrown away (its ops are
+not part of the program; the real forward runs inside the node). What that trace reads is
+guarded like any other read. A forward that would have effects outside itself (stores to
+inputs, globals), `mark_dirty`, `mark_non_differentiable`, or new-style `setup_context`
+is Unsupported: the call breaks the graph and runs natively.
+
+The outputs' `requires_grad` follows autograd.Function's rule, not the scratch trace (which
+ran under no_grad, as forward does): a floating-point output requires grad when grad mode
+is on and some tensor input requires grad.
+"""
+import weakref
+
+import torch
+
+from ..exc import Unsupported
+from .base import Variable
+
+_FUNCTION_BASE_SETUP = torch.autograd.Function.setup_context
+_APPLY_FNS = weakref.WeakKeyDictionary()
+
+
+class TraceCtx:
+    """The ctx F.forward sees while its outputs' metadata are traced (never run for real)."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+def is_autograd_function_class(cls):
+    return isinstance(cls, type) and issubclass(cls, torch.autograd.Function) and \
+        cls is not torch.autograd.Function
+
+
+def apply_fn(cls):
+    """A plain function calling cls.apply: the FX node's target (FX would spell a bound
+    classmethod by its defining class, torch.autograd.Function, and lose the subclass)."""
+    fn = _APPLY_FNS.get(cls)
+    if fn is None:
+        def fn(*args):
+            return cls.apply(*args)
+        fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+        _APPLY_FNS[cls] = fn
+    return fn
+
+
+class AutogradFunctionApplyVariable(Variable):
+    def __init__(self, fn_cls):
+        super().__init__(None)
+        self.fn_cls = fn_cls
+
+    def call(self, tx, args, kwargs):
+        from .base import ConstantVariable
+        from .tensor import TensorVariable
+        cls = self.fn_cls
+        name = cls.__name__
+        if kwargs:
+            raise Unsupported(f"{name}.apply with keyword arguments")
+        if getattr(cls, "setup_context", _FUNCTION_BASE_SETUP) is not _FUNCTION_BASE_SETUP:
+            raise Unsupported(f"{name} uses setup_context (new-style autograd.Function)")
+        forward = _static_function(cls, "forward")
+        if forward is None:
+            raise Unsupported(f"{name}.forward is not a Python staticmethod")
+        for a in args:
+            if not (isinstance(a, TensorVariable) or a.is_constant()):
+                raise Unsupported(f"{name}.apply with an argument that is not a tensor or a constant")
+        grad = torch.is_grad_enabled()
+        needs = tuple(bool(isinstance(a, TensorVariable) and a.example.requires_grad and grad)
+                      for a in args)
+        outputs = _scratch_forward(tx, cls, forward, args, needs)
+        example = _with_autograd_flags(outputs, any(needs))
+        fx_args = [a.node if isinstance(a, TensorVariable) else a.as_constant() for a in args]
+        node = tx.output.graph.create_node("call_function", apply_fn(cls), tuple(fx_args), {})
+        node.meta["example_value"] = example
+        return tx.wrap_result(node, example)
+
+    def __repr__(self):
+        return f"AutogradFunctionApply({self.fn_cls.__name__})"
+
+
+def _static_function(cls, name):
+    import types
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            if isinstance(attr, staticmethod) and isinstance(attr.__func__, types.FunctionType):
+                return attr.__func__
+            return None
+    return None
+
+
+def _scratch_forward(tx, cls, forward, args, needs):
+    """Trace F.forward(ctx, *args) into a throw-away graph; the fake outputs."""
+    from ..side_effects import SideEffects
+    from .base import ConstantVariable
+    from .containers import BaseSequence
+    from .functions import UserFunctionVariable
+    from .new_objects import construct
+    from .objects import ClassVariable
+    from .tensor import TensorVariable
+    ctx = tx.ctx
+    saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
+             list(ctx.mutable_inputs))
+    ctx.output = ctx.output.scratch()
+    ctx.side_effects = SideEffects()
+    ctx.wrap_memo = dict(ctx.wrap_memo)
+    prev_grad = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)  # forward runs under no_grad
+    try:
+        fctx = construct(tx, ClassVariable(TraceCtx), [ConstantVariable(needs)], {})
+        result = UserFunctionVariable(forward).call(tx, [fctx, *args], {})
+        if not ctx.side_effects.is_empty():
+            raise Unsupported(f"{cls.__name__}.forward changes state outside itself")
+    finally:
+        torch._C._set_grad_enabled(prev_grad)
+        ctx.output, ctx.side_effects, ctx.wrap_memo = saved[:3]
+        ctx.input_tensor_sources[:], ctx.mutable_inputs[:] = saved[3], saved[4]
+    if isinstance(result, TensorVariable):
+        return result.example
+    if isinstance(result, BaseSequence) and result.python_type() is tuple and \
+            all(isinstance(r, TensorVariable) for r in result.items):
+        return tuple(r.example for r in result.items)
+    raise Unsupported(f"{cls.__name__}.forward returns {result}, not tensors")
+
+
+def _with_autograd_flags(outputs, any_needs_grad):
+    def one(t):
+        with t.fake_mode:
+            out = t.detach()
+            if any_needs_grad and (t.is_floating_point() or t.is_complex()):
+                out.requires_grad_(True)
+        return out
+    if isinstance(outputs, tuple):
+        return tuple(one(t) for t in outputs)
+    return one(outputs)

@@ -1,0 +1,148 @@
+"""`torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`: fn traced into a
+subgraph that the graph hands to checkpoint when it runs.
+
+Why not inline fn: activation checkpointing re-runs fn during backward and checks that the
+recomputation saves exactly the tensors the first run saved. Inlined into the frame's graph,
+the first run would be the graph's work and the recomputation eager code, which a backend
+may not match tensor for tensor. So fn's tensor work becomes a GraphModule of its own, and
+the frame's graph calls `checkpoint(subgraph, *inputs, use_reentrant=False, ...)`: both
+runs execute the same subgraph, with checkpoint's own semantics (saved-tensor hooks, RNG
+state restored for the recomputation).
+
+Requirements, else Unsupported (the call breaks the graph and runs natively, and frames it
+starts are not traced: see frame_hook's skip of checkpoint): non-reentrant mode; fn has no
+effects outside itself (they would run once here but twice in eager); fn's result is a
+tensor or a tuple/list of tensors and constants; fn reads no tensor computed earlier in the
+frame except through its arguments.
+"""
+import torch
+import torch.fx as fx
+
+from ..exc import Unsupported
+from .base import ConstantVariable
+
+CHECKPOINT = torch.utils.checkpoint.checkpoint
+_PLAIN_KWARGS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug"}
+
+
+def checkpoint_call(tx, args, kwargs):
+    from .containers import TupleVariable
+    from .tensor import TensorVariable
+    if not args:
+        raise Unsupported("checkpoint() without a function")
+    ckw = {}
+    for k, v in kwargs.items():
+        if k not in _PLAIN_KWARGS or not v.is_constant():
+            raise Unsupported(f"checkpoint(..., {k}=...) is not traced")
+        ckw[k] = v.as_constant()
+    if ckw.get("use_reentrant", None) is not False:
+        raise Unsupported("reentrant checkpoint (use_reentrant is not False)")
+    fn, fargs = args[0], list(args[1:])
+
+    main = tx.output
+    scratch = main.scratch()
+    lifted = {}  # id(main TensorVariable) -> its placeholder in the subgraph
+    inputs = []  # main TensorVariables, in placeholder order
+
+    def lift(var):
+        if isinstance(var, TensorVariable):
+            hit = lifted.get(id(var))
+            if hit is None:
+                node = scratch.graph.placeholder(f"arg{len(inputs)}")
+                node.meta["example_value"] = var.example
+                hit = lifted[id(var)] = TensorVariable(node, var.example)
+                inputs.append(var)
+            return hit
+        return _map_structure(var, lift)
+
+    sub_fn, sub_args = lift(fn), [lift(a) for a in fargs]
+    if inputs:  # tensors the subgraph reads by source become placeholders after these
+        scratch._last_placeholder = lifted[id(inputs[-1])].node
+    result = _trace_into(tx, scratch, sub_fn, sub_args)
+    if not isinstance(result, (TensorVariable, TupleVariable)) and \
+            not (hasattr(result, "items") and result.python_type() in (tuple, list)):
+        raise Unsupported(f"checkpointed function returns {result}, not tensors")
+    out_tensors = []
+    spec = _flatten(result, out_tensors)
+    scratch.graph.output(tuple(t.node for t in out_tensors))
+    for node in scratch.graph.nodes:  # every value the subgraph uses must be its own
+        for a in node.all_input_nodes:
+            if a.graph is not scratch.graph:
+                raise Unsupported("the checkpointed function reads a tensor computed outside it")
+    # tensors the subgraph loaded from the frame by source: the frame's graph passes them in
+    for source, _node, real in scratch.inputs:
+        inputs.append(tx.wrap(real, source))
+    sub = fx.GraphModule(scratch.root, scratch.graph, class_name="CheckpointBody")
+    attr = main.attr_name(sub, "checkpoint_body")
+    body = main.graph.get_attr(attr)
+    node = main.graph.create_node("call_function", CHECKPOINT, (body, *[v.node for v in inputs]), ckw)
+    example = tuple(t.example for t in out_tensors)
+    node.meta["example_value"] = example
+    outs = tx.wrap_result(node, example)
+    return _unflatten(spec, iter(outs.items))
+
+
+def _trace_into(tx, scratch, fn, args):
+    """Call fn symbolically with the trace's graph swapped for `scratch`."""
+    from ..side_effects import SideEffects
+    ctx = tx.ctx
+    saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
+             list(ctx.mutable_inputs))
+    ctx.output, ctx.side_effects, ctx.wrap_memo = scratch, SideEffects(), dict(ctx.wrap_memo)
+    grad = torch.is_grad_enabled()
+    try:
+        result = fn.call(tx, args, {})
+        if not ctx.side_effects.is_empty():
+            raise Unsupported("the checkpointed function changes state outside itself")
+        if torch.is_grad_enabled() != grad:
+            raise Unsupported("the checkpointed function leaves grad mode changed")
+        return result
+    finally:
+        torch._C._set_grad_enabled(grad)
+        ctx.output, ctx.side_effects, ctx.wrap_memo = saved[:3]
+        ctx.input_tensor_sources[:], ctx.mutable_inputs[:] = saved[3], saved[4]
+
+
+def _map_structure(var, fn):
+    """var with every Variable inside a call's arguments mapped by fn (tensors lifted)."""
+    from .containers import DictVariable, ListVariable, TupleVariable
+    from .functions import BoundMethodVariable, PartialVariable
+    if isinstance(var, PartialVariable):
+        return PartialVariable(fn(var.func), [fn(a) for a in var.args],
+                               {k: fn(v) for k, v in var.kwargs.items()}, var.source)
+    if isinstance(var, BoundMethodVariable):
+        return BoundMethodVariable(fn(var.func), fn(var.obj), var.source)
+    if type(var) is TupleVariable:
+        return TupleVariable([fn(v) for v in var.items])
+    if type(var) is ListVariable and var.source is None:
+        return ListVariable([fn(v) for v in var.items])
+    if type(var) is DictVariable and var.source is None:
+        return DictVariable({k: fn(v) for k, v in var.items.items()}, user_cls=var.user_cls)
+    return var
+
+
+def _flatten(var, out):
+    from .containers import BaseSequence
+    from .tensor import TensorVariable
+    if isinstance(var, TensorVariable):
+        out.append(var)
+        return ("tensor",)
+    if var.is_constant():
+        return ("const", var)
+    if isinstance(var, BaseSequence) and var.python_type() in (tuple, list):
+        return (var.python_type(), [_flatten(v, out) for v in var.items])
+    raise Unsupported(f"checkpointed function returns {var}")
+
+
+def _unflatten(spec, outs):
+    from .containers import ListVariable, TupleVariable
+    kind = spec[0]
+    if kind == "tensor":
+        return next(outs)
+    if kind == "const":
+        return spec[1]
+    items = [_unflatten(s, outs) for s in spec[1]]
+    return ListVariable(items) if kind is list else TupleVariable(items)
+
+
+__all__ = ["checkpoint_call", "CHECKPOINT", "ConstantVariable"]

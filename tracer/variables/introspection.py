@@ -1,0 +1,159 @@
+"""Introspection folded at trace time: `inspect.signature(fn)` on a function, bound method,
+module or class whose real object the trace knows.
+
+Why fold instead of inline: inspect's implementation keeps memo dicts keyed by `id()` of the
+callables it unwraps, builds Parameter objects and ordered mappings: hundreds of steps of
+pure bookkeeping about an object the trace already guards by identity. Libraries ask it on
+the hot path (transformers' `apply_chunking_to_forward` counts a forward's parameters on
+every call). The answer depends only on the callable, so it is computed once, on the real
+object, and the result is a frozen value: reads of its attributes, items and methods are
+computed on the real object too, and it rebuilds as the object itself.
+"""
+import inspect
+import types
+import typing
+
+from ..exc import Unsupported, UserException
+from .base import ConstantVariable, is_constant_value
+from .folds import folds
+
+# Objects whose every attribute, item and method result is a pure function of the object
+# and which nothing mutates in place (Signature and Parameter are immutable; the mapping
+# views are read-only views of a Signature's private ordered dict).
+FROZEN_TYPES = (inspect.Signature, inspect.Parameter, types.MappingProxyType,
+                type({}.keys()), type({}.values()), type({}.items()))
+_ODICT_VIEWS = tuple(type(v) for v in (__import__("collections").OrderedDict().keys(),
+                                       __import__("collections").OrderedDict().values(),
+                                       __import__("collections").OrderedDict().items()))
+FROZEN_TYPES = FROZEN_TYPES + _ODICT_VIEWS
+_READ_METHODS = {"keys", "values", "items", "get", "__contains__", "__len__", "__getitem__",
+                 "__iter__", "__eq__", "__ne__", "__hash__", "__repr__", "__str__"}
+
+
+class FrozenVariable(ConstantVariable):
+    """A frozen introspection object computed at trace time; behaves as a constant."""
+
+    def getattr(self, tx, name):
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r}") from e
+        if isinstance(attr, (types.MethodType, types.BuiltinMethodType)) and \
+                getattr(attr, "__self__", None) is self.value:
+            return FrozenMethodVariable(self, name)
+        return frozen(tx, attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        return FrozenMethodVariable(self, name).call(tx, args, kwargs)
+
+    def iterate(self, tx):
+        return [frozen(tx, v) for v in self.value]
+
+    def getitem(self, tx, key):
+        try:
+            return frozen(tx, self.value[key.as_constant()])
+        except (KeyError, IndexError, TypeError) as e:
+            raise UserException(type(e), f"{type(e).__name__} on a {type(self.value).__name__} "
+                                          f"(the user code raises it)") from e
+
+    def __repr__(self):
+        return f"Frozen({type(self.value).__name__})"
+
+
+class FrozenMethodVariable(ConstantVariable):
+    """A read-only method of a frozen object, called with constant arguments."""
+
+    def __init__(self, obj, name):
+        super().__init__(getattr(obj.value, name))
+        self.obj, self.name = obj, name
+
+    def call(self, tx, args, kwargs):
+        if self.name not in _READ_METHODS:
+            raise Unsupported(f"{type(self.obj.value).__name__}.{self.name}() is not folded")
+        try:
+            cargs = [a.as_constant() for a in args]
+            ckw = {k: v.as_constant() for k, v in kwargs.items()}
+        except Unsupported:
+            raise Unsupported(f"{type(self.obj.value).__name__}.{self.name}() with traced arguments")
+        return frozen(tx, getattr(self.obj.value, self.name)(*cargs, **ckw))
+
+
+def frozen(tx, value):
+    """A value read from a frozen object, as a Variable."""
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if isinstance(value, FROZEN_TYPES):
+        return FrozenVariable(value)
+    if type(value) is tuple:
+        from .containers import TupleVariable
+        return TupleVariable([frozen(tx, v) for v in value])
+    if isinstance(value, type) or callable(value):
+        return tx.wrap(value, None)  # e.g. Parameter.empty, an annotation class
+    raise Unsupported(f"{type(value).__name__} read from an inspect.Signature")
+
+
+def real_callable(tx, var):
+    """The real object a callable Variable stands for (a bound method is rebuilt on a
+    stand-in instance: a signature does not depend on the instance)."""
+    from .functions import BoundMethodVariable
+    if isinstance(var, BoundMethodVariable):
+        func = real_callable(tx, var.func)
+        try:
+            self_obj = tx.python_object(var.obj)
+        except Unsupported:
+            self_obj = _STAND_IN
+        return types.MethodType(func, self_obj)
+    get = getattr(var, "as_python_object", None)
+    if get is None:
+        raise Unsupported(f"inspect.signature of {var}, whose real object is not known")
+    return get()
+
+
+_STAND_IN = object()
+
+
+@folds(inspect.signature)
+def fold_signature(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("inspect.signature with extra positional arguments")
+    real = real_callable(tx, args[0])
+    try:
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+    except Unsupported:
+        raise Unsupported("inspect.signature with traced keyword arguments")
+    try:
+        sig = inspect.signature(real, **ckw)
+    except (TypeError, ValueError) as e:
+        raise UserException(type(e), f"inspect.signature raises {type(e).__name__}: {e} "
+                                     f"(the user code raises it)") from e
+    return FrozenVariable(sig)
+
+
+
+def _fold_typing(fn):
+    """typing.get_origin / get_args of an annotation: a pure function of an immutable typing
+    object (Union[int, None], int | None, list[str]); specialised on its identity."""
+    def fold(tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"typing.{fn.__name__} with extra arguments")
+        tp = args[0]
+        real = tp.as_constant() if tp.is_constant() else tx.python_object(tp)
+        if tp.source is not None and not tp.is_constant():
+            from guards import IdMatch
+            tx.guard(IdMatch(tp.source, real))
+        return _wrap_typing(tx, fn(real))
+    return fold
+
+
+def _wrap_typing(tx, value):
+    if type(value) is tuple:
+        from .containers import TupleVariable
+        return TupleVariable([_wrap_typing(tx, v) for v in value])
+    if type(value) is list:  # Callable[[args], ret] unflattened
+        from .containers import ListVariable
+        return ListVariable([_wrap_typing(tx, v) for v in value])
+    return tx.wrap(value, None)
+
+
+folds(typing.get_origin)(_fold_typing(typing.get_origin))
+folds(typing.get_args)(_fold_typing(typing.get_args))

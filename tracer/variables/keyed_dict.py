@@ -1,0 +1,86 @@
+"""A dict input keyed by objects (classes, typing forms, functions), read one key at a time.
+
+Registries keyed by types are common in library code (huggingface_hub's
+`_BASIC_TYPE_VALIDATORS = {Union: ..., list: ..., dict: ...}`). A DictVariable needs
+constant keys (it models every item, and can be mutated and rebuilt); this one only reads:
+`d[k]`, `d.get(k, default)`, `k in d`, `len(d)`, where `k` is a constant or a Variable whose
+real object the trace knows. Each read guards what it used: the item's value through its
+own source, or the key's absence. Anything else (iteration, mutation) is Unsupported.
+"""
+from guards import LengthMatch, Predicate
+from guards.sources import ItemSource
+
+from ..exc import Unsupported, user_error
+from .base import ConstantVariable, Variable
+
+_MISSING = object()
+
+
+class ObjectKeyedDictVariable(Variable):
+    mutable = True
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def _real_key(self, tx, key):
+        k = key.as_constant() if key.is_constant() else tx.python_object(key)
+        try:
+            hash(k)
+        except TypeError:
+            raise Unsupported(f"unhashable key {type(k).__name__} (the user code raises TypeError)")
+        return k
+
+    def _read(self, tx, key, default=_MISSING):
+        k = self._real_key(tx, key)
+        d = self.value
+        if dict.__contains__(d, k):
+            return tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
+        tx.guard(Predicate(self.source, _absent(k), f"has no key {k!r}"))
+        if default is _MISSING:
+            raise user_error(KeyError, k)
+        return default
+
+    def getitem(self, tx, key):
+        return self._read(tx, key)
+
+    def length(self, tx):
+        tx.guard(LengthMatch(self.source, len(self.value), type(self.value)))
+        return len(self.value)
+
+    def truthy(self, tx):
+        return self.length(tx) != 0
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"dict.{name} with keyword arguments")
+        if name == "get" and len(args) in (1, 2):
+            return self._read(tx, args[0], args[1] if len(args) == 2 else ConstantVariable(None))
+        if name == "__getitem__" and len(args) == 1:
+            return self._read(tx, args[0])
+        if name == "__contains__" and len(args) == 1:
+            k = self._real_key(tx, args[0])
+            present = dict.__contains__(self.value, k)
+            tx.guard(Predicate(self.source, _present(k) if present else _absent(k),
+                               f"{'has' if present else 'has no'} key {k!r}"))
+            return ConstantVariable(present)
+        if name == "__len__" and not args:
+            return ConstantVariable(self.length(tx))
+        raise Unsupported(f"dict.{name} on a dict keyed by objects (only reads by key are traced)")
+
+    def reconstruct(self, cg):
+        cg.load_source(self.source)
+
+    def __repr__(self):
+        return f"ObjectKeyedDict({len(self.value)} items)"
+
+
+def _absent(k):
+    return lambda d: not dict.__contains__(d, k)
+
+
+def _present(k):
+    return lambda d: dict.__contains__(d, k)
