@@ -33,7 +33,7 @@ def test_threads_same_function_different_shapes():
             y = y + x.cos()
         return y.sum(0)
 
-    c = tracer.compile(f)
+    c = tracer.compile(f, dynamic=False)  # one entry per shape (no symbolic sizes)
     shapes = [(2, 3), (4, 1), (5, 5), (3, 7)]
     errors, barrier = [], threading.Barrier(8)
 
@@ -127,7 +127,7 @@ def test_recompile_storm_degrades_to_eager_with_one_warning():
     def f(x, k):
         return x * k + k
 
-    c = tracer.compile(f)
+    c = tracer.compile(f, dynamic=False)  # every k is a constant (no symbolic ints)
     x = torch.ones(3)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

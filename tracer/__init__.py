@@ -17,10 +17,12 @@ from .explain import explain
 from .export import ExportAssumptionWarning, ExportError, export
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
+from .shapes import mark_dynamic, mark_static
 from . import logs as _logs
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
-__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "CompiledFunction",
+__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
+           "mark_static", "CompiledFunction",
            "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
            "ExportAssumptionWarning"]

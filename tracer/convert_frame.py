@@ -15,28 +15,31 @@ from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compil
 
 from . import codegen, config, records
 from .backends import compile_graph
-from .cache import Entry
+from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break
+from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import CellBox
 
 log = logging.getLogger("tracer")
 
 
-def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
+def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=None):
+    """`dynamic`: None (automatic dynamic shapes), True (every input size symbolic) or False."""
     t0 = time.perf_counter()
     state = GlobalStateMatch()  # captured before tracing can change grad mode
     ctx = None
+    policy = SizePolicy(dynamic, cache_for(code).sizes)
     try:
         try:
-            ctx, frame, ret = _trace(code, L, G, C, builtins)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, policy)
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
             if fullgraph or not can_break_at(code, e.root_inst):
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
-            ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step)
             if ret is not BREAK:
                 raise Unsupported(f"graph break could not be placed: {e}") from e
             entry = _finish_break(frame, e, state, builtins, backend_fn)
@@ -82,9 +85,9 @@ def _where(ctx):
     return f"{ctx.code.co_filename}:{inst.lineno}" if inst is not None else None
 
 
-def _trace(code, L, G, C, builtins, break_at=None):
+def _trace(code, L, G, C, builtins, policy, break_at=None):
     """Interpret the frame once; the real grad mode is restored whatever happens."""
-    ctx = TraceContext(code, G, builtins)
+    ctx = TraceContext(code, G, builtins, policy)
     ctx.break_at = break_at
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})
     prev_grad = torch.is_grad_enabled()
@@ -123,19 +126,21 @@ def _finish(frame, ret, state, builtins, backend_fn):
 def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     ctx = frame.ctx
     out = ctx.output
-    guards = [state, *ctx.guards]
+    guards = [state, *tensor_guards_with_dynamic_dims(ctx.guards, out.shapes)]
     distinct = _distinct_sources(ctx)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
-    guard_set = compile_guards(guards, builtins=builtins)
     if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
         _hand_grad_mode_to_bytecode(ctx, instrs)
     gm = None
     compiled = None
     if slot is not None:
         gm = out.build_module(outputs)
-        example_inputs = [t for _s, _n, t in out.inputs]
-        compiled = compile_graph(backend_fn, gm, example_inputs)
+        real_inputs = [t for _s, _n, t in out.inputs]
+        with out.shapes.backend_context(real_inputs):
+            compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
+    # after the backend: it may have added guards on sizes of its own
+    guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
     new_code = codegen.assemble(frame.code, instrs, slot, compiled)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
@@ -168,7 +173,9 @@ def _distinct_sources(ctx):
 def _fallback(code, ctx, state, builtins, reason, location):
     log.info("frame %s runs as Python: %s", code.co_name, reason)
     try:
-        guard_set = compile_guards([state, *(ctx.guards if ctx else [])], builtins=builtins)
+        # dynamic dimensions unchecked: the original code is right for every size
+        made = tensor_guards_with_dynamic_dims(ctx.guards, ctx.output.shapes) if ctx else []
+        guard_set = compile_guards([state, *made], builtins=builtins)
     except Exception as e:  # guards the failed trace made: keep only global state
         records.internal_error(code.co_qualname, f"guards of a fallback could not be built: {type(e).__name__}: {e}")
         guard_set = compile_guards([state], builtins=builtins)

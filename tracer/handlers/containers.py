@@ -2,6 +2,7 @@
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+from ..variables.sym import SliceVariable, is_sym
 from . import handler
 
 
@@ -60,6 +61,9 @@ def FORMAT_VALUE(f, inst):
 @handler("BUILD_SLICE")
 def BUILD_SLICE(f, inst):
     parts = f.popn(inst.arg)
+    if any(is_sym(p) for p in parts):  # x[:, : n // 2] with a symbolic n
+        f.push(SliceVariable(parts))
+        return
     if not all(p.is_constant() for p in parts):
         raise Unsupported("slice with non-constant bounds")
     f.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
