@@ -15,7 +15,7 @@ from .exc import Unsupported, UserException, folding_error, user_error
 from .variables.base import ConstantVariable, Variable, check_builtin_attr
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
-from .variables.sym import SliceVariable, is_sym, sym_math, sym_minmax
+from .variables.sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .variables.tensor import TensorVariable
 
 _IMPLS = {}
@@ -30,6 +30,8 @@ def impl(*fns):
 
 
 def call_builtin(tx, fn, args, kwargs):
+    if fn in _SPECIALISING and any(is_sym(a) for a in args):  # int(n), str(n), round(n)...
+        args = [specialized(a) for a in args]
     f = _IMPLS.get(fn)
     if f is not None:
         return f(tx, *args, **kwargs)
@@ -486,6 +488,11 @@ for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
     _IMPLS[_fn] = (lambda f: lambda tx, *args: _fold(f, args, {}))(_fn)
 _IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
 del _IMPLS[hash]
+
+
+# builtins that need the real value of a symbolic size: it is specialised (and guarded)
+_SPECIALISING = {int, float, str, complex, repr, format, hash, chr, ord, hex, oct, bin, ascii,
+                 divmod, round, operator.index}
 
 
 def is_known_builtin(fn):

@@ -2,7 +2,7 @@
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
-from ..variables.sym import SliceVariable, is_sym
+from ..variables.sym import SliceVariable, is_sym, specialized
 from . import handler
 
 
@@ -35,6 +35,7 @@ def BUILD_CONST_KEY_MAP(f, inst):
 
 
 def _key(var):
+    var = specialized(var)
     if not var.is_constant():
         raise Unsupported(f"dict key {var} is not a constant")
     return var.as_constant()
@@ -49,7 +50,7 @@ def BUILD_STRING(f, inst):
 @handler("FORMAT_VALUE")
 def FORMAT_VALUE(f, inst):
     spec = f.pop().as_constant() if inst.arg & 0x04 else ""
-    value = f.pop()
+    value = specialized(f.pop())
     if not value.is_constant():
         raise Unsupported(f"f-string formatting of {value}")
     v = value.as_constant()

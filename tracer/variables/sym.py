@@ -94,6 +94,12 @@ def is_sym(var):
     return isinstance(var, SymNodeVariable)
 
 
+def specialized(var):
+    """`var` itself, or its specialised constant where a real Python value is needed
+    (a dict key, str(), an f-string)."""
+    return var.specialize() if isinstance(var, SymNodeVariable) else var
+
+
 def _sym_arg(var):
     """(FX argument, sym value) of a number operand; None if it is not a number."""
     if isinstance(var, SymNodeVariable):
