@@ -62,7 +62,7 @@ class ShapeGen:
 
     def stmt(self, ind, depth=0):
         pad = "    " * ind
-        c = self.r(0, 24)
+        c = self.r(0, 25)
         if c == 0:
             name = self.tmp()
             self.lines.append(f"{pad}{name} = {self.int_expr()}")
@@ -119,11 +119,15 @@ class ShapeGen:
             self.lines.append(f"{pad}out = out + y.sum() * {self.int_expr()}")
         elif c == 23:
             self.lines.append(f"{pad}out = out[{self.pick(['1:', ':-1', '::2', ':b - 1', 'b // 2:'])}].sum(0) + out")
+        elif c == 24:
+            self.lines.append(f"{pad}out = helper(out, {self.int_expr()})")  # inlined, sizes inside
         else:
             self.lines.append(f"{pad}out = out.new_zeros(out.shape[0], {self.small()})[:, :1] + out")
 
     def program(self):
-        head = ["import torch", "", "", "def f(x, y, n):", "    b = x.shape[0]", "    c = x.size(1)",
+        head = ["import torch", "", "", "def helper(t, j):", "    rows, cols = t.shape",
+                "    return t.reshape(cols, rows).t() + (rows * cols) % 7 + j", "", "",
+                "def f(x, y, n):", "    b = x.shape[0]", "    c = x.size(1)",
                 "    k = len(x)", "    m = x.numel()", "    acc = []", "    out = x"]
         for _ in range(self.r(2, 7)):
             self.stmt(1)
