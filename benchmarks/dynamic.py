@@ -13,8 +13,10 @@ ends differ: tracing, guards, symbolic sizes, the cache lookup. Measured per cas
     median over rounds; tracer and torch.compile rounds interleaved;
   * compiles: graphs each one compiled over the sequence;
   * per-call overhead on a hit: after the sequence, calls at sizes the dynamic entry
-    covers (compiled block - eager block of the same round) / calls, median over
-    interleaved blocks (e, t, c, e, t, c...), gc off while timing.
+    covers; the front end's own time per call = (block time - time spent inside the
+    compiled graphs, measured by the backend) / calls, median over interleaved blocks
+    (tracer, torch, tracer, ...), gc off while timing. (Compiled minus eager is no measure
+    here: running the graph skips the model's Python, so it is often negative.)
 
 Ratios are tracer / torch.compile (below 1: the tracer is faster). Goals: total <= 0.5,
 per-call overhead <= 0.5.
@@ -23,6 +25,7 @@ per-call overhead <= 0.5.
     python benchmarks/dynamic.py --quick      # fewer rounds (noisier)
 """
 import argparse
+import copy
 import gc
 import os
 import platform
@@ -99,13 +102,17 @@ def decode_case():
             past, cur = o.past_key_values, o.logits[:, -1:].argmax(-1)
         return cur
 
-    # a hit: one decoding step at a cache length the symbolic entry covers
+    # a hit: one decoding step at a cache length the symbolic entry covers; a step appends to
+    # the cache it is given, so every call gets its own copy (made before timing)
     with torch.no_grad():
         o = model(input_ids=ids, use_cache=True)
         for _ in range(5):
             o = model(input_ids=o.logits[:, -1:].argmax(-1), past_key_values=o.past_key_values, use_cache=True)
-    step = dict(input_ids=o.logits[:, -1:].argmax(-1), past_key_values=o.past_key_values, use_cache=True)
-    return model, loop, [None], [step]
+    nxt, cache = o.logits[:, -1:].argmax(-1), o.past_key_values
+
+    def hits(count):
+        return [dict(input_ids=nxt, past_key_values=copy.deepcopy(cache), use_cache=True) for _ in range(count)]
+    return model, loop, [None], hits
 
 
 CASES = {"mlp": mlp_case, "attn": attn_case, "decode": decode_case}
@@ -114,12 +121,24 @@ CASES = {"mlp": mlp_case, "attn": attn_case, "decode": decode_case}
 # ---- measuring -------------------------------------------------------------------------------
 
 class Counter:
+    """A backend: counts graphs; the graph's forward, timed, so a hit's overhead is the call
+    minus the time spent inside the graphs (the front end's own cost)."""
+
     def __init__(self):
         self.graphs = 0
+        self.inside = [0]
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
-        return gm.forward
+        forward, inside = gm.forward, self.inside
+
+        def timed(*args):
+            t0 = clock()
+            try:
+                return forward(*args)
+            finally:
+                inside[0] += clock() - t0
+        return timed
 
 
 def fresh():
@@ -139,6 +158,7 @@ def run_sequence(kind, model, call, seq, reset=True):
     t0 = clock()
     for args in seq:
         call(compiled, args)
+    compiled.counter = counter
     return clock() - t0, counter.graphs, compiled
 
 
@@ -147,35 +167,38 @@ def _invoke(f, args):
 
 
 def hit_overhead(model, compiled_t, compiled_c, hits, blocks):
-    """Median over interleaved blocks of (compiled - eager) per call, tracer and torch."""
-    n = max(20, int(2_000_000 / max(1, _time_one(model, hits))))
-    t_over, c_over = [], []
+    """Per hit call, the front end's own time: the call minus the time inside its graphs
+    (median over interleaved blocks, tracer and torch.compile). `hits`: argument tuples (or
+    kwargs dicts), or a function giving `count` fresh ones."""
+    make = hits if callable(hits) else (lambda count: [hits[i % len(hits)] for i in range(count)])
+    calls = max(30, int(3_000_000 / max(1, _time_one(model, make(3)))))
+    over = {"t": [], "c": []}
+    for _ in range(blocks):
+        for key, compiled in (("t", compiled_t), ("c", compiled_c)):
+            args = make(calls)
+            compiled.counter.inside[0] = 0
+            total = _block(compiled, args)
+            over[key].append((total - compiled.counter.inside[0]) / calls)
+    return statistics.median(over["t"]), statistics.median(over["c"])
+
+
+def _time_one(f, args_list):
+    t0 = clock()
+    for a in args_list:
+        _invoke(f, a)
+    return (clock() - t0) / len(args_list)
+
+
+def _block(f, args_list):
+    gc.collect()
     gc.disable()
     try:
-        for _ in range(blocks):
-            e = _block(model, hits, n)
-            t = _block(compiled_t, hits, n)
-            c = _block(compiled_c, hits, n)
-            t_over.append((t - e) / (n * len(hits)))
-            c_over.append((c - e) / (n * len(hits)))
+        t0 = clock()
+        for a in args_list:
+            _invoke(f, a)
+        return clock() - t0
     finally:
         gc.enable()
-    return statistics.median(t_over), statistics.median(c_over)
-
-
-def _time_one(f, hits):
-    t0 = clock()
-    for a in hits:
-        _invoke(f, a)
-    return (clock() - t0) / len(hits)
-
-
-def _block(f, hits, n):
-    t0 = clock()
-    for _ in range(n):
-        for a in hits:
-            _invoke(f, a)
-    return clock() - t0
 
 
 def measure(name, rounds, blocks):

@@ -198,7 +198,8 @@ class Shapes:
                 constraint_sizes=[None] * n, constraint_strides=[None] * n,
                 tensor_source=tsrc)
             fake = self.fake_mode.from_tensor(tensor, source=tsrc, symbolic_context=ctx)
-            self.symbolic = self.symbolic or any(is_symbolic(s) for s in fake.shape)
+            if any(is_symbolic(s) for s in fake.shape):
+                self._now_symbolic()
         else:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         self.inputs.append((source, tsrc, fake, ctx))
@@ -210,8 +211,15 @@ class Shapes:
         sym = self.env.create_unspecified_symint_and_symbol(value, tsrc, DimDynamic.DYNAMIC)
         if isinstance(sym, torch.SymInt):
             self.inputs.append((source, tsrc, sym, None))
-            self.symbolic = True
+            self._now_symbolic()
         return sym
+
+    def _now_symbolic(self):
+        # FakeTensorMode's dispatch cache keys symbolic entries per ShapeEnv (one per trace):
+        # they never hit in a later trace, and making and checking them costs more than the
+        # ops (attention over sequence lengths: 2x the trace time). Static traces keep it.
+        self.symbolic = True
+        self.fake_mode.cache_enabled = False
 
     # ---- compiling ----------------------------------------------------------------------------
     @contextlib.contextmanager
