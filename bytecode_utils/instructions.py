@@ -194,8 +194,11 @@ def exception_table(code: types.CodeType) -> list[ExceptionTableEntry]:
 class PerCode:
     """A cache keyed by code object *identity*, dropping an entry when its code dies.
 
-    Not a WeakKeyDictionary: that hashes the code object, which hashes its constants, and a
-    rewritten code object may hold an unhashable one (a slice, on 3.11)."""
+    Not a WeakKeyDictionary: that hashes and compares code objects by content. A rewritten
+    code object may hold an unhashable constant (a slice, on 3.11), and two code objects
+    with the same content are different functions to us: the resume codes of one loop at
+    two depths (graph_break.loop_depth) are equal, and sharing their cache entries made a
+    resume function call itself until RecursionError."""
 
     def __init__(self) -> None:
         self._data: dict[int, tuple] = {}
@@ -219,6 +222,17 @@ class PerCode:
         if hit is _MISSING:
             self[code] = hit = value
         return hit
+
+    def items(self):
+        """(code, value) pairs of the codes alive now."""
+        pairs = ((ref(), value) for ref, value in list(self._data.values()))
+        return [(code, value) for code, value in pairs if code is not None]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
 
 
 _MISSING = object()

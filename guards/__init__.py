@@ -12,13 +12,14 @@ from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch,
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GlobalSource,
                       ItemSource, DictItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
                       is_from_const, is_from_global, is_from_local)
+from .shape import ShapeMatch, TensorPropSource
 from .tensor import TensorMatch
 
 __all__ = [
     "AttrSource", "BuiltinSource", "CellSource", "ConstMatch", "ConstSource", "DictKeysMatch",
     "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource", "DictItemSource",
-    "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "QueryMatch", "SameObject", "Source",
-    "TensorMatch", "TypeMatch", "TypeSource", "check_const_supported", "compile_guards",
+    "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "QueryMatch", "SameObject", "ShapeMatch", "Source",
+    "TensorMatch", "TensorPropSource", "TypeMatch", "TypeSource", "check_const_supported", "compile_guards",
     "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",
     "order_guards",
 ]

@@ -122,7 +122,8 @@ class GuardSet:
         if tensors:
             examples = [t.live_example() for t in tensors]
             if all(e is not None for e in examples):
-                tg = make_tensor_guards(examples)  # copies metadata only
+                # copies metadata only; dynamic entries (None) are left to ShapeMatch guards
+                tg = make_tensor_guards(examples, [t.shape for t in tensors], [t.stride for t in tensors])
                 del examples
                 self._batch = (tensors, tg.check)
                 args = ", ".join(ctx.value(t.source) for t in tensors)

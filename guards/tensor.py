@@ -32,18 +32,28 @@ def none_nested(*values) -> bool:
     return True
 
 
-def make_tensor_guards(examples: list[torch.Tensor]) -> TensorGuards:
-    """A static-shape TensorGuards over ``examples`` (copies their metadata only)."""
+def make_tensor_guards(examples: list[torch.Tensor], sizes=None, strides=None) -> TensorGuards:
+    """A TensorGuards over ``examples`` (copies their metadata only).
+
+    ``sizes``/``strides``: per example, the expected sizes and strides with None for a
+    dynamic entry (checked by the entry's ShapeMatch guards instead); default: the
+    examples' own, all static."""
     return TensorGuards(
         *examples,
-        dynamic_dims_sizes=[list(t.shape) for t in examples],
-        dynamic_dims_strides=[list(t.stride()) for t in examples],
+        dynamic_dims_sizes=[list(s) for s in sizes] if sizes else [list(t.shape) for t in examples],
+        dynamic_dims_strides=[list(s) for s in strides] if strides else [list(t.stride()) for t in examples],
     )
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TensorMatch(Guard):
-    """Type, dispatch keys, dtype, device, shape, strides and requires_grad of a tensor."""
+    """Type, dispatch keys, dtype, device, shape, strides and requires_grad of a tensor.
+
+    With dynamic shapes, ``shape``/``stride`` hold None for a symbolic entry: only the
+    number of dims and the static entries are checked here (as torch's TensorGuards does
+    with dynamic_dims_sizes); the symbolic ones are the ShapeMatch guards' job.
+    ``names`` (for describe) spells each dynamic entry by its symbol, e.g. ``s0``.
+    """
 
     source: Source
     type: type
@@ -56,6 +66,7 @@ class TensorMatch(Guard):
     _single: Any = dataclasses.field(compare=False)
     _example_ref: Any = dataclasses.field(compare=False)
     aliased: bool = dataclasses.field(default=False, compare=False)  # checked as `is` another source
+    names: tuple = dataclasses.field(default=(), compare=False)
     rank = 1
 
     def __init__(self, source: Source, example: torch.Tensor) -> None:
@@ -72,6 +83,23 @@ class TensorMatch(Guard):
         s(self, "dispatch_keys", str(torch._C._dispatch_keys(example)))
         s(self, "_single", make_tensor_guards([example]))
         s(self, "_example_ref", weakref.ref(example))
+
+    @property
+    def dynamic(self) -> bool:
+        return None in self.shape or None in self.stride
+
+    def with_dynamic(self, sizes, strides, names=()) -> "TensorMatch":
+        """This guard with the entries that are None in ``sizes``/``strides`` left unchecked."""
+        ex = self._example_ref()
+        sizes, strides = tuple(sizes), tuple(strides)
+        if ex is None or len(sizes) != len(self.shape) or len(strides) != len(self.stride):
+            raise ValueError("with_dynamic: example gone or rank differs")
+        twin = copy.copy(self)
+        object.__setattr__(twin, "shape", sizes)
+        object.__setattr__(twin, "stride", strides)
+        object.__setattr__(twin, "names", tuple(names))
+        object.__setattr__(twin, "_single", make_tensor_guards([ex], [sizes], [strides]))
+        return twin
 
     def as_alias_of(self, other: "TensorMatch") -> "TensorMatch":
         """This guard, left out of the batch: a SameObject guard ties it to `other`."""
@@ -108,5 +136,14 @@ class TensorMatch(Guard):
     def describe(self):
         name = "tensor" if self.type is torch.Tensor else _tname(self.type)
         dt = str(self.dtype).replace("torch.", "")
-        return (f"{self.source.name()}: {name} {dt} {self.device} shape {self.shape} "
-                f"stride {self.stride} requires_grad={self.requires_grad}")
+        return (f"{self.source.name()}: {name} {dt} {self.device} shape {self._spell(self.shape, 0)} "
+                f"stride {self._spell(self.stride, len(self.shape))} requires_grad={self.requires_grad}")
+
+    def _spell(self, values, offset):
+        """A shape/stride tuple, dynamic entries by symbol (``(s0, 4)``)."""
+        if None not in values:
+            return str(values)
+        names = self.names
+        parts = [str(v) if v is not None else (names[offset + i] if offset + i < len(names) else "*")
+                 for i, v in enumerate(values)]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"

@@ -318,7 +318,7 @@ def test_resume_functions_are_cached_per_code_and_offset():
         print("b")
         return y * 2
 
-    c = tracer.compile(f)
+    c = tracer.compile(f, dynamic=False)  # one entry per shape, each with its break
     for shape in (2, 3, 4):
         c(t(shape))
     resumes = graph_break._RESUME_CACHE[f.__code__]

@@ -17,6 +17,7 @@ from .explain import explain
 from .export import ExportAssumptionWarning, ExportError, export
 from .frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
+from .shapes import mark_dynamic, mark_static
 from . import logs as _logs
 # Every module of the tracer is imported now, none lazily while a frame is being traced: an
 # import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
@@ -27,6 +28,7 @@ from .variables import new_objects as _new_objects  # noqa: E402,F401
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
-__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "CompiledFunction",
+__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
+           "mark_static", "CompiledFunction",
            "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
            "ExportAssumptionWarning"]

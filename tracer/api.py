@@ -23,7 +23,8 @@ _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 class CompiledFunction:
     """A Python function whose frames are traced, guarded and cached."""
 
-    def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5):
+    def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5,
+                 dynamic=None):
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"CompiledFunction expects a Python function, got {type(fn).__name__} "
                             f"(tracer.compile takes any callable)")
@@ -31,6 +32,7 @@ class CompiledFunction:
         self._code = fn.__code__
         self._backend = resolve(backend)
         self._fullgraph = fullgraph
+        self._dynamic = dynamic
         self._n = arg_count(self._code)
         self._simple = not (self._code.co_flags & _FLAG_SIMPLE_MASK) and not self._code.co_kwonlyargcount
         self._G = fn.__globals__
@@ -84,7 +86,7 @@ class CompiledFunction:
     def _trace(self, L):
         with hook(None):  # the tracer's own reads of user objects must not be traced as frames
             return convert_frame(self._code, L, self._G, self._C, self._builtins, self._backend,
-                                 self._fullgraph)
+                                 self._fullgraph, self._dynamic)
 
     def _run_eager(self, *L):
         args, kwargs = self._unflatten(L)
@@ -136,7 +138,7 @@ class CompiledFunction:
 
     def _fallback_callback(self):
         from .capture import FrameCallback
-        return FrameCallback(self._backend, self._fullgraph)
+        return FrameCallback(self._backend, self._fullgraph, dynamic=self._dynamic)
 
     def _unflatten(self, L):
         """Slots back to a call: only needed to run the original function on fallback."""
@@ -215,12 +217,17 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=Fa
     Usable as `@compile`, `@compile(backend=...)` or `compile(fn, ...)`. `check=True` (or a
     number of calls) also runs the first call(s) of each new cache entry eagerly on copies of
     the inputs and raises `tracer.CheckError` on any difference (see check.py).
+
+    `dynamic`: None (default) compiles static shapes first and makes a size symbolic once it
+    changes between calls (automatic dynamic, as torch.compile); True makes every input size
+    (and int argument) symbolic from the first call; False never does (only `mark_dynamic`).
     """
-    if dynamic:
-        raise NotImplementedError("dynamic shapes are not supported yet; shapes are specialised and guarded")
-    options = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+    options = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol,
+                   dynamic=dynamic)
     if fn is None:
-        return lambda f: compile(f, dynamic=dynamic, **options)
+        return lambda f: compile(f, **options)
     if isinstance(fn, torch.nn.Module):
         return CompiledModule(fn, **options)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):

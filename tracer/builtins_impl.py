@@ -15,6 +15,7 @@ from .exc import Unsupported, UserException, folding_error, user_error
 from .variables.base import ConstantVariable, Variable, check_builtin_attr
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
+from .variables.sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .variables.tensor import TensorVariable
 
 _IMPLS = {}
@@ -29,6 +30,8 @@ def impl(*fns):
 
 
 def call_builtin(tx, fn, args, kwargs):
+    if fn in _SPECIALISING and any(is_sym(a) for a in args):  # int(n), str(n), round(n)...
+        args = [specialized(a) for a in args]
     f = _IMPLS.get(fn)
     if f is not None:
         try:
@@ -41,7 +44,11 @@ def call_builtin(tx, fn, args, kwargs):
     if fn in _OPERATOR_FUNCS:
         return _OPERATOR_FUNCS[fn](tx, args, kwargs)
     if getattr(fn, "__module__", None) == "math" or getattr(fn, "__self__", None) is math:
-        return _fold(fn, args, kwargs)
+        if any(is_sym(a) for a in args) and not kwargs:
+            out = sym_math(tx, fn, args)
+            if out is not None:
+                return out
+        return _fold(fn, args, kwargs)  # (a symbolic argument is specialised)
     raise Unsupported(f"builtin {getattr(fn, '__qualname__', fn)}() "
                       f"{'(prints / does I/O)' if fn is print else 'is not supported'}")
 
@@ -101,6 +108,8 @@ _OPERATOR_FUNCS = {
 # ---- builtins ---------------------------------------------------------------------------
 @impl(len)
 def _len(tx, obj):
+    if isinstance(obj, TensorVariable):
+        return obj.len_var(tx)  # symbolic when its first dimension is
     return ConstantVariable(obj.length(tx))
 
 
@@ -134,6 +143,8 @@ def _callable(tx, obj):
 
 @impl(slice)
 def _slice(tx, *args):
+    if any(is_sym(a) for a in args):
+        return SliceVariable(args)
     if not _all_const(args):
         raise Unsupported("slice() with non-constant bounds")
     return ConstantVariable(slice(*(a.as_constant() for a in args)))
@@ -447,6 +458,8 @@ def _make_minmax(fn):
             return items[fn(range(len(items)), key=keys.__getitem__)]  # the first extreme, as Python
         if all(i.is_constant() for i in items):
             return _fold(fn, [ConstantVariable(tuple(i.as_constant() for i in items))], {})
+        if any(is_sym(i) for i in items) and all(is_sym(i) or i.is_constant() for i in items):
+            return sym_minmax(tx, fn, items)  # torch.sym_max / sym_min
         if len(items) == 2 and any(isinstance(i, TensorVariable) for i in items):
             raise Unsupported(f"{fn.__name__}() of tensors compares their values")
         raise Unsupported(f"{fn.__name__}() of non-constant values")
@@ -560,6 +573,11 @@ from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
 
 _IMPLS.update(_ITERTOOLS_IMPLS)
 _IMPL_IDS = {id(fn): fn for fn in _IMPLS}
+
+
+# builtins that need the real value of a symbolic size: it is specialised (and guarded)
+_SPECIALISING = {int, float, str, complex, repr, format, hash, chr, ord, hex, oct, bin, ascii,
+                 divmod, round, operator.index}
 
 
 def is_known_builtin(fn):

@@ -14,6 +14,8 @@ import threading
 import warnings
 import weakref
 
+from bytecode_utils.instructions import PerCode
+
 from . import compile_annotations, config, records
 
 log = logging.getLogger("tracer.recompiles")
@@ -44,15 +46,17 @@ class Entry:
 
 class CodeCache:
     def __init__(self):
+        from .shapes import FrameSizes
         self.entries = []
         self.compiles = 0
         self.warned = False
+        self.sizes = FrameSizes()  # what the traces saw: a size that changes becomes dynamic
 
     def limit_reached(self):
         return self.compiles >= RECOMPILE_LIMIT
 
 
-_CACHES = weakref.WeakKeyDictionary()
+_CACHES = PerCode()  # by code identity (see PerCode)
 _VIEWS = weakref.WeakSet()  # objects holding their own view of entries (CompiledFunction._hits)
 
 
@@ -102,15 +106,19 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
                               RecompileLimitWarning, stacklevel=4)
             return None
         mine = [e for e in code_cache.entries if e.made_for(backend, fullgraph)]
-        if mine:
-            _record_recompile(code, mine, L, G, C)
+        failed = _failed_guards(code, mine, L, G, C) if mine else None
         entry = make_entry()
         code_cache.compiles += 1
         code_cache.entries.append(entry)
+        now_dynamic = code_cache.sizes.take_notes()
+        if failed is not None:
+            records.recompile(code, failed + now_dynamic)
+            log.info("recompiling %s: %s", code.co_name, " | ".join(failed + now_dynamic))
         return entry
 
 
-def _record_recompile(code, entries, L, G, C):
+def _failed_guards(code, entries, L, G, C):
+    """Why each existing entry rejected this call, for the recompile record."""
     failed = []
     for i, entry in enumerate(entries):
         why = entry.guards.failures(L, G, C)
@@ -118,8 +126,7 @@ def _record_recompile(code, entries, L, G, C):
             records.internal_error(code.co_qualname, f"entry {i}: check() is False but failures() "
                                    f"names no failing guard (the two disagree)")
         failed.append(f"entry {i}: " + ("; ".join(why) if why else "?"))
-    records.recompile(code, failed)
-    log.info("recompiling %s: %s", code.co_name, " | ".join(failed))
+    return failed
 
 
 def register_view(obj):

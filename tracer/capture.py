@@ -94,9 +94,10 @@ class FrameCallback:
     (the C hook then never calls them for those frames); `make_callback` gives an instance
     of a subclass for other prefixes."""
 
-    def __init__(self, backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+    def __init__(self, backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
         self.backend = backend_fn
         self.fullgraph = fullgraph
+        self.dynamic = dynamic
         self.skip_prefixes = tuple(skip_prefixes)
         self._hot = {}  # id(code) -> (weakref to code, [(guard check, code to run or None)])
         cache.register_view(self)
@@ -126,7 +127,7 @@ class FrameCallback:
         L, G, C = frame.f_args, frame.f_globals, frame.closure
         entry = cache.lookup_or_compile(
             code, L, G, C, self.backend, self.fullgraph,
-            lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph))
+            lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
         self._refresh(code)
         return None if entry is None else entry.code
 
@@ -153,16 +154,16 @@ class _OtherRuleCallback(FrameCallback):
 set_rule_type(FrameCallback)
 
 
-def make_callback(backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
+def make_callback(backend_fn, fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
     cls = FrameCallback if tuple(skip_prefixes) == DEFAULT_SKIP_PREFIXES else _OtherRuleCallback
-    return cls(backend_fn, fullgraph, skip_prefixes)
+    return cls(backend_fn, fullgraph, skip_prefixes, dynamic)
 
 
 class capture:
     """Trace every frame started inside the block; restores the previous hook on exit."""
 
-    def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES):
-        self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes)
+    def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
+        self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes, dynamic)
         self._prev = threading.local()
 
     def __enter__(self):

@@ -16,9 +16,10 @@ from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compil
 
 from . import codegen, config, records
 from .backends import compile_graph
-from .cache import Entry
+from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import LOOP_RESUME_LIMIT, BreakInfo, can_break_at, generate_break, loop_depth
+from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
 from .variables.generators import collect_generators
@@ -26,14 +27,16 @@ from .variables.generators import collect_generators
 log = logging.getLogger("tracer")
 
 
-def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
+def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=None):
+    """`dynamic`: None (automatic dynamic shapes), True (every input size symbolic) or False."""
     t0 = time.perf_counter()
     state = GlobalStateMatch()  # captured before tracing can change grad mode
     handled = sys.exc_info()[1]  # the caller's handled exception (read before our own handlers)
     ctx = None
+    policy = SizePolicy(dynamic, cache_for(code).sizes)
     try:
         try:
-            ctx, frame, ret = _trace(code, L, G, C, builtins, handled=handled)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, handled=handled)
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
             if fullgraph or not e.breakable or not can_break_at(code, e.root_inst):
@@ -43,7 +46,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False):
                             f"{LOOP_RESUME_LIMIT} the rest runs as Python, its calls traced)")
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
-            ctx, frame, ret = _trace(code, L, G, C, builtins, break_at=e.root_step, handled=handled)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
             if ret is not BREAK:
                 raise Unsupported(f"graph break could not be placed: {e}") from e
             entry = _finish_break(frame, e, state, builtins, backend_fn)
@@ -89,9 +92,9 @@ def _where(ctx):
     return f"{ctx.code.co_filename}:{inst.lineno}" if inst is not None else None
 
 
-def _trace(code, L, G, C, builtins, break_at=None, handled=None):
+def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
     """Interpret the frame once; the real grad mode is restored whatever happens."""
-    ctx = TraceContext(code, G, builtins)
+    ctx = TraceContext(code, G, builtins, policy)
     ctx.break_at = break_at
     ctx.handled_at_entry = handled
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})
@@ -159,19 +162,21 @@ def _finish(frame, ret, state, builtins, backend_fn):
 def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     ctx = frame.ctx
     out = ctx.output
-    guards = [state, *ctx.guards]
+    guards = [state, *tensor_guards_with_dynamic_dims(ctx.guards, out.shapes)]
     distinct = _distinct_sources(ctx)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
-    guard_set = compile_guards(guards, builtins=builtins)
     if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
         _hand_grad_mode_to_bytecode(ctx, instrs)
     gm = None
     compiled = None
     if slot is not None:
         gm = out.build_module(outputs)
-        example_inputs = [t for _s, _n, t in out.inputs]
-        compiled = compile_graph(backend_fn, gm, example_inputs)
+        real_inputs = [t for _s, _n, t in out.inputs]
+        with out.shapes.backend_context(real_inputs):
+            compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
+    # after the backend: it may have added guards on sizes of its own
+    guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
     new_code = codegen.assemble(frame.code, instrs, slot, compiled)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
@@ -204,7 +209,9 @@ def _distinct_sources(ctx):
 def _fallback(code, ctx, state, builtins, reason, location):
     log.info("frame %s runs as Python: %s", code.co_name, reason)
     try:
-        guard_set = compile_guards([state, *(ctx.guards if ctx else [])], builtins=builtins)
+        # dynamic dimensions unchecked: the original code is right for every size
+        made = tensor_guards_with_dynamic_dims(ctx.guards, ctx.output.shapes) if ctx else []
+        guard_set = compile_guards([state, *made], builtins=builtins)
     except Exception as e:  # guards the failed trace made: keep only global state
         records.internal_error(code.co_qualname, f"guards of a fallback could not be built: {type(e).__name__}: {e}")
         guard_set = compile_guards([state], builtins=builtins)

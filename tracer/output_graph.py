@@ -16,11 +16,11 @@ import re
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .exc import Unsupported
 from .node_meta import derived, set_value
+from .shapes import SYM_TYPES, Shapes
 
 
 def _sanitize(name):
@@ -31,15 +31,18 @@ def _sanitize(name):
 
 
 class OutputGraph:
-    def __init__(self):
+    def __init__(self, size_policy=None):
         self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.shapes = Shapes(size_policy)  # the ShapeEnv: symbolic sizes of dynamic inputs
+        self.fake_mode = self.shapes.fake_mode
         self.root = torch.nn.Module()
-        self.inputs = []          # [(source, placeholder node, real tensor)]
+        self.inputs = []          # [(source, placeholder node, real tensor or int)]
         self._attr_names = {}     # id(obj) -> attribute name on root
         self._attr_keep = []      # keep objs alive while tracing so ids stay unique
         self._fake_memo = {}      # id(real tensor) -> fake
         self._last_placeholder = None
+        self._sym_nodes = {}      # (tensor node, "size"/"stride", dim) -> node computing it
+        self.sym_inputs = {}      # source -> SymNodeVariable of a dynamic int input
 
     def scratch(self):
         """A throw-away graph over the same fake tensors (autograd.Function forwards are
@@ -47,6 +50,9 @@ class OutputGraph:
         other = OutputGraph.__new__(OutputGraph)
         other.graph = fx.Graph()
         other.fake_mode = self.fake_mode
+        other.shapes = self.shapes
+        other._sym_nodes = {}
+        other.sym_inputs = {}
         other.root = torch.nn.Module()
         other.inputs = []
         other._attr_names = {}
@@ -57,6 +63,7 @@ class OutputGraph:
 
     # ---- graph inputs and attributes -------------------------------------------
     def fake(self, tensor):
+        """A static fake (parameters, buffers, tensors read through modules)."""
         key = id(tensor)
         hit = self._fake_memo.get(key)
         if hit is None:
@@ -66,6 +73,20 @@ class OutputGraph:
         return hit
 
     def add_input(self, tensor, source):
+        """A tensor graph input; its fake has symbolic sizes where the size policy says so."""
+        if id(tensor) not in self._fake_memo:
+            self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
+            self._attr_keep.append(tensor)
+        return self._placeholder(source, tensor, self._fake_memo[id(tensor)])
+
+    def add_sym_input(self, value, source):
+        """An int graph input with a symbolic value; None when the ShapeEnv specialised it (0/1)."""
+        sym = self.shapes.sym_input(value, source)
+        if not isinstance(sym, torch.SymInt):
+            return None
+        return self._placeholder(source, value, sym)
+
+    def _placeholder(self, source, value, example):
         name = _sanitize(source.name())
         if self._last_placeholder is None:
             first = next(iter(self.graph.nodes), None)
@@ -75,9 +96,22 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(name)
         self._last_placeholder = node
-        set_value(node, self.fake(tensor))
+        set_value(node, example)
         node.meta["source"] = source.name()
-        self.inputs.append((source, node, tensor))
+        self.inputs.append((source, node, value))
+        return node
+
+    def sym_size_node(self, tensor_node, prop, dim):
+        """One `x.size(d)` / `x.stride(d)` node per tensor and dimension (a symbolic size as
+        torch.compile's graphs carry it)."""
+        key = (tensor_node, prop, dim)
+        node = self._sym_nodes.get(key)
+        if node is None or node.graph is not self.graph:
+            example = getattr(tensor_node.meta["example_value"], prop)(dim)
+            node = self.graph.create_node("call_method", prop, (tensor_node, dim), {})
+            derived(node, tensor_node)
+            set_value(node, example)
+            self._sym_nodes[key] = node
         return node
 
     def attr_name(self, obj, hint):
@@ -136,6 +170,12 @@ class OutputGraph:
         # leaf module read them itself) are pure: drop them so the graph shows only real work.
         for node in list(self.graph.nodes):
             if node.op == "get_attr" and not node.users:
+                self.graph.erase_node(node)
+        # Size arithmetic nothing uses (a `if n > 8:` decided at trace time, shapes read for
+        # a view that folded) is pure: drop it, last first.
+        for node in reversed(list(self.graph.nodes)):
+            if not node.users and node.op in ("call_function", "call_method") and \
+                    isinstance(node.meta.get("example_value"), (*SYM_TYPES, torch.Size)):
                 self.graph.erase_node(node)
         gm = fx.GraphModule(self.root, self.graph, class_name="TracedGraph")
         return gm

@@ -30,6 +30,8 @@ from .variables.functions import CellBox
 from .variables.exceptions import OuterException, set_context
 from .variables.generators import GeneratorVariable, collect_generators
 from .variables.nn_module import NNModuleVariable, guard_module
+from .shapes import SYM_TYPES, is_symbolic
+from .variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
 from .variables.tensor import TensorVariable
 
 MAX_INLINE_DEPTH = 32
@@ -43,12 +45,12 @@ MAX_STEPS_WITHOUT_OPS = 40_000
 class TraceContext:
     """State shared by the root frame and every inlined frame of one trace."""
 
-    def __init__(self, code, f_globals, f_builtins):
+    def __init__(self, code, f_globals, f_builtins, size_policy=None):
         self.code = code
         self.root_frame = None
         self.f_globals = f_globals
         self.f_builtins = f_builtins
-        self.output = OutputGraph()
+        self.output = OutputGraph(size_policy)
         self.guards = []
         self.side_effects = SideEffects()
         self.wrap_memo = {}
@@ -355,6 +357,8 @@ class Frame:
     def wrap_result(self, node, example, mutating=False):
         if isinstance(example, torch.Tensor):
             return TensorVariable(node, example)
+        if isinstance(example, SYM_TYPES) or (type(example) is torch.Size and any(map(is_symbolic, example))):
+            return wrap_sym_result(self, node, example)
         if isinstance(example, (tuple, list)) and _has_tensor(example):
             items = []
             for i, ex in enumerate(example):
@@ -482,8 +486,12 @@ def _to_fx(value):
     if isinstance(value, (list, tuple)):
         pairs = [_to_fx(v) for v in value]
         return [p[0] for p in pairs], [p[1] for p in pairs]
-    if isinstance(value, TensorVariable):
+    if isinstance(value, (TensorVariable,)):
         return value.node, value.example
+    if isinstance(value, SymNodeVariable):
+        return value.node, value.value
+    if isinstance(value, SliceVariable):
+        return value.fx_arg()
     if isinstance(value, SizeVariable):
         nodes, fakes = _to_fx(value.items)
         return tuple(nodes), torch.Size(fakes)

@@ -2,6 +2,7 @@
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from ..variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+from ..variables.sym import SliceVariable, is_sym, specialized
 from . import PY313, UNTIL_312, handler
 
 
@@ -34,6 +35,7 @@ def BUILD_CONST_KEY_MAP(f, inst):
 
 
 def _key(var):
+    var = specialized(var)
     if not var.is_constant():
         raise Unsupported(f"dict key {var} is not a constant")
     return var.as_constant()
@@ -47,6 +49,7 @@ def BUILD_STRING(f, inst):
 
 def _format(value, conv, spec):
     """f-string piece: conversion (0 none, 1 !s, 2 !r, 3 !a), then format(v, spec)."""
+    value = specialized(value)
     if not value.is_constant():
         raise Unsupported(f"f-string formatting of {value}")
     v = value.as_constant()
@@ -83,6 +86,9 @@ def FORMAT_WITH_SPEC(f, inst):
 @handler("BUILD_SLICE")
 def BUILD_SLICE(f, inst):
     parts = f.popn(inst.arg)
+    if any(is_sym(p) for p in parts):  # x[:, : n // 2] with a symbolic n
+        f.push(SliceVariable(parts))
+        return
     if not all(p.is_constant() for p in parts):
         raise Unsupported("slice with non-constant bounds")
     f.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))

@@ -11,6 +11,7 @@ from bytecode_utils import BINARY_OP_NAMES, versions
 from ..exc import Unsupported, folding_error
 from ..variables.base import ConstantVariable
 from ..variables.containers import BaseSequence, ListVariable, SizeVariable, TupleVariable
+from ..variables.sym import is_sym, sym_binary, sym_compare, sym_unary
 from ..variables.tensor import TensorVariable
 from . import handler
 
@@ -46,6 +47,8 @@ def binary_op(f, name, a, b):
             # an in-place op whose target is a literal ("0 += t")
             fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
         return f.call_torch("call_function", fn, [a, b], {})
+    if is_sym(a) or is_sym(b):
+        return sym_binary(f, name, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
     inplace = name.startswith("i") and name not in ("is_", "is_not")
@@ -88,6 +91,8 @@ def unary_op(f, name, a):
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable):
         return f.call_torch("call_function", fn, [a], {})
+    if is_sym(a):
+        return sym_unary(f, name, a)
     if a.is_constant():
         return _fold(fn, a.as_constant())
     raise Unsupported(f"unary {name} on {a}")
@@ -129,6 +134,8 @@ def compare(f, op, a, b):
     fn = _CMP[op]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return f.call_torch("call_function", fn, [a, b], {})
+    if is_sym(a) or is_sym(b):
+        return sym_compare(f, op, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
     if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):

@@ -20,7 +20,7 @@ import types
 import torch
 from guards import (ConstMatch, check_const_supported, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
                           TensorMatch, TypeMatch)
-from guards.sources import AttrSource, ItemSource, Source
+from guards.sources import AttrSource, ItemSource, LocalSource, Source
 
 from ..exc import Unsupported
 from .base import ConstantVariable, is_constant_value
@@ -177,6 +177,32 @@ def _same_kind_of_tensor(value):
     return lambda v: isinstance(v, torch.Tensor) and v.is_nested == nested and v.layout is layout
 
 
+def _int_input(source):
+    """An int argument of the frame, or an item of one (not an attribute: module and object
+    attributes stay static, as in torch.compile)."""
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
+
+
+def _maybe_symbolic_int(tx, value, source):
+    """A dynamic int argument (its value changed between traces, or dynamic=True): a SymInt
+    graph input guarded by type; the ShapeEnv guards what the trace relied on."""
+    out = tx.output
+    hit = out.sym_inputs.get(source)
+    if hit is not None:
+        return hit
+    if not out.shapes.policy.int_dynamic(value, source):
+        return None
+    node = out.add_sym_input(value, source)
+    if node is None:  # 0 or 1: specialised by the ShapeEnv, an ordinary constant
+        return None
+    from .sym import SymNodeVariable
+    tx.guard(TypeMatch(source, int))
+    var = out.sym_inputs[source] = SymNodeVariable(node, node.meta["example_value"], source)
+    return var
+
+
 def _wrap_fresh(tx, value, source):
     g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
     t = type(value)
@@ -194,6 +220,10 @@ def _wrap_fresh(tx, value, source):
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
+    if t is int and source is not None and _int_input(source):
+        var = _maybe_symbolic_int(tx, value, source)
+        if var is not None:
+            return var
     if is_constant_value(value):
         g(const_guard(source, value))
         return ConstantVariable(value, source)
@@ -264,6 +294,8 @@ def _wrap_fresh(tx, value, source):
         pos = iter_pos(value)
         g(ConstMatch(IterPosSource(source), pos))
         lst = wrap(tx, iter_seq(value), IterSeqSource(source))
+        if pos >= 0 and not isinstance(lst, ListVariable):  # a list subclass: its items are not modelled
+            raise Unsupported(f"iterator over a {type(iter_seq(value)).__name__}")
         return ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
     if t in _SEQ_ITERATORS:
         from .containers import IteratorVariable, iter_rest

@@ -14,6 +14,8 @@ from .base import ConstantVariable, TempVariable, Variable
 
 def _const_key(tx, key):
     """Dict keys and set members must be compile-time constants (or objects with identity)."""
+    from .sym import specialized
+    key = specialized(key)  # a symbolic size as a key: its value, guarded
     if key.is_constant():
         return key.as_constant()
     ident = getattr(key, "identity_key", None)

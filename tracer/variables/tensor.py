@@ -1,9 +1,10 @@
 """Tensors: an FX node plus a fake tensor that knows shape, dtype, device, requires_grad.
 
-Shapes are static (guarded exactly), so metadata queries (`x.shape`, `x.size(0)`,
-`x.dtype`, `x.dim()`, ...) fold to constants and never enter the graph. Anything that needs
-tensor *data* at trace time (`bool(x)`, `x.item()` steering control flow, `x.tolist()`) is
-Unsupported: a graph break with that reason.
+Metadata queries (`x.shape`, `x.size(0)`, `x.dtype`, `x.dim()`, ...) fold to constants and
+never enter the graph, except a dimension that is symbolic (dynamic shapes): it is a
+SymNodeVariable computed by an `x.size(d)` node, as in torch.compile's graphs. Anything that
+needs tensor *data* at trace time (`bool(x)`, `x.item()` steering control flow,
+`x.tolist()`) is Unsupported: a graph break with that reason.
 """
 import functools
 import operator
@@ -13,6 +14,7 @@ import torch
 from guards import AttrSource, Predicate
 
 from ..exc import Unsupported, UserException, attribute_error
+from ..shapes import SYM_TYPES, constant_of, is_symbolic
 from .base import ConstantVariable, Variable, is_constant_value
 
 
@@ -54,8 +56,9 @@ class TensorVariable(Variable):
     def getattr(self, tx, name):
         ex = self.example
         if name in _META_ATTRS:
-            value = getattr(ex, name)
-            return ConstantVariable(torch.Size(value) if name == "shape" else value)
+            if name == "shape":
+                return self.sizes(tx, "size")
+            return ConstantVariable(getattr(ex, name))
         if name in _TENSOR_ATTRS:
             return tx.call_torch("call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
@@ -103,13 +106,47 @@ class TensorVariable(Variable):
             raise Unsupported(f"setting attribute {name!r} on a tensor made in the graph")
         tx.side_effects.store_attr(self, name, value)
 
+    # ---- sizes (symbolic where the input dimension is dynamic) --------------------------
+    def sizes(self, tx, prop):
+        """`x.shape` / `x.stride()`: a constant when static, else a torch.Size (tuple) of
+        constants and SymNodeVariables."""
+        values = getattr(self.example, prop)()
+        if not any(is_symbolic(v) for v in values):
+            ints = [constant_of(v) if isinstance(v, SYM_TYPES) else v for v in values]
+            return ConstantVariable(torch.Size(ints) if prop == "size" else tuple(ints))
+        from .containers import SizeVariable, TupleVariable
+        items = [self.size_at(tx, prop, i) for i in range(len(values))]
+        return SizeVariable(items) if prop == "size" else TupleVariable(items)
+
+    def size_at(self, tx, prop, d):
+        """`x.size(d)` / `x.stride(d)`."""
+        try:
+            value = getattr(self.example, prop)(d)
+        except (IndexError, TypeError) as e:
+            raise Unsupported(f"x.{prop}({d!r}) raises {type(e).__name__} (the user code raises it)") from e
+        if not is_symbolic(value):
+            return ConstantVariable(constant_of(value) if isinstance(value, SYM_TYPES) else value)
+        from .sym import SymNodeVariable
+        n = self.example.dim()
+        node = tx.output.sym_size_node(self.node, prop, d % n if n else d)
+        return SymNodeVariable(node, value)
+
     def call_method(self, tx, name, args, kwargs):
         if name in _META_METHODS:
+            if name in ("size", "stride") and len(args) + len(kwargs) <= 1 and set(kwargs) <= {"dim"}:
+                d = args[0] if args else kwargs.get("dim")
+                return self.sizes(tx, name) if d is None else self.size_at(tx, name, d.as_constant())
             cargs = [a.as_constant() for a in args]
             ckw = {k: v.as_constant() for k, v in kwargs.items()}
             value = getattr(self.example, name)(*cargs, **ckw)
             if name == "type" and not args and not kwargs:
                 return ConstantVariable(value)
+            if is_symbolic(value):  # numel() of a dynamic tensor...
+                from .sym import SymNodeVariable
+                node = tx.output.graph.create_node("call_method", name, (self.node, *cargs), ckw)
+                return SymNodeVariable.create(tx, node, value)
+            if isinstance(value, SYM_TYPES):
+                value = constant_of(value)
             if is_constant_value(value):
                 return ConstantVariable(value)
         if name in _DATA_METHODS:
@@ -129,14 +166,19 @@ class TensorVariable(Variable):
         tx.call_torch("call_function", operator.setitem, [self, key, value], {})
 
     def iterate(self, tx):
-        if self.example.dim() == 0:
-            raise Unsupported("iteration over a 0-d tensor")
-        return [self.getitem(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
+        return [self.getitem(tx, ConstantVariable(i)) for i in range(self.length(tx))]
 
     def length(self, tx):
+        """len(x) as a Python int: a symbolic first dimension is specialised (guarded)."""
         if self.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor")
-        return self.example.shape[0]
+        return self.size_at(tx, "size", 0).as_constant()
+
+    def len_var(self, tx):
+        """len(x) as a value: symbolic when the first dimension is."""
+        if self.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return self.size_at(tx, "size", 0)
 
     def hasattr(self, tx, name):
         if hasattr(torch.Tensor, name):

@@ -1,0 +1,185 @@
+"""Guards on symbolic sizes (dynamic shapes): one fact of torch's ShapeEnv per guard.
+
+Why: a graph traced with symbolic sizes is valid for every input whose sizes satisfy the
+relations the trace relied on (``2 <= x.size(0)``, ``y.size(0) == x.size(0)``,
+``x.size(0) > 8``).  torch's ShapeEnv decides those relations; the tracer has it print each
+one as a Python expression over *tokens* ``_z0, _z1, ...`` (our own names, one per size,
+stride or int input it reads) and hands it here with the Source each token stands for.
+
+Rule 6 holds: the expression is parsed with ``ast``; every token becomes the generated
+expression of its Source, every other name (``Max``, ``Mod``, ``math.floor``, ...) is looked
+up in torch's sympy-to-Python namespace and bound as a constant; anything else -- a string,
+an unknown name, an attribute of a value -- is rejected when the guard is made.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import math
+import re
+from typing import Any
+
+import torch
+from bytecode import Instr
+
+from bytecode_utils import versions
+
+from .guard import Guard
+from .sources import Source
+
+_TOKEN = re.compile(r"^_z(\d+)$")
+_PROPS = ("size", "stride", "storage_offset")
+_METHODS = {"size": torch.Tensor.size, "stride": torch.Tensor.stride,
+            "storage_offset": torch.Tensor.storage_offset}
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TensorPropSource(Source):
+    """``base.size(i)``, ``base.stride(i)`` or ``base.storage_offset()`` of a tensor source."""
+
+    base_: Source
+    prop: str
+    idx: int | None
+
+    def __init__(self, base: Source, prop: str, idx: int | None = None) -> None:
+        if prop not in _PROPS:
+            raise ValueError(f"unknown tensor property {prop!r}")
+        object.__setattr__(self, "base_", base)
+        object.__setattr__(self, "prop", prop)
+        object.__setattr__(self, "idx", None if idx is None else int(idx))
+
+    @property
+    def base(self) -> Source:
+        return self.base_
+
+    def _key(self):
+        return (self.base_, self.prop, self.idx)
+
+    def name(self) -> str:
+        arg = "" if self.idx is None else str(self.idx)
+        return f"{self.base_.name()}.{self.prop}({arg})"
+
+    def guard_expr(self, ctx) -> str:
+        # the unbound method is a bound constant: no attribute name in the generated text
+        args = ctx.value(self.base_) + ("" if self.idx is None else f", {int(self.idx)}")
+        return f"{ctx.const(_METHODS[self.prop])}({args})"
+
+    def reconstruct(self) -> list[Instr]:
+        args = [] if self.idx is None else [Instr("LOAD_CONST", self.idx)]
+        return self.base_.reconstruct() + versions.load_method(self.prop) + args + versions.call(len(args))
+
+
+def _namespace() -> dict[str, Any]:
+    """Names torch's shape-guard printer may use, besides tokens."""
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+    ns = dict(SYMPY_INTERP)
+    ns.update({"math": math, "torch": torch, "min": min, "max": max, "abs": abs, "int": int,
+               "float": float, "round": round, "bool": bool})
+    return ns
+
+
+_NS: dict[str, Any] = {}
+
+
+def _names() -> dict[str, Any]:
+    if not _NS:
+        _NS.update(_namespace())
+    return _NS
+
+
+class _Render(ast.NodeTransformer):
+    """Tokens -> a placeholder name per source; library names -> bound constants."""
+
+    def __init__(self, token, const):
+        self.token, self.const = token, const
+
+    def visit_Name(self, node):
+        m = _TOKEN.match(node.id)
+        if m:
+            return ast.copy_location(ast.Name(self.token(int(m.group(1))), ast.Load()), node)
+        ns = _names()
+        if node.id not in ns:
+            raise ValueError(f"shape guard uses an unknown name {node.id!r}")
+        return ast.copy_location(ast.Name(self.const(ns[node.id], node.id), ast.Load()), node)
+
+    def visit_Attribute(self, node):
+        path, base = [node.attr], node.value
+        while isinstance(base, ast.Attribute):
+            path.append(base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id not in ("math", "torch"):
+            raise ValueError("shape guard reads an attribute of a value")
+        obj = _names()[base.id]
+        for part in reversed(path):
+            obj = getattr(obj, part)
+        dotted = ".".join([base.id, *reversed(path)])
+        return ast.copy_location(ast.Name(self.const(obj, dotted), ast.Load()), node)
+
+    def visit_Constant(self, node):
+        if type(node.value) not in (int, float, bool):
+            raise ValueError("shape guard holds a non-numeric literal")
+        return node
+
+
+_ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call,
+                  ast.Name, ast.Constant, ast.Attribute, ast.Load, ast.operator, ast.unaryop,
+                  ast.cmpop, ast.boolop, ast.IfExp)
+
+
+def _render(tree: ast.Expression, token, const) -> str:
+    """The expression as text: token i spelled `token(i)`, a library object `const(obj, name)`."""
+    return ast.unparse(_Render(token, const).visit(copy.deepcopy(tree)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ShapeMatch(Guard):
+    """One relation between input sizes that the graph relies on (from torch's ShapeEnv).
+
+    ``expr`` is Python over tokens ``_z0 .. _zN``; token i reads ``tokens[i]`` (a size,
+    stride or storage offset of an input tensor, or an int input).
+    """
+
+    expr: str
+    tokens: tuple
+    _tree: Any = dataclasses.field(compare=False)
+    rank = 2
+
+    def __init__(self, expr: str, tokens) -> None:
+        tree = ast.parse(expr, mode="eval")
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED_NODES):
+                raise ValueError(f"shape guard uses {type(node).__name__}")
+        object.__setattr__(self, "expr", expr)
+        object.__setattr__(self, "tokens", tuple(tokens))
+        object.__setattr__(self, "_tree", tree)
+        def known(i):
+            if i >= len(self.tokens):
+                raise ValueError(f"shape guard token _z{i} has no source")
+            return _PLACE.format(i)
+        _render(tree, known, lambda _v, n: n)  # raises on an unknown name or token
+
+    def sources(self):
+        return self.tokens
+
+    def _key(self):
+        return (self.expr, self.tokens)
+
+    def conditions(self, ctx):
+        values = {}
+
+        def token(i):
+            if i not in values:
+                values[i] = ctx.value(self.tokens[i])
+            return _PLACE.format(i)
+        text = _render(self._tree, token, lambda v, _n: ctx.const(v))
+        # token placeholders are our own identifiers; substitute the source expressions
+        return [re.sub(r"__tok(\d+)__", lambda m: f"({values[int(m.group(1))]})", text)]
+
+    def describe(self):
+        text = _render(self._tree, lambda i: _PLACE.format(i), lambda _v, n: n)
+        return re.sub(r"__tok(\d+)__", lambda m: self.tokens[int(m.group(1))].name(), text)
+
+
+_PLACE = "__tok{}__"

@@ -1,0 +1,334 @@
+"""Dynamic shapes (issue 12): one graph for every batch size and sequence length.
+
+Every sequence is run call by call against eager, and the number of traces is asserted:
+automatic dynamic costs 2 compiles for a changing size (static, then symbolic), dynamic=True
+1, dynamic=False one per size. Size arithmetic runs on torch's SymInts; guards are the
+ShapeEnv's, shown readably.
+"""
+import logging
+import math
+
+import pytest
+import torch
+
+import tracer
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    tracer.reset_stats()
+    yield
+    tracer.reset()
+
+
+def run_sequence(fn, calls, **compile_kw):
+    """Call the compiled fn on each argument tuple; compare with eager every time."""
+    compiled = tracer.compile(fn, **compile_kw)
+    for args in calls:
+        _same(compiled(*args), fn(*args))
+    return compiled
+
+
+def _same(got, exp):
+    if isinstance(exp, torch.Tensor):
+        assert isinstance(got, torch.Tensor) and got.shape == exp.shape and got.dtype == exp.dtype
+        assert torch.allclose(got, exp, equal_nan=True), (got, exp)
+    elif isinstance(exp, (tuple, list)):
+        assert type(got) is type(exp) and len(got) == len(exp)
+        for g, e in zip(got, exp):
+            _same(g, e)
+    else:
+        assert type(got) is type(exp) and got == exp, (got, exp)
+
+
+def counts():
+    s = tracer.stats()
+    return s.frames_traced, s.graph_breaks, s.fallbacks
+
+
+def mlp(x, w1, w2):
+    return (x @ w1).relu() @ w2
+
+
+W1, W2 = torch.randn(8, 16), torch.randn(16, 4)
+
+
+def test_changing_batch_costs_two_compiles_not_one_per_size():
+    f = run_sequence(mlp, [(torch.randn(b, 8), W1, W2) for b in range(1, 21)])
+    assert counts() == (2, 0, 0)
+    assert tracer.stats().recompiles == 1 and tracer.stats().recompile_limits == 0
+    dyn = f.entries[-1]
+    assert "x: tensor float32 cpu shape (s" in dyn.guards.describe()
+    assert "2 <= x.size(0)" in dyn.guards.describe()
+    before = tracer.stats().frames_traced
+    for b in (3, 17, 64, 2):  # warm: any batch size >= 2 is a hit
+        x = torch.randn(b, 8)
+        _same(f(x, W1, W2), mlp(x, W1, W2))
+    assert tracer.stats().frames_traced == before
+
+
+def test_warm_calls_of_the_dynamic_entry_compile_nothing():
+    f = tracer.compile(mlp)
+    for b in (4, 5):
+        f(torch.randn(b, 8), W1, W2)
+    before = tracer.stats().frames_traced
+    for b in (6, 30, 2, 5, 100):
+        x = torch.randn(b, 8)
+        _same(f(x, W1, W2), mlp(x, W1, W2))
+    assert tracer.stats().frames_traced == before
+
+
+def test_dynamic_true_is_one_compile_and_false_is_one_per_size():
+    run_sequence(mlp, [(torch.randn(b, 8), W1, W2) for b in range(2, 9)], dynamic=True)
+    assert counts() == (1, 0, 0)
+    tracer.reset()
+    tracer.reset_stats()
+    run_sequence(mlp, [(torch.randn(b, 8), W1, W2) for b in range(2, 7)], dynamic=False)
+    assert counts() == (5, 0, 0)
+
+
+def test_the_recompile_record_says_which_dimension_became_dynamic(caplog):
+    with caplog.at_level(logging.INFO, logger="tracer.recompiles"):
+        run_sequence(mlp, [(torch.randn(b, 8), W1, W2) for b in (3, 5)])
+    (event,) = tracer.stats().of("recompile")
+    assert "x.size(0) changed 3 -> 5: now dynamic" in event.reason
+    assert "size mismatch at index 0" in event.reason  # and the guard that failed
+    assert any("x.size(0) changed 3 -> 5: now dynamic" in r.getMessage() for r in caplog.records)
+
+
+def test_size_arithmetic_is_symbolic_and_enters_the_graph_as_size_nodes():
+    def attn(x):
+        b, t, c = x.shape
+        h = 2
+        q = x.view(b, t, h, c // h).transpose(1, 2)
+        s = (q @ q.transpose(-1, -2)) / math.sqrt(c // h)
+        mask = torch.ones(t, t).tril()
+        s = s.masked_fill(mask == 0, float("-inf"))
+        return (s.softmax(-1) @ q).transpose(1, 2).reshape(b, t, -1)
+    f = run_sequence(attn, [(torch.randn(2, t, 8),) for t in (3, 4, 5, 6, 9, 31)])
+    assert counts() == (2, 0, 0)
+    code = f.entries[-1].graph.code
+    assert "x.size(1)" in code and "torch.ones(size, size)" in code
+
+
+def test_len_numel_arange_zeros_new_zeros_and_slicing_by_a_size():
+    def fn(x):
+        n = x.shape[1]
+        a = torch.arange(len(x)).unsqueeze(1) + x.numel()
+        z = torch.zeros(x.size(0), n * 2)[:, :n] + x.new_zeros(x.shape)
+        return x[:, : n // 2].sum(1, keepdim=True) + a + z[:, -1:] + (n - 1)
+    run_sequence(fn, [(torch.randn(r, c),) for r, c in ((2, 4), (3, 6), (4, 8), (5, 5), (7, 11))])
+    assert counts() == (2, 0, 0)
+
+
+def test_a_comparison_guards_the_relation_not_the_value():
+    def fn(x):
+        if x.size(0) > 8:
+            return x * 2
+        return x - 1
+    f = run_sequence(fn, [(torch.randn(n),) for n in (3, 4, 5, 6, 9, 10, 11, 2, 8, 70)])
+    assert counts() == (3, 0, 0)  # static 3; dynamic n <= 8; dynamic n > 8
+    descs = [e.guards.describe() for e in f.entries]
+    assert any("x.size(0) <= 8" in d for d in descs) and any("9 <= x.size(0)" in d for d in descs)  # as value ranges
+
+
+def test_pow_sqrt_max_min_floordiv_and_negation_of_sizes():
+    def fn(x):
+        n = x.shape[0]
+        return x * (n ** 0.5) + max(n, 3) - min(n, 4) + (-n) // 3 + abs(n - 10) + math.floor(n / 2)
+    run_sequence(fn, [(torch.randn(n, 2),) for n in (2, 3, 4, 5, 9, 12)])
+    assert counts() == (2, 0, 0)
+
+
+def test_range_of_a_size_specialises_it():
+    def fn(x):
+        out = x
+        for i in range(x.shape[0]):
+            out = out + i
+        return out
+    f = run_sequence(fn, [(torch.randn(n),) for n in (3, 4, 5, 4)])
+    assert counts() == (3, 0, 0)  # one per size: range() must unroll, guarded exactly
+    # the symbol specialised to 4: the tensor guard checks that dim statically again
+    assert any("x: tensor float32 cpu shape (4,)" in e.guards.describe() for e in f.entries)
+
+
+def test_int_of_a_size_specialises_it():
+    def fn(x):
+        return x + int(x.shape[0])
+    run_sequence(fn, [(torch.randn(n),) for n in (3, 4, 5, 4, 3)])
+    assert counts() == (3, 0, 0)
+
+
+def test_a_changing_int_argument_becomes_a_symbolic_int():
+    def fn(x, n):
+        return x[:n] * n
+    f = run_sequence(fn, [(torch.randn(20), n) for n in (3, 4, 5, 9, 17)])
+    assert counts() == (2, 0, 0)
+    g = f.entries[-1].guards.describe()
+    assert "type(n) is int" in g and "n ==" not in g
+    assert "n" in f.entries[-1].graph.code.split("forward(self, ")[1].split(")")[0]
+
+
+def test_sizes_zero_one_two_and_large_growing_and_shrinking():
+    def fn(x):
+        return x.sum(0) * x.shape[0] + x.mean(0).nan_to_num()
+    run_sequence(fn, [(torch.randn(n, 3),) for n in (0, 1, 2, 3, 1000, 2, 1, 0, 5)])
+    assert counts() == (3, 0, 0)  # 0 and 1 are specialised (as torch does); 2.. is one graph
+
+
+def test_two_inputs_equal_then_different():
+    def fn(x, y):
+        return x.sum() + y.sum() + x.shape[0] * y.shape[0]
+    run_sequence(fn, [(torch.randn(n), torch.randn(m)) for n, m in ((3, 3), (4, 4), (5, 5), (5, 7), (7, 5), (6, 6))])
+    frames, breaks, fallbacks = counts()
+    assert frames <= 3 and (breaks, fallbacks) == (0, 0)
+
+
+def test_broadcasting_that_holds_for_one_size_only():
+    def fn(x, y):
+        return x + y
+    f = tracer.compile(fn)
+    for n, m in ((3, 3), (4, 4), (5, 1), (5, 5), (6, 2)):
+        x, y = torch.randn(n), torch.randn(m)
+        try:
+            exp = fn(x, y)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                f(x, y)
+            continue
+        _same(f(x, y), exp)
+
+
+def test_sizes_returned_and_stored_are_real_ints():
+    def fn(x, out):
+        out.append(x.shape[0] * 2)
+        return x.shape, len(x)
+    f = tracer.compile(fn)
+    for n in (2, 3, 4):
+        a, b = [], []
+        _same(f(torch.randn(n, 2), a), fn(torch.randn(n, 2), b))
+        assert a == b and type(a[0]) is int
+    assert counts() == (2, 0, 0)
+
+
+def test_a_size_alive_across_a_graph_break():
+    def fn(x):
+        n = x.shape[0] // 2
+        print("break")
+        return x.view(2, n, -1).sum(1)
+    run_sequence(fn, [(torch.randn(2 * n, 3),) for n in (2, 3, 4, 5)])
+    frames, breaks, fallbacks = counts()
+    assert fallbacks == 0 and breaks >= 1 and frames <= 4
+
+
+def test_parameters_stay_static():
+    lin = torch.nn.Linear(8, 4)
+    m = tracer.compile(lin)
+    for b in (2, 3, 4, 5):
+        x = torch.randn(b, 8)
+        _same(m(x), lin(x))
+    assert counts() == (2, 0, 0)
+    g = m._compiled_forward.entries[-1].guards.describe()
+    assert "shape (4, 8)" in g and "shape (s" in g
+
+
+def test_mark_dynamic_and_mark_static():
+    x = torch.randn(5, 8)
+    tracer.mark_dynamic(x, 0)
+    f = tracer.compile(mlp, dynamic=False)
+    f(x, W1, W2)
+    for b in (6, 9):
+        y = torch.randn(b, 8)
+        _same(f(y, W1, W2), mlp(y, W1, W2))
+    assert counts() == (1, 0, 0)  # marked on the first call: one symbolic graph even under dynamic=False
+    tracer.reset()
+    tracer.reset_stats()
+    g = tracer.compile(mlp)
+    for b in (2, 3, 4):
+        y = torch.randn(b, 8)
+        tracer.mark_static(y)
+        _same(g(y, W1, W2), mlp(y, W1, W2))
+    assert counts() == (3, 0, 0)  # static on request: one per size
+
+
+def test_torch_dynamo_mark_dynamic_is_honoured():
+    x = torch.randn(5, 8)
+    torch._dynamo.mark_dynamic(x, 0)
+    f = tracer.compile(mlp)
+    _same(f(x, W1, W2), mlp(x, W1, W2))
+    assert "shape (s" in f.entries[0].guards.describe()
+
+
+def test_dynamic_dims_leave_dtype_device_and_static_dims_checked():
+    f = tracer.compile(mlp, dynamic=True)
+    f(torch.randn(3, 8), W1, W2)
+    check, G = f.entries[0].guards.check, mlp.__globals__
+    assert check((torch.randn(9, 8), W1, W2), G, None)
+    assert not check((torch.randn(9, 7), W1, W2), G, None)
+    assert not check((torch.randn(9, 8, dtype=torch.float64), W1, W2), G, None)
+    assert not check((torch.randn(8, 9).t(), W1, W2), G, None)  # strides
+
+
+def test_guard_code_binds_every_name_as_a_constant():
+    f = run_sequence(mlp, [(torch.randn(b, 8), W1, W2) for b in (2, 3)])
+    src = f.entries[-1].guards.source_code
+    assert "size" not in src and "'" not in src and '"' not in src
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_backends_compile_the_symbolic_graph_once(backend):
+    from tracer.backends import NAMED
+    calls = []
+
+    def counting(gm, example_inputs):
+        calls.append(gm)
+        return NAMED[backend](gm, example_inputs)
+
+    def fn(x):
+        n = x.shape[0]
+        return (x.view(n, 2, -1).softmax(-1) * n).sum(1)
+    try:
+        run_sequence(fn, [(torch.randn(b, 6),) for b in (2, 3, 4, 7, 12)], backend=counting)
+    finally:
+        _stop_tqdm_monitor()
+    assert len(calls) == 2 and counts() == (2, 0, 0)
+
+
+def _stop_tqdm_monitor():
+    """inductor starts tqdm's monitor thread; its Python frames would run under the frame
+    hook of later tests that count objects (test_frame_hook's leak tests)."""
+    try:
+        import tqdm
+    except ImportError:
+        return
+    if tqdm.tqdm.monitor is not None:
+        tqdm.tqdm.monitor.exit()
+        tqdm.tqdm.monitor = None
+
+
+def test_training_step_over_batch_sizes_two_compiles_gradients_equal():
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    model.load_state_dict(ref.state_dict())
+    compiled = tracer.compile(model, backend="aot_eager")
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for b in range(1, 17):
+        x, y = torch.randn(b, 6), torch.randint(0, 3, (b,))
+        for m, o, run in ((ref, opt_ref, ref), (model, opt, compiled)):
+            o.zero_grad()
+            loss = torch.nn.functional.cross_entropy(run(x), y)
+            loss.backward()
+            o.step()
+        for p, q in zip(ref.parameters(), model.parameters()):
+            assert torch.allclose(p.grad, q.grad, atol=1e-6) and torch.allclose(p, q, atol=1e-6)
+    assert counts() == (2, 0, 0)
+
+
+def test_explain_shows_size_guards():
+    f = tracer.compile(mlp)
+    f(torch.randn(3, 8), W1, W2)
+    rep = tracer.explain(mlp, torch.randn(4, 8), W1, W2)  # the size changed: now symbolic
+    assert "2 <= x.size(0)" in str(rep)

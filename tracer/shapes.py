@@ -1,0 +1,344 @@
+"""Symbolic sizes (dynamic shapes), from torch's own machinery.
+
+Each trace has one `Shapes`: a `ShapeEnv` and the `FakeTensorMode` built on it. An input
+tensor dimension that is dynamic is fakified as a `SymInt` (a symbol `s0` with the real size
+as its hint); an int argument that is dynamic becomes a `SymInt` placeholder. Arithmetic,
+comparisons and torch ops on them run on the fake values, so the ShapeEnv records every
+relation the trace relied on, simplifies them, specialises 0/1, and keeps value ranges. No
+solver of our own: at the end the ShapeEnv prints its guards (`produce_guards_verbose`) as
+Python over tokens `_z0 ...` that we map back to our Sources (guards/shape.py: ShapeMatch).
+
+Which dimensions are dynamic (`SizePolicy`): `dynamic=False` none (except the user's
+`mark_dynamic`), `dynamic=True` every dimension of every input tensor and every int argument,
+`dynamic=None` (the default) "automatic dynamic" as torch.compile does: the first trace is
+static; `FrameSizes` remembers, per code object and source, what the traces saw, and a
+dimension (or int) whose value differs from an earlier trace's is dynamic from then on.
+Parameters and tensors read through modules stay static.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatefulSymbolicContext
+
+from guards import ShapeMatch, TensorMatch, TensorPropSource
+
+from .exc import Unsupported
+
+SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def is_symbolic(value):
+    """True for a SymInt/SymFloat/SymBool whose value is not a known constant."""
+    if not isinstance(value, SYM_TYPES):
+        return False
+    node = value.node
+    return not node.expr.is_number
+
+
+def constant_of(value):
+    """The Python value of a SymInt/SymFloat/SymBool that simplified to a constant, else None."""
+    expr = value.node.expr
+    if not expr.is_number:
+        return None
+    if isinstance(value, torch.SymBool):
+        return bool(expr)
+    return int(expr) if isinstance(value, torch.SymInt) else float(expr)
+
+
+class FrameSizes:
+    """What earlier traces of one code object saw, per source (automatic dynamic).
+
+    A tensor: its sizes, with None for a dimension that already differed between traces.
+    An int: its value, or None once it differed. `notes` says what became dynamic and why,
+    for the recompile record."""
+
+    def __init__(self):
+        self.seen = {}
+        self.notes = []
+
+    def tensor_dims(self, source, sizes):
+        """Dimensions of `source` that differ from an earlier trace (now and for good)."""
+        prev = self.seen.get(source)
+        if prev is None or not isinstance(prev, list) or len(prev) != len(sizes):
+            self.seen[source] = list(sizes)
+            return set()
+        dims = set()
+        for i, (was, now) in enumerate(zip(prev, sizes)):
+            if was is None:
+                dims.add(i)
+            elif was != now:
+                prev[i] = None
+                dims.add(i)
+                self.notes.append(f"{source.name()}.size({i}) changed {was} -> {now}: now dynamic")
+        return dims
+
+    def int_dynamic(self, source, value):
+        prev = self.seen.get(source, _UNSEEN)
+        if prev is _UNSEEN or isinstance(prev, list):
+            self.seen[source] = value
+            return False
+        if prev is None:
+            return True
+        if prev != value:
+            self.seen[source] = None
+            self.notes.append(f"{source.name()} changed {prev} -> {value}: now a symbolic int")
+            return True
+        return False
+
+    def take_notes(self):
+        out, self.notes = self.notes, []
+        return out
+
+
+_UNSEEN = object()
+
+
+class SizePolicy:
+    """Which input dimensions and ints of one trace are dynamic: `mode` is compile()'s
+    `dynamic` (None, True or False); `frame` the code object's FrameSizes."""
+
+    def __init__(self, mode=None, frame=None):
+        self.mode = mode
+        self.frame = frame if frame is not None else FrameSizes()
+
+    def tensor_dims(self, tensor, source):
+        """{dim: DimDynamic} for the dynamic dimensions of an input tensor."""
+        sizes = tuple(tensor.shape)
+        seen = self.frame.tensor_dims(source, sizes) if self.mode is None else set()
+        if isinstance(tensor, torch.nn.Parameter) or tensor.is_sparse or tensor.layout != torch.strided:
+            return {}
+        marked = _indices(tensor, "_dynamo_dynamic_indices") | _indices(tensor, "_dynamo_weak_dynamic_indices")
+        static = _indices(tensor, "_dynamo_static_indices")
+        out = {}
+        for i in range(len(sizes)):
+            if i in marked:
+                out[i] = DimDynamic.DYNAMIC
+            elif i in static:
+                continue
+            elif self.mode is True:
+                out[i] = DimDynamic.DUCK
+            elif i in seen:
+                out[i] = DimDynamic.DYNAMIC
+        return out
+
+    def int_dynamic(self, value, source):
+        """An int argument (read from the frame's locals, possibly through items) that is
+        dynamic: dynamic=True, or its value changed between traces (dynamic=None)."""
+        if self.mode is False:
+            return False
+        changed = self.frame.int_dynamic(source, value)
+        return self.mode is True or changed
+
+
+def mark_dynamic(tensor, dims):
+    """Make dimension(s) `dims` of `tensor` symbolic from the first trace that sees it (also
+    under dynamic=False). The same mark as torch._dynamo.mark_dynamic, which is honoured too."""
+    _mark(tensor, dims, "_dynamo_dynamic_indices")
+
+
+def mark_static(tensor, dims=None):
+    """Keep dimension(s) `dims` (default: all) of `tensor` static even when they change (each
+    size is then its own compile). As torch._dynamo.mark_static; mark_dynamic wins."""
+    _mark(tensor, range(tensor.dim()) if dims is None else dims, "_dynamo_static_indices")
+
+
+def _mark(tensor, dims, attr):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(tensor).__name__}")
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    n = tensor.dim()
+    for d in dims:
+        if not isinstance(d, int) or not -n <= d < n:
+            raise IndexError(f"dimension {d!r} out of range for a {n}-d tensor")
+    marks = getattr(tensor, attr, None)
+    if marks is None:
+        marks = set()
+        setattr(tensor, attr, marks)
+    marks.update(d % n for d in dims)
+
+
+def _indices(tensor, attr):
+    got = getattr(tensor, attr, None)
+    if not got:
+        return set()
+    n = tensor.dim()
+    return {i % n if n else i for i in got if isinstance(i, int)}
+
+
+class Shapes:
+    """The ShapeEnv and fake mode of one trace, and the symbolic inputs it made."""
+
+    def __init__(self, policy=None):
+        self.policy = policy if policy is not None else SizePolicy(False)
+        self.env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+        self.fake_mode = FakeTensorMode(shape_env=self.env)
+        # per graph input, in placeholder order: (our source, torch source, fake or SymInt, context)
+        self.inputs = []
+        self.symbolic = False  # any input made a symbol
+
+    # ---- making inputs ------------------------------------------------------------------------
+    def _torch_source(self):
+        from torch._dynamo.source import LocalSource as TorchLocal
+        return TorchLocal(f"a{len(self.inputs)}")
+
+    def fake_input(self, tensor, source):
+        """The fake tensor of a graph input, with symbolic sizes where the policy says so."""
+        dims = self.policy.tensor_dims(tensor, source)
+        tsrc = self._torch_source()
+        ctx = None
+        if dims:
+            n = tensor.dim()
+            ctx = StatefulSymbolicContext(
+                dynamic_sizes=[dims.get(i, DimDynamic.STATIC) for i in range(n)],
+                dynamic_strides=[DimDynamic.INFER_STRIDE] * n,
+                constraint_sizes=[None] * n, constraint_strides=[None] * n,
+                tensor_source=tsrc)
+            fake = self.fake_mode.from_tensor(tensor, source=tsrc, symbolic_context=ctx)
+            if any(is_symbolic(s) for s in fake.shape):
+                self._now_symbolic()
+        else:
+            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        self.inputs.append((source, tsrc, fake, ctx))
+        return fake
+
+    def sym_input(self, value, source):
+        """A SymInt for a dynamic int argument (a plain int when 0/1 specialises it)."""
+        tsrc = self._torch_source()
+        sym = self.env.create_unspecified_symint_and_symbol(value, tsrc, DimDynamic.DYNAMIC)
+        if isinstance(sym, torch.SymInt):
+            self.inputs.append((source, tsrc, sym, None))
+            self._now_symbolic()
+        return sym
+
+    def _now_symbolic(self):
+        # FakeTensorMode's dispatch cache keys symbolic entries per ShapeEnv (one per trace):
+        # they never hit in a later trace, and making and checking them costs more than the
+        # ops (attention over sequence lengths: 2x the trace time). Static traces keep it.
+        self.symbolic = True
+        self.fake_mode.cache_enabled = False
+
+    # ---- compiling ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def backend_context(self, real_inputs):
+        """Around the backend call: backends that fakify the inputs (aot_autograd, inductor)
+        find this trace's symbols, as under torch.compile (a fresh fake mode on the same
+        ShapeEnv, each real input tensor mapped to the context it was fakified with)."""
+        if not self.symbolic:
+            yield
+            return
+        from torch._guards import TracingContext, tracing
+        tc = TracingContext(FakeTensorMode(shape_env=self.env))
+        for (_src, tsrc, fake, ctx), real in zip(self.inputs, real_inputs):
+            if isinstance(real, torch.Tensor):
+                n = real.dim()
+                tc.tensor_to_context[real] = ctx if ctx is not None else StatefulSymbolicContext(
+                    dynamic_sizes=[DimDynamic.STATIC] * n, dynamic_strides=[DimDynamic.INFER_STRIDE] * n,
+                    constraint_sizes=[None] * n, constraint_strides=[None] * n, tensor_source=tsrc)
+        with tracing(tc):
+            yield
+
+    def example_inputs(self, real_inputs):
+        """What the backend gets, as torch.compile gives it: real tensors, SymInts for ints."""
+        if not self.symbolic:
+            return list(real_inputs)
+        out = []
+        for (_src, _tsrc, fake, _ctx), real in zip(self.inputs, real_inputs):
+            out.append(fake if isinstance(fake, torch.SymInt) else real)
+        return out
+
+    # ---- guards -------------------------------------------------------------------------------
+    def guards(self):
+        """The ShapeEnv's guards over the inputs, as ShapeMatch guards (call after the backend
+        compiled: it may add guards of its own)."""
+        if not self.symbolic:
+            return []
+        by_name = {tsrc.name: src for src, tsrc, _f, _c in self.inputs}
+        tokens, sources = {}, []
+
+        def ref(tsrc):
+            key = tsrc.name
+            if key not in tokens:
+                tokens[key] = len(sources)
+                sources.append(_our_source(tsrc, by_name))
+            return f"_z{tokens[key]}"
+        placeholders = [f for _s, _t, f, _c in self.inputs]
+        tsources = [t for _s, t, _f, _c in self.inputs]
+        try:
+            out = self.env.produce_guards_verbose(placeholders, tsources, source_ref=ref,
+                                                  ignore_static=True, langs=("python",))
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"size guards could not be produced ({type(e).__name__}: {e})") from e
+        return [_shape_match(expr, sources) for expr in out[0].exprs]
+
+    @staticmethod
+    def dynamic_sizes(fake):
+        """(sizes, strides, names) of a fake input with None where symbolic, now that the trace
+        is done (a symbol later specialised to a constant counts as static)."""
+        sizes, strides, names = [], [], []
+        for values, out in ((fake.shape, sizes), (fake.stride(), strides)):
+            for v in values:
+                if isinstance(v, torch.SymInt):
+                    c = constant_of(v)
+                    out.append(c)
+                    names.append(str(v.node.expr) if c is None else str(c))
+                else:
+                    out.append(int(v))
+                    names.append(str(v))
+        return sizes, strides, names
+
+
+def tensor_guards_with_dynamic_dims(guards, shapes):
+    """The trace's guards, each TensorMatch of an input with symbolic sizes checking only
+    its static dims and strides (the ShapeMatch guards check the rest)."""
+    fakes = {src: fake for src, _t, fake, _c in shapes.inputs if isinstance(fake, torch.Tensor)}
+    if not fakes or not shapes.symbolic:
+        return list(guards)
+    out = []
+    for g in guards:
+        fake = fakes.get(getattr(g, "source", None)) if isinstance(g, TensorMatch) else None
+        if fake is not None:
+            sizes, strides, names = shapes.dynamic_sizes(fake)
+            if None in sizes or None in strides:
+                g = g.with_dynamic(sizes, strides, names)
+        out.append(g)
+    return out
+
+
+_PROPS = {"SIZE": "size", "STRIDE": "stride", "STORAGE_OFFSET": "storage_offset"}
+
+
+def _our_source(tsrc, by_name):
+    """Our Source for a torch source the ShapeEnv printed (an input, or a size of one)."""
+    src = by_name.get(tsrc.name)
+    if src is not None:
+        return src
+    base = getattr(tsrc, "base", None)
+    prop = getattr(getattr(tsrc, "prop", None), "name", None)
+    if base is not None and prop in _PROPS and base.name in by_name:
+        return TensorPropSource(by_name[base.name], _PROPS[prop], getattr(tsrc, "idx", None))
+    raise Unsupported(f"a size guard reads {tsrc.name}, which the rewritten frame cannot load")
+
+
+def _shape_match(expr, sources):
+    """One guard, its tokens renumbered to the sources it reads."""
+    used = []
+
+    def renumber(m):
+        i = int(m.group(1))
+        if i not in used:
+            used.append(i)
+        return f"_z{used.index(i)}"
+    text = re.sub(r"\b_z(\d+)\b", renumber, expr)
+    try:
+        return ShapeMatch(text, [sources[i] for i in used])
+    except ValueError as e:
+        raise Unsupported(f"size guard {expr!r} cannot be checked: {e}") from e
+
+
+__all__ = ["Shapes", "SizePolicy", "FrameSizes", "is_symbolic", "constant_of", "SYM_TYPES"]

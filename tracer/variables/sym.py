@@ -1,0 +1,235 @@
+"""Symbolic sizes as Python values: `n = x.shape[0]`, `n // h`, `n > 8`, `max(n, 1)`.
+
+A `SymNodeVariable` is an int (float, bool) whose value is a SymInt (SymFloat, SymBool) of
+the trace's ShapeEnv plus the FX node that computes it in the graph (`x.size(0)`, an int
+placeholder, `operator.floordiv(size, 4)`...). Arithmetic and comparisons run on the sym
+values, so the ShapeEnv learns every relation; a comparison whose truth decides control flow
+(`if n > 8:`) is decided by the ShapeEnv, which guards the *relation*, not the value.
+
+What needs a real Python value (`int(n)`, `range(n)`, a list index, a dict key, `str(n)`)
+specialises: `as_constant()` asks the ShapeEnv for the value, which guards `n == value`.
+That is always correct; it only makes the graph less general.
+"""
+import math
+import operator
+
+import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
+
+from ..exc import Unsupported
+from ..shapes import SYM_TYPES, constant_of
+from .base import ConstantVariable, Variable
+
+_PY_TYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+class SymNodeVariable(Variable):
+    def __init__(self, node, value, source=None):
+        super().__init__(source)
+        self.node = node
+        self.value = value  # SymInt / SymFloat / SymBool
+
+    @staticmethod
+    def create(tx, node, value, source=None):
+        """A Variable for a sym value computed by `node`: a constant when it simplified."""
+        if isinstance(value, SYM_TYPES):
+            c = constant_of(value)
+            if c is None:
+                node.meta["example_value"] = value
+                return SymNodeVariable(node, value, source)
+            value = c
+        if node.op != "placeholder" and not node.users:
+            tx.output.graph.erase_node(node)
+        return ConstantVariable(value)
+
+    def python_type(self):
+        return _PY_TYPE[type(self.value)]
+
+    def as_constant(self):
+        """The value, specialised: the ShapeEnv guards `self == value`."""
+        try:
+            return guard_scalar(self.value)
+        except Exception as e:
+            raise Unsupported(f"symbolic size {self.value} cannot be specialised "
+                              f"({type(e).__name__})") from e
+
+    def specialize(self):
+        return ConstantVariable(self.as_constant())
+
+    def truthy(self, tx):
+        try:
+            return bool(self.value)  # the ShapeEnv guards the relation it decided
+        except Exception as e:
+            raise Unsupported(f"bool() of symbolic size {self.value} ({type(e).__name__})") from e
+
+    def getattr(self, tx, name):
+        return self.specialize().getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        dunder = _DUNDER_OPS.get(name)
+        if dunder is not None and len(args) == 1 and not kwargs:
+            return sym_binary(tx, dunder, self, args[0])
+        if name in ("__index__", "__int__") and not args:
+            return self.specialize()
+        return self.specialize().call_method(tx, name, args, kwargs)
+
+    def hasattr(self, tx, name):
+        return hasattr(self.python_type(), name)
+
+    def reconstruct(self, cg):
+        cg.load_tensor(self)  # a graph output (or the int input itself)
+
+    def __repr__(self):
+        return f"Sym({self.node.name}: {self.value})"
+
+
+_DUNDER_OPS = {f"__{n}__": n for n in ("add", "sub", "mul", "floordiv", "truediv", "mod", "pow",
+                                       "lt", "le", "gt", "ge", "eq", "ne")}
+
+# How each operator is applied to sym values, and which FX target records it.
+_TORCH_SYM = {"max": torch.sym_max, "min": torch.sym_min}
+
+
+def is_sym(var):
+    return isinstance(var, SymNodeVariable)
+
+
+def specialized(var):
+    """`var` itself, or its specialised constant where a real Python value is needed
+    (a dict key, str(), an f-string)."""
+    return var.specialize() if isinstance(var, SymNodeVariable) else var
+
+
+def _sym_arg(var):
+    """(FX argument, sym value) of a number operand; None if it is not a number."""
+    if isinstance(var, SymNodeVariable):
+        return var.node, var.value
+    if var.is_constant():
+        c = var.as_constant()
+        if type(c) in (int, float, bool):
+            return c, c
+    return None
+
+
+def sym_binary(tx, name, a, b):
+    """`a <op> b` where one side is symbolic and the other a number (else: specialise)."""
+    base = name[1:] if name.startswith("i") and name not in ("is_", "is_not") else name
+    fn = getattr(operator, base, None) or getattr(operator, base + "_", None)
+    pa, pb = _sym_arg(a), _sym_arg(b)
+    if pa is not None and pb is not None and fn is not None and base not in ("matmul", "is_", "is_not"):
+        try:
+            return sym_apply(tx, fn, [pa, pb])
+        except _NotSymbolic:
+            pass
+    # an operation sym values do not support (a list times n, n in a string...): specialise
+    a = a.specialize() if is_sym(a) else a
+    b = b.specialize() if is_sym(b) else b
+    return tx.binary_op(name, a, b) if base not in _CMP else tx.compare(_CMP[base], a, b)
+
+
+class _NotSymbolic(Unsupported):
+    """The sym values do not support this operation; the caller may specialise instead."""
+
+
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def sym_compare(tx, op, a, b):
+    return sym_binary(tx, {v: k for k, v in _CMP.items()}[op], a, b)
+
+
+def sym_unary(tx, name, a):
+    fn = {"neg": operator.neg, "pos": operator.pos, "abs": abs}.get(name)
+    if fn is not None:
+        try:
+            return sym_apply(tx, fn, [_sym_arg(a)])
+        except _NotSymbolic:
+            pass
+    return tx.unary_op(name, a.specialize())
+
+
+def sym_minmax(tx, fn, items):
+    """max()/min() of numbers, some symbolic: torch.sym_max/sym_min pairwise."""
+    target = _TORCH_SYM[fn.__name__]
+    parts = [_sym_arg(i) for i in items]
+    if any(p is None for p in parts) or not parts:
+        raise Unsupported(f"{fn.__name__}() of symbolic sizes and non-numbers")
+    out = items[0]
+    for p in parts[1:]:
+        out = sym_apply(tx, target, [_sym_arg(out), p])
+    return out
+
+
+def sym_math(tx, fn, args):
+    """math.floor/ceil/trunc/sqrt of a symbolic number (others specialise)."""
+    if len(args) == 1 and is_sym(args[0]):
+        target = {math.floor: math.floor, math.ceil: math.ceil, math.trunc: math.trunc,
+                  math.sqrt: torch._sym_sqrt}.get(fn)
+        if target is not None:
+            return sym_apply(tx, target, [_sym_arg(args[0])])
+    return None
+
+
+def sym_apply(tx, fn, parts):
+    """Apply `fn` to sym values, recording one FX node; a constant result folds."""
+    nodes, values = [p[0] for p in parts], [p[1] for p in parts]
+    try:
+        result = fn(*values)
+    except ZeroDivisionError as e:
+        raise _NotSymbolic(f"{getattr(fn, '__name__', fn)} of symbolic sizes divides by zero") from e
+    except Exception as e:
+        raise _NotSymbolic(f"{getattr(fn, '__name__', fn)} on symbolic sizes: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    if not isinstance(result, SYM_TYPES):
+        return ConstantVariable(result)
+    if constant_of(result) is not None:
+        return ConstantVariable(constant_of(result))
+    node = tx.output.graph.create_node("call_function", fn, tuple(nodes), {})
+    node.meta["example_value"] = result
+    return SymNodeVariable(node, result)
+
+
+class SliceVariable(Variable):
+    """`a:b:c` with a symbolic bound (`x[:, : n // 2]`); constant slices stay constants."""
+
+    def __init__(self, parts):
+        super().__init__(None)
+        self.parts = list(parts)
+
+    def python_type(self):
+        return slice
+
+    def as_constant(self):
+        return slice(*(p.as_constant() for p in self.parts))
+
+    def fx_arg(self):
+        """(slice of FX arguments, slice of sym values) for a torch op's index."""
+        pairs = []
+        for p in self.parts:
+            pair = _sym_arg(p) or ((None, None) if p.is_constant() and p.as_constant() is None else None)
+            if pair is None:
+                raise Unsupported(f"slice bound {p} is not a number")
+            pairs.append(pair)
+        return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
+
+    def reconstruct(self, cg):
+        cg.call_with(slice, self.parts)
+
+    def __repr__(self):
+        return f"Slice({self.parts!r})"
+
+
+def wrap_sym_result(tx, node, example):
+    """A torch call that returned a sym number (`torch.numel(x)`) or a torch.Size with
+    symbolic items (`torch.broadcast_shapes`)."""
+    if isinstance(example, SYM_TYPES):
+        return SymNodeVariable.create(tx, node, example)
+    from ..output_graph import getitem_node
+    from .containers import SizeVariable
+    items = []
+    for i, v in enumerate(example):
+        if isinstance(v, SYM_TYPES) and constant_of(v) is None:
+            items.append(SymNodeVariable(getitem_node(tx.output, node, i), v))
+        else:
+            items.append(ConstantVariable(constant_of(v) if isinstance(v, SYM_TYPES) else v))
+    return SizeVariable(items)
