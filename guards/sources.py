@@ -288,8 +288,8 @@ class DictItemSource(ItemSource):
         return f"{ctx.const(dict.__getitem__)}({ctx.value(self.base_)}, {ctx.const(self.key)})"
 
     def reconstruct(self) -> list[Instr]:
-        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", dict.__getitem__), *self.base_.reconstruct(),
-                Instr("LOAD_CONST", self.key), Instr("PRECALL", 2), Instr("CALL", 2)]
+        return [*versions.load_const_callable(dict.__getitem__), *self.base_.reconstruct(),
+                Instr("LOAD_CONST", self.key), *versions.call(2)]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

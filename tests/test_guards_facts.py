@@ -173,6 +173,10 @@ def test_builtin_later_shadowed_by_a_global():
 
 
 def test_global_module_hooks():
+    """Global forward hooks (`register_module_forward_hook`) run inside the trace as
+    nn.Module._call_impl runs them, for every module call (Sequential, then each child), and
+    are guarded exactly: registering the first one, a second one, or removing them
+    recompiles (or finds the earlier entry again), never runs a stale hook list."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     x = torch.randn(2, 4)
@@ -188,24 +192,88 @@ def test_global_module_hooks():
         seen.append(type(mod).__name__)
         return out + 1
 
+    def pre_hook(mod, args):
+        seen.append("pre " + type(mod).__name__)
+        return (args[0] * 0.5,)
+
+    def run_both():
+        """(compiled result, hooks seen compiled), checked against eager."""
+        seen.clear()
+        out = c(model, x)
+        mine = list(seen)
+        seen.clear()
+        same(out, f(model, x))
+        assert mine == seen, (mine, seen)
+        seen.clear()
+        return mine
+
     handle = nn.modules.module.register_module_forward_hook(hook)
     try:
         with traced() as t:
-            out = c(model, x)
-        eager_seen = list(seen)
-        seen.clear()
-        same(out, f(model, x))
-        assert seen == eager_seen == ["Linear", "ReLU", "Sequential"], (seen, eager_seen)
-        # f recompiles (its guard: no global hooks); with hooks registered it breaks at the
-        # module call, which runs as in eager, the hooks traced as their own frames
+            assert run_both() == ["Linear", "ReLU", "Sequential"]
+        # f recompiles (its guard: no global hooks); the hooks are traced into f's graph:
+        # linear, relu, three `out + 1`, `* 2`
         mine = [e.reason for e in t.of("recompile") if e.frame == f.__code__.co_qualname]
         assert mine and "no global nn.Module hooks" in mine[0], str(t)
-        assert len(mine) == 1 and t.fallbacks == 0 and t.graph_breaks == 1, str(t)
+        assert len(mine) == 1 and t.frames_traced == 1, str(t)
+        assert_captured(t, min_ops=6, graphs=1, breaks=0)
+        with traced() as warm:  # same hooks, fresh input of the same shape
+            x = torch.randn(2, 4)
+            assert run_both() == ["Linear", "ReLU", "Sequential"]
+        assert warm.frames_traced == 0 and warm.cache_hits >= 1, str(warm)
+        pre = nn.modules.module.register_module_forward_pre_hook(pre_hook)
+        try:
+            with traced() as t2:
+                assert run_both() == ["pre Sequential", "pre Linear", "Linear", "pre ReLU", "ReLU",
+                                      "Sequential"]
+            assert_recompiled(t2, "_global_forward_pre_hooks")
+            assert_captured(t2, min_ops=9, graphs=1, breaks=0)
+        finally:
+            pre.remove()
+        with traced() as t3:  # the hook list of the first hooked call again: its entry
+            assert run_both() == ["Linear", "ReLU", "Sequential"]
+        assert t3.frames_traced == 0, str(t3)
     finally:
         handle.remove()
     with traced() as back:
         same(c(model, x), f(model, x))
-    assert back.frames_traced == 0, str(back)
+    assert back.frames_traced == 0 and seen == [], str(back)
+
+
+def test_global_module_hooks_fire_for_the_compiled_module_not_its_wrapper():
+    """tracer.compile(model) with a global forward hook: the hook sees `model` and each child,
+    as in eager, never the CompiledModule wrapper; the children's hooks are traced."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    x = torch.randn(2, 4)
+    seen = []
+
+    def hook(mod, inp, out):
+        seen.append(mod)
+        return out * 2
+
+    cm = tracer.compile(model)
+    same(cm(x), model(x))
+    handle = nn.modules.module.register_module_forward_hook(hook)
+    try:
+        with traced() as t:
+            out = cm(x)
+        mine = list(seen)
+        seen.clear()
+        same(out, model(x))
+        assert mine == seen == [model[0], model[1], model], (mine, seen)
+        assert_recompiled(t, "no global nn.Module hooks")
+        assert_captured(t, min_ops=4, breaks=0)  # linear, relu and the children's hooks
+        seen.clear()
+        x2 = torch.randn(2, 4)
+        with traced() as warm:  # a fresh input of the same shape
+            out2 = cm(x2)
+        mine = list(seen)
+        seen.clear()
+        same(out2, model(x2))
+        assert mine == seen == [model[0], model[1], model] and warm.frames_traced == 0, str(warm)
+    finally:
+        handle.remove()
 
 
 def test_closure_cell_contents():

@@ -72,7 +72,8 @@ def setup():
     assert gs.check(L, {}, None)  # the second call runs from the snapshot
     st = gs.check.stats()
     assert st["state"] == "positive" and st["fast_hits"] >= 1, st
-    assert st["frozen_nodes"] > 10 and st["active_ops"] <= 8, st
+    # active: the global-state calls and the tensor input; the module tree is frozen
+    assert st["frozen_nodes"] > 10 and st["active_ops"] <= len(GlobalStateMatch().calls()) + 2, st
     return m, x, gs
 
 

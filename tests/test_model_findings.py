@@ -168,6 +168,54 @@ def test_break_in_a_long_loop_is_bounded():
     assert s.fallbacks - before.fallbacks == 1
 
 
+def test_several_breaks_per_iteration_count_iterations_not_breaks():
+    """Three breaks in each iteration: the loop is captured for LOOP_RESUME_LIMIT iterations
+    (one resume per break, none calling itself), then the rest runs as Python. The limit
+    used to count breaks, so a 3-item loop with three breaks per item fell back."""
+    from tracer.graph_break import LOOP_RESUME_LIMIT
+
+    def f(x, n):
+        for i in range(n):
+            print(end="")
+            x = x + i
+            print(end="")
+            x = x * 2
+            print(end="")
+        return x
+
+    c = tracer.compile(f)
+    before = tracer.stats()
+    assert torch.equal(c(torch.ones(2), 3), f(torch.ones(2), 3))
+    s = tracer.stats()
+    assert s.fallbacks == before.fallbacks and s.graph_breaks - before.graph_breaks == 9
+    assert s.frames_traced - before.frames_traced == 1 + 9 and s.ops - before.ops >= 6
+    before = tracer.stats()
+    assert torch.equal(c(torch.ones(2), 300), f(torch.ones(2), 300))
+    s = tracer.stats()
+    assert s.fallbacks - before.fallbacks == 1   # the resume of iteration 9 runs as Python
+    traced = s.frames_traced
+    assert torch.equal(c(torch.ones(2), 300), f(torch.ones(2), 300))  # warm: nothing compiles
+    assert tracer.stats().frames_traced == traced
+
+
+def test_many_breaks_in_one_loop_body_nest_a_bounded_number_of_frames():
+    """A body with 40 breaks reaches LOOP_NEST_LIMIT resume frames before LOOP_RESUME_LIMIT
+    iterations: the nesting stays far below the recursion limit."""
+    from tracer.graph_break import LOOP_NEST_LIMIT
+
+    src = "def f(x, n):\n    for i in range(n):\n" + "        print(end='')\n        x = x + 1\n" * 40
+    src += "    return x\n"
+    ns = {}
+    exec(compile(src, "<many_breaks>", "exec"), ns)
+    f = ns["f"]
+    before = tracer.stats()
+    assert torch.equal(tracer.compile(f)(torch.zeros(2), 5), torch.full((2,), 200.0))
+    s = tracer.stats()
+    assert s.frames_traced - before.frames_traced == 1 + LOOP_NEST_LIMIT
+    # f breaks before its first op; resume 64 is refused its break and runs as Python
+    assert s.fallbacks - before.fallbacks == 1 and s.graphs - before.graphs == LOOP_NEST_LIMIT - 1
+
+
 def test_iterating_a_huge_range_does_not_unroll():
     def f(x):
         it = iter(range(1 << 1000))

@@ -165,6 +165,12 @@ def _builtins_of(g):
     return b if isinstance(b, dict) else b.__dict__
 
 
+def _global_module_hooks():
+    from torch.nn.modules import module as impl
+    return any(getattr(impl, n, None) for n in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                                                 "_global_backward_hooks", "_global_backward_pre_hooks"))
+
+
 class CompiledModule(torch.nn.Module):
     """An nn.Module wrapper whose forward is traced; parameters/state_dict are the original's."""
 
@@ -174,9 +180,19 @@ class CompiledModule(torch.nn.Module):
         forward = type(module).forward
         self._compiled_forward = CompiledFunction(forward, backend=backend, fullgraph=fullgraph, **options)
 
+    def __call__(self, *args, **kwargs):
+        """The wrapper is no module of the user's: global module hooks
+        (`register_module_forward_hook`) fire for the original module, in forward through its
+        own __call__, as in eager, and not for the wrapper. Hooks registered on the wrapper
+        itself run as for any module."""
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
+            return super().__call__(*args, **kwargs)
+        return self.forward(*args, **kwargs)
+
     def forward(self, *args, **kwargs):
         m = self._orig_mod
-        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
+        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                or _global_module_hooks()):
             return self._call_with_hooks(m, args, kwargs)
         return self._compiled_forward(m, *args, **kwargs)
 

@@ -18,7 +18,7 @@ from . import codegen, config, records
 from .backends import compile_graph
 from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
-from .graph_break import LOOP_RESUME_LIMIT, BreakInfo, can_break_at, generate_break, loop_depth
+from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
 from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
@@ -41,9 +41,9 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
         except Unsupported as e:
             if fullgraph or not e.breakable or not can_break_at(code, e.root_inst):
                 raise
-            if loop_depth(code, e.root_inst.index + 1) > LOOP_RESUME_LIMIT:
-                e.reason = (f"{e.reason} (a break in each iteration of a loop: after "
-                            f"{LOOP_RESUME_LIMIT} the rest runs as Python, its calls traced)")
+            too_deep = loop_limit_reason(code, e.root_inst.index + 1)
+            if too_deep:
+                e.reason = f"{e.reason} ({too_deep})"
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
             ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)

@@ -89,16 +89,23 @@ _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
 def loop_depth(code, target):
-    """How many resume functions deep a resume of `code` at instruction `target` would be,
-    counting only resumes that continue the same loop (0: `target` is in no loop).
+    """(iterations, resumes): how deep in a loop a resume of `code` at instruction `target`
+    would be, counting only resumes that continue the same loop ((0, 0): `target` is in no
+    loop).
 
     A break inside a loop body makes the frame call a resume function, whose trace runs the
-    rest of that iteration and stops at the same break in the next one; that break calls a
-    resume function one level deeper, and so on: one Python frame per iteration. Each depth
-    gets its own resume code (a cached resume calling itself would recurse through cache
-    hits until RecursionError), up to LOOP_RESUME_LIMIT; then the frame refuses the break and
-    runs as Python (its calls still traced). TorchDynamo runs the whole frame as Python at
-    the first break in a loop."""
+    rest of that iteration and stops at the next break: later in the same iteration (a body
+    with several breaks) or at the same break in the next one. That break calls a resume
+    function one level deeper: one Python frame per break. A cached resume that called
+    itself would recurse through cache hits until RecursionError, so the resume codes of one
+    chain must all differ: `iterations` grows when the break is at or before the place the
+    resume started (the trace went round the loop), otherwise a later place in the body
+    keeps it, so within one iteration count the targets strictly increase and no code
+    repeats. A chain stops at LOOP_RESUME_LIMIT iterations (or LOOP_NEST_LIMIT resumes):
+    then the frame refuses the break and runs as Python (its calls still traced). The limit
+    counts iterations, not breaks, so a body with three breaks is captured as often as one
+    with a single break. TorchDynamo runs the whole frame as Python at the first break in a
+    loop."""
     origin = resume_origin(code)
     if origin is not None:
         orig, index_map = origin
@@ -106,9 +113,23 @@ def loop_depth(code, target):
         if start is not None and here is not None:
             instrs = decode(orig)
             if _same_loop(instrs, start, here):
-                return _LOOP_DEPTH.get(code, 0) + 1
-            return 1 if _same_loop(instrs, here, here) else 0
-    return 1 if _same_loop(decode(code), target, target) else 0
+                iterations, resumes = _LOOP_DEPTH.get(code, (0, 0))
+                return (iterations + 1 if here <= start else iterations, resumes + 1)
+            return (1, 1) if _same_loop(instrs, here, here) else (0, 0)
+    return (1, 1) if _same_loop(decode(code), target, target) else (0, 0)
+
+
+def loop_limit_reason(code, target):
+    """Why a break at `target` must not nest another resume function of its loop (None: it
+    may); see loop_depth."""
+    iterations, resumes = loop_depth(code, target)
+    if iterations > LOOP_RESUME_LIMIT:
+        return (f"a break in each iteration of a loop: after {LOOP_RESUME_LIMIT} iterations "
+                f"the rest runs as Python, its calls traced")
+    if resumes > LOOP_NEST_LIMIT:
+        return (f"{LOOP_NEST_LIMIT} breaks in one loop: the rest runs as Python, its calls "
+                f"traced")
+    return None
 
 
 def _same_loop(instrs, a, b):
@@ -123,6 +144,7 @@ def _same_loop(instrs, a, b):
 _RESUME_CACHE = PerCode()
 _LOOP_DEPTH = PerCode()  # resume code -> loop_depth it was made for
 LOOP_RESUME_LIMIT = 8
+LOOP_NEST_LIMIT = 64  # resume frames one loop may nest (far below the recursion limit)
 
 
 def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=False):

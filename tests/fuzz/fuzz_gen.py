@@ -18,9 +18,13 @@ try/except, and now and then an operation that raises in eager Python as well; e
 from builtin-typed values inside try, and global/container writes in loops whose body
 breaks (fuzz_gen_effects.py). fuzz_shapes.py adds more shapes (user classes, decorators,
 context managers, generators, exception chains, breaks inside try, views, cat/stack,
-bool/int tensors, return_types, attributes on tensors, size reads, returned inputs).
+bool/int tensors, return_types, attributes on tensors, size reads, returned inputs);
+fuzz_gen_semantics.py: generators consumed while containers change, exceptions chained
+through finally, user context managers with breaks inside, attributes on tensors and
+struct-sequence results.
 """
 import fuzz_gen_effects
+import fuzz_gen_semantics
 import fuzz_shapes as shapes
 
 TENSOR_UNARY = [
@@ -325,6 +329,8 @@ class Gen:
             fuzz_gen_effects.exceptions_from_builtins(self, env, ind, depth)
         elif c == 20 and depth == 0:  # (nested in another loop: too many traces per program)
             fuzz_gen_effects.writes_in_breaking_loop(self, env, ind, depth)
+        elif c == 21:
+            fuzz_gen_semantics.statement(self, env, ind, depth)
         else:
             self.assign_existing(env, ind)
 

@@ -17,7 +17,8 @@ and dict contents) compares:
 
 Raises `Mismatch` with a readable description on the first difference, and also when the
 call with the same input values again traces any frame although the program keeps no state
-between calls (`stateful`: it writes a global, or a function attribute): a guard
+between calls (`stateful`: it writes a global or changes the global list COUNTER, or a
+function attribute): a guard
 that fails on the very inputs it was made for would recompile on every call. Returns a
 `Report`: whether `f` itself was captured (its first cache entry has rewritten code, not a
 whole-frame fallback, and the reason if not), the ops traced on the first call (resume
@@ -171,7 +172,8 @@ def input_sets(seed=0):
 # ---- running -----------------------------------------------------------------------------------
 # writes that change what the next call sees (a guarded global, a decorator's call counter):
 # a program that makes them may legitimately trace again when called with the same inputs
-_STATEFUL = re.compile(r"COUNTER\[0\] *(\+=|=)|\.calls *\+=|^\s*global ", re.M)
+_STATEFUL = re.compile(r"COUNTER(\[0\] *(\+=|=)|\.(append|extend|insert|pop|clear|remove)\()"
+                       r"|\.calls *\+=|^\s*global ", re.M)
 
 
 def stateful(src):
@@ -250,7 +252,8 @@ class Report:
     fallback_reason: str = None
     ops: int = 0                  # ops traced during the first call (every frame)
     graph_breaks: int = 0
-    warm_calls: int = 0           # calls with the same shapes as an earlier set
+    warm_calls: int = 0           # calls with the same shapes as an earlier set (not counted
+                                  # for a program that keeps state between calls)
     warm_hits: int = 0            # ... that traced no frame
     warm_misses: list = dataclasses.field(default_factory=list)  # (warm set, events) that traced
     raised: bool = False          # eager raised on the first input set
@@ -286,7 +289,7 @@ def _check(src, backend, n_inputs, filename):
             where = f"input set {k} ({inp.label})"
             if k == 0:
                 _first_call(report, compiled, before, after, x_e)
-            if inp.warm:
+            if inp.warm and not keeps_state:  # (state changed between calls may fail a guard)
                 report.warm_calls += 1
                 if after.frames_traced == before.frames_traced:
                     report.warm_hits += 1

@@ -455,16 +455,9 @@ SHAPES = {
 # semantics, the long tail), being fixed there; switch them on when that work lands.
 FEATURES = {name: True for name in SHAPES}
 FEATURES.update(views=True, cat_stack=True, generator_close_throw=True)
-DISABLED_WHY = {
-    "exception_chains": "issue 10: a bare `raise` in nested handlers raises 'No active exception "
-                        "to reraise'; __context__/__cause__ of exceptions raised in except blocks "
-                        "are lost",
-    "return_types": "issue 10: torch.return_types results come back as plain tuples "
-                    "(AttributeError on .values)",
-    "tensor_attributes": "issue 10: getattr(t, 'tag', 0) / hasattr on a tensor whose attribute "
-                         "was set at run time (after a break, or on an alias) gives the traced "
-                         "default (fuzz seeds 200083, 200495: wrong results)",
-}
+# Shapes switched off until the tracer handles what they find, each with its reason (none
+# now: exception chains, return_types and tensor attributes were fixed by issue 10).
+DISABLED_WHY = {}
 for _name in DISABLED_WHY:
     FEATURES[_name] = False
 

@@ -131,16 +131,6 @@ class UserFunctionVariable(BaseFunctionVariable):
         super().__init__(source)
         self.fn = fn
 
-    def call(self, tx, args, kwargs):
-        from .folds import FOLDED
-        fold = FOLDED.get(self.fn)
-        if fold is not None:
-            return fold(tx, args, kwargs)
-        inner = _dynamo_wrapped(self.fn)
-        if inner is not None:
-            return UserFunctionVariable(inner).call(tx, args, kwargs)
-        return tx.inline_call(self, args, kwargs)
-
     def get_code(self):
         return self.fn.__code__
 
@@ -196,6 +186,13 @@ class UserFunctionVariable(BaseFunctionVariable):
             tx.ctx.shape_marks.append((fn.__name__, args, kwargs))  # for dynamic shapes (issue 12)
             tx.side_effects.defer_call(fn, args, kwargs)
             return ConstantVariable(None)
+        from .folds import FOLDED
+        fold = FOLDED.get(fn)
+        if fold is not None:  # library bookkeeping evaluated by the trace (folds.py)
+            return fold(tx, args, kwargs)
+        inner = _dynamo_wrapped(fn)
+        if inner is not None:
+            return UserFunctionVariable(inner).call(tx, args, kwargs)
         return super().call(tx, args, kwargs)
 
     def getattr(self, tx, name):
@@ -554,18 +551,15 @@ class PartialVariable(Variable):
         if self.source is not None:
             return cg.load_source(self.source)
         # functools.partial(func, *args, **kwargs), from the parts (each rebuilt as usual)
-        cg.emit("PUSH_NULL")
-        cg.load_const(functools.partial)
+        from bytecode_utils import versions
+        cg.extend(versions.load_const_callable(functools.partial))
         cg.reconstruct(self.func)
         for a in self.args:
             cg.reconstruct(a)
         names = tuple(self.kwargs)
         for n in names:
             cg.reconstruct(self.kwargs[n])
-        if names:
-            cg.emit("KW_NAMES", names)
-        cg.emit("PRECALL", 1 + len(self.args) + len(names))
-        cg.emit("CALL", 1 + len(self.args) + len(names))
+        cg.call(1 + len(self.args) + len(names), names)
 
 
 class LruCacheVariable(ObjectVariable):

@@ -12,7 +12,7 @@
 """
 import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
-from guards.sources import AttrSource, ItemSource
+from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
@@ -235,33 +235,43 @@ class NNModuleVariable(ObjectVariable):
     # ---- calls -------------------------------------------------------------------------
     def call(self, tx, args, kwargs):
         m = self.module
-        if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")):
+        if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
+                or _global_forward_hooks_registered()):
             self._check_hooks(tx)
             return self._forward(tx, args, kwargs)
         return self._call_with_hooks(tx, list(args), dict(kwargs))
 
     def _call_with_hooks(self, tx, args, kwargs):
-        """Forward (pre-)hooks run as nn.Module._call_impl runs them: each pre-hook may
-        replace the arguments, each hook the result. The hook dicts are guarded exactly
-        (which hooks, in order, each one's identity, which take kwargs); backward hooks and
-        global hooks are Unsupported."""
+        """Forward (pre-)hooks run as nn.Module._call_impl runs them: the global ones
+        (`register_module_forward_hook`) first, then the module's; each pre-hook may replace
+        the arguments, each hook the result. The hook dicts, global and the module's, are
+        guarded exactly (which hooks, in order, each one's identity, which take kwargs), so
+        registering or removing any hook recompiles. Backward hooks (global or not) and
+        `always_call=True` hooks (run by _call_impl when forward raises) are Unsupported."""
+        from torch.nn.modules import module as impl
+
         from .containers import DictVariable, TupleVariable
         m = self.module
         if self.source is None:
             raise Unsupported(f"{type(m).__name__} with forward hooks and no source")
-        for hname in ("_backward_hooks", "_backward_pre_hooks"):
+        for hname in _UNTRACED_HOOKS:
             if m.__dict__.get(hname):
                 raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
-        tx.guard(Predicate.falsy_attrs(self.source, ("_backward_hooks", "_backward_pre_hooks"),
-                                       "has no backward (pre-)hooks"))
-        from torch.nn.modules import module as nn_module_impl
-        for gname in ("_global_forward_hooks", "_global_forward_pre_hooks",
-                      "_global_backward_hooks", "_global_backward_pre_hooks"):
-            if getattr(nn_module_impl, gname, None):
-                raise Unsupported("global nn.Module hooks are registered")
-        tx.guard_global_module_hooks()
-        pre = self._hooks(tx, "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
-        post = self._hooks(tx, "_forward_hooks", "_forward_hooks_with_kwargs")
+        tx.guard(Predicate.falsy_attrs(self.source, _UNTRACED_HOOKS,
+                                       "has no backward (pre-)hooks or always-called hooks"))
+        for gname in _UNTRACED_GLOBAL_HOOKS:
+            if getattr(impl, gname, None):
+                raise Unsupported(f"global nn.Module {gname.strip('_').replace('_', ' ')} are registered")
+        impl_src = ConstSource(impl)
+        tx.guard(Predicate.falsy_attrs(impl_src, _UNTRACED_GLOBAL_HOOKS,
+                                       "no global nn.Module backward or always-called hooks"))
+        pre_kw = [_kw_dict(self.source, m, "_forward_pre_hooks_with_kwargs")]
+        post_kw = [_kw_dict(self.source, m, "_forward_hooks_with_kwargs"),
+                   _kw_dict(impl_src, impl, "_global_forward_hooks_with_kwargs")]
+        pre = (_guarded_hooks(tx, impl_src, impl, "_global_forward_pre_hooks", pre_kw)
+               + _guarded_hooks(tx, self.source, m, "_forward_pre_hooks", pre_kw))
+        post = (_guarded_hooks(tx, impl_src, impl, "_global_forward_hooks", post_kw)
+                + _guarded_hooks(tx, self.source, m, "_forward_hooks", post_kw))
         args_var = TupleVariable(args)
         for hook, with_kwargs in pre:
             if with_kwargs:
@@ -286,23 +296,6 @@ class NNModuleVariable(ObjectVariable):
             if not _is_none(r):
                 result = r
         return result
-
-    def _hooks(self, tx, name, kw_name):
-        """[(hook Variable, takes kwargs)] of one hook dict, guarded."""
-        m = self.module
-        hooks = m.__dict__.get(name)
-        if not isinstance(hooks, dict):
-            raise Unsupported(f"{type(m).__name__}.{name} is not a dict")
-        dsrc = AttrSource(self.source, name)
-        tx.guard(DictKeysMatch(dsrc, tuple(hooks.keys()), type(hooks)))
-        with_kw = m.__dict__.get(kw_name) or {}
-        out = []
-        for hook_id, hook in hooks.items():
-            takes_kwargs = hook_id in with_kw
-            tx.guard(Predicate(AttrSource(self.source, kw_name), _has_key(hook_id, takes_kwargs),
-                               f"{'has' if takes_kwargs else 'has no'} key {hook_id!r}"))
-            out.append((tx.wrap(hook, ItemSource(dsrc, hook_id)), takes_kwargs))
-        return out
 
     def _forward(self, tx, args, kwargs):
         m = self.module
@@ -349,6 +342,41 @@ class NNModuleVariable(ObjectVariable):
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_UNTRACED_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called")
+_UNTRACED_GLOBAL_HOOKS = ("_global_backward_hooks", "_global_backward_pre_hooks",
+                          "_global_forward_hooks_always_called")
+
+
+def _global_forward_hooks_registered():
+    from torch.nn.modules import module as impl
+    return bool(getattr(impl, "_global_forward_hooks", None) or getattr(impl, "_global_forward_pre_hooks", None))
+
+
+def _kw_dict(owner_src, owner, name):
+    """(source, dict) of a with-kwargs hook dict (hook id -> True) of a module or of
+    torch.nn.modules.module."""
+    return AttrSource(owner_src, name), getattr(owner, name, None) or {}
+
+
+def _guarded_hooks(tx, owner_src, owner, name, kw_dicts):
+    """[(hook Variable, takes kwargs)] of hook dict `owner.name`, guarded: its keys in order,
+    each hook by its source, and for each hook whether each with-kwargs dict of `kw_dicts`
+    holds its id (_call_impl passes kwargs when one does)."""
+    hooks = owner.__dict__.get(name)
+    if not isinstance(hooks, dict):
+        raise Unsupported(f"{getattr(owner, '__name__', type(owner).__name__)}.{name} is not a dict")
+    dsrc = AttrSource(owner_src, name)
+    tx.guard(DictKeysMatch(dsrc, tuple(hooks.keys()), type(hooks)))
+    out = []
+    for hook_id, hook in hooks.items():
+        takes_kwargs = False
+        for ksrc, kdict in kw_dicts:
+            present = hook_id in kdict
+            tx.guard(Predicate(ksrc, _has_key(hook_id, present),
+                               f"{'has' if present else 'has no'} key {hook_id!r}"))
+            takes_kwargs = takes_kwargs or present
+        out.append((tx.wrap(hook, ItemSource(dsrc, hook_id)), takes_kwargs))
+    return out
 
 
 def _has_key(key, present):

@@ -27,6 +27,17 @@ def _in_torch(filename):
     return filename.startswith(_TORCH_DIR)
 
 
+_QUERY_WRAPPERS = tuple(_TORCH_DIR + d for d in ("_dynamo" + __import__("os").sep, "compiler" + __import__("os").sep))
+
+
+def _asking_frame(tx):
+    """The frame whose question an is_compiling() call answers: wrappers of the query
+    (torch._dynamo.is_compiling calls torch.compiler.is_compiling) pass their caller's."""
+    while tx.parent is not None and tx.code.co_filename.startswith(_QUERY_WRAPPERS):
+        tx = tx.parent
+    return tx
+
+
 class TorchFunctionVariable(ObjectVariable):
     """torch.*, torch.nn.functional.*, torch.Tensor.* used as a function, torch.special..."""
 
@@ -54,7 +65,7 @@ class TorchFunctionVariable(ObjectVariable):
             # Not in torch's own code: there it selects TorchDynamo workarounds whose results
             # differ from eager (nn.TransformerEncoder skips its nested-tensor path, which
             # zeroes padded positions), so torch's frames see eager's answer.
-            if _in_torch(tx.code.co_filename):
+            if _in_torch(_asking_frame(tx).code.co_filename):
                 return ConstantVariable(False)
             return ConstantVariable(_COMPILING_QUERIES[name])
         if fn is torch.is_tensor and len(args) == 1:

@@ -1,0 +1,240 @@
+"""Program shapes for fuzz_gen.Gen from issue 10 (Python semantics, the long tail).
+
+* `generators_and_containers`: generators consumed while the containers they read change
+  (list.extend of a generator over the list itself, a loop that appends to the list a
+  generator reads), generators dropped half-way inside try/finally, send/close.
+* `exception_chains`: exceptions raised in except and finally blocks, bare `raise` after a
+  nested handled exception, `raise ... from`, the chain printed (`__context__`/`__cause__`),
+  sometimes with a graph break inside the handler.
+* `user_context_managers`: `with` over a class-based manager, a @contextlib.contextmanager one
+  and an exception-suppressing one, nested, sometimes with a graph break inside the block.
+* `tensor_attributes`: Python attributes set on tensors and read back (hasattr/getattr), also
+  across a helper that breaks (so it is traced as its own frame, with the attribute's presence
+  guarded).
+* `structseq_results`: torch.max/min(dim), sort, topk results read by field and unpacked.
+
+`statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
+module level (manager classes, `import contextlib`) is added once per program to
+`g.helpers`. Output goes to `SINK` and `COUNTER` (made and compared by the harness).
+"""
+
+_MODULE_LINES = [
+    "import contextlib",
+    "",
+    "class RecCM:",
+    "    def __init__(self, tag):",
+    "        self.tag = tag",
+    "    def __enter__(self):",
+    "        print('enter', self.tag, file=SINK)",
+    "        return self",
+    "    def __exit__(self, typ, value, tb):",
+    "        print('exit', self.tag, typ.__name__ if typ else None, file=SINK)",
+    "        return False",
+    "",
+    "class SuppressCM:",
+    "    def __enter__(self):",
+    "        return self",
+    "    def __exit__(self, typ, value, tb):",
+    "        if typ is not None:",
+    "            print('suppressed', typ.__name__, file=SINK)",
+    "        return typ is not None and issubclass(typ, (KeyError, IndexError))",
+    "",
+    "@contextlib.contextmanager",
+    "def gen_cm(tag):",
+    "    print('setup', tag, file=SINK)",
+    "    try:",
+    "        yield tag * 2",
+    "    finally:",
+    "        print('teardown', tag, file=SINK)",
+    "",
+    "def tag_of(a):",
+    "    print('tag_of', file=SINK)",
+    "    return getattr(a, 'tag', -1) + (10 if hasattr(a, 'tag') else 0)",
+]
+
+
+def _module_helpers(g):
+    if not g.__dict__.get("_semantics_module"):
+        g._semantics_module = True
+        g.helpers.insert(0, list(_MODULE_LINES))
+
+
+def _break_line(g, env):
+    """A statement that is a graph break (print, .item() steering a value, numpy)."""
+    i = g.pick(env["I"])
+    return g.pick([f"print('b', {i}, file=SINK)",
+                   f"{i} = int({g.pick(env['T'])}.sum().item() > 0) + {i}",
+                   f"{i} = int(np.int64({i}) + 1)"])
+
+
+def generators_and_containers(g, env, ind, depth):
+    lst = g.pick(env["L"])
+    i = g.pick(env["I"])
+    k = g.r(0, 4)
+    if k == 0:
+        g.emit(ind, f"if {lst}:")
+        g.emit(ind + 1, f"{lst}.extend({lst}[-1] + z for z in range({g.r(1, 3)}))")
+    elif k == 1:
+        gen = g.tmp("gen")
+        g.emit(ind, f"def {gen}(src):")
+        g.emit(ind + 1, "for v in src:")
+        g.emit(ind + 2, "yield v * 2")
+        v = g.tmp("v")
+        g.emit(ind, f"for {v} in {gen}({lst}):")
+        g.emit(ind + 1, f"COUNTER.append({v})")
+        g.emit(ind + 1, f"if len({lst}) < 6:")
+        g.emit(ind + 2, f"{lst}.append({v} % 5)")
+    elif k == 2:
+        gen = g.tmp("gen")
+        g.emit(ind, f"def {gen}(m):")
+        g.emit(ind + 1, "try:")
+        g.emit(ind + 2, "for v in range(m):")
+        g.emit(ind + 3, "yield v")
+        g.emit(ind + 1, "finally:")
+        g.emit(ind + 2, "print('gen finally', m, file=SINK)")
+        it = g.tmp("it")
+        g.emit(ind, f"{it} = {gen}({g.r(1, 4)})")
+        g.emit(ind, f"{i} = next({it}) + {i}")
+        if g.p(0.4):
+            g.emit(ind, _break_line(g, env))
+        g.emit(ind, g.pick([f"{it} = None", f"{it}.close()", f"{i} = sum({it}) + {i}"]))
+        g.emit(ind, "print('after gen', file=SINK)")
+    elif k == 3:
+        gen = g.tmp("gen")
+        g.emit(ind, f"def {gen}():")
+        g.emit(ind + 1, "total = 0")
+        g.emit(ind + 1, "while True:")
+        g.emit(ind + 2, "got = yield total")
+        g.emit(ind + 2, "if got is None:")
+        g.emit(ind + 3, "return total")
+        g.emit(ind + 2, "total += got")
+        it = g.tmp("it")
+        g.emit(ind, f"{it} = {gen}()")
+        g.emit(ind, f"next({it})")
+        g.emit(ind, f"{i} = {it}.send({g.int_expr(env, 1)}) + {it}.send(2)")
+        g.emit(ind, "try:")
+        g.emit(ind + 1, f"next({it})")
+        g.emit(ind, "except StopIteration as e:")
+        g.emit(ind + 1, f"{i} = e.value % 1000")
+    else:
+        g.emit(ind, f"{i} = len([w for w in (u * 2 for u in {lst}) if w > {g.int_expr(env, 1)}]) + {i}")
+
+
+def exception_chains(g, env, ind, depth):
+    i = g.pick(env["I"])
+    k = g.r(0, 3)
+    first = g.pick(["raise ValueError('a')", f"{g.pick(env['D'])}['nope']", f"[][{i}]"])
+    g.emit(ind, "try:")
+    if k == 0:  # raised in a finally block: its __context__ is the first exception
+        g.emit(ind + 1, "try:")
+        g.emit(ind + 2, first)
+        g.emit(ind + 1, "finally:")
+        g.emit(ind + 2, f"COUNTER.append({i})")
+        if g.p(0.4):
+            g.emit(ind + 2, _break_line(g, env))
+        g.emit(ind + 2, "raise RuntimeError('fin')")
+    elif k == 1:  # bare raise after a nested handled exception
+        g.emit(ind + 1, "try:")
+        g.emit(ind + 2, first)
+        g.emit(ind + 1, "except (ValueError, KeyError, IndexError):")
+        g.emit(ind + 2, "try:")
+        g.emit(ind + 3, "raise TypeError('inner')")
+        g.emit(ind + 2, "except TypeError:")
+        g.emit(ind + 3, f"{i} = {i} + 1")
+        if g.p(0.4):
+            g.emit(ind + 2, _break_line(g, env))
+        g.emit(ind + 2, "raise")
+    elif k == 2:  # raise ... from
+        g.emit(ind + 1, "try:")
+        g.emit(ind + 2, first)
+        g.emit(ind + 1, "except Exception as inner:")
+        g.emit(ind + 2, g.pick(["raise RuntimeError('wrapped') from inner",
+                                "raise RuntimeError('wrapped') from None"]))
+    else:  # raised in an except block: implicit chaining
+        g.emit(ind + 1, "try:")
+        g.emit(ind + 2, first)
+        g.emit(ind + 1, "except Exception:")
+        if g.p(0.4):
+            g.emit(ind + 2, _break_line(g, env))
+        g.emit(ind + 2, "raise RuntimeError('during')")
+    g.emit(ind, "except Exception as e:")
+    g.emit(ind + 1, "print('chain', type(e).__name__, type(e.__context__).__name__, "
+                    "type(e.__cause__).__name__, e.__suppress_context__, file=SINK)")
+    g.emit(ind + 1, f"{i} = len(str(e)) + {i}")
+
+
+def user_context_managers(g, env, ind, depth):
+    _module_helpers(g)
+    t, i = g.pick(env["T"]), g.pick(env["I"])
+    k = g.r(0, 3)
+    if k == 0:
+        g.emit(ind, f"with RecCM({g.r(0, 9)}) as cm:")
+    elif k == 1:
+        v = g.tmp("cmv")
+        g.emit(ind, f"with gen_cm({g.r(0, 9)}) as {v}:")
+        g.emit(ind + 1, f"{i} = {v} + {i}")
+    elif k == 2:
+        g.emit(ind, "with SuppressCM():")
+    else:
+        g.emit(ind, f"with RecCM('outer'), gen_cm({g.r(0, 9)}):")
+    g.emit(ind + 1, f"{t} = {g.tensor_expr(env, 1)}")
+    if g.p(0.5):
+        g.emit(ind + 1, _break_line(g, env))
+        g.emit(ind + 1, f"{t} = {t} * 2")
+    if k == 2 or g.p(0.2):
+        g.emit(ind + 1, f"if {g.cond_expr(env)}:")
+        g.emit(ind + 2, g.pick(["raise KeyError('k')", f"{i} = [][{i}]"]))
+    if k != 2 and g.p(0.2):
+        # an exception that escapes the managers: caught here
+        g.emit(ind, "try:")
+        g.emit(ind + 1, f"with RecCM('raising'):")
+        g.emit(ind + 2, "raise ValueError('through')")
+        g.emit(ind, "except ValueError:")
+        g.emit(ind + 1, f"{i} = {i} - 1")
+
+
+def tensor_attributes(g, env, ind, depth):
+    _module_helpers(g)
+    t, i = g.pick(env["T"]), g.pick(env["I"])
+    k = g.r(0, 2)
+    if k == 0:
+        g.emit(ind, f"if {g.cond_expr(env)}:")
+        g.emit(ind + 1, f"{t}.tag = {g.int_expr(env, 1)}")
+        g.emit(ind, f"{i} = (getattr({t}, 'tag', 0) + {i}) % 1000")
+    elif k == 1:
+        g.emit(ind, f"{i} = tag_of({t}) + {i}")  # a helper that breaks: traced as its own frame
+    else:
+        g.emit(ind, f"if hasattr({t}, 'tag'):")
+        g.emit(ind + 1, f"{t} = {t} + {t}.tag")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"{t} = {t} - 1")
+
+
+def structseq_results(g, env, ind, depth):
+    t = g.pick(env["T"])
+    k = g.r(0, 3)
+    src = g.tensor_expr(env, 1)
+    if k == 0:
+        r = g.tmp("r")
+        g.emit(ind, f"{r} = torch.{g.pick(['max', 'min'])}({src}, {g.pick(['-1', 'dim=-1'])})")
+        g.emit(ind, f"{t} = {t} + {r}.values.unsqueeze(-1) - {r}.indices.unsqueeze(-1).float()")
+    elif k == 1:
+        vals, idx = g.tmp("vals"), g.tmp("idx")
+        g.emit(ind, f"{vals}, {idx} = torch.sort({src}, descending={g.pick(['True', 'False'])})")
+        g.emit(ind, f"{t} = {vals} * 0.5 + {idx}.float()")
+    elif k == 2:
+        r = g.tmp("r")
+        g.emit(ind, f"{r} = torch.topk({src}, 1, dim=-1)")
+        g.emit(ind, f"{t} = {t} * {r}[0] + {r}.indices")
+    else:
+        r = g.tmp("r")
+        g.emit(ind, f"{r} = {src}.{g.pick(['max', 'min', 'median'])}(dim=-1, keepdim=True)")
+        g.emit(ind, f"{t} = {t} - {r}.values")
+
+
+KINDS = (generators_and_containers, exception_chains, user_context_managers, tensor_attributes,
+         structseq_results)
+
+
+def statement(g, env, ind, depth):
+    g.pick(KINDS)(g, env, ind, depth)
