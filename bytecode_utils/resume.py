@@ -192,3 +192,82 @@ def resume_origin(code: types.CodeType):
     breaks on every iteration reuses one resume function instead of nesting a new one each
     time."""
     return _ORIGIN.get(code)
+
+
+def make_generator_resume_code(code: types.CodeType, target: int, stack: list[str],
+                               local_args: list[str], *, suspended: bool) -> types.CodeType:
+    """Code that rebuilds a generator the tracer ran symbolically, at the point it reached.
+
+    `suspended`: the generator stopped at the `yield` just before decoded instruction `target`
+    (that yield's RESUME). The code is the original stream behind a prefix that pushes the
+    saved stack and yields once, covered by the original yield's exception-table entry; the
+    rebuild calls next() once to reach that yield ("priming"), after which the generator is
+    suspended exactly where the traced one was: next()/send(v) continue at `target` + 1 with
+    the value sent, throw()/close() raise into the user's own try/finally/with handlers.
+    Not suspended (never started): the prefix jumps to `target`, nothing runs until the
+    first next(). Signature: (___stack<i>..., *local_args), flat; cell variables are free
+    variables (the rebuild passes the cells)."""
+    bc = _bc.Bytecode.from_code(code)
+    items = list(bc)
+    real = [i for i, ins in enumerate(items) if isinstance(ins, _bc.Instr)]
+    _keep_try_depths(code, items)
+    resume_pos = next(i for i in real if items[i].name == "RESUME")
+    lineno = next((i.lineno for i in items[real[target]:] if isinstance(i, _bc.Instr) and i.lineno),
+                  code.co_firstlineno)
+    prefix, stack_args = [], []
+    for i, kind in enumerate(stack):
+        if kind == STACK_NULL:
+            prefix.extend(versions.push_null(lineno=lineno))
+        else:
+            name = stack_arg_name(i)
+            stack_args.append(name)
+            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+            if kind == STACK_EXC_INFO:
+                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
+    label = _bc.Label()
+    continue_at = real[target + 1] if suspended else real[target]
+    if suspended:
+        yield_pos = real[target - 1]
+        if items[yield_pos].name != "YIELD_VALUE":
+            raise ValueError("a suspended generator resumes after a YIELD_VALUE")
+        covering = _covering_try(items, yield_pos)
+        priming = [_bc.Instr("LOAD_CONST", None, lineno=lineno), _bc.Instr("YIELD_VALUE", lineno=lineno),
+                   _bc.Instr("RESUME", items[real[target]].arg, lineno=lineno)]
+        if covering is not None:
+            from .instructions import decode
+            tb = _bc.TryBegin(covering.target, push_lasti=covering.push_lasti,
+                              stack_depth=decode(code)[target - 1].exn.depth)
+            priming = [tb, *priming[:2], _bc.TryEnd(tb), priming[2]]
+        prefix += priming
+    prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
+    new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:continue_at] + [label] + items[continue_at:]
+    new_items = _cells_as_free_vars(code, new_items)
+    args = stack_args + list(local_args)
+    if len(set(args)) != len(args):
+        raise ValueError(f"duplicate resume arguments {args}")
+    others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
+    out = _bc.Bytecode(new_items)
+    out.name = code.co_name
+    out.qualname = code.co_qualname  # the rebuilt generator shows the original's name
+    out.filename = code.co_filename
+    out.first_lineno = code.co_firstlineno
+    out.argcount = len(args)
+    out.posonlyargcount = 0
+    out.kwonlyargcount = 0
+    out.flags = _bc.CompilerFlags((code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)) | CO_OPTIMIZED | CO_NEWLOCALS)
+    out.argnames = args + others
+    out.freevars = list(code.co_freevars) + list(code.co_cellvars)
+    out.cellvars = []
+    out.docstring = None
+    return out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+
+
+def _covering_try(items, pos):
+    """The TryBegin whose region covers items[pos] (regions do not nest in this form)."""
+    active = None
+    for item in items[:pos]:
+        if isinstance(item, _bc.TryBegin):
+            active = item
+        elif isinstance(item, _bc.TryEnd) and item.entry is active:
+            active = None
+    return active

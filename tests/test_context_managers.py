@@ -175,3 +175,18 @@ def test_object_without_the_protocol_raises_type_error():
         return x, ""
 
     check(f, torch.ones(2))
+
+
+def test_graph_break_inside_a_contextmanager_block():
+    """The @contextmanager generator is rebuilt suspended at its yield, inside its try."""
+    def f(x):
+        log = []
+        with scoped(log, 2) as v:
+            x = x * v
+            print("inside the block")
+            x = x + 1
+        return x, log
+
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    assert d.fallbacks == 0 and d.graphs >= 2

@@ -3,7 +3,7 @@ containers they read change, PEP 479, close()/throw()/send(), `yield from`, and 
 `finally` of a generator that is dropped half-way running where CPython runs it."""
 import torch
 
-from semantics_helpers import check
+from semantics_helpers import check, run
 
 
 def test_extend_sees_the_list_grow_while_the_generator_runs():
@@ -230,3 +230,61 @@ def test_generator_return_value_in_stop_iteration():
         return x
 
     check(f, torch.ones(2))
+
+
+def escaping(x, log):
+    def g(k):
+        try:
+            a = yield k + 1
+            log.append(("got", a))
+            yield k + 2
+        except KeyError as e:
+            log.append(("caught", e.args))
+            yield 99
+        finally:
+            log.append("fin")
+    gen = g(3)
+    first = next(gen)
+    unstarted = g(10)
+    return x + first, gen, unstarted
+
+
+def test_partly_consumed_generator_escapes_the_frame():
+    """It is rebuilt where it stopped: the rest of its body runs natively, its handlers too."""
+    import tracer
+    outcomes = []
+    for fn in (escaping, tracer.compile(escaping)):
+        for action in ("send", "throw", "close", "unstarted"):
+            log = []
+            out, gen, unstarted = fn(torch.ones(1), log)
+            if action == "send":
+                rest = [gen.send("s"), list(gen)]
+            elif action == "throw":
+                rest = [gen.throw(KeyError("k")), list(gen)]
+            elif action == "close":
+                rest = [gen.close()]
+            else:
+                rest = [list(unstarted)]
+            outcomes.append((action, out.tolist(), rest, list(log), type(gen).__name__, gen.__qualname__))
+            del gen, unstarted
+    assert outcomes[:4] == outcomes[4:]
+    s = tracer.stats()
+    assert not any("escapes" in r for r in s.fallback_reasons)
+
+
+def test_generator_suspended_across_a_graph_break():
+    def f(x):
+        def g():
+            yield 1
+            yield 2
+            yield 3
+        gen = g()
+        a = next(gen)
+        print("a break while the generator is suspended")
+        return x + a + next(gen), list(gen)
+
+    import tracer
+    c = tracer.compile(f)
+    _, d = run(c, f, torch.ones(2))
+    # the rebuilt generator is a native one: advancing it after the break is a break too
+    assert d.fallbacks == 0 and d.graphs >= 2

@@ -106,8 +106,8 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
             ret = frame.run()
         if ret is not BREAK and ctx.generators:
             # the frame's locals die at return: generators only they held are finalized now
-            if collect_generators(ctx, extra_roots=[ret]):
-                raise Unsupported("a generator suspended inside try/with escapes the frame")
+            # (one still reachable escapes: it is rebuilt where it stopped, GeneratorVariable.reconstruct)
+            collect_generators(ctx, extra_roots=[ret])
         ctx.grad_at_stop = torch.is_grad_enabled()
         return ctx, frame, ret
     finally:

@@ -376,6 +376,11 @@ def _wrap_fresh(tx, value, source):
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
                           f"that has no tensor meaning")
+    if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType):
+        # a generator made outside the trace (or rebuilt at a break): its frame is native, so
+        # advancing it is a graph break; it can be passed around and compared
+        g(TypeMatch(source, t))
+        return OpaqueVariable(value, source)
     if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)

@@ -181,15 +181,72 @@ class GeneratorVariable(IteratorVariable):
         raise Unsupported(f"generator attribute {name!r}")
 
     def reconstruct(self, cg):
+        """A real generator in the state the traced one reached (made once per codegen:
+        CodeGen memoises mutable values). Suspended or not started: a generator made from
+        resume code for the body (bytecode_utils.resume.make_generator_resume_code), with the
+        frame's stack, live locals and cells; finished: an exhausted generator."""
         if self.state == FINISHED:
-            cg.load_const(())
-            cg.call_on_stack(iter)  # (type() differs: a finished generator has no state to keep)
-            raise Unsupported("a finished generator made in the frame escapes it")
-        raise Unsupported("a generator made in the traced frame escapes it (its suspended frame "
-                          "cannot be rebuilt)")
+            return cg.call_with(finished_generator, [])
+        if self.state != SUSPENDED and self.state != CREATED:
+            raise Unsupported("a running generator escapes the frame")
+        from bytecode_utils import live_locals
+        from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL,
+                                           make_generator_resume_code)
+        from ..handlers.load_store import NullVariable
+        from .base import TempVariable
+        from .containers import TupleVariable
+        from .exceptions import ExcInfoSlot
+        frame = self.frame
+        code = frame.code
+        suspended = self.state == SUSPENDED
+        target = frame.ip if suspended else _body_start(frame)
+        stack = frame.stack[:-1] if suspended else []
+        handled = self.exc_state
+        live = set()
+        for v in reversed(stack):  # the except bodies still running in the generator
+            if isinstance(v, ExcInfoSlot) and v.exc is handled:
+                live.add(id(v))
+                handled = v.prev
+        kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live else STACK_ARG
+                 for v in stack]
+        names = sorted(n for n in live_locals(code)[target] if n in frame.locals)
+        rcode = make_generator_resume_code(code, target, kinds, names, suspended=suspended)
+        values = [v for v in stack if not isinstance(v, NullVariable)] + [frame.locals[n] for n in names]
+        for box_name in rcode.co_freevars:
+            cg.load_cell(frame.cells[box_name])
+        cg.build(tuple, len(rcode.co_freevars))
+        closure = TempVariable(cg.store_tmp())
+        from .functions import _GlobalsVariable
+        cg.call_with(rebuild_generator, [ConstantVariable(rcode), _GlobalsVariable(frame.f_globals), closure,
+                                         TupleVariable(values), ConstantVariable(suspended)])
 
     def __repr__(self):
         return f"Generator({self.frame.code.co_name}, {self.state})"
+
+
+def rebuild_generator(code, f_globals, closure, args, suspended):
+    """The real generator for a GeneratorVariable (no user code runs: a suspended one is
+    primed to the yield of its resume code's prefix)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, None, closure or None)
+    gen = fn(*args)
+    if suspended:
+        next(gen)
+    return gen
+
+
+def finished_generator():
+    def done():
+        return
+        yield  # noqa: unreachable - makes this a generator function
+    gen = done()
+    for _ in gen:
+        pass
+    return gen
+
+
+def _body_start(frame):
+    """Index of the first instruction after a generator's prologue (its first RESUME)."""
+    return next(i for i, inst in enumerate(frame.instrs) if inst.opname == "RESUME") + 1
 
 
 def _is_none(var):
