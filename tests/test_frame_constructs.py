@@ -198,3 +198,15 @@ def test_dataclass_constructed_in_the_frame():
     c = tracer.compile(f)
     _, d = run(c, f, torch.ones(2))
     assert d.graphs >= 1 and d.fallbacks == 0
+
+
+def test_code_after_an_unknown_c_function_is_captured():
+    import zlib
+
+    def f(x, data):
+        y = x + 1
+        crc = zlib.crc32(data)  # a C function the tracer does not model: the break is the call
+        return y * (crc % 7), crc
+
+    _, d = check(f, torch.ones(2), b"abc", graphs=2, breaks=1, dynamo=True)
+    assert "zlib.crc32" in d.break_reasons[0]

@@ -374,8 +374,10 @@ def _wrap_fresh(tx, value, source):
         return BuiltinMethodVariable(owner, value.__name__)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
-        raise Unsupported(f"call to builtin {getattr(value, '__qualname__', value)!r} "
-                          f"that has no tensor meaning")
+        # A C function the tracer does not model (zlib.crc32): a value like any other; calling
+        # it is the graph break (OpaqueVariable.call), so the code around the call is captured.
+        g(IdMatch(source, value))
+        return OpaqueVariable(value, source)
     if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType):
         # a generator made outside the trace (or rebuilt at a break): its frame is native, so
         # advancing it is a graph break; it can be passed around and compared
