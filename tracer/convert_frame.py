@@ -46,6 +46,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                 e.reason = f"{e.reason} ({too_deep})"
                 raise
             # Graph break: trace again, stopping just before the failing root instruction.
+            _release(ctx)
             ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
             if ret is not BREAK:
                 raise Unsupported(f"graph break could not be placed: {e}") from e
@@ -66,7 +67,30 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
     records.frame_traced(code, entry, time.perf_counter() - t0)
+    _release(ctx)
     return entry
+
+
+def _release(ctx):
+    """Let go of the user's objects the trace held (through its Variables, frames and cells)
+    now, not at the next cyclic garbage collection: the trace's structures refer to each
+    other in cycles, and a generator or an object with __del__ passed in must be finalized
+    when the program drops it, as in eager."""
+    if ctx is None:
+        return
+    for frame in ctx.frames:
+        frame.locals.clear()
+        frame.stack.clear()
+        frame.cells.clear()
+        frame.generator = None
+        frame.return_value = None
+    ctx.frames.clear()
+    ctx.wrap_memo.clear()
+    ctx.cell_boxes.clear()
+    ctx.generators = []
+    ctx.foreign_generators = []
+    ctx.frame_stack = []
+    ctx.root_frame = None
 
 
 def _verified(code, entry, L, G, C, state, builtins):
@@ -110,6 +134,9 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
             collect_generators(ctx, extra_roots=[ret])
         ctx.grad_at_stop = torch.is_grad_enabled()
         return ctx, frame, ret
+    except BaseException:
+        _release(ctx)  # (the caller never sees this trace; its guards are not used)
+        raise
     finally:
         torch._C._set_grad_enabled(prev_grad)
 

@@ -30,6 +30,7 @@ from .exc import Unsupported
 from .variables.base import ConstantVariable
 from .handlers.load_store import NullVariable
 from .variables.exceptions import ExcInfoSlot, OuterException
+from .variables.generators import holders_of_pending_generators
 
 # opname -> (values popped, values pushed); CALL/CALL_FUNCTION_EX computed from the arg.
 _SHAPES = {
@@ -198,6 +199,9 @@ def generate_break(frame, inst, reason):
         needed |= liveness[handler.target]
     if super_self_name(code) is not None:  # zero-arg super() reads it without a LOAD_FAST
         needed.add(super_self_name(code))
+    # A local the rest of the frame overwrites (dead here) may still hold the last reference
+    # to a generator whose finally must run where the program drops it: pass it on too.
+    needed |= holders_of_pending_generators(frame.ctx, frame.locals, needed)
     # A local whose value is never read again, only deleted (`del obj`), is passed as None:
     # the binding is kept, the object is not (eager frees it at the `del`; a resume function's
     # argument would live until it returns).

@@ -62,8 +62,10 @@ class TraceContext:
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
+        self.frames = []          # every Frame of this trace
         self.frame_stack = []     # frames whose run() is executing, innermost last
         self.generators = []      # GeneratorVariables made by the trace, not finished
+        self.foreign_generators = []  # real generators from outside that would run code on close
         self.finalizing = False   # closing an unreachable generator (variables/generators.py)
         # the handled exception per exception state (variables/exceptions.py): the thread's,
         # then one per running generator; the caller's is not known until needed
@@ -92,6 +94,7 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
+        ctx.frames.append(self)      # (released when the trace is done: convert_frame._release)
         self.generator = None        # the GeneratorVariable whose body this frame is
         self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
 
@@ -118,7 +121,7 @@ class Frame:
         while True:
             if self.ip >= len(instrs):
                 raise Unsupported("fell off the end of the code")
-            if ctx.generators and not ctx.finalizing:
+            if (ctx.generators or ctx.foreign_generators) and not ctx.finalizing:
                 collect_generators(ctx)  # a generator nothing refers to any more runs its finally
             inst = instrs[self.ip]
             self.current = inst

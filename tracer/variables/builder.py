@@ -382,7 +382,11 @@ def _wrap_fresh(tx, value, source):
         # a generator made outside the trace (or rebuilt at a break): its frame is native, so
         # advancing it is a graph break; it can be passed around and compared
         g(TypeMatch(source, t))
-        return OpaqueVariable(value, source)
+        var = OpaqueVariable(value, source)
+        from .generators import real_generator_needs_finalizer
+        if real_generator_needs_finalizer(value):
+            tx.ctx.foreign_generators.append(var)  # its drop must not move (generators.py)
+        return var
     if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)

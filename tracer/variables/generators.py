@@ -281,14 +281,38 @@ def _exception_of(tx, args):
 
 
 # ---- finalization on collection ---------------------------------------------------------------
+def real_generator_needs_finalizer(gen):
+    """A real generator suspended where closing it runs code (its yield is inside try/with)."""
+    frame = getattr(gen, "gi_frame", None)
+    if frame is None or gen.gi_running or frame.f_lasti < 0:
+        return False
+    from bytecode_utils import decode
+    for inst in decode(gen.gi_code):
+        if inst.offset == frame.f_lasti:
+            return inst.exn is not None
+    return False
+
+
 def collect_generators(ctx, extra_roots=()):
     """Close the suspended generators (that would run code on close) which nothing reachable
-    refers to any more. Returns the ones that are still reachable."""
+    refers to any more. Returns the ones that are still reachable.
+
+    A real generator from outside the frame (an input, or one rebuilt at an earlier break)
+    that the trace stops referring to would be finalized natively only when the rewritten
+    frame ends, not where the program dropped it: that is Unsupported (the frame runs as
+    Python there)."""
     ctx.generators = [g for g in ctx.generators if g.state != FINISHED]
     pending = [g for g in ctx.generators if g.needs_finalizer()]
-    if not pending:
+    foreign = ctx.foreign_generators
+    if not pending and not foreign:
         return []
     live = _reachable(ctx, extra_roots)
+    for var in foreign:
+        if id(var) not in live:
+            raise Unsupported("a generator made outside the frame, suspended inside try/with, is dropped "
+                              "here: its finally would run at another time")
+    if not pending:
+        return []
     alive = []
     for g in pending:
         if id(g) in live:
@@ -305,26 +329,50 @@ def collect_generators(ctx, extra_roots=()):
     return alive
 
 
+def holders_of_pending_generators(ctx, local_vars, already):
+    """Names (not in `already`) of locals through which a generator that would run code on
+    close is reachable."""
+    if not any(g.needs_finalizer() for g in ctx.generators) and not ctx.foreign_generators:
+        return set()
+    out = set()
+    for name, var in local_vars.items():
+        if name not in already and _reaches_pending(ctx, var):
+            out.add(name)
+    return out
+
+
+def _reaches_pending(ctx, var):
+    foreign = {id(v) for v in ctx.foreign_generators}
+    pending = {id(g) for g in ctx.generators if g.needs_finalizer()} | foreign
+    return bool(_walk([var], foreign) & pending)
+
+
 def _reachable(ctx, extra_roots):
     """ids of every GeneratorVariable reachable from the running frames, the side-effect
     log, values from outside the frame, and `extra_roots`. It follows the tracer's own
     structures only (Variables, their lists/dicts, frames, cells, closures): a reference it
     cannot see is one the traced program cannot have made."""
-    from ..translator import Frame
-    from .containers import _IdKey
-    from .functions import CellBox
     se = ctx.side_effects
+    foreign = {id(v) for v in ctx.foreign_generators}
     todo = [*ctx.frame_stack, *extra_roots, se.mutated_containers,
             [v for _var, attrs in se.attr_stores.values() for v in (_var, *attrs.values())],
             [v for _g, names in se.global_stores.values() for v in names.values()],
-            [var for _value, var in ctx.wrap_memo.values()]]
+            [var for _value, var in ctx.wrap_memo.values() if id(var) not in foreign]]
+    return _walk(todo, foreign)
+
+
+def _walk(todo, foreign):
+    """ids of the GeneratorVariables (and foreign generator Variables) reachable from todo."""
+    from ..translator import Frame
+    from .containers import _IdKey
+    from .functions import CellBox
     seen, found = set(), set()
     while todo:
         o = todo.pop()
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if isinstance(o, GeneratorVariable):
+        if isinstance(o, GeneratorVariable) or id(o) in foreign:
             found.add(id(o))
         if isinstance(o, Variable):
             todo.extend(vars(o).values())
