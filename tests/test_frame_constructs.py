@@ -210,3 +210,16 @@ def test_code_after_an_unknown_c_function_is_captured():
 
     _, d = check(f, torch.ones(2), b"abc", graphs=2, breaks=1, dynamo=True)
     assert "zlib.crc32" in d.break_reasons[0]
+
+
+def test_simple_namespace_made_and_passed_in():
+    import types
+
+    def f(x, cfg):
+        ns = types.SimpleNamespace(a=x + 1, b=2)
+        ns.c = cfg.scale
+        cfg.seen = True
+        del ns.b
+        return ns.a * ns.c, ns, hasattr(ns, "b")
+
+    check(f, torch.ones(2), types.SimpleNamespace(scale=3), graphs=1, dynamo=True)

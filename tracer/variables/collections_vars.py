@@ -8,9 +8,10 @@ new item is a mutation like any other). An OrderedDict is a DictVariable with
 `user_cls=OrderedDict`, plus move_to_end/popitem(last=).
 """
 import collections
+import types
 
-from ..exc import Unsupported, user_error
-from .base import ConstantVariable
+from ..exc import Unsupported, attribute_error, user_error
+from .base import ConstantVariable, Variable
 from .containers import DictVariable, ListVariable, _const_key, method_of
 
 
@@ -206,9 +207,61 @@ def make_method(tx, args, kwargs):
     return BoundMethodVariable(args[0], args[1])
 
 
+class NamespaceVariable(Variable):
+    """types.SimpleNamespace(**kwargs) made in the frame: its attributes are its state."""
+
+    mutable = True
+
+    def __init__(self, attrs):
+        super().__init__(None)
+        self.attrs = DictVariable(attrs)
+
+    def python_type(self):
+        return types.SimpleNamespace
+
+    def truthy(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        if name in self.attrs.items:
+            return self.attrs.items[name]
+        if name == "__dict__":
+            return self.attrs
+        raise attribute_error("types.SimpleNamespace", name)
+
+    def hasattr(self, tx, name):
+        return name in self.attrs.items
+
+    def setattr(self, tx, name, value):
+        self.attrs.items[name] = value
+
+    def delattr(self, tx, name):
+        if name not in self.attrs.items:
+            raise attribute_error("types.SimpleNamespace", name)
+        del self.attrs.items[name]
+
+    def reconstruct(self, cg):
+        from .containers import TupleVariable
+        names = tuple(self.attrs.items)
+        cg.call_with(make_namespace, [ConstantVariable(names), TupleVariable([self.attrs.items[n] for n in names])])
+
+
+def make_namespace(names, values):
+    return types.SimpleNamespace(**dict(zip(names, values)))
+
+
+def _make_namespace_var(tx, args, kwargs):
+    if len(args) > 1:
+        raise Unsupported("SimpleNamespace() takes at most one positional argument (the user code raises TypeError)")
+    attrs = dict(_pairs(tx, args[0])) if args else {}
+    if not all(isinstance(k, str) for k in attrs):
+        raise Unsupported("SimpleNamespace keys must be strings (the user code raises TypeError)")
+    attrs.update(kwargs)
+    return NamespaceVariable(attrs)
+
+
 def constructor(cls):
     """The Variable-building constructor for a builtin collection class, or None."""
-    import types
     if cls is collections.OrderedDict:
         return lambda tx, args, kwargs: make_dict(tx, collections.OrderedDict, args, kwargs)
     if cls is collections.defaultdict:
@@ -217,4 +270,6 @@ def constructor(cls):
         return make_deque
     if cls is types.MethodType:
         return make_method
+    if cls is types.SimpleNamespace:
+        return _make_namespace_var
     return None

@@ -31,7 +31,8 @@ _DICT_BASES = (dict, collections.OrderedDict)
 _ALLOWED_C_BASES = (object, dict, collections.OrderedDict)
 _ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"])
 _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
-GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__dict__["__getattribute__"])
+GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__dict__["__getattribute__"],
+                        types.SimpleNamespace.__dict__["__getattribute__"])  # (all PyObject_GenericGetAttr)
 _UNTRACED_ROOTS = ("torch", "numpy", "scipy", "pandas", "builtins", "logging", "warnings", "typing",
                    "abc", "enum", "functools", "threading", "weakref")
 _MISSING = object()

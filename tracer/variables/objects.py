@@ -28,6 +28,7 @@ def lookup_type_attr(cls, name, start_after=None):
 
 
 _OBJECT_CLASS = object.__dict__["__class__"]
+_NAMESPACE_SETATTR = types.SimpleNamespace.__setattr__  # generic, like object's
 
 
 def bind_class_attr(tx, attr, obj_var, cls, source=None):
@@ -225,7 +226,7 @@ class UserObjectVariable(ObjectVariable):
         attr, _ = lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__"):
             raise Unsupported(f"setting {cls.__name__}.{name} runs a descriptor")
-        if cls.__setattr__ is not object.__setattr__:
+        if cls.__setattr__ is not object.__setattr__ and cls.__setattr__ is not _NAMESPACE_SETATTR:
             raise Unsupported(f"{cls.__name__} customises __setattr__")
         tx.side_effects.store_attr(self, name, value)
 
