@@ -85,6 +85,7 @@ def _release(ctx):
         frame.generator = None
         frame.return_value = None
     ctx.frames.clear()
+    ctx.root_args = {}
     ctx.wrap_memo.clear()
     ctx.cell_boxes.clear()
     ctx.generators = []
@@ -168,6 +169,7 @@ def _bind_root(frame, code, L, C):
     names = arg_names(code)
     for i, (name, value) in enumerate(zip(names, L)):
         frame.locals[name] = frame.wrap(value, LocalSource(name, i))
+    frame.ctx.root_args = dict(frame.locals)  # (graph_break: arguments the trace let go of)
     for i, name in enumerate(code.co_freevars):
         frame.cells[name] = real_cell_box(frame, C[i], CellSource(name, i))
 

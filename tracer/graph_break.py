@@ -201,18 +201,32 @@ def generate_break(frame, inst, reason):
         needed.add(super_self_name(code))
     # A local the rest of the frame overwrites (dead here) may still hold the last reference
     # to a generator whose finally must run where the program drops it: pass it on too.
-    needed |= holders_of_pending_generators(frame.ctx, frame.locals, needed)
-    # A local whose value is never read again, only deleted (`del obj`), is passed as None:
-    # the binding is kept, the object is not (eager frees it at the `del`; a resume function's
-    # argument would live until it returns).
-    values = live_locals(code, values_only=True)
-    read_later = set().union(*(values[t] for t in targets), values[handler.target] if handler else ())
-    read_later.add(super_self_name(code))  # (zero-arg super() reads it with no LOAD_FAST)
+    holders = holders_of_pending_generators(frame.ctx, frame.locals, needed)
+    needed |= holders
+    # A local whose value is never read again, only deleted (`del obj` after the break), is
+    # passed as None: its value must not be kept alive by the resume call's arguments (the
+    # caller holds them until the call returns), so it is freed here, as near as possible
+    # to where the original frame frees it.
+    value_live = live_locals(code, values_only=True)
+    read_later = set().union(*(value_live[t] for t in targets)) if targets else set()
+    if handler is not None:
+        read_later |= value_live[handler.target]
     local_tmps = {}
     for name in sorted(needed):
         if name in frame.locals:
-            value = frame.locals[name] if name in read_later or name in code.co_cellvars else ConstantVariable(None)
-            local_tmps[name] = _into_tmp(cg, value)
+            if name in read_later or name == super_self_name(code) or name in code.co_cellvars:
+                local_tmps[name] = _into_tmp(cg, frame.locals[name])
+                continue
+            if name in holders:
+                # A generator whose finally runs when this local is dropped: rebuilt into a
+                # temporary that goes before the resume call, i.e. right after the instruction.
+                # Exact only if the rest of the frame drops it before doing anything else.
+                if not all(_dropped_first(frame.instrs, t, name) for t in targets):
+                    raise Unsupported("graph break could not be placed: a generator's finally would "
+                                      "run at another point of the rest of the frame")
+                _into_tmp(cg, frame.locals[name])
+            cg.load_const(None)
+            local_tmps[name] = cg.store_tmp()
     handled = frame.ctx.exc_stack[-1]  # the exception handled where the frame stopped
     handled_tmp = None if handled is None or isinstance(handled, OuterException) else _into_tmp(cg, handled)
     stores = side_effect_values(cg, frame)
@@ -227,6 +241,12 @@ def generate_break(frame, inst, reason):
     # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
     entered = [] if handled_tmp is None else [_enter_handler(cg, handled_tmp)]
     held += entered
+    # An argument the traced code deleted or rebound before this point is still held by this
+    # frame's argument slot: let it go now, where the original frame let go of it (weakref
+    # callbacks, __del__, a generator's finally run where eager runs them).
+    for name, var in frame.ctx.root_args.items():
+        if name not in code.co_cellvars and frame.locals.get(name) is not var:
+            cg.emit("DELETE_FAST", name)
 
     # The instruction, natively, with its inputs.
     original = _bytecode_instrs(code)
@@ -269,6 +289,20 @@ def generate_break(frame, inst, reason):
 
     head, slot = graph_call(frame, cg)
     return prologue(code) + head + cg.instrs, slot, cg.outputs
+
+
+_INERT = frozenset({"NOP", "LOAD_CONST", "LOAD_FAST", "POP_TOP", "COPY", "SWAP", "RESUME", "CACHE"})
+
+
+def _dropped_first(instrs, start, name):
+    """Whether, from instruction `start` on, `name` is rebound or deleted before anything
+    else that could be observed happens (only loads and stack shuffles in between)."""
+    for inst in instrs[start:]:
+        if inst.opname in ("STORE_FAST", "DELETE_FAST") and inst.argval == name:
+            return True
+        if inst.opname not in _INERT:
+            return False
+    return False
 
 
 def _enter_handler(cg, exc_tmp):

@@ -63,6 +63,7 @@ class TraceContext:
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
         self.frames = []          # every Frame of this trace
+        self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
         self.frame_stack = []     # frames whose run() is executing, innermost last
         self.generators = []      # GeneratorVariables made by the trace, not finished
         self.foreign_generators = []  # real generators from outside that would run code on close
