@@ -176,3 +176,14 @@ def assert_recompiled(t, guard=None, times=1):
 
 
 __all__ = ["Traced", "traced", "assert_captured", "assert_warm", "assert_recompiled", "fresh_like"]
+
+
+def run_leak_check(name):
+    """Run leak_checks.<name>() in a fresh interpreter; its assertion message on failure."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, os.path.join(here, "leak_checks.py"), name], cwd=here,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -17,7 +17,7 @@ import torch
 import tracer
 from tracer import cache
 
-from helpers import assert_captured, traced
+from helpers import assert_captured, run_leak_check, traced
 
 
 @pytest.fixture(autouse=True)
@@ -137,50 +137,10 @@ def test_deep_recursion_with_a_dynamic_int_compiles_twice():
 
 
 # ---- leaks ---------------------------------------------------------------------------------
-def test_compiled_and_dropped_functions_leak_nothing(monkeypatch):
-    """500 fresh functions, each traced (caches are keyed by code identity: equal code
-    objects from different sources are different functions). Not counted: the stats event
-    log (bounded; shrunk here so the warm-up fills it) and torch.fx's linecache entry per
-    GraphModule (`<eval_with_key>.N`: torch's own, torch.compile makes them too)."""
-    import linecache
-    from tracer import records
-    monkeypatch.setattr(records, "MAX_EVENTS", 50)
-    tracer.reset_stats()
-    src = "def f(x, n):\n    return x * n + 1\n"
-    x = torch.ones(2)
-
-    def cycle(k):
-        ns = {}
-        exec(compile(src, f"<leak{k}>", "exec"), ns)  # a fresh code object each time
-        c = tracer.compile(ns["f"])
-        c(x, 2)
-        return c
-
-    def settle():
-        for name in [n for n in linecache.cache if n.startswith("<eval_with_key>")]:
-            del linecache.cache[name]
-        gc.collect()
-
-    for k in range(100):  # warm-up: lazily created module state
-        cycle(k)
-    settle()
-    tracemalloc.start()
-    before_objs = len(gc.get_objects())
-    before_mem = tracemalloc.get_traced_memory()[0]
-    probe = cycle(-1)
-    ref = __import__("weakref").ref(probe._fn)
-    del probe
-    for k in range(500):
-        cycle(k)
-    settle()
-    after_objs = len(gc.get_objects())
-    after_mem = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    assert ref() is None, "a dropped compiled function's user function is freed"
-    assert after_objs - before_objs < 300, (before_objs, after_objs)
-    assert after_mem - before_mem < 1_000_000, (before_mem, after_mem)
-    assert len(cache._CACHES) < 100
-    assert tracer.stats().frames_traced >= 600, "every fresh function was traced (no shared cache)"
+def test_compiled_and_dropped_functions_leak_nothing():
+    """In a fresh interpreter (leak_checks.py), so that garbage of earlier tests is not
+    counted."""
+    run_leak_check("dropped_functions_leak_nothing")
 
 
 # ---- recompile storm -----------------------------------------------------------------------
