@@ -298,10 +298,12 @@ class Frame:
         reads_state = kind == "call_function" and not _mentions_node((node_args, node_kwargs))
         if reads_state and _EFFECT_NAME.match(name):
             raise Unsupported(f"torch.{name}() changes global state outside the graph")
+        mutating = name.endswith("_") or "out" in kwargs or target is operator.setitem
+        if _writes_in_place(name, kwargs):
+            _refuse_overlapping_write(name, fake_args, fake_kwargs)
         node, example = self.output.create_node(kind, target, node_args, node_kwargs, fn)
         node_meta.annotate(self, node, example, target)
-        result = self.wrap_result(node, example, mutating=name.endswith("_") or "out" in kwargs
-                                  or target is operator.setitem)
+        result = self.wrap_result(node, example, mutating=mutating, inputs=(args, kwargs))
         if reads_state and isinstance(result, ConstantVariable):
             self._guard_query(target, name, fake_args, fake_kwargs, result.value)
         return result
@@ -358,15 +360,25 @@ class Frame:
                 desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
                 self.guard(Predicate.attrs_are(src, attrs, f"attributes {desc}"))
 
-    def wrap_result(self, node, example, mutating=False):
+    def wrap_result(self, node, example, mutating=False, inputs=None):
+        """The Variable for an op's result. `inputs` (the op's argument Variables): a result
+        that IS one of the input tensors (`x.float()` of a float tensor, `x.contiguous()`,
+        `torch.atleast_1d(x)`, `x += 1`; the fake kernel returns the very fake it was
+        given, as the real one returns its input) is that input's Variable, so identity
+        (`y is x`) and the Python attributes set on the object carry over. The node stays in
+        the graph (an in-place op's write is its point; a no-op conversion costs nothing)."""
+        same = _tensors_by_fake(inputs) if inputs is not None else {}
         if isinstance(example, torch.Tensor):
-            return TensorVariable(node, example)
+            var = same.get(id(example))
+            return var if var is not None else TensorVariable(node, example)
         if isinstance(example, SYM_TYPES) or (type(example) is torch.Size and any(map(is_symbolic, example))):
             return wrap_sym_result(self, node, example)
         if isinstance(example, (tuple, list)) and _has_tensor(example):
             items = []
             for i, ex in enumerate(example):
-                items.append(self.wrap_result(getitem_node(self.output, node, i), ex))
+                var = same.get(id(ex)) if isinstance(ex, torch.Tensor) else None
+                items.append(var if var is not None else
+                             self.wrap_result(getitem_node(self.output, node, i), ex))
             fields = getattr(type(example), "_fields", None)
             if isinstance(example, list):
                 return ListVariable(items)
@@ -480,6 +492,62 @@ def _has_tensor(value):
     if isinstance(value, (tuple, list)):
         return any(_has_tensor(v) for v in value)
     return False
+
+
+_INPLACE_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                "lshift", "rshift", "matmul")
+_INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in _INPLACE_OPS) | {"__setitem__"}
+_INPLACE_OPERATORS = frozenset(f"i{op}" for op in _INPLACE_OPS) | {"setitem"}  # operator.iadd
+
+
+def _writes_in_place(name, kwargs):
+    """The op writes into its first argument (`add_`, `__iadd__`, `operator.iadd`,
+    `x[i] = v`) or into `out=`."""
+    if "out" in kwargs or name in _INPLACE_OPERATORS:
+        return True
+    if name.startswith("__") and name.endswith("__"):
+        return name in _INPLACE_DUNDERS
+    return name.endswith("_")
+
+
+def _refuse_overlapping_write(name, fake_args, fake_kwargs):
+    """An in-place write (`x.add_(1)`, `x[i] = v`, `out=`) into a tensor whose elements share
+    memory (`a[:1].expand_as(a)`: a stride 0) raises RuntimeError in eager for most ops, but
+    the fake kernels do not check it: traced, the graph would raise at run time, after the
+    frame's earlier side effects were recorded but before they are replayed (they would be
+    lost). Unsupported: the write runs as Python, after those effects, and raises (or not)
+    as eager does."""
+    written = [fake_args[0]] if fake_args else []
+    out = fake_kwargs.get("out")
+    written += list(out) if isinstance(out, (list, tuple)) else [out]
+    for t in written:
+        if isinstance(t, torch.Tensor) and _has_internal_overlap(t):
+            raise Unsupported(f"{name or 'in-place op'}: writes into a tensor whose elements share "
+                              f"memory (expanded; eager may raise at run time)")
+
+
+def _has_internal_overlap(t):
+    try:
+        return torch._debug_has_internal_overlap(t) == 1  # 1: YES (a stride 0 over size > 1)
+    except Exception:  # noqa: BLE001 - symbolic strides it cannot decide: no known overlap
+        return False
+
+
+def _tensors_by_fake(value, out=None):
+    """id(fake tensor) -> the TensorVariable that holds it, for every tensor in an op's
+    arguments (nested in lists, tuples and dicts too)."""
+    out = {} if out is None else out
+    if isinstance(value, TensorVariable):
+        out.setdefault(id(value.example), value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _tensors_by_fake(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors_by_fake(v, out)
+    elif isinstance(value, BaseSequence):
+        _tensors_by_fake(value.items, out)
+    return out
 
 
 def _to_fx(value):

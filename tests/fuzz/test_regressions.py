@@ -232,3 +232,85 @@ def test_aliased_tensors_name_the_guard_that_fails():
     assert aliased.recompiles == 1 and aliased.internal_errors == 0, str(aliased)
     assert "x and y are the same tensor" in aliased.of("recompile")[0].reason
     assert_captured(c, min_ops=0, fallbacks=2)
+
+
+# ---- an op whose result is its input object; a write the fake kernels do not check -----------
+def test_conversion_that_returns_its_input_keeps_its_attributes():
+    """`y.float()` of a float tensor IS y (as `.to()`, `.contiguous()`, `torch.atleast_1d`,
+    `torch.as_tensor` when nothing changes): the trace made it a fresh tensor, so the
+    attribute set on y before was missing after (fuzz p10: `hasattr(y, 'tag')` took the other
+    branch, values off by the tag). The result of an op that returns one of its input tensors
+    is now that input's Variable."""
+    src = '''import torch
+
+def f(x, y, n, s, lst, d):
+    y.tag = 2
+    y = y.float()
+    if hasattr(y, 'tag'):
+        y = y + y.tag
+    else:
+        y = y - 1
+    return (y,)
+'''
+    rep = check_source(src)  # the float64 input set takes the else branch (a fresh tensor)
+    assert rep.captured and rep.ops >= 1 and rep.graph_breaks == 0
+    assert rep.warm_hits == rep.warm_calls == 2
+
+
+def test_ops_returning_their_input_keep_identity():
+    def f(x):
+        z = x * 2
+        a = z.float()
+        b = x.add_(1)
+        x += 1  # operator.iadd: the same object again
+        c = torch.atleast_1d(z)
+        e = torch.as_tensor(x)
+        x.tag = 5
+        return z, a is z, b is x, c is z, e is x, x.contiguous().tag
+
+    c = tracer.compile(f)
+    x1, x2 = torch.ones(2, 3), torch.ones(2, 3)
+    r1, r2 = f(x1), c(x2)
+    assert torch.equal(r1[0], r2[0]) and r1[1:] == r2[1:] == (True, True, True, True, 5)
+    assert torch.equal(x1, x2) and x2.tag == 5
+    assert_captured(c, min_ops=3, breaks=0)
+
+
+def test_in_place_write_into_an_expanded_tensor_keeps_earlier_effects():
+    """`x[..., 0] = v` into `a[:1].expand_as(a)` raises RuntimeError in eager (elements share
+    memory), but the fake kernels accept it: the graph raised at run time, before the global
+    list's `COUNTER[0] += 1` recorded earlier in the trace was replayed (fuzz p3: COUNTER [4]
+    vs [0]). Such a write is now a graph break: it runs as Python, after the effects."""
+    src = '''import torch
+import numpy as np
+
+def helper(a):
+    COUNTER[0] += 1
+    return a[:1].expand_as(a)
+
+def f(x, y, n, s, lst, d):
+    x = helper(y)
+    x[..., 0] = float(n)
+    try:
+        n = int(np.int64(n) + 1)
+    except ZeroDivisionError:
+        pass
+    return (x,)
+'''
+    rep = check_source(src)
+    assert rep.raised and rep.captured and rep.ops >= 1 and rep.graph_breaks == 1
+
+    def g(x, log):
+        log.append(1)
+        b = x[:1].expand_as(x)
+        b += 1
+        return b
+
+    c = tracer.compile(g)
+    with traced() as tr:
+        log = []
+        with pytest.raises(RuntimeError, match="refers to a single memory location"):
+            c(torch.ones(2, 3), log)
+    assert log == [1]
+    assert_captured(tr, min_ops=1, breaks=1)
+    assert "share memory" in tr.of("break")[0].reason, str(tr)
