@@ -221,8 +221,8 @@ def test_aliased_tensors_name_the_guard_that_fails():
 
     def f(x, y):
         z = x + y
-        return z, gen(z)  # a generator escapes: the frame runs as Python, its entry keeps the
-                          # guards traced so far (the tensors'), not the distinct-inputs one
+        return z, gen(z)  # (a generator escapes: once the frame ran as Python with the tensors'
+                          # guards only; now the generator is rebuilt and the frame captured)
 
     c = tracer.compile(f)
     a = torch.ones(2)
@@ -230,8 +230,9 @@ def test_aliased_tensors_name_the_guard_that_fails():
     with traced() as aliased:
         assert torch.equal(c(a, a)[0], torch.full((2,), 2.0))
     assert aliased.recompiles == 1 and aliased.internal_errors == 0, str(aliased)
-    assert "x and y are the same tensor" in aliased.of("recompile")[0].reason
-    assert_captured(c, min_ops=0, fallbacks=2)
+    reason = aliased.of("recompile")[0].reason  # the failed guard names the aliasing
+    assert "x and y are the same tensor" in reason or "x, y are distinct objects" in reason, reason
+    assert_captured(c, min_ops=1, fallbacks=0, entries=2)
 
 
 # ---- an op whose result is its input object; a write the fake kernels do not check -----------

@@ -64,6 +64,12 @@ class Variable:
         """All items, for unpacking and for-loops over finite Python values."""
         raise Unsupported(f"iterating over {self}")
 
+    def next(self, tx):
+        """The next item of an iterator (FOR_ITER, next()); None when exhausted. Values that
+        are not modelled iterators (an opaque generator from outside the frame, passed to a
+        comprehension) cannot be advanced while tracing: a graph break."""
+        raise Unsupported(f"advancing {self} (not an iterator the tracer models)")
+
     def length(self, tx):
         return len(self.iterate(tx))
 
