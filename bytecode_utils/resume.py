@@ -231,8 +231,13 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
         if items[yield_pos].name != "YIELD_VALUE":
             raise ValueError("a suspended generator resumes after a YIELD_VALUE")
         covering = _covering_try(items, yield_pos)
-        priming = [_bc.Instr("LOAD_CONST", None, lineno=lineno), _bc.Instr("YIELD_VALUE", lineno=lineno),
-                   _bc.Instr("RESUME", items[real[target]].arg, lineno=lineno)]
+        # the original yield's own instructions (their args differ by version: 3.12 records
+        # the exception-block depth in YIELD_VALUE, 3.13 RESUME's location bits)
+        yield_ins, resume_ins = items[yield_pos], items[real[target]]
+        priming = [_bc.Instr("LOAD_CONST", None, lineno=lineno),
+                   _bc.Instr("YIELD_VALUE", yield_ins.arg, lineno=lineno) if yield_ins.require_arg()
+                   else _bc.Instr("YIELD_VALUE", lineno=lineno),
+                   _bc.Instr("RESUME", resume_ins.arg, lineno=lineno)]
         if covering is not None:
             from .instructions import decode
             tb = _bc.TryBegin(covering.target, push_lasti=covering.push_lasti,
@@ -246,7 +251,7 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
-    out = _bc.Bytecode(new_items)
+    out = _bc.Bytecode(versions.relocatable(new_items))
     out.name = code.co_name
     out.qualname = code.co_qualname  # the rebuilt generator shows the original's name
     out.filename = code.co_filename

@@ -210,7 +210,13 @@ class GeneratorVariable(IteratorVariable):
         kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live else STACK_ARG
                  for v in stack]
         names = sorted(n for n in live_locals(code)[target] if n in frame.locals)
-        rcode = make_generator_resume_code(code, target, kinds, names, suspended=suspended)
+        try:
+            rcode = make_generator_resume_code(code, target, kinds, names, suspended=suspended)
+        except (RuntimeError, ValueError) as e:
+            # (3.12+: the yield sits inside the body's own StopIteration handler region, and
+            # the priming yield's region cannot be nested in it: not rebuilt yet)
+            raise Unsupported(f"a generator made in the traced frame escapes it and cannot be "
+                              f"rebuilt here ({e})") from None
         values = [v for v in stack if not isinstance(v, NullVariable)] + [frame.locals[n] for n in names]
         for box_name in rcode.co_freevars:
             cg.load_cell(frame.cells[box_name])
