@@ -101,3 +101,59 @@ def test_tensor_meta_matches_the_value():
         if isinstance(n.meta.get("val"), torch.Tensor):
             tm = n.meta["tensor_meta"]
             assert tuple(tm.shape) == tuple(n.meta["val"].shape) and tm.dtype == n.meta["val"].dtype
+
+
+# ---- the zoo's models ---------------------------------------------------------------------------
+def _zoo():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "zoo"))
+    import hf_specs
+    return hf_specs.hf_specs()
+
+
+_ZOO = _zoo()
+_ZOO_FAST = ["llama", "bert", "t5", "wav2vec2", "vit"]  # one per family; ZOO=full: all
+
+
+@pytest.mark.parametrize("name", sorted(_ZOO) or ["(transformers missing)"])
+def test_zoo_graphs_carry_dynamos_metadata(name):
+    """Every call node of each zoo model's graph has val/example_value, stack_trace and
+    source_fn_stack; nodes made inside submodules have nn_module_stack with real module
+    classes; tensor_meta matches val. As in Dynamo's graph of the same model."""
+    import os
+    if not _ZOO:
+        pytest.skip("transformers is not installed")
+    if os.environ.get("ZOO", "") != "full" and name not in _ZOO_FAST:
+        pytest.skip("full zoo: ZOO=full")
+    family, build, inputs = _ZOO[name]
+    model = build().eval()
+    kw = inputs(torch.Generator().manual_seed(0))
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    with torch.no_grad():
+        out = tracer.compile(model, backend=keep)(**kw)
+        ref = model(**kw)
+    first = out[0] if isinstance(out, tuple) else next(iter(out.values()))
+    expected = ref[0] if isinstance(ref, tuple) else next(iter(ref.values()))
+    torch.testing.assert_close(first, expected)
+    s = tracer.stats()
+    assert len(graphs) == 1 and s.graph_breaks == 0 and s.fallbacks == 0, str(s)
+    calls = [n for n in graphs[0].graph.nodes if n.op in CALLS]
+    assert len(calls) >= 10
+    inside = 0
+    for n in calls:
+        assert {"val", "example_value", "stack_trace", "source_fn_stack"} <= set(n.meta), (n.name, set(n.meta))
+        assert n.meta["stack_trace"].startswith('  File "'), n.name
+        val = n.meta["val"]
+        if isinstance(val, torch.Tensor):
+            tm = n.meta.get("tensor_meta")
+            assert tm is not None and tuple(tm.shape) == tuple(val.shape) and tm.dtype == val.dtype, n.name
+        if "nn_module_stack" in n.meta:
+            inside += 1
+            for path, cls in n.meta["nn_module_stack"].values():
+                assert isinstance(path, str) and isinstance(cls, type) and issubclass(cls, nn.Module)
+    assert inside >= len(calls) // 2, "most nodes of a model are made inside its submodules"

@@ -81,7 +81,8 @@ class AutogradFunctionApplyVariable(Variable):
         example = _with_autograd_flags(outputs, any(needs))
         fx_args = [a.node if isinstance(a, TensorVariable) else a.as_constant() for a in args]
         node = tx.output.graph.create_node("call_function", apply_fn(cls), tuple(fx_args), {})
-        node.meta["example_value"] = example
+        from .. import node_meta
+        node_meta.annotate(tx, node, example, cls.apply)
         return tx.wrap_result(node, example)
 
     def __repr__(self):
