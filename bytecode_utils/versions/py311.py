@@ -20,6 +20,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 #: Instructions that belong to the CALL that follows them (copied with it at a graph break).
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES", "PRECALL")
 
+#: Whether SEND, when its iterator is finished, leaves ``[iterator, value]`` for END_SEND to
+#: drop the iterator (3.12+), rather than replacing the iterator by the value (3.11).
+SEND_KEEPS_RECEIVER = False
+
 #: Call instructions -> whether a tuple of keyword names is one of their stack operands.
 CALL_OPNAMES: dict[str, bool] = {"CALL": False}
 

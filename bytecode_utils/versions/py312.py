@@ -26,6 +26,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES",)
 
+#: See py311.SEND_KEEPS_RECEIVER: END_SEND (and CLEANUP_THROW) since 3.12.
+SEND_KEEPS_RECEIVER = True
+
 
 def normalize(inst, code):
     """See py311.normalize. The method forms of LOAD_ATTR/LOAD_SUPER_ATTR (bit 0 of the
