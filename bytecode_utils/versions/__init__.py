@@ -65,6 +65,7 @@ return_value = impl.return_value
 return_const = impl.return_const
 relocatable = impl.relocatable
 native = impl.native
+native_plain_attr = impl.native_plain_attr
 
 __all__ = [
     "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES",
@@ -72,4 +73,5 @@ __all__ = [
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",
     "make_function", "cond_jump", "return_value", "return_const", "relocatable", "native",
+    "native_plain_attr",
 ]

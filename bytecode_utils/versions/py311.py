@@ -162,6 +162,13 @@ def return_const(value):
     return [_i("LOAD_CONST", value), _i("RETURN_VALUE")]
 
 
+def native_plain_attr(original, i):
+    """Instructions that run the method load ``original[i]`` (LOAD_METHOD) as a plain
+    attribute load: one value pushed, the bound attribute (a graph break puts the NULL
+    beside it, so that the CALL that follows is a plain call of it)."""
+    return load_attr(original[i].arg)
+
+
 def native(original, i, prefixes=CALL_PREFIX_OPNAMES):
     """Instructions that run ``original[i]`` (the ``bytecode.Instr`` of a code object) on
     its stack operands, whatever objects they are: a copy of it, with the ``prefixes`` just

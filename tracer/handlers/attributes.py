@@ -40,11 +40,11 @@ def LOAD_SUPER_ATTR(f, inst):
         is_super = False
     if not is_super:
         raise Unsupported(f"LOAD_SUPER_ATTR with {fn} instead of the builtin super")
-    attr = SuperVariable(f.python_object(cls), obj).getattr(f, inst.argval)
-    if inst.opname == "LOAD_SUPER_METHOD":
-        _push_callable(f, attr)
+    sup = SuperVariable(f.python_object(cls), obj)
+    if inst.opname == "LOAD_SUPER_METHOD":  # bound when called, as LOAD_METHOD (3.11's
+        _push_callable(f, _MethodRef(sup, inst.argval))  # `super().m` is LOAD_METHOD)
     else:
-        f.push(attr)
+        f.push(sup.getattr(f, inst.argval))
 
 
 
