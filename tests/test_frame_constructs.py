@@ -198,3 +198,38 @@ def test_dataclass_constructed_in_the_frame():
     c = tracer.compile(f)
     _, d = run(c, f, torch.ones(2))
     assert d.graphs >= 1 and d.fallbacks == 0
+
+
+_AUDIT_HOOK_SCRIPT = r"""
+import contextlib, sys, torch, tracer
+calls = []
+def audit(event, args):  # a Python audit hook, as filelock installs on 3.12+
+    calls.append(event)
+sys.addaudithook(audit)
+def f(x):
+    with contextlib.ExitStack() as stack:
+        stack.callback(print, "closing")  # a nested function rebuilt after the break
+        x = x * 2
+    return x + 1
+out = tracer.compile(f)(torch.ones(2))
+s = tracer.stats()
+assert torch.equal(out, torch.full((2,), 3.0)), out
+assert s.fallbacks == 0 and s.graphs == 2 and s.graph_breaks == 1, str(s)
+traced = [e for e in s.events if e.kind == "frame" and "audit" in str(e)]
+assert traced == [], traced
+assert "function.__new__" in calls
+print("ok")
+"""
+
+
+def test_audit_hooks_run_by_the_rebuild_of_a_value_are_not_traced():
+    """An audit hook runs when the rewritten frame rebuilds the nested function made in the
+    traced frame (function.__new__): it is CPython's, not the program's work, and is not
+    traced (it used to make a frame that ran as Python). In a subprocess: audit hooks
+    cannot be removed."""
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", _AUDIT_HOOK_SCRIPT], capture_output=True, text=True,
+                         cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stdout + res.stderr
