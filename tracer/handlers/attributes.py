@@ -2,8 +2,9 @@
 from bytecode_utils import versions
 
 from ..exc import Unsupported
-from ..variables.base import ConstantVariable, check_builtin_attr
+from ..variables.base import check_builtin_attr
 from . import SINCE_312, handler
+from .containers import slice_of
 from .load_store import NULL
 
 
@@ -102,21 +103,15 @@ def DELETE_SUBSCR(f, inst):
     obj.delitem(f, key)
 
 
-def _slice(f, start, stop):
-    if not (start.is_constant() and stop.is_constant()):
-        raise Unsupported("slice with non-constant bounds")
-    return ConstantVariable(slice(start.as_constant(), stop.as_constant()))
-
-
 @handler("BINARY_SLICE", versions=SINCE_312)
 def BINARY_SLICE(f, inst):
     """3.12+: `obj[start:stop]` without BUILD_SLICE."""
     stop, start, obj = f.pop(), f.pop(), f.pop()
-    f.push(obj.getitem(f, _slice(f, start, stop)))
+    f.push(obj.getitem(f, slice_of([start, stop])))
 
 
 @handler("STORE_SLICE", versions=SINCE_312)
 def STORE_SLICE(f, inst):
     """3.12+: `obj[start:stop] = value`."""
     stop, start, obj, value = f.pop(), f.pop(), f.pop(), f.pop()
-    obj.setitem(f, _slice(f, start, stop), value)
+    obj.setitem(f, slice_of([start, stop]), value)
