@@ -222,11 +222,12 @@ print("ok")
 """
 
 
-def test_audit_hooks_run_by_the_rebuild_of_a_value_are_not_traced():
-    """An audit hook runs when the rewritten frame rebuilds the nested function made in the
-    traced frame (function.__new__): it is CPython's, not the program's work, and is not
-    traced (it used to make a frame that ran as Python). In a subprocess: audit hooks
-    cannot be removed."""
+def test_audit_hooks_are_not_traced():
+    """A Python audit hook runs when the rewritten frame rebuilds the nested function made
+    in the traced frame (function.__new__); CPython runs audit hooks (like trace functions)
+    with the thread marked as tracing, and the frame hook leaves such frames alone: it is
+    not the program's work (tracing it made a frame that ran as Python; filelock installs
+    such a hook on 3.12+). In a subprocess: audit hooks cannot be removed."""
     import os
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

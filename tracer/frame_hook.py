@@ -16,7 +16,6 @@ API (callbacks are per thread; see the C file's header for the details):
                                                and its globals alive; call on cache reset)
     hook(cb)                                   context manager: set cb, restore the previous one
     disable(fn)                                decorator: nothing fn calls is intercepted
-    rebuild_helper(fn)                         disable, for the helpers that rebuild values
 
 The callback is called as ``cb(frame)`` for every fresh Python function frame started on the
 thread (not generators/coroutines, not module/class bodies, not frames of skipped code, not
@@ -81,7 +80,6 @@ __all__ = [
     "clear_thread_caches",
     "hook",
     "disable",
-    "rebuild_helper",
     "n_arg_slots",
     "flatten_code",
 ]
@@ -155,12 +153,3 @@ def disable(fn):
         raise TypeError(f"disable() expects a Python function, not {type(fn).__name__}")
     skip_code(code, recursive=True)
     return fn
-
-
-def rebuild_helper(fn):
-    """Decorator for the tracer's helpers that rewritten code calls to rebuild a value made
-    in a traced frame (a function, an exception, an object): they run no user code, so no
-    frame they start is handed to the callback. CPython may start some there: Python audit
-    hooks (``sys.addaudithook``) run on ``function.__new__``/``object.__setattr__`` events,
-    and tracing those is not the program's work (filelock installs one on 3.12+)."""
-    return disable(fn)

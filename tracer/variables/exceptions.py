@@ -18,7 +18,6 @@ handled exception in the rewritten frame and in the resume function (graph_break
 import sys
 
 from ..exc import Unsupported
-from ..frame_hook import rebuild_helper
 from .base import ConstantVariable, Variable
 
 
@@ -110,7 +109,6 @@ class TracebackVariable(Variable):
         return "Traceback()"
 
 
-@rebuild_helper
 def make_exception(cls, args, cause, context, suppress_context):
     """The real exception for an ExceptionVariable, with its chain as traced."""
     exc = cls(*args)

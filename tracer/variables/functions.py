@@ -13,7 +13,6 @@ import types
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported, UserException, attribute_error
-from ..frame_hook import rebuild_helper
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -375,7 +374,6 @@ class _GlobalsVariable(Variable):
         cg.load_const(self.g)
 
 
-@rebuild_helper
 def make_function(code, f_globals, defaults, kwdefaults, closure, slots, attrs, annotations):
     """A function made in a traced frame, rebuilt after the graph (no user code runs)."""
     fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)

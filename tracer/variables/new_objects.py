@@ -24,7 +24,6 @@ from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException, attribute_error
-from ..frame_hook import rebuild_helper
 from .base import ConstantVariable, Variable
 
 _HEAPTYPE = 1 << 9
@@ -113,7 +112,6 @@ def construct(tx, cls_var, args, kwargs):
     return obj
 
 
-@rebuild_helper
 def rebuild_object(cls, new, names, values, setitem, keys, items):
     """The real object for a NewObjectVariable, from its final state (no user code runs)."""
     obj = new(cls)
