@@ -142,11 +142,14 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
     new_items = _cells_as_free_vars(code, new_items)
+    # (before index_map is built: 3.13 splits superinstructions here, which shifts the
+    # indices of every instruction after them; the split halves map to nothing)
+    new_items = versions.relocatable(new_items)
     args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
-    out = _bc.Bytecode(versions.relocatable(new_items))
+    out = _bc.Bytecode(new_items)
     out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
     out.qualname = f"{base}.<resume@{lineno}>"

@@ -223,3 +223,39 @@ def test_simple_namespace_made_and_passed_in():
         return ns.a * ns.c, ns, hasattr(ns, "b")
 
     check(f, torch.ones(2), types.SimpleNamespace(scale=3), graphs=1, dynamo=True)
+
+
+_AUDIT_HOOK_SCRIPT = r"""
+import contextlib, sys, torch, tracer
+calls = []
+def audit(event, args):  # a Python audit hook, as filelock installs on 3.12+
+    calls.append(event)
+sys.addaudithook(audit)
+def f(x):
+    with contextlib.ExitStack() as stack:
+        stack.callback(print, "closing")  # a nested function rebuilt after the break
+        x = x * 2
+    return x + 1
+out = tracer.compile(f)(torch.ones(2))
+s = tracer.stats()
+assert torch.equal(out, torch.full((2,), 3.0)), out
+assert s.fallbacks == 0 and s.graphs == 2 and s.graph_breaks == 1, str(s)
+traced = [e for e in s.events if e.kind == "frame" and "audit" in str(e)]
+assert traced == [], traced
+assert "function.__new__" in calls
+print("ok")
+"""
+
+
+def test_audit_hooks_are_not_traced():
+    """A Python audit hook runs when the rewritten frame rebuilds the nested function made
+    in the traced frame (function.__new__); CPython runs audit hooks (like trace functions)
+    with the thread marked as tracing, and the frame hook leaves such frames alone: it is
+    not the program's work (tracing it made a frame that ran as Python; filelock installs
+    such a hook on 3.12+). In a subprocess: audit hooks cannot be removed."""
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", _AUDIT_HOOK_SCRIPT], capture_output=True, text=True,
+                         cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stdout + res.stderr

@@ -288,3 +288,34 @@ def test_generator_suspended_across_a_graph_break():
     _, d = run(c, f, torch.ones(2))
     # the rebuilt generator is a native one: advancing it after the break is a break too
     assert d.fallbacks == 0 and d.graphs >= 2
+
+
+def test_throw_through_yield_from_that_finishes_or_escapes_the_delegate():
+    """throw() into a `yield from`: a delegate that returns on the exception gives the
+    `yield from` its value (3.12+: CLEANUP_THROW/END_SEND stack layout), one that does not
+    catch it lets it reach the outer generator's own handler."""
+    def f(x):
+        def inner():
+            try:
+                yield 1
+            except KeyError:
+                return "inner returned"
+            yield 2
+
+        def outer():
+            try:
+                r = yield from inner()
+                yield r
+                yield from inner()
+            except ValueError as e:
+                yield "outer caught " + str(e)
+            yield "end"
+
+        gen = outer()
+        a = next(gen)
+        b = gen.throw(KeyError("k"))  # inner returns: the `yield from` is worth its value
+        c = next(gen)                 # the second inner
+        d = gen.throw(ValueError("v"))  # not caught by inner: outer's except
+        return x + a + c, [b, d, list(gen)]
+
+    check(f, torch.ones(2), dynamo=True)

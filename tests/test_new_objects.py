@@ -296,3 +296,34 @@ def test_unsupported_classes_break_with_reason(cls, why):
     rep, out, _ = _run(f, x)
     assert torch.equal(out.x, x + 1)
     assert any(why in b["reason"] for b in rep.breaks), str(rep)
+
+
+class SuperAttrNew:
+    def __new__(cls, x):
+        make = super().__new__  # an attribute load of super() (3.12+: LOAD_SUPER_ATTR)
+        obj = make(cls)
+        obj.made = True
+        return obj
+
+    def __init__(self, x):
+        self.x = x
+
+
+def test_a_super_attribute_that_is_not_traced_breaks_at_its_load():
+    """super().__new__ loaded as a value (not called at once) reaches object.__new__: a
+    graph break at the load, which then runs natively (3.12+: LOAD_SUPER_ATTR of a
+    zero-argument super(), which reads the rewritten frame's __class__ cell and first
+    argument), with the same result as eager."""
+    def f(a):
+        o = SuperAttrNew(a + 1)
+        return o.x * 2, o.made
+
+    x = torch.randn(2)
+    tracer.reset()
+    compiled = tracer.compile(f)
+    with traced() as t:
+        out = compiled(x)
+    assert torch.equal(out[0], (x + 1) * 2) and out[1] is True
+    assert t.ops >= 2
+    reasons = [str(e) for e in t.of("break")]
+    assert any("SuperAttrNew.__new__" in r and "super().__new__" in r for r in reasons), str(t)

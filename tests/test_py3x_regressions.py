@@ -108,3 +108,32 @@ def test_slices_and_fstrings(capsys):
     c, rec = run(f, (t(3), [t(3), t(3), t(3), t(3)]))
     assert c.entries[0].code is not None and not c.entries[0].breaks
     assert rec.graphs == [["sin", "cos", "stack", "sum", "mul"]]
+
+
+def test_resume_code_maps_its_instructions_past_a_split_superinstruction():
+    """3.13: a resume code has its superinstructions split (versions.relocatable); the map
+    from its instruction indices to the original code's was built before the split, so
+    every index after it was off by one. A break in a resume function that resumes at an
+    exception handler then entered it one instruction past PUSH_EXC_INFO (POP_EXCEPT read
+    below the stack: a segfault). Every mapped instruction has the original's opname."""
+    from bytecode_utils import decode
+    from bytecode_utils.resume import make_resume_code, resume_origin
+
+    def f(x, lst):
+        y, v = x, 1          # 3.13: STORE_FAST_STORE_FAST
+        lst.append(y + v)    # 3.13: LOAD_FAST_LOAD_FAST
+        try:
+            lst.append(x)
+        except IndexError:
+            lst.append(-1)
+        return y + v
+
+    original = decode(f.__code__)
+    target = next(i.index for i in original if i.opname == "LOAD_FAST" and i.argval == "lst")
+    rcode = make_resume_code(f.__code__, target, [], ["x", "lst"])
+    root, index_map = resume_origin(rcode)
+    assert root is f.__code__
+    here = decode(rcode)
+    assert len(index_map) > 10
+    for j, k in index_map.items():
+        assert here[j].opname == original[k].opname, (j, k, here[j].opname, original[k].opname)

@@ -44,6 +44,7 @@
  *   cpython/funcobject.h: PyFunctionObject.func_closure (set directly on a
  *     function we just created and own: the call-through keeps the original cells).
  *   cpython/pystate.h: _PyInterpreterState_Get/SetEvalFrameFunc (install, chain);
+ *     PyThreadState.tracing (> 0 inside trace/profile/monitoring callbacks and audit hooks);
  *     PyThreadState.curexc_type (3.11) / current_exception (3.12+): pending
  *     exception test without a call; 3.12: datastack_chunk/top/limit and _PyStackChunk
  *     (popping the frame, with PyObject_GetArenaAllocator to free an emptied chunk,
@@ -564,6 +565,13 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
     if (co == tls_pending) { /* the replacement frame we are starting right now */
         tls_pending = NULL;
+        return call_default(tstate, frame, throwflag);
+    }
+    /* 1b. The thread is "tracing": the frame is started by a sys.settrace/setprofile or
+       sys.monitoring callback, or by a Python audit hook (sys.addaudithook), which
+       CPython runs with tracing disabled at arbitrary points (function.__new__,
+       function.__defaults__ reads, open, import...).  That code is not the program's. */
+    if (tstate->tracing > 0) {
         return call_default(tstate, frame, throwflag);
     }
     if (throwflag || EXC_PENDING(tstate) ||                           /* 2, 3 */

@@ -44,6 +44,9 @@ _SHAPES = {
     "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
 }  # (+ the instructions only some versions have: versions.break_shape)
 
+# Method loads: at a break they run as plain attribute loads and the NULL is put beside.
+_METHOD_LOADS = ("LOAD_METHOD", "LOAD_SUPER_METHOD")
+
 
 @dataclasses.dataclass
 class BreakInfo:
@@ -263,7 +266,7 @@ def generate_break(frame, inst, reason):
         cg.instrs.append(bc.TryEnd(try_begin))
 
     # Continuation after the instruction (fall-through): results are on the stack.
-    if inst.opname == "LOAD_METHOD":  # the attribute and a NULL, in this version's call order
+    if inst.opname in _METHOD_LOADS:  # the attribute and a NULL, in this version's call order
         attr_tmp = cg.store_tmp()
         _leave_handlers(cg, entered)
         pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
@@ -353,8 +356,8 @@ def _native(original, inst, jump_label, frame):
     """Copies of the original instruction (with what belongs to it, e.g. a CALL's KW_NAMES);
     a conditional jump becomes a forward jump to `jump_label`; a method load becomes a plain
     attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
-    if inst.opname == "LOAD_METHOD":
-        return versions.load_attr(inst.argval)
+    if inst.opname in _METHOD_LOADS:
+        return versions.native_plain_attr(original, inst.index)
     if inst.opname == "RERAISE":  # its lasti operand points into a stack that is not rebuilt here
         return [bc.Instr("RERAISE", 0, lineno=original[inst.index].lineno)]
     if jump_label is not None:

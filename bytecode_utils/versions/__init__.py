@@ -43,6 +43,7 @@ else:  # pragma: no cover - refused at build time too (setup.py)
 ALIASES = impl.ALIASES
 CALL_PREFIX_OPNAMES = impl.CALL_PREFIX_OPNAMES
 CALL_OPNAMES = impl.CALL_OPNAMES
+SEND_KEEPS_RECEIVER = impl.SEND_KEEPS_RECEIVER
 normalize = impl.normalize
 call_kw_names = impl.call_kw_names
 compare_to_bool = impl.compare_to_bool
@@ -64,11 +65,13 @@ return_value = impl.return_value
 return_const = impl.return_const
 relocatable = impl.relocatable
 native = impl.native
+native_plain_attr = impl.native_plain_attr
 
 __all__ = [
-    "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES", "normalize",
-    "call_kw_names", "compare_to_bool", "break_shape", "split_call",
+    "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES",
+    "SEND_KEEPS_RECEIVER", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "split_call",
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",
     "make_function", "cond_jump", "return_value", "return_const", "relocatable", "native",
+    "native_plain_attr",
 ]

@@ -20,6 +20,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 #: Instructions that belong to the CALL that follows them (copied with it at a graph break).
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES", "PRECALL")
 
+#: Whether SEND, when its iterator is finished, leaves ``[iterator, value]`` for END_SEND to
+#: drop the iterator (3.12+), rather than replacing the iterator by the value (3.11).
+SEND_KEEPS_RECEIVER = False
+
 #: Call instructions -> whether a tuple of keyword names is one of their stack operands.
 CALL_OPNAMES: dict[str, bool] = {"CALL": False}
 
@@ -156,6 +160,13 @@ def return_value():
 
 def return_const(value):
     return [_i("LOAD_CONST", value), _i("RETURN_VALUE")]
+
+
+def native_plain_attr(original, i):
+    """Instructions that run the method load ``original[i]`` (LOAD_METHOD) as a plain
+    attribute load: one value pushed, the bound attribute (a graph break puts the NULL
+    beside it, so that the CALL that follows is a plain call of it)."""
+    return load_attr(original[i].arg)
 
 
 def native(original, i, prefixes=CALL_PREFIX_OPNAMES):

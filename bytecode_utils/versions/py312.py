@@ -26,6 +26,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES",)
 
+#: See py311.SEND_KEEPS_RECEIVER: END_SEND (and CLEANUP_THROW) since 3.12.
+SEND_KEEPS_RECEIVER = True
+
 
 def normalize(inst, code):
     """See py311.normalize. The method forms of LOAD_ATTR/LOAD_SUPER_ATTR (bit 0 of the
@@ -42,7 +45,8 @@ def normalize(inst, code):
     return inst
 
 
-_SHAPES = {"BINARY_SLICE": (3, 1), "STORE_SLICE": (4, 0)}
+_SHAPES = {"BINARY_SLICE": (3, 1), "STORE_SLICE": (4, 0),
+           "LOAD_SUPER_ATTR": (3, 1), "LOAD_SUPER_METHOD": (3, 2)}  # (method: see native_plain_attr)
 
 
 def break_shape(inst):
@@ -78,6 +82,17 @@ def cond_jump(opname, label, **loc):
 
 def return_const(value):
     return [_i("RETURN_CONST", value)]
+
+
+def native_plain_attr(original, i):
+    """See py311.native_plain_attr: LOAD_ATTR or LOAD_SUPER_ATTR with the method bit clear
+    (a zero-argument ``super()`` keeps its form: it reads the frame's ``__class__`` cell and
+    first argument, which the rewritten frame keeps)."""
+    ins = original[i]
+    if ins.name == "LOAD_SUPER_ATTR":
+        _method, two_args, name = ins.arg
+        return [_i("LOAD_SUPER_ATTR", (False, two_args, name), location=ins.location)]
+    return load_attr(ins.arg[1])
 
 
 def native(original, i):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import bytecode as _bc
 
 from . import py311, py312
-from .py312 import (ALIASES, INTRINSIC_ALIASES, _i, call_const_on_tos,  # noqa: F401
-                    load_attr, load_global, load_method, normalize, push_null, return_const,
+from .py312 import (ALIASES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
+                    load_attr, load_global, load_method, native_plain_attr, normalize, push_null, return_const,
                     return_value)
 
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ()

@@ -2,8 +2,9 @@
 from bytecode_utils import versions
 
 from ..exc import Unsupported
-from ..variables.base import ConstantVariable, check_builtin_attr
+from ..variables.base import check_builtin_attr
 from . import SINCE_312, handler
+from .containers import slice_of
 from .load_store import NULL
 
 
@@ -40,11 +41,11 @@ def LOAD_SUPER_ATTR(f, inst):
         is_super = False
     if not is_super:
         raise Unsupported(f"LOAD_SUPER_ATTR with {fn} instead of the builtin super")
-    attr = SuperVariable(f.python_object(cls), obj).getattr(f, inst.argval)
-    if inst.opname == "LOAD_SUPER_METHOD":
-        _push_callable(f, attr)
+    sup = SuperVariable(f.python_object(cls), obj)
+    if inst.opname == "LOAD_SUPER_METHOD":  # bound when called, as LOAD_METHOD (3.11's
+        _push_callable(f, _MethodRef(sup, inst.argval))  # `super().m` is LOAD_METHOD)
     else:
-        f.push(attr)
+        f.push(sup.getattr(f, inst.argval))
 
 
 
@@ -102,21 +103,15 @@ def DELETE_SUBSCR(f, inst):
     obj.delitem(f, key)
 
 
-def _slice(f, start, stop):
-    if not (start.is_constant() and stop.is_constant()):
-        raise Unsupported("slice with non-constant bounds")
-    return ConstantVariable(slice(start.as_constant(), stop.as_constant()))
-
-
 @handler("BINARY_SLICE", versions=SINCE_312)
 def BINARY_SLICE(f, inst):
     """3.12+: `obj[start:stop]` without BUILD_SLICE."""
     stop, start, obj = f.pop(), f.pop(), f.pop()
-    f.push(obj.getitem(f, _slice(f, start, stop)))
+    f.push(obj.getitem(f, slice_of([start, stop])))
 
 
 @handler("STORE_SLICE", versions=SINCE_312)
 def STORE_SLICE(f, inst):
     """3.12+: `obj[start:stop] = value`."""
     stop, start, obj, value = f.pop(), f.pop(), f.pop(), f.pop()
-    obj.setitem(f, _slice(f, start, stop), value)
+    obj.setitem(f, slice_of([start, stop]), value)

@@ -85,13 +85,17 @@ def FORMAT_WITH_SPEC(f, inst):
 
 @handler("BUILD_SLICE")
 def BUILD_SLICE(f, inst):
-    parts = f.popn(inst.arg)
-    if any(is_sym(p) for p in parts):  # x[:, : n // 2] with a symbolic n
-        f.push(SliceVariable(parts))
-        return
+    f.push(slice_of(f.popn(inst.arg)))
+
+
+def slice_of(parts):
+    """The slice of `parts` (start, stop[, step]): constant, or symbolic when a bound is a
+    symbolic int (x[:, : n // 2] with a dynamic n). Also 3.12+'s BINARY_SLICE/STORE_SLICE."""
+    if any(is_sym(p) for p in parts):
+        return SliceVariable(parts)
     if not all(p.is_constant() for p in parts):
         raise Unsupported("slice with non-constant bounds")
-    f.push(ConstantVariable(slice(*(p.as_constant() for p in parts))))
+    return ConstantVariable(slice(*(p.as_constant() for p in parts)))
 
 
 def _target(f, inst):

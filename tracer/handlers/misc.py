@@ -2,6 +2,8 @@
 import dis
 import sys
 
+from bytecode_utils.versions import SEND_KEEPS_RECEIVER
+
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
 from . import SINCE_312, handler
@@ -69,8 +71,6 @@ for _name, _why in {
     "END_ASYNC_FOR": "async iteration",
     "BEFORE_ASYNC_WITH": "async with",
     "ASYNC_GEN_WRAP": "async generator",
-    "END_SEND": "generator/coroutine frame",
-    "CLEANUP_THROW": "generator/coroutine frame",
     "CALL_INTRINSIC_2": "exception groups or type parameters",
 }.items():
     if _name in dis.opmap:  # (each version has its own subset)
@@ -80,13 +80,19 @@ for _name, _why in {
 @handler("CALL_INTRINSIC_1", versions=SINCE_312)
 def CALL_INTRINSIC_1(f, inst):
     """3.12+. LIST_TO_TUPLE and UNARY_POSITIVE arrive under those names (normalised); a
-    generator body's StopIteration check passes other exceptions through; the rest
+    generator body's StopIteration check turns StopIteration into RuntimeError (PEP 479)
+    and passes other exceptions through; the rest
     (print of an interactive expression, import *, async generators, type parameters) are
     not traced."""
     if inst.argrepr == "INTRINSIC_STOPITERATION_ERROR":
+        from ..variables.generators import runtime_error_for
         from ..variables.objects import ExceptionVariable
         exc = f.stack[-1]
-        if isinstance(exc, ExceptionVariable) and not issubclass(exc.cls, (StopIteration, StopAsyncIteration)):
+        if isinstance(exc, ExceptionVariable) and not issubclass(exc.cls, StopAsyncIteration):
+            if issubclass(exc.cls, StopIteration) and f.generator is not None:
+                f.stack[-1] = runtime_error_for(exc)  # PEP 479, as 3.11's caller-side check
+            elif issubclass(exc.cls, StopIteration):
+                raise Unsupported("StopIteration escaping a coroutine body")
             return  # the exception stays on the stack, unchanged: RERAISE follows
     raise Unsupported(f"CALL_INTRINSIC_1 {inst.argrepr} is not traced")
 
@@ -124,9 +130,9 @@ def GET_YIELD_FROM_ITER(f, inst):
 
 @handler("SEND")
 def SEND(f, inst):
-    """`yield from` (3.11): send TOS into the iterator below it; its next value is pushed
-    (and yielded by the YIELD_VALUE that follows), its return value replaces it and the
-    loop is left."""
+    """`yield from`: send TOS into the iterator below it; its next value is pushed (and
+    yielded by the YIELD_VALUE that follows); when it is finished, its return value replaces
+    it (3.11) or goes above it (3.12+, for END_SEND) and the loop is left."""
     from ..variables.containers import IteratorVariable
     from ..variables.generators import GeneratorVariable
     value = f.pop()
@@ -144,5 +150,33 @@ def SEND(f, inst):
     if kind == "yield":
         f.push(out)
     else:
-        f.stack[-1] = out
+        if SEND_KEEPS_RECEIVER:
+            f.push(out)  # [iterator, value]: END_SEND drops the iterator (3.12+)
+        else:
+            f.stack[-1] = out
         f.jump(inst)
+
+
+@handler("END_SEND", versions=SINCE_312)
+def END_SEND(f, inst):
+    """End of a `yield from` loop: [iterator, value] -> [value]."""
+    del f.stack[-2]
+
+
+@handler("CLEANUP_THROW", versions=SINCE_312)
+def CLEANUP_THROW(f, inst):
+    """An exception thrown (throw()/close()) at the `yield` of a `yield from` loop, stack
+    [iterator, last sent value, exception]: a StopIteration means the delegate finished,
+    its value is the loop's result (the next instruction jumps to END_SEND); anything else
+    is re-raised."""
+    from ..exc import UserException
+    from ..variables.objects import ExceptionVariable
+    exc = f.stack[-1]
+    if not isinstance(exc, ExceptionVariable):
+        raise Unsupported("CLEANUP_THROW of an exception that is not modelled")
+    if not issubclass(exc.cls, StopIteration):
+        f.pop()
+        raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
+    f.popn(3)
+    f.push(ConstantVariable(None))
+    f.push(exc.args[0] if exc.args else ConstantVariable(None))

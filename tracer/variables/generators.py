@@ -19,6 +19,8 @@ What CPython does around a generator frame is done here, symbolically:
 """
 import types
 
+from bytecode_utils.versions import SEND_KEEPS_RECEIVER
+
 from ..exc import Unsupported, UserException, user_error
 from .base import ConstantVariable, Variable
 from .containers import IteratorVariable
@@ -79,15 +81,16 @@ class GeneratorVariable(IteratorVariable):
                 try:
                     kind, value = inner.throw(tx, exc)
                 except UserException as e:
-                    self.frame.stack.pop()  # the sent-value slot
                     return self._run(tx, raise_here=e)
                 if kind == "yield":
                     return kind, value
-                self.frame.stack.pop()
+                if not SEND_KEEPS_RECEIVER:
+                    self.frame.stack.pop()  # the sent-value slot; the iterator's is replaced
                 self.frame.stack[-1] = value  # the `yield from` expression's value
                 self.frame.ip = self._send_instruction().target
                 return self._run(tx)
-        self.frame.stack.pop()  # the sent-value slot
+        # (the sent-value slot stays: the handler's depth trims the stack, and 3.12+'s
+        # CLEANUP_THROW handler of a `yield from` reads it)
         assert isinstance(exc, ExceptionVariable)
         return self._run(tx, raise_here=error)
 
@@ -264,12 +267,20 @@ def _stop_iteration(value):
     return ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
 
 
-def _runtime_error_from(stop):
+def runtime_error_for(stop):
+    """The RuntimeError (an ExceptionVariable) that replaces the StopIteration `stop`
+    escaping a generator body (PEP 479): 3.11 converts it in the caller (`_run`), 3.12+ in
+    the body (CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR)."""
     from .objects import ExceptionVariable
     exc = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
-    exc.cause = exc.context = stop.value
+    exc.cause = exc.context = stop
     exc.suppress_context = True
-    return UserException(RuntimeError, "generator raised StopIteration (PEP 479; the user code raises it)", exc)
+    return exc
+
+
+def _runtime_error_from(stop):
+    return UserException(RuntimeError, "generator raised StopIteration (PEP 479; the user code raises it)",
+                         runtime_error_for(stop.value))
 
 
 def _exception_of(tx, args):
