@@ -148,21 +148,8 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
-    others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
-    out = _bc.Bytecode(new_items)
-    out.name = code.co_name
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
-    out.qualname = f"{base}.<resume@{lineno}>"
-    out.filename = code.co_filename
-    out.first_lineno = code.co_firstlineno
-    out.argcount = len(args)
-    out.posonlyargcount = 0
-    out.kwonlyargcount = 0
-    out.flags = _bc.CompilerFlags((code.co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)) | CO_OPTIMIZED | CO_NEWLOCALS)
-    out.argnames = args + others
-    out.freevars = list(code.co_freevars) + list(code.co_cellvars)
-    out.cellvars = []
-    out.docstring = None
+    out = _continuation(code, new_items, args, f"{base}.<resume@{lineno}>")
     # The skipped prefix of the original stream is dead code now, so the stack depths of its
     # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from
     # co_exceptiontable). The stack at the target is the original's, so its size suffices.
@@ -253,10 +240,19 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     args = stack_args + list(local_args)
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
+    # (the rebuilt generator shows the original's name)
+    out = _continuation(code, versions.relocatable(new_items), args, code.co_qualname)
+    return out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+
+
+def _continuation(code, items, args, qualname):
+    """A Bytecode for code that continues `code` (resume or generator rebuild): the given
+    instruction stream, `args` as flat positional arguments, the other locals after them,
+    the original's cell variables as free variables (passed in by the caller)."""
     others = [n for n in code.co_varnames if n not in args and n not in code.co_cellvars]
-    out = _bc.Bytecode(versions.relocatable(new_items))
+    out = _bc.Bytecode(items)
     out.name = code.co_name
-    out.qualname = code.co_qualname  # the rebuilt generator shows the original's name
+    out.qualname = qualname
     out.filename = code.co_filename
     out.first_lineno = code.co_firstlineno
     out.argcount = len(args)
@@ -267,7 +263,7 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     out.freevars = list(code.co_freevars) + list(code.co_cellvars)
     out.cellvars = []
     out.docstring = None
-    return out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+    return out
 
 
 def _covering_try(items, pos):
