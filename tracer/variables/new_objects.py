@@ -31,8 +31,9 @@ _DICT_BASES = (dict, collections.OrderedDict)
 _ALLOWED_C_BASES = (object, dict, collections.OrderedDict)
 _ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"])
 _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
-GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__dict__["__getattribute__"],
-                        types.SimpleNamespace.__dict__["__getattribute__"])  # (all PyObject_GenericGetAttr)
+# (all PyObject_GenericGetAttr; 3.13's SimpleNamespace inherits object's instead of its own)
+GENERIC_GETATTRIBUTE = tuple({id(f): f for f in (object.__getattribute__, *(
+    vars(t).get("__getattribute__", object.__getattribute__) for t in (dict, types.SimpleNamespace)))}.values())
 _UNTRACED_ROOTS = ("torch", "numpy", "scipy", "pandas", "builtins", "logging", "warnings", "typing",
                    "abc", "enum", "functools", "threading", "weakref")
 _MISSING = object()
