@@ -24,6 +24,11 @@ config.verify_guards = True
 def pytest_configure(config):
     config.addinivalue_line("markers", "internal_errors: the test injects faults; tracer internal "
                                        "errors are expected and do not fail it")
+    try:  # tqdm (inductor's progress bars) starts a monitor thread whose objects come and go
+        import tqdm  # during later tests' leak counts: none here
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
 
 
 @pytest.fixture(autouse=True)
