@@ -124,17 +124,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     lineno = next((i.lineno for i in items[target_pos:] if isinstance(i, _bc.Instr) and i.lineno),
                   code.co_firstlineno)
     label = _bc.Label()
-    prefix = []
-    stack_args = []
-    for i, kind in enumerate(stack):
-        if kind == STACK_NULL:
-            prefix.extend(versions.push_null(lineno=lineno))
-        else:
-            name = stack_arg_name(i)
-            stack_args.append(name)
-            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
-            if kind == STACK_EXC_INFO:
-                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
+    prefix, stack_args = _push_stack(stack, lineno)
     if lasti is not None:
         prefix.append(_bc.Instr("LOAD_CONST", lasti, lineno=lineno))
     if push_exc:
@@ -204,16 +194,7 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     resume_pos = next(i for i in real if items[i].name == "RESUME")
     lineno = next((i.lineno for i in items[real[target]:] if isinstance(i, _bc.Instr) and i.lineno),
                   code.co_firstlineno)
-    prefix, stack_args = [], []
-    for i, kind in enumerate(stack):
-        if kind == STACK_NULL:
-            prefix.extend(versions.push_null(lineno=lineno))
-        else:
-            name = stack_arg_name(i)
-            stack_args.append(name)
-            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
-            if kind == STACK_EXC_INFO:
-                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
+    prefix, stack_args = _push_stack(stack, lineno)
     label = _bc.Label()
     continue_at = real[target + 1] if suspended else real[target]
     if suspended:
@@ -243,6 +224,22 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     # (the rebuilt generator shows the original's name)
     out = _continuation(code, versions.relocatable(new_items), args, code.co_qualname)
     return out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+
+
+def _push_stack(stack, lineno):
+    """(instructions that rebuild the saved stack, names of the stack arguments): one slot per
+    `stack` kind, bottom first (see make_resume_code)."""
+    prefix, stack_args = [], []
+    for i, kind in enumerate(stack):
+        if kind == STACK_NULL:
+            prefix.extend(versions.push_null(lineno=lineno))
+        else:
+            name = stack_arg_name(i)
+            stack_args.append(name)
+            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+            if kind == STACK_EXC_INFO:
+                prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
+    return prefix, stack_args
 
 
 def _continuation(code, items, args, qualname):
