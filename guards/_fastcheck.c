@@ -289,7 +289,15 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
         return op_distinct(p, op, cur);
     case O_TENSORS: {
         if (tm_api != NULL && op->fps_state == 1 && tensors_match(p, op, cur))
-            return 1;
+            return 1;  /* (a nested tensor never matches a record: its dispatch keys differ) */
+        if (op->b != Py_None) {  /* b(v) for the members at positions c, before TensorGuards */
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(op->c); j++) {
+                Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(op->c, j));
+                int ok = truth_of(PyObject_CallOneArg(op->b, VAL(op->nodes[k])));
+                if (ok != 1)
+                    return ok;
+            }
+        }
         PyObject *small[32];
         PyObject **args = small;
         if (op->n > 32 && (args = PyMem_Malloc(op->n * sizeof(PyObject *))) == NULL)
@@ -304,6 +312,9 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
             record_tensors(p, op, cur);  /* what TensorGuards just accepted, under this TLS */
         return t;
     }
+    case O_FUNC:  /* a plain function with code a and globals at address num */
+        return Py_IS_TYPE(v, &PyFunction_Type) && ((PyFunctionObject *)v)->func_code == op->a &&
+               (Py_ssize_t)(uintptr_t)((PyFunctionObject *)v)->func_globals == op->num;
     case O_CALL_IS:
         r = PyObject_CallNoArgs(op->a);
         if (r == NULL)
@@ -436,7 +447,7 @@ static int parse_ops(Program *p, PyObject *ops)
         }
         if ((op->kind == O_ID || op->kind == O_TYPE || op->kind == O_IS || op->kind == O_EQ ||
              op->kind == O_LEN || op->kind == O_DICTKEYS || op->kind == O_KEY_ABSENT ||
-             op->kind == O_PY1) && op->n != 1) {
+             op->kind == O_PY1 || op->kind == O_FUNC) && op->n != 1) {
             PyErr_SetString(PyExc_ValueError, "op takes one node");
             return -1;
         }
@@ -725,8 +736,9 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
     if (K(N_LOCAL) || K(N_GLOBAL) || K(N_CELL) || K(N_CONST) || K(N_GLOBALS) || K(N_ATTR) ||
         K(N_GENERIC_ATTR) || K(N_ITEM) || K(N_TYPE) || K(N_PY) || K(O_ID) || K(O_TYPE) ||
         K(O_IS) || K(O_EQ) || K(O_LEN) || K(O_DICTKEYS) || K(O_SAME) || K(O_DISTINCT) ||
-        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) ||
-        K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS)) {
+        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) ||
+        K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
+        K(R_LACKS_GENERIC)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -381,15 +381,17 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
 
 /* ---- ops ------------------------------------------------------------------------------------ */
 
-static int freeze_lacks(Program *p, Op *op, Py_ssize_t node, PyObject *v)
+static int freeze_lacks(Program *p, Op *op, Py_ssize_t node, PyObject *v, int generic)
 {
-    /* not hasattr(v, name): b = (name, known __getattr__ or None, names of dicts it reads) */
+    /* not hasattr(v, name): b = (name, known __getattr__ or None, names of dicts it reads).
+     * generic: object.__getattribute__(v, name) raises, whatever the type's own
+     * __getattribute__ and __getattr__ (they are not part of that condition). */
     PyObject *name = PyTuple_GET_ITEM(op->b, 0), *known = PyTuple_GET_ITEM(op->b, 1);
     PyObject *dicts = PyTuple_GET_ITEM(op->b, 2);
     PyTypeObject *t = Py_TYPE(v);
     int r;
-    if (PyModule_Check(v) || _PyType_Lookup(t, fc_str_getattribute) != fc_obj_getattribute ||
-        _PyType_Lookup(t, name) != NULL)
+    if (PyModule_Check(v) || _PyType_Lookup(t, name) != NULL ||
+        (!generic && _PyType_Lookup(t, fc_str_getattribute) != fc_obj_getattribute))
         return 0;
     PyObject *d = inst_dict(v);
     if (d == NULL)
@@ -399,7 +401,7 @@ static int freeze_lacks(Program *p, Op *op, Py_ssize_t node, PyObject *v)
     if ((r = pin_type(p, node, v)) <= 0 || (r = watch_instdict(p, node, d)) <= 0)
         return r;
     PyObject *ga = _PyType_Lookup(t, fc_str_getattr);
-    if (ga == NULL)
+    if (ga == NULL || generic)
         return 1;
     if (ga != known)
         return 0;
@@ -518,7 +520,9 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
         case R_FALSY:
             return freeze_falsy(p, op, n0, v);
         case R_LACKS:
-            return freeze_lacks(p, op, n0, v);
+            return freeze_lacks(p, op, n0, v, 0);
+        case R_LACKS_GENERIC:
+            return freeze_lacks(p, op, n0, v, 1);
         }
         return 0;
     }

@@ -41,7 +41,7 @@ import torch
 
 from .codegen import ArgContext, ExprContext
 from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
-                    NoAliasing, Predicate, SameObject, TypeMatch)
+                    NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch)
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
@@ -85,6 +85,9 @@ if fc is not None:
 # ConstMatch values compared by identity / by exact type and == (their Python conditions)
 _BY_IDENTITY = (type(None), type(Ellipsis), type(NotImplemented), bool, torch.dtype)
 _BY_EQUALITY = (int, str, bytes, torch.device, torch.Size)
+# results that are their type's only instance of that value: `type(r) is type(v) and r == v`
+# is `r is v`
+_SINGLETONS = (bool, type(None))
 
 # a class's __getattr__ whose reads are known: the dicts it looks `name` up in
 _KNOWN_GETATTR = (torch.nn.Module.__getattr__, ("_parameters", "_buffers", "_modules"))
@@ -149,7 +152,7 @@ class Plan:
             n, v = self.node(g.source), g.value
             if isinstance(v, _BY_IDENTITY) and type(v) in _BY_IDENTITY:
                 self.op(fc.O_IS, i, (n,), v)
-            elif type(v) in _BY_EQUALITY:
+            elif type(v) in _BY_EQUALITY or (type(v) is tuple and not v):
                 self.op(fc.O_EQ, i, (n,), type(v), v)
             else:
                 self.op(fc.O_PY1, i, (n,), self._one_value(g), rule=fc.R_NODE)
@@ -167,9 +170,8 @@ class Plan:
         elif t is NoAliasing:
             self.op(fc.O_DISTINCT, i, tuple(self.node(s) for s in g.sources()))
         elif t is TensorMatch:  # one tensor on its own (the batch is added by the caller)
-            n = self.node(g.source)
-            self.op(fc.O_PY1, i, (n,), none_nested, rule=fc.R_NEVER)  # (TensorGuards aborts on one)
-            self.op(fc.O_TENSORS, i, (n,), g._single.check)
+            # none_nested first on a record mismatch (TensorGuards aborts on a nested tensor)
+            self.op(fc.O_TENSORS, i, (self.node(g.source),), g._single.check, none_nested, (0,))
         elif t is GlobalStateMatch:
             for fn, expected in g.calls():
                 self.op(fc.O_CALL_IS, i, (), fn, expected)
@@ -177,6 +179,8 @@ class Plan:
                 self.op(fc.O_PYLGC, i, (), slow_fn())
         elif t is Predicate:
             self._predicate(g, i)
+        elif t is QueryMatch and not g.args and not g.kwargs and type(g.value) in _SINGLETONS:
+            self.op(fc.O_CALL_IS, i, (), g.fn, g.value)  # fn() is value: _same_result's answer
         else:  # a guard kind this module does not know: its own Python condition
             self.op(fc.O_PYLGC, i, (), slow_fn())
 
@@ -190,6 +194,10 @@ class Plan:
             self.op(fc.O_PY1, i, (n,), g.fn, tuple(g.arg), rule=fc.R_FALSY)
         elif g.kind == "lacks":
             self.op(fc.O_PY1, i, (n,), g.fn, (g.arg[0], *_KNOWN_GETATTR), rule=fc.R_LACKS)
+        elif g.kind == "same_function":  # never frozen: a function's __code__ is assignable
+            self.op(fc.O_FUNC, i, (n,), g.arg[0], num=g.arg[1])
+        elif g.kind == "lacks_generic":  # object.__getattribute__ alone: no __getattr__
+            self.op(fc.O_PY1, i, (n,), g.fn, (g.arg[0], None, ()), rule=fc.R_LACKS_GENERIC)
         else:
             self.op(fc.O_PY1, i, (n,), g.fn, rule=fc.R_NEVER)
 
@@ -223,13 +231,13 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
         members, tg_check = batch
         if tg_check is not None:
             # TensorGuards aborts the process on a nested tensor: tensors whose identity is
-            # not guarded (inputs) are asked first, as in the generated check
+            # not guarded (inputs) are asked first, as in the generated check, but only when
+            # the recorded metadata does not match (a record is never of a nested tensor)
             known = {g.source for g in first if isinstance(g, IdMatch)}
-            for t in members:
-                if t.source not in known:
-                    plan.op(fc.O_PY1, index[id(t)], (plan.node(t.source),), none_nested, rule=fc.R_NEVER)
+            ask = tuple(k for k, t in enumerate(members) if t.source not in known)
             plan.op(fc.O_TENSORS, [index[id(t)] for t in members],
-                    tuple(plan.node(t.source) for t in members), tg_check)
+                    tuple(plan.node(t.source) for t in members), tg_check,
+                    none_nested if ask else None, ask)
         else:
             for t in members:
                 add(t)

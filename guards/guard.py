@@ -12,8 +12,10 @@ merging facts that only look equal (``x == 1`` vs ``x == True`` vs ``x == 1.0``)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
+import types
 import weakref
 from typing import Any, Callable
 
@@ -371,6 +373,37 @@ class Predicate(Guard):
     def lacks_attr(cls, source: Source, name: str, description: str) -> "Predicate":
         """``not hasattr(v, name)``."""
         return cls(source, lambda obj, _n=name: not hasattr(obj, _n), description, "lacks", (name,))
+
+    @classmethod
+    def same_function(cls, source: Source, code, f_globals: dict, description: str) -> "Predicate":
+        """``v`` is a plain function with this code object and these globals (compared by id:
+        the module keeps its globals alive; the guard does not)."""
+        return cls(source, _function_check(code, id(f_globals)), description, "same_function",
+                   (code, id(f_globals)))
+
+    @classmethod
+    def lacks_generic_attr(cls, source: Source, name: str, description: str) -> "Predicate":
+        """``object.__getattribute__(v, name)`` raises AttributeError: what a class's own
+        ``__getattribute__`` (inlined while tracing, its other reads guarded on their own) found
+        when it deferred to ``super().__getattribute__``.  Unlike ``hasattr`` this never runs the
+        class's Python ``__getattribute__``, so the C check can prove it from the type and the
+        instance dict alone (a config object's 13 absent options cost 2 us each as hasattr)."""
+        return cls(source, lambda obj, _n=name: _generic_lacks(obj, _n), description,
+                   "lacks_generic", (name,))
+
+
+@functools.lru_cache(maxsize=None)
+def _function_check(code, f_globals_id):
+    return lambda fn: (type(fn) is types.FunctionType and fn.__code__ is code
+                       and id(fn.__globals__) == f_globals_id)
+
+
+def _generic_lacks(obj: Any, name: str) -> bool:
+    try:
+        object.__getattribute__(obj, name)
+    except AttributeError:
+        return True
+    return False
 
 
 _MISSING = object()

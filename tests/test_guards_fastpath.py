@@ -211,3 +211,64 @@ def test_random_mutation_sequences_agree():
             except Exception:  # noqa: BLE001 - some sequences make a later change impossible
                 continue
             agree(gs, (m, x))
+
+
+# -- guards the C check now answers without calling Python ----------------------------------
+
+class Config:
+    """A PretrainedConfig-like object: its own __getattribute__ maps aliases."""
+    alias = {"hidden": "width"}
+
+    def __init__(self):
+        self.width = 8
+
+    def __getattribute__(self, key):
+        if key != "alias" and key in super().__getattribute__("alias"):
+            key = super().__getattribute__("alias")[key]
+        return super().__getattribute__(key)
+
+
+def test_generic_lacks_is_frozen_and_fails_on_each_way_the_name_appears():
+    C0 = LocalSource("c", 0)
+    for change in (lambda c: setattr(c, "depth", 3),                    # instance attribute
+                   lambda c: setattr(type(c), "depth", 4),              # class attribute
+                   lambda c: setattr(c, "__dict__", {"depth": 1})):     # a new instance dict
+        cls = type("Cfg", (Config,), {})
+        c = cls()
+        gs = compile_guards([IdMatch(C0, c),
+                             Predicate.lacks_generic_attr(C0, "depth", "finds no 'depth'")],
+                            builtins=B)
+        assert agree(gs, (c,), expect=True)
+        st = gs.check.stats()
+        assert st["state"] == "positive" and st["active_ops"] == 0, st  # nothing re-run
+        change(c)
+        agree(gs, (c,), expect=False)
+
+
+def test_same_function_op_follows_code_and_globals():
+    def make(k):
+        return lambda x: x + k
+
+    f, g = make(1), make(2)  # same code, same globals: both pass
+    S = LocalSource("f", 0)
+    gs = compile_guards([Predicate.same_function(S, f.__code__, f.__globals__, "code of f")],
+                        builtins=B)
+    agree(gs, (f,), expect=True)
+    agree(gs, (g,), expect=True)
+    agree(gs, ((lambda x: x - 1),), expect=False)          # other code
+    h = make(3)
+    h.__code__ = make(0).__code__.replace(co_consts=(None,))  # code swapped in place
+    agree(gs, (h,), expect=False)
+    other = type(f)(f.__code__, {"__builtins__": builtins}, None, None, f.__closure__)
+    agree(gs, (other,), expect=False)                        # other globals
+    agree(gs, (len,), expect=False)                          # not a Python function
+
+
+def test_nested_tensor_after_a_recorded_tensor_fails_without_aborting():
+    x = torch.randn(3, 4)
+    gs = compile_guards([TensorMatch(X, x), GlobalStateMatch()], builtins=B)
+    L = (None, x)
+    assert agree(gs, L, expect=True)  # TensorGuards passed: the metadata is recorded
+    nt = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)])
+    agree(gs, (None, nt), expect=False)
+    agree(gs, (None, torch.randn(3, 4)), expect=True)

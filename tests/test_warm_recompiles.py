@@ -102,3 +102,71 @@ def test_unrelated_attribute_write_does_not_recompile():
         assert tracer.stats().frames_traced == before.frames_traced
         if fastpath.ENABLED:
             assert c._compiled_forward.entries[0].guards.check.stats()["state"] == "positive"
+
+
+class Config:
+    """Shaped like transformers' PretrainedConfig: a Python __getattribute__ that maps aliases
+    (inlined by the tracer), options read with getattr(..., default) and hasattr."""
+    attribute_map = {"hidden": "width"}
+
+    def __init__(self):
+        self.width = 8
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Configured(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x) * self.config.hidden
+        if getattr(self.config, "scale", None) is not None:
+            y = y * self.config.scale
+        if hasattr(self.config, "shift"):
+            y = y + self.config.shift
+        return y
+
+
+CONFIG_CHANGES = {
+    "option set on the instance": lambda m: setattr(m.config, "scale", 3.0),
+    "option defined on the class": lambda m: setattr(Config, "shift", 1.0),
+    "alias remapped": lambda m: Config.attribute_map.__setitem__("scale", "width"),
+    "aliased value changed": lambda m: setattr(m.config, "width", 2),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIG_CHANGES))
+def test_config_with_own_getattribute_is_checked_in_c_and_recompiles(name):
+    torch.manual_seed(0)
+    m = Configured().eval()
+    c = tracer.compile(m)
+    x = torch.randn(3, 8)
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                assert torch.allclose(c(x), m(x))
+            entry = c._compiled_forward.entries[0]
+            if fastpath.ENABLED:  # absent options are proven from the snapshot, not re-asked
+                from guards import Predicate
+                gs = entry.guards
+                assert sum(getattr(g, "kind", None) == "lacks_generic" for g in gs.guards) == 2
+                active = [gs.guards[i] for i in gs.check.active_guards()]
+                assert not [g for g in active if isinstance(g, Predicate) and "lacks" in (g.kind or "")], \
+                    [g.describe() for g in active]
+            before = tracer.stats()
+            CONFIG_CHANGES[name](m)
+            assert torch.allclose(c(x), m(x)), name
+            assert tracer.stats().recompiles >= before.recompiles + 1, name
+            after = tracer.stats()
+            assert torch.allclose(c(x), m(x))
+            assert tracer.stats().frames_traced == after.frames_traced  # warm again
+    finally:
+        Config.attribute_map.pop("scale", None)
+        if "shift" in Config.__dict__:
+            del Config.shift

@@ -153,17 +153,6 @@ class IterPosSource(IterSeqSource):
     fn_name = "iter_pos"
 
 
-@functools.lru_cache(maxsize=None)
-def _function_check(code, f_globals_id):
-    return lambda fn: type(fn) is types.FunctionType and fn.__code__ is code and id(fn.__globals__) == f_globals_id
-
-
-def _same_function(code, f_globals):
-    """One predicate per (code, globals): equal guards deduplicate. The globals dict is kept
-    alive by the module; it is compared by id so the guard does not keep it alive itself."""
-    return _function_check(code, id(f_globals))
-
-
 def const_guard(source, value):
     """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
     if check_const_supported(value):
@@ -330,8 +319,8 @@ def _wrap_fresh(tx, value, source):
             # object each time: what inlining relies on is its code and globals (defaults,
             # closure cells and attributes are guarded through their sources when read).
             # Identity is pinned only if the trace compares it (UserFunctionVariable.pin_identity).
-            g(Predicate(source, _same_function(value.__code__, value.__globals__),
-                        f"a function with the code of {value.__qualname__}"))
+            g(Predicate.same_function(source, value.__code__, value.__globals__,
+                                      f"a function with the code of {value.__qualname__}"))
             var = UserFunctionVariable(value, source)
             var.identity_guarded = source is None
             return var

@@ -218,7 +218,11 @@ class UserObjectVariable(ObjectVariable):
         if fallback is not None:
             raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
-            tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
+            if cls.__getattribute__ is object.__getattribute__:
+                tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
+            else:  # reached from the class's own __getattribute__, inlined and guarded
+                tx.guard(Predicate.lacks_generic_attr(
+                    self.source, name, f"object.__getattribute__ finds no {name!r}"))
         raise attribute_error(cls.__name__, name)
 
     def setattr(self, tx, name, value):
@@ -234,6 +238,10 @@ class UserObjectVariable(ObjectVariable):
         try:
             self.getattr(tx, name)
             return True
+        except UserException as e:
+            if not issubclass(e.exc_type, AttributeError) or hasattr(self.value, name):
+                raise
+            return False  # the traced lookup raised it: its own guards decide, as in getattr()
         except Unsupported:
             if hasattr(self.value, name):
                 raise
