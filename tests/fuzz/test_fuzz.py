@@ -76,7 +76,8 @@ def test_generated_programs(request):
         tally.add(check_source(src))
 
     check()
-    tally.check(min_capture=0.6, min_hits=0.75, min_ops=2.5)  # measured: 0.71, 0.87, 3.35
+    # measured on the 40 CI programs (3.11, 2026-11-22): captured 1.0, hits 0.93, ops 9.4
+    tally.check(min_capture=0.85, min_hits=0.8, min_ops=5)
 
 
 def test_fixed_seeds_deeper_nesting(request):
