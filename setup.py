@@ -40,7 +40,7 @@ def _tensormeta_extension():
     return Extension(
         "guards._tensormeta", ["guards/_tensormeta.cpp"], depends=["guards/_tensormeta.h"],
         include_dirs=cpp_extension.include_paths(), library_dirs=cpp_extension.library_paths(),
-        libraries=["c10"], runtime_library_dirs=cpp_extension.library_paths(), language="c++",
+        libraries=["c10", "torch_cpu"], runtime_library_dirs=cpp_extension.library_paths(), language="c++",
         define_macros=[("TM_TORCH_VERSION", f'"{torch.__version__}"'),
                        ("_GLIBCXX_USE_CXX11_ABI", str(abi))],
         extra_compile_args=["-std=c++17", "-O2", "-w"])

@@ -372,7 +372,7 @@ def main(argv=None):
                   f"tracer {us(r['ov_t'])} us, torch.compile {us(r['ov_c'])} us", file=sys.stderr)
     text = render(rows, f"{'--quick, ' if a.quick else ''}{blocks} blocks")
     print(text)
-    if a.out and not a.only:
+    if a.out and (not a.only or a.out != p.get_default("out")):
         with open(a.out, "w") as f:
             f.write(text)
         print(f"wrote {a.out}", file=sys.stderr)

@@ -315,6 +315,31 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
     case O_FUNC:  /* a plain function with code a and globals at address num */
         return Py_IS_TYPE(v, &PyFunction_Type) && ((PyFunctionObject *)v)->func_code == op->a &&
                (Py_ssize_t)(uintptr_t)((PyFunctionObject *)v)->func_globals == op->num;
+    case O_STATE:  /* a[j]() is b[j] for each j; equal torch state words since they passed */
+        if (tm_api != NULL && op->fps_state == 1) {
+            uint64_t w[TM_STATE_WORDS];
+            tm_api->global_state(w);
+            if (memcmp(w, op->fps, sizeof w) == 0)
+                return 1;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(op->a); j++) {
+            r = PyObject_CallNoArgs(PyTuple_GET_ITEM(op->a, j));
+            if (r == NULL)
+                return fc_swallow() ? 0 : R_ERROR;
+            Py_DECREF(r);
+            if (r != PyTuple_GET_ITEM(op->b, j))
+                return 0;
+        }
+        if (tm_api != NULL && op->fps_state >= 0) {
+            if (op->fps == NULL &&
+                (op->fps = PyMem_Malloc(TM_STATE_WORDS * sizeof(uint64_t))) == NULL) {
+                op->fps_state = -1;
+                return 1;
+            }
+            tm_api->global_state((uint64_t *)op->fps);  /* what the calls just accepted */
+            op->fps_state = 1;
+        }
+        return 1;
     case O_CALL_IS:
         r = PyObject_CallNoArgs(op->a);
         if (r == NULL)
@@ -736,7 +761,7 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
     if (K(N_LOCAL) || K(N_GLOBAL) || K(N_CELL) || K(N_CONST) || K(N_GLOBALS) || K(N_ATTR) ||
         K(N_GENERIC_ATTR) || K(N_ITEM) || K(N_TYPE) || K(N_PY) || K(O_ID) || K(O_TYPE) ||
         K(O_IS) || K(O_EQ) || K(O_LEN) || K(O_DICTKEYS) || K(O_SAME) || K(O_DISTINCT) ||
-        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) ||
+        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) || K(O_STATE) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
         K(R_LACKS_GENERIC)) {
         Py_DECREF(m);

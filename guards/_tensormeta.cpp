@@ -6,6 +6,11 @@
 // (guards/fastpath.py compares TORCH_VERSION with the running torch).
 #include <Python.h>
 
+#include <ATen/Context.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -97,8 +102,23 @@ int tm_match(PyObject* obj, const TMeta* m) {
   return inc == m->tls_included && exc == m->tls_excluded && tm_match_fields(obj, m);
 }
 
+void tm_global_state(uint64_t out[TM_STATE_WORDS]) {
+  auto tls = c10::impl::tls_local_dispatch_key_set();  // autocast: its keys' exclusion
+  out[0] = tls.included_.raw_repr();
+  out[1] = tls.excluded_.raw_repr();
+  auto& ctx = at::globalContext();
+  uint64_t f = static_cast<uint64_t>(c10::GradMode::is_enabled());
+  f |= static_cast<uint64_t>(c10::InferenceMode::is_enabled()) << 1;
+  f |= static_cast<uint64_t>(ctx.deterministicAlgorithms()) << 2;
+  f |= static_cast<uint64_t>(ctx.deterministicAlgorithmsWarnOnly()) << 3;
+  f |= static_cast<uint64_t>(at::impl::PythonTorchFunctionTLS::get_disabled_state()) << 4;
+  f |= static_cast<uint64_t>(c10::get_default_dtype_as_scalartype()) << 8;
+  out[2] = f;
+  out[3] = static_cast<uint64_t>(at::impl::PythonTorchFunctionTLS::stack_len());
+}
+
 TMetaAPI api = {TMETA_API_VERSION, tm_record, tm_match, tm_tls, tm_match_fields,
-               tm_match_fields_n};
+               tm_match_fields_n, tm_global_state};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_tensormeta",
                           "Tensor metadata records for the C guard check (see _tensormeta.h).",

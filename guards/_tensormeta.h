@@ -12,7 +12,8 @@
 
 #define TM_MAXDIM 8
 #define TMETA_CAPSULE "guards._tensormeta._C_API"
-#define TMETA_API_VERSION 3
+#define TMETA_API_VERSION 4
+#define TM_STATE_WORDS 4
 
 typedef struct {
     void *type;
@@ -35,6 +36,13 @@ typedef struct {
     int (*match_fields)(PyObject *tensor, const TMeta *m);
     /* match_fields for n tensors at once: 1 if all match */
     int (*match_fields_n)(PyObject *const *tensors, const TMeta *ms, Py_ssize_t n);
+    /* the thread's torch global state that GlobalStateMatch's calls read, as words: two equal
+     * readings mean each call (torch.is_grad_enabled(), get_default_dtype(), ...) answers the
+     * same (dispatch-key TLS, which holds autocast and inference mode; grad mode; inference
+     * mode; deterministic algorithms and warn-only; torch-function disabled state and mode
+     * stack depth; default dtype; not functorch's layer stack: its header needs a library torch
+     * does not ship) */
+    void (*global_state)(uint64_t out[TM_STATE_WORDS]);
 } TMetaAPI;
 
 #endif

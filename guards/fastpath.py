@@ -41,7 +41,7 @@ import torch
 
 from .codegen import ArgContext, ExprContext
 from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
-                    NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch)
+                    NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch, not_forced_eager)
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
@@ -88,6 +88,9 @@ _BY_EQUALITY = (int, str, bytes, torch.device, torch.Size)
 # results that are their type's only instance of that value: `type(r) is type(v) and r == v`
 # is `r is v`
 _SINGLETONS = (bool, type(None))
+
+# GlobalStateMatch calls whose answer the C++ state reading does not cover
+_STATE_UNREAD = (not_forced_eager, torch._C._functorch.peek_interpreter_stack)
 
 # a class's __getattr__ whose reads are known: the dicts it looks `name` up in
 _KNOWN_GETATTR = (torch.nn.Module.__getattr__, ("_parameters", "_buffers", "_modules"))
@@ -173,8 +176,13 @@ class Plan:
             # none_nested first on a record mismatch (TensorGuards aborts on a nested tensor)
             self.op(fc.O_TENSORS, i, (self.node(g.source),), g._single.check, none_nested, (0,))
         elif t is GlobalStateMatch:
+            # torch's state in one C++ reading while it equals the one taken when the calls
+            # last passed (_tensormeta.h says what it reads); the others are called each time
+            calls = [(fn, e) for fn, e in g.calls() if fn not in _STATE_UNREAD]
+            self.op(fc.O_STATE, i, (), tuple(fn for fn, _ in calls), tuple(e for _, e in calls))
             for fn, expected in g.calls():
-                self.op(fc.O_CALL_IS, i, (), fn, expected)
+                if fn in _STATE_UNREAD:
+                    self.op(fc.O_CALL_IS, i, (), fn, expected)
             if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())
         elif t is Predicate:

@@ -272,3 +272,83 @@ def test_nested_tensor_after_a_recorded_tensor_fails_without_aborting():
     nt = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)])
     agree(gs, (None, nt), expect=False)
     agree(gs, (None, torch.randn(3, 4)), expect=True)
+
+
+class _Mode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _deterministic(warn_only=False):
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        before = (torch.are_deterministic_algorithms_enabled(),
+                  torch.is_deterministic_algorithms_warn_only_enabled())
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    return ctx()
+
+
+def _default_dtype(dt):
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(dt)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(before)
+    return ctx()
+
+
+STATE_CHANGES = {
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "autocast cpu": lambda: torch.autocast("cpu"),
+    "default dtype": lambda: _default_dtype(torch.float64),
+    "deterministic": _deterministic,
+    "deterministic warn-only": lambda: _deterministic(warn_only=True),
+    "torch function disabled": torch._C.DisableTorchFunction,
+    "torch function subclass disabled": torch._C.DisableTorchFunctionSubclass,
+    "a torch function mode": _Mode,
+    "default device": lambda: torch.device("cpu"),
+    "vmap level": None,
+}
+
+
+@pytest.mark.parametrize("name", list(STATE_CHANGES))
+def test_global_state_reading_fails_on_each_fact(name):
+    """The C++ state reading (O_STATE) answers for GlobalStateMatch's calls once they passed:
+    each fact changed under it must fail the check, as the generated check does."""
+    gs = compile_guards([GlobalStateMatch()], builtins=B)
+    L = (None, None)
+    for _ in range(3):  # recorded on the first pass, then answered by the reading
+        assert agree(gs, L, expect=True)
+    if name == "vmap level":
+        out = []
+        torch.vmap(lambda t: (out.append(agree(gs, L, expect=False)), t)[1])(torch.ones(2))
+        assert out == [False]
+    else:
+        with STATE_CHANGES[name]():
+            agree(gs, L, expect=False)
+    agree(gs, L, expect=True)
+
+
+def test_tensor_records_load_where_built():
+    """A _tensormeta that was built but cannot load (a symbol torch does not export to it)
+    would silently send every tensor to TensorGuards on every call: fail instead."""
+    import importlib.machinery
+    import os
+    here = os.path.dirname(fastpath.__file__)
+    if not any(os.path.exists(os.path.join(here, "_tensormeta" + s))
+               for s in importlib.machinery.EXTENSION_SUFFIXES):
+        pytest.skip("guards._tensormeta is not built for this Python")
+    from guards import _tensormeta  # noqa: F401 - an ImportError here is the failure
+    assert fastpath._tensor_records() is not None
