@@ -340,6 +340,24 @@ static int run_op(Program *p, Op *op, PyObject **cur, PyObject *L, PyObject *G, 
             op->fps_state = 1;
         }
         return 1;
+    case O_MODULE_NE: {  /* sys.modules.get(a) is None or a.<b[0]>.<b[1]>... != c */
+        PyObject *m = PyDict_GetItemWithError(PyImport_GetModuleDict(), op->a);
+        if (m == NULL || m == Py_None)
+            return m != NULL || !PyErr_Occurred() ? 1 : (fc_swallow() ? 0 : R_ERROR);
+        Py_INCREF(m);
+        for (Py_ssize_t j = 0; m != NULL && j < PyTuple_GET_SIZE(op->b); j++) {
+            PyObject *x = PyObject_GetAttr(m, PyTuple_GET_ITEM(op->b, j));
+            Py_DECREF(m);
+            m = x;
+        }
+        if (m == NULL)
+            return fc_swallow() ? 0 : R_ERROR;
+        int eq = PyObject_RichCompareBool(m, op->c, Py_EQ);
+        Py_DECREF(m);
+        if (eq < 0)
+            return fc_swallow() ? 0 : R_ERROR;
+        return !eq;
+    }
     case O_CALL_IS:
         r = PyObject_CallNoArgs(op->a);
         if (r == NULL)
@@ -761,7 +779,7 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
     if (K(N_LOCAL) || K(N_GLOBAL) || K(N_CELL) || K(N_CONST) || K(N_GLOBALS) || K(N_ATTR) ||
         K(N_GENERIC_ATTR) || K(N_ITEM) || K(N_TYPE) || K(N_PY) || K(O_ID) || K(O_TYPE) ||
         K(O_IS) || K(O_EQ) || K(O_LEN) || K(O_DICTKEYS) || K(O_SAME) || K(O_DISTINCT) ||
-        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) || K(O_STATE) ||
+        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
         K(R_LACKS_GENERIC)) {
         Py_DECREF(m);

@@ -65,7 +65,7 @@ enum { N_LOCAL, N_GLOBAL, N_CELL, N_CONST, N_GLOBALS, N_ATTR, N_GENERIC_ATTR, N_
 
 /* op kinds (one guard, or one batch of tensor guards) */
 enum { O_ID, O_TYPE, O_IS, O_EQ, O_LEN, O_DICTKEYS, O_SAME, O_DISTINCT, O_TENSORS, O_CALL_IS,
-       O_KEY_ABSENT, O_PY1, O_PYLGC, O_FUNC, O_STATE };
+       O_KEY_ABSENT, O_PY1, O_PYLGC, O_FUNC, O_STATE, O_MODULE_NE };
 
 /* freeze rules of O_PY1 ops (what makes the Python condition's answer unchangeable) */
 enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS, R_LACKS_GENERIC };

@@ -41,7 +41,8 @@ import torch
 
 from .codegen import ArgContext, ExprContext
 from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
-                    NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch, not_forced_eager)
+                    NoAliasing, Predicate, QueryMatch, SameObject, STANCE_READ, TypeMatch,
+                    not_forced_eager)
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
@@ -181,7 +182,9 @@ class Plan:
             calls = [(fn, e) for fn, e in g.calls() if fn not in _STATE_UNREAD]
             self.op(fc.O_STATE, i, (), tuple(fn for fn, _ in calls), tuple(e for _, e in calls))
             for fn, expected in g.calls():
-                if fn in _STATE_UNREAD:
+                if fn is not_forced_eager:  # its reads, without a Python frame
+                    self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
+                elif fn in _STATE_UNREAD:
                     self.op(fc.O_CALL_IS, i, (), fn, expected)
             if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())

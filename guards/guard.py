@@ -438,12 +438,17 @@ def _functorch_levels() -> tuple:
     return tuple((str(i.key()), i.level()) for i in stack)
 
 
+# What not_forced_eager reads: (module, attribute chain, the value that forces eager). The C
+# check reads the same without calling it (guards/fastpath.py, O_MODULE_NE).
+STANCE_READ = ("torch._dynamo.eval_frame", ("_stance", "stance"), "force_eager")
+
+
 def not_forced_eager() -> bool:
     """False while torch.compiler.set_stance("force_eager") is in effect: no compiled entry
     may run then (the caller runs the function as Python). torch._dynamo is only looked up,
     never imported: a program that never imported it cannot have set a stance."""
-    m = sys.modules.get("torch._dynamo.eval_frame")
-    return m is None or m._stance.stance != "force_eager"
+    m = sys.modules.get(STANCE_READ[0])
+    return m is None or m._stance.stance != STANCE_READ[2]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

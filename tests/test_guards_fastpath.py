@@ -320,6 +320,7 @@ STATE_CHANGES = {
     "a torch function mode": _Mode,
     "default device": lambda: torch.device("cpu"),
     "vmap level": None,
+    "set_stance force_eager": lambda: torch.compiler.set_stance("force_eager"),
 }
 
 
