@@ -23,6 +23,7 @@ from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
 from .variables.generators import collect_generators
+from .variables.torch_vars import leave_autocast
 
 log = logging.getLogger("tracer")
 
@@ -139,6 +140,7 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
         _release(ctx)  # (the caller never sees this trace; its guards are not used)
         raise
     finally:
+        leave_autocast(ctx)
         torch._C._set_grad_enabled(prev_grad)
 
 
@@ -197,6 +199,9 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
         guards.append(NoAliasing(tuple(distinct)))
     if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
         _hand_grad_mode_to_bytecode(ctx, instrs)
+    if slot is not None:  # stopped inside autocast blocks: the graph leaves them at its end
+        for v in reversed(ctx.autocast_at_stop):
+            out.graph.create_node("call_function", torch.amp.autocast_mode._exit_autocast, (v.node,), {})
     gm = None
     compiled = None
     if slot is not None:

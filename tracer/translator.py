@@ -61,6 +61,10 @@ class TraceContext:
         self.root_steps = 0       # instructions executed by the root frame
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
+        self.autocast_stack = []  # AutocastVariables entered (for real too) and not left yet
+        self.autocast_at_stop = []  # ... when the trace stopped (at a graph break: still open)
+        self.entry_dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
+                                   torch._C._dispatch_tls_local_exclude_set())
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
         self.frames = []          # every Frame of this trace
         self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
@@ -217,7 +221,8 @@ class Frame:
         if source is not None:
             from guards import TensorMatch
             self.guard(IdMatch(source, tensor))
-            self.guard(TensorMatch(source, tensor))
+            from .variables.torch_vars import tensor_match
+            self.guard(tensor_match(self.ctx, source, tensor))
         node = self.output.get_attr(tensor, path)
         var = TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
         self.wrap_memo[key] = (tensor, var)
@@ -341,7 +346,8 @@ class Frame:
         owner = "_parameters" if isinstance(tensor, torch.nn.Parameter) else "_buffers"
         src = ItemSource(AttrSource(src, owner), parts[-1])
         self.guard(IdMatch(src, tensor))
-        self.guard(TensorMatch(src, tensor))
+        from .variables.torch_vars import tensor_match
+        self.guard(tensor_match(self.ctx, src, tensor))
 
     def _guard_leaf_attrs(self, mod_var):
         """A leaf module's forward reads its plain attributes (training, eps, p, ...): guard them."""
@@ -472,8 +478,11 @@ _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, tor
                        torch.result_type, torch.is_floating_point, torch.is_complex, torch.broadcast_shapes,
                        torch._none_or_dtype if hasattr(torch, "_none_or_dtype") else torch.is_tensor}
 # Names of torch functions that set state rather than compute: never called while tracing.
+# (a torch object's bound __enter__/__exit__, e.g. an autocast entered before the frame and
+# left in it, is a context manager's effect too; autocast's nesting counter is state)
 _EFFECT_NAME = __import__("re").compile(
-    r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize)")
+    r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize"
+    r"|_enter__$|_exit__$|autocast_(increment|decrement)_nesting)")
 
 
 def _mentions_node(value):

@@ -31,6 +31,12 @@ class ExitVariable(Variable):
         """At a graph break inside the block: the manager's real bound __exit__ (for a
         grad-mode one, a real __exit__ that restores the mode)."""
         if self.exit_fn is None:
+            from ..variables.torch_vars import AutocastVariable
+            if isinstance(self.ctx, AutocastVariable):
+                from ..variables.torch_vars import AutocastReentry
+                r = self.ctx.real
+                return cg.call_with(AutocastReentry(r.device, r.fast_dtype, r._enabled,
+                                                    r._cache_enabled).enter, [])
             return cg.load_const(GradRestore(self.ctx.prev).__exit__)
         cg.call_with(bound_exit, [self.ctx])
 
@@ -68,8 +74,8 @@ def BEFORE_WITH(f, inst):
     modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
     nullcontext) has its methods inlined like any call."""
     mgr = f.pop()
-    from ..variables.torch_vars import GradModeVariable
-    if isinstance(mgr, GradModeVariable):
+    from ..variables.torch_vars import AutocastVariable, GradModeVariable
+    if isinstance(mgr, (GradModeVariable, AutocastVariable)):
         f.push(ExitVariable(mgr))
         f.push(mgr.call_method(f, "__enter__", [], {}))
         return

@@ -205,7 +205,8 @@ def _wrap_fresh(tx, value, source):
             # only (guarded, so a dense tensor later is traced).
             g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
             raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
-        g(TensorMatch(source, value))
+        from .torch_vars import tensor_match
+        g(tensor_match(tx.ctx, source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
@@ -361,6 +362,10 @@ def _wrap_fresh(tx, value, source):
         g(const_guard(AttrSource(source, "__name__"), value.__name__))
         owner = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
         return BuiltinMethodVariable(owner, value.__name__)
+    from .torch_vars import AutocastReentry, AutocastReentryVariable
+    if t is AutocastReentry:
+        g(IdMatch(source, value))
+        return AutocastReentryVariable(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         # A C function the tracer does not model (zlib.crc32): a value like any other; calling

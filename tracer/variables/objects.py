@@ -343,6 +343,9 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
             return NamedTupleVariable(items, self.cls)
+        from .torch_vars import AutocastVariable, is_autocast_class
+        if is_autocast_class(self.cls):
+            return AutocastVariable.make(tx, self.cls, args, kwargs)
         from .collections_vars import constructor
         make = constructor(self.cls)
         if make is not None:
