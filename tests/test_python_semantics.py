@@ -823,3 +823,20 @@ def test_dict_changed_size_during_iteration_raises_like_cpython():
         return x
 
     check(f, t(2), {"a": 1})
+
+
+def test_tuple_accumulated_from_an_empty_constant():
+    """`acc = ()` then `acc = acc + (h,)` per layer (how models collect hidden states and
+    attentions when output_hidden_states=True): the empty tuple is a constant until it meets
+    traced values (the zoo's output_attentions variant broke here in 8 models)."""
+    from semantics_helpers import check
+
+    def f(x):
+        acc, extra = (), ()
+        for _ in range(3):
+            x = x + 1
+            acc = acc + (x,)
+        extra += (x * 2,)
+        return acc, extra, () + extra, extra + (), (1,) + acc
+
+    check(f, torch.randn(2), graphs=1)

@@ -39,6 +39,10 @@ def _fold(fn, *values):
         raise folding_error(e, f"{fn.__name__}{values!r}") from None
 
 
+def _const_tuple(v):
+    return isinstance(v, ConstantVariable) and type(v.as_constant()) is tuple
+
+
 def binary_op(f, name, a, b):
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -53,6 +57,12 @@ def binary_op(f, name, a, b):
         return _fold(fn, a.as_constant(), b.as_constant())
     inplace = name.startswith("i") and name not in ("is_", "is_not")
     base = name[1:] if inplace else name
+    # a constant tuple (`acc = ()`, then `acc += (hidden,)`, as models collect every layer's
+    # output) beside a tuple of traced values: the constant's items are values too
+    if isinstance(a, BaseSequence) and _const_tuple(b):
+        b = TupleVariable([ConstantVariable(x) for x in b.as_constant()])
+    elif isinstance(b, BaseSequence) and _const_tuple(a):
+        a = TupleVariable([ConstantVariable(x) for x in a.as_constant()])
     if base == "add" and isinstance(a, BaseSequence) and isinstance(b, BaseSequence):
         if isinstance(a, ListVariable) and isinstance(b, ListVariable):
             if inplace:
