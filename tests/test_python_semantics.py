@@ -828,7 +828,7 @@ def test_dict_changed_size_during_iteration_raises_like_cpython():
 def test_tuple_accumulated_from_an_empty_constant():
     """`acc = ()` then `acc = acc + (h,)` per layer (how models collect hidden states and
     attentions when output_hidden_states=True): the empty tuple is a constant until it meets
-    traced values (the zoo's output_attentions variant broke here in 8 models)."""
+    traced values (the zoo's output_attentions variant broke here in 9 models)."""
     from semantics_helpers import check
 
     def f(x):
