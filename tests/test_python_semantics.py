@@ -840,3 +840,27 @@ def test_tuple_accumulated_from_an_empty_constant():
         return acc, extra, () + extra, extra + (), (1,) + acc
 
     check(f, torch.randn(2), graphs=1)
+
+
+class _Output(collections.OrderedDict):
+    """Shaped like transformers' ModelOutput: an OrderedDict whose [] reads its own items."""
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return tuple(self[j] for j in self.keys())[k]
+
+
+def test_ordered_dict_subclass_input_read_through_its_own_methods():
+    """generate() passes encoder_outputs (a ModelOutput) into the compiled forward: its items
+    are read through OrderedDict's methods, keys guarded in order (broke BART's generate)."""
+    from semantics_helpers import check
+
+    def f(out, x):
+        return out[0] * x + out["b"], list(out.keys()), len(out.items())
+
+    out = _Output(a=torch.randn(3), b=torch.randn(3))
+    c, _ = check(f, out, torch.randn(3), graphs=1)
+    other = _Output(b=torch.randn(3), a=torch.randn(3))  # other key order: other answer
+    assert torch.equal(c(other, torch.ones(3))[0], f(other, torch.ones(3))[0])
+    assert len(c.entries) == 2

@@ -64,8 +64,11 @@ _DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values",
 
 
 def _is_dict_read(attr):
+    """dict's read methods, or OrderedDict's (transformers' ModelOutput is an OrderedDict:
+    generate() passes encoder_outputs in, and ModelOutput.__getitem__ calls self.items())."""
     return isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
-        getattr(attr, "__objclass__", None) is dict and attr.__name__ in _DICT_READS
+        getattr(attr, "__objclass__", None) in (dict, collections.OrderedDict) and \
+        attr.__name__ in _DICT_READS
 
 
 class DictReadMethod(Variable):
