@@ -332,3 +332,41 @@ def test_explain_shows_size_guards():
     f(torch.randn(3, 8), W1, W2)
     rep = tracer.explain(mlp, torch.randn(4, 8), W1, W2)  # the size changed: now symbolic
     assert "2 <= x.size(0)" in str(rep)
+
+
+class _Cache:
+    def __init__(self, n):
+        self.length = n
+
+
+def test_int_attribute_of_an_object_passed_in_becomes_symbolic_but_module_attributes_stay_static():
+    """A cache object's length that grows every decoding step (HF sliding-window caches) is
+    made symbolic after it changes once, as an int argument is; a module's int attribute is
+    specialised (each value its own entry, as in torch.compile)."""
+    import tracer
+
+    def f(x, cache):
+        return x[: cache.length] * 2
+
+    c = tracer.compile(f)
+    x = torch.arange(20.0)
+    for n in (3, 4, 5, 6, 7):
+        assert torch.equal(c(x, _Cache(n)), f(x, _Cache(n)))
+    assert len(c.entries) == 2  # the first value, then one symbolic entry for the rest
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.graphs >= 2
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = 3
+
+        def forward(self, x):
+            return x[: self.n] * 2
+
+    m = M()
+    cm = tracer.compile(m)
+    for n in (3, 4, 5):
+        m.n = n
+        assert torch.equal(cm(x), m(x))
+    assert len(cm._compiled_forward.entries) == 3

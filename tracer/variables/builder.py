@@ -166,12 +166,22 @@ def _same_kind_of_tensor(value):
     return lambda v: isinstance(v, torch.Tensor) and v.is_nested == nested and v.layout is layout
 
 
-def _int_input(source):
-    """An int argument of the frame, or an item of one (not an attribute: module and object
-    attributes stay static, as in torch.compile)."""
-    while isinstance(source, ItemSource):
+def _int_input(tx, source):
+    """An int argument of the frame, or an item or attribute of one that is no module's: a
+    cache object's length passed in each decoding step (HF's sliding-window caches keep
+    `cumulative_length` per layer) may become symbolic, as in torch.compile; module
+    attributes (config values, a layer's sizes), reached from a module argument or through
+    a module's own dicts, stay static."""
+    while isinstance(source, (ItemSource, AttrSource)):
+        if isinstance(source, AttrSource) and source.attr in ("_modules", "_parameters", "_buffers"):
+            return False
         source = source.base
-    return isinstance(source, LocalSource)
+    if not isinstance(source, LocalSource):
+        return False
+    from .nn_module import NNModuleVariable
+    root = tx.ctx.root_args.get(source.name_) if tx.ctx.root_args else None
+    return not isinstance(root, NNModuleVariable) and not isinstance(
+        getattr(root, "value", None), torch.nn.Module)
 
 
 def _maybe_symbolic_int(tx, value, source):
@@ -210,7 +220,7 @@ def _wrap_fresh(tx, value, source):
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
-    if t is int and source is not None and _int_input(source):
+    if t is int and source is not None and _int_input(tx, source):
         var = _maybe_symbolic_int(tx, value, source)
         if var is not None:
             return var
