@@ -74,8 +74,8 @@ def BEFORE_WITH(f, inst):
     modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
     nullcontext) has its methods inlined like any call."""
     mgr = f.pop()
-    from ..variables.torch_vars import AutocastVariable, GradModeVariable
-    if isinstance(mgr, (GradModeVariable, AutocastVariable)):
+    from ..variables.torch_vars import ContextManagerVariable
+    if isinstance(mgr, ContextManagerVariable):
         f.push(ExitVariable(mgr))
         f.push(mgr.call_method(f, "__enter__", [], {}))
         return

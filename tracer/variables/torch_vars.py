@@ -106,7 +106,21 @@ class TensorMethodVariable(Variable):
         cg.load_attr(self.name)
 
 
-class GradModeVariable(Variable):
+class ContextManagerVariable(Variable):
+    """A torch context manager the interpreter models itself (BEFORE_WITH pushes it with no
+    bound __exit__): `with` calls enter(tx) and exit(tx)."""
+
+    what = "context manager"
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        raise Unsupported(f"{self.what} object method {name}")
+
+
+class GradModeVariable(ContextManagerVariable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b) as a context manager.
 
     Entering records `torch._C._set_grad_enabled(mode)` in the graph and switches the real
@@ -114,6 +128,8 @@ class GradModeVariable(Variable):
     graph will run under. `immediate` is set for the function form set_grad_enabled(b),
     which takes effect at the call.
     """
+
+    what = "grad-mode"
 
     def __init__(self, mode, immediate=None):
         super().__init__(None)
@@ -136,13 +152,6 @@ class GradModeVariable(Variable):
         _set_grad(tx, self.prev)
         return ConstantVariable(None)
 
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        raise Unsupported(f"grad-mode object method {name}")
-
 
 def _set_grad(tx, mode):
     if torch.is_grad_enabled() != mode:
@@ -157,7 +166,7 @@ def is_autocast_class(cls) -> bool:
             and (cls.__module__ or "").startswith("torch."))
 
 
-class AutocastVariable(Variable):
+class AutocastVariable(ContextManagerVariable):
     """`torch.autocast(device_type, dtype, enabled, cache_enabled)` as a context manager.
 
     As under torch.compile, the block is part of the graph: entering records
@@ -170,6 +179,8 @@ class AutocastVariable(Variable):
     block ends the graph with the block left (`_exit_autocast` nodes, innermost first:
     convert_frame) and the rewritten code enters a real autocast of the same arguments
     before the resume function, whose `with` exit leaves it (`reenter_autocast`)."""
+
+    what = "autocast"
 
     def __init__(self, real):
         super().__init__(None)
@@ -219,13 +230,6 @@ class AutocastVariable(Variable):
         tx.ctx.autocast_stack.pop()
         self.real.__exit__(None, None, None)
         return ConstantVariable(None)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        raise Unsupported(f"autocast object method {name}")
 
     def reconstruct(self, cg):
         raise Unsupported("an autocast object live at a graph break")
