@@ -2,9 +2,11 @@
 objects and traced memory before and after thousands of calls, which only means something
 when no garbage of earlier tests is waiting for the collector. Each function raises
 AssertionError with the numbers when it fails."""
+import collections
 import gc
 import sys
 import tracemalloc
+import types
 
 import torch
 
@@ -84,8 +86,23 @@ def dropped_functions_leak_nothing():
     for k in range(450):  # warm-up: lazily created module state, bounded caches of torch
         cycle(k)       # (fake-tensor and fx caches fill within ~300 fresh functions)
     settle()
+
+    def owned():
+        """Live objects this loop could leak: the tracer's and the guards' own (entries,
+        guard sets, programs, variables) and the user functions it compiled. A count of all
+        gc objects is not used: bounded caches churn in batches (-1,410 / +527 / +2,111
+        objects after warm-ups of 449 / 450 / 600 functions, with no change to the code)."""
+        out = collections.Counter()
+        for o in gc.get_objects():
+            mod = type(o).__dict__.get("__module__", "") if isinstance(type(o).__dict__.get("__module__"), str) else ""
+            if mod.startswith(("tracer", "guards")):
+                out["tracer"] += 1
+            elif type(o) is types.FunctionType and o.__code__.co_filename.startswith("<leak"):
+                out["user functions"] += 1
+        return out
+
     tracemalloc.start()
-    before_objs = len(gc.get_objects())
+    before_objs = owned()
     before_mem = tracemalloc.get_traced_memory()[0]
     probe = cycle(-1)
     ref = __import__("weakref").ref(probe._fn)
@@ -93,11 +110,15 @@ def dropped_functions_leak_nothing():
     for k in range(300):
         cycle(k)
     settle()
-    after_objs = len(gc.get_objects())
+    after_objs = owned()
     after_mem = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     assert ref() is None, "a dropped compiled function's user function is freed"
-    assert after_objs - before_objs < 300, (before_objs, after_objs)
+    # a leak of one object per compiled function would be +300; bounded caches that hold
+    # recent entries move this by up to ~70 (106/160/226 before, 178 after, for warm-ups of
+    # 600/450/449 functions)
+    assert after_objs["tracer"] - before_objs["tracer"] < 150, (before_objs, after_objs)
+    assert after_objs["user functions"] <= before_objs["user functions"], (before_objs, after_objs)
     assert after_mem - before_mem < 1_000_000, (before_mem, after_mem)
     assert len(cache._CACHES) < 100
     assert tracer.stats().frames_traced >= 750, "every fresh function was traced (no shared cache)"
