@@ -10,18 +10,25 @@ PY_VERSION := $(shell $(PYTHON_BIN) -c 'import sys; print("%d.%d" % sys.version_
 VENV ?= $(if $(filter 3.11,$(PY_VERSION)),.venv,.venv-$(PY_VERSION))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TORCH_STAMP := $(VENV)/.torch
 
-.PHONY: install demo test bench clean check-python
+.PHONY: install torch demo test bench clean check-python
 
 check-python:
 	@test -n "$(PY_VERSION)" || { echo "make: no interpreter for PYTHON=$(PYTHON)" >&2; exit 1; }
 	@case "$(PY_VERSION)" in 3.11|3.12|3.13) ;; *) echo "make: frametracer supports CPython 3.11-3.13, $(PYTHON) is $(PY_VERSION)" >&2; exit 1;; esac
 
-$(STAMP): pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
+# torch on its own (the long download), so that CI can fetch it for several versions at once
+$(TORCH_STAMP): constraints.txt | check-python
 	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0" setuptools wheel
+	touch $(TORCH_STAMP)
+
+$(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
 	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"
 	touch $(STAMP)
+
+torch: $(TORCH_STAMP)
 
 install: $(STAMP)
 

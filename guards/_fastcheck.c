@@ -779,7 +779,8 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
     if (K(N_LOCAL) || K(N_GLOBAL) || K(N_CELL) || K(N_CONST) || K(N_GLOBALS) || K(N_ATTR) ||
         K(N_GENERIC_ATTR) || K(N_ITEM) || K(N_TYPE) || K(N_PY) || K(O_ID) || K(O_TYPE) ||
         K(O_IS) || K(O_EQ) || K(O_LEN) || K(O_DICTKEYS) || K(O_SAME) || K(O_DISTINCT) ||
-        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) || K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) ||
+        K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) ||
+        K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
         K(R_LACKS_GENERIC)) {
         Py_DECREF(m);

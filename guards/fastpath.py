@@ -90,8 +90,9 @@ _BY_EQUALITY = (int, str, bytes, torch.device, torch.Size)
 # is `r is v`
 _SINGLETONS = (bool, type(None))
 
-# GlobalStateMatch calls whose answer the C++ state reading does not cover
-_STATE_UNREAD = (not_forced_eager, torch._C._functorch.peek_interpreter_stack)
+# the GlobalStateMatch call the C++ state reading does not cover (its header needs a library
+# torch does not ship): called on every check
+_FUNCTORCH_PEEK = torch._C._functorch.peek_interpreter_stack
 
 # a class's __getattr__ whose reads are known: the dicts it looks `name` up in
 _KNOWN_GETATTR = (torch.nn.Module.__getattr__, ("_parameters", "_buffers", "_modules"))
@@ -179,13 +180,15 @@ class Plan:
         elif t is GlobalStateMatch:
             # torch's state in one C++ reading while it equals the one taken when the calls
             # last passed (_tensormeta.h says what it reads); the others are called each time
-            calls = [(fn, e) for fn, e in g.calls() if fn not in _STATE_UNREAD]
-            self.op(fc.O_STATE, i, (), tuple(fn for fn, _ in calls), tuple(e for _, e in calls))
+            read = []
             for fn, expected in g.calls():
                 if fn is not_forced_eager:  # its reads, without a Python frame
                     self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
-                elif fn in _STATE_UNREAD:
+                elif fn is _FUNCTORCH_PEEK:
                     self.op(fc.O_CALL_IS, i, (), fn, expected)
+                else:
+                    read.append((fn, expected))
+            self.op(fc.O_STATE, i, (), tuple(fn for fn, _ in read), tuple(e for _, e in read))
             if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())
         elif t is Predicate:

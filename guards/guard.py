@@ -392,7 +392,6 @@ class Predicate(Guard):
                    "lacks_generic", (name,))
 
 
-@functools.lru_cache(maxsize=None)
 def _function_check(code, f_globals_id):
     return lambda fn: (type(fn) is types.FunctionType and fn.__code__ is code
                        and id(fn.__globals__) == f_globals_id)
@@ -447,8 +446,9 @@ def not_forced_eager() -> bool:
     """False while torch.compiler.set_stance("force_eager") is in effect: no compiled entry
     may run then (the caller runs the function as Python). torch._dynamo is only looked up,
     never imported: a program that never imported it cannot have set a stance."""
-    m = sys.modules.get(STANCE_READ[0])
-    return m is None or m._stance.stance != STANCE_READ[2]
+    module, chain, forced = STANCE_READ
+    m = sys.modules.get(module)
+    return m is None or functools.reduce(getattr, chain, m) != forced
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -135,6 +135,7 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
             # (one still reachable escapes: it is rebuilt where it stopped, GeneratorVariable.reconstruct)
             collect_generators(ctx, extra_roots=[ret])
         ctx.grad_at_stop = torch.is_grad_enabled()
+        ctx.autocast_at_stop = list(ctx.autocast_stack)  # (at a graph break: still open)
         return ctx, frame, ret
     except BaseException:
         _release(ctx)  # (the caller never sees this trace; its guards are not used)

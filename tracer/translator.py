@@ -62,7 +62,7 @@ class TraceContext:
         self.break_at = None      # stop the root frame before this step (graph break)
         self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
         self.autocast_stack = []  # AutocastVariables entered (for real too) and not left yet
-        self.autocast_at_stop = []  # ... when the trace stopped (at a graph break: still open)
+        self.autocast_at_stop = []  # ... when the trace stopped
         self.entry_dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
                                    torch._C._dispatch_tls_local_exclude_set())
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)

@@ -31,12 +31,9 @@ class ExitVariable(Variable):
         """At a graph break inside the block: the manager's real bound __exit__ (for a
         grad-mode one, a real __exit__ that restores the mode)."""
         if self.exit_fn is None:
-            from ..variables.torch_vars import AutocastVariable
+            from ..variables.torch_vars import AutocastReentry, AutocastVariable
             if isinstance(self.ctx, AutocastVariable):
-                from ..variables.torch_vars import AutocastReentry
-                r = self.ctx.real
-                return cg.call_with(AutocastReentry(r.device, r.fast_dtype, r._enabled,
-                                                    r._cache_enabled).enter, [])
+                return cg.call_with(AutocastReentry(self.ctx.args).enter, [])
             return cg.load_const(GradRestore(self.ctx.prev).__exit__)
         cg.call_with(bound_exit, [self.ctx])
 

@@ -178,10 +178,8 @@ def _int_input(tx, source):
         source = source.base
     if not isinstance(source, LocalSource):
         return False
-    from .nn_module import NNModuleVariable
-    root = tx.ctx.root_args.get(source.name_) if tx.ctx.root_args else None
-    return not isinstance(root, NNModuleVariable) and not isinstance(
-        getattr(root, "value", None), torch.nn.Module)
+    root = tx.ctx.root_args.get(source.name_)  # (empty while the arguments are being bound)
+    return not isinstance(getattr(root, "value", None), torch.nn.Module)
 
 
 def _maybe_symbolic_int(tx, value, source):

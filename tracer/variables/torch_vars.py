@@ -178,7 +178,7 @@ class AutocastVariable(ContextManagerVariable):
     defaults read from global state (dtype, cache) are guarded. A graph break inside the
     block ends the graph with the block left (`_exit_autocast` nodes, innermost first:
     convert_frame) and the rewritten code enters a real autocast of the same arguments
-    before the resume function, whose `with` exit leaves it (`reenter_autocast`)."""
+    before the resume function, whose `with` exit leaves it (AutocastReentry)."""
 
     what = "autocast"
 
@@ -213,12 +213,16 @@ class AutocastVariable(ContextManagerVariable):
     def python_type(self):
         return type(self.real)
 
-    def enter(self, tx):
+    @property
+    def args(self):
+        """What `_enter_autocast` takes: the real object's resolved arguments."""
         r = self.real
+        return (r.device, r.fast_dtype, r._enabled, r._cache_enabled)
+
+    def enter(self, tx):
         self.node = tx.output.graph.create_node(
-            "call_function", torch.amp.autocast_mode._enter_autocast,
-            (r.device, r.fast_dtype, r._enabled, r._cache_enabled), {})
-        r.__enter__()
+            "call_function", torch.amp.autocast_mode._enter_autocast, self.args, {})
+        self.real.__enter__()
         tx.ctx.autocast_stack.append(self)
         return self
 
@@ -245,8 +249,8 @@ class AutocastReentry:
     sees the same object on every call (its guards pin its identity), so a new bound method
     per call cannot make it recompile. The entered modes are kept per thread."""
 
-    def __init__(self, device, dtype, enabled, cache_enabled):
-        self.args = (device, dtype, enabled, cache_enabled)
+    def __init__(self, args):
+        self.args = args  # AutocastVariable.args
         self._local = __import__("threading").local()
 
     def enter(self):
@@ -283,7 +287,6 @@ def tensor_match(ctx, source, tensor):
 
 def leave_autocast(ctx):
     """After a trace (complete or not): leave the real autocasts still entered, innermost first."""
-    ctx.autocast_at_stop = list(ctx.autocast_stack)
     while ctx.autocast_stack:
         ctx.autocast_stack.pop().real.__exit__(None, None, None)
 
