@@ -11,12 +11,14 @@ into the flat argument slots exactly as CPython would, including its error messa
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import types
 from typing import Any, Iterable, Sequence
 
 import bytecode as _bc
+from bytecode.instr import InstrLocation as _InstrLocation
 
 __all__ = [
     "make_code",
@@ -86,14 +88,23 @@ def prologue(code: types.CodeType) -> list[_bc.Instr]:
 
     On 3.11 that is ``MAKE_CELL*``, ``COPY_FREE_VARS`` and, for generators,
     ``RETURN_GENERATOR; POP_TOP`` before ``RESUME 0``. Rewritten versions of ``code`` start
-    with exactly these.
+    with exactly these. Read with ``dis`` up to RESUME only: decoding the whole code with the
+    bytecode package just for these few instructions was a quarter of a fuzz program's
+    compile time.
     """
     out: list[_bc.Instr] = []
-    for item in _bc.Bytecode.from_code(code):
-        if not isinstance(item, _bc.Instr):
-            continue
-        out.append(item.copy())
-        if item.name == "RESUME":
+    for ins in dis.get_instructions(code):
+        arg = _bc.UNSET
+        if ins.opname == "MAKE_CELL":
+            arg = _bc.CellVar(ins.argval) if ins.argval in code.co_cellvars else _bc.FreeVar(ins.argval)
+        elif ins.opname in ("COPY_FREE_VARS", "RESUME"):
+            arg = ins.arg
+        elif ins.opname not in ("RETURN_GENERATOR", "POP_TOP", "NOP"):
+            raise ValueError(f"{code.co_name}: unexpected {ins.opname} before RESUME")
+        pos = ins.positions
+        loc = _InstrLocation(pos.lineno, pos.end_lineno, pos.col_offset, pos.end_col_offset)
+        out.append(_bc.Instr(ins.opname, arg, location=loc))
+        if ins.opname == "RESUME":
             return out
     raise ValueError(f"{code.co_name}: no RESUME instruction found")
 

@@ -138,3 +138,25 @@ def test_hostile_strings_are_data_only(s):
     assert len(gs.failures((o, dct), G, None)) == 1
     assert not hasattr(builtins, "PWNED")
     assert eval_reconstruct(src_a, ["o"], (o,), {}, None, []) == 8
+
+
+@pytest.mark.parametrize("body,ok", [
+    ("return (L[0] is _k0) and (len(L[1]) == 3) and (_v0 == 1.5e3)", True),
+    ("return getattr(G[_k1], _k2).cell_contents is _k3", True),
+    ("return L[0] == 'x'", False),              # a string literal
+    ('return L[0] == "x"', False),
+    ("return True  # a 'quoted' comment", False),
+    ("return True  # a comment\\nreturn L", False),
+    ("return True  # [0] TypeMatch", True),
+    ("return __import__ is None", False),         # a name we never generate
+    ("return L[0].__class__ is _k0", False),      # an attribute we never generate
+])
+def test_generated_text_check(body, ok):
+    """Rule 6's defence in depth: generated guard text holds only our own identifiers."""
+    ctx = ExprContext(BUILTINS)
+    if ok:
+        fn, _ = ctx.compile("check_t", [body])
+        assert callable(fn)
+    else:
+        with pytest.raises(AssertionError):
+            ctx.compile("check_t", [body])

@@ -4,9 +4,13 @@ sequence; counts programs, failures and programs with internal tracer errors.
     python tests/fuzz/long_run_shapes.py --start 0 --count 5000 [--out build/fuzz_shapes]
 
 A failing program is written to OUT/fail_<seed>.py with its message; one with an internal
-error to OUT/internal_<seed>.py. A summary line every 100 programs and at the end (also in
-OUT/summary.txt). Seeds are split over `--jobs` processes when asked.
+error to OUT/internal_<seed>.py, one past the per-program limit to OUT/hang_<seed>.py. A
+summary line every 100 programs and at the end (also in OUT/summary.txt) gives beside the
+failures the capture rate (programs whose f was traced, not run whole as Python) and the
+cache entries per program (compiles over the whole size sequence), with the commonest
+whole-frame fallback reasons. Guards are verified as in the test suite (verify_guards).
 """
+import collections
 import argparse
 import os
 import random
@@ -25,8 +29,8 @@ from fuzz_harness import Mismatch  # noqa: E402
 from fuzz_shapes_check import check_shapes  # noqa: E402
 
 
-class Hang(Exception):
-    pass
+class Hang(BaseException):
+    """Not an Exception: the tracer's fail-safe must not catch it."""
 
 
 def _alarm(signum, frame):
@@ -42,16 +46,22 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
+    tracer.config.verify_guards = True  # as in the test suite: guard bugs are internal errors
     signal.signal(signal.SIGALRM, _alarm)
-    done = fails = internal = hangs = 0
+    done = fails = internal = hangs = captured = entries = checked = 0
+    reasons = collections.Counter()
     t0 = time.time()
 
     def summary():
         line = (f"programs {done}  failures {fails}  with internal errors {internal}  hangs {hangs}  "
-                f"seeds {args.start}..{args.start + done - 1}  {time.time() - t0:.0f}s")
+                f"captured {captured / max(checked, 1):.1%}  entries/program {entries / max(checked, 1):.2f}  "
+                f"python {sys.version.split()[0]}  seeds {args.start}..{args.start + done - 1}  "
+                f"{time.time() - t0:.0f}s")
+        lines = [line, "whole-frame fallbacks of f, by reason:"]
+        lines += [f"  {k:6d}  {r}" for r, k in reasons.most_common(15)]
         print(line, flush=True)
         with open(os.path.join(args.out, "summary.txt"), "w") as f:
-            f.write(line + "\n")
+            f.write("\n".join(lines) + "\n")
 
     for seed in range(args.start, args.start + args.count):
         tracer.reset()
@@ -62,13 +72,20 @@ def main():
         before = tracer.stats().internal_errors
         signal.alarm(args.timeout)
         try:
-            check_shapes(src, calls, dynamic=dynamic, filename=f"<shapes {seed}>")
+            rep = check_shapes(src, calls, dynamic=dynamic, filename=f"<shapes {seed}>")
+            checked += 1
+            captured += rep.captured
+            entries += rep.entries
+            if not rep.captured:
+                reasons[(rep.fallback_reason or "?").split(" at <")[0][:160]] += 1
         except Mismatch as e:
             fails += 1
             with open(os.path.join(args.out, f"fail_{seed}.py"), "w") as f:
                 f.write(src + "\n'''\n" + str(e) + "\n'''\n")
         except Hang:
             hangs += 1
+            with open(os.path.join(args.out, f"hang_{seed}.py"), "w") as f:
+                f.write(src + "\n" + "'''" + "\n" + traceback.format_exc() + "\n" + "'''" + "\n")
         except Exception:  # noqa: BLE001 - a harness error is a failure too
             fails += 1
             with open(os.path.join(args.out, f"fail_{seed}.py"), "w") as f:
