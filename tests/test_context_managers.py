@@ -194,3 +194,69 @@ def test_graph_break_inside_a_contextmanager_block():
         assert d.fallbacks == 1 and "cannot be rebuilt here" in d.fallback_reasons[0], d.fallback_reasons
     else:
         assert d.fallbacks == 0 and d.graphs >= 2
+
+
+# ---- an __enter__ that cannot be traced: the `with` itself is the break ----------------------
+
+class LoudEnter(Recorder):
+    def __enter__(self):
+        print("entering", self.tag)  # I/O: not traceable, so `with` runs BEFORE_WITH natively
+        return super().__enter__()
+
+
+def test_untraceable_enter_breaks_at_the_with(capsys):
+    """Capture before and inside the block (the frame used to run whole as Python)."""
+    def f(x, log):
+        y = x.sin() + 1
+        with LoudEnter(log) as cm:
+            z = y * 2
+        return z.cos() - 1, cm.tag
+
+    # one break in f at the `with`, one in __enter__ (its own frame, traced when called natively)
+    _, d = check(f, torch.randn(3), [], graphs=2, breaks=2)
+    assert d.break_reasons == ["print() is I/O, not traceable"] * 2
+    assert d.ops >= 4
+
+
+def test_untraceable_enter_exceptions_reach_exit():
+    """The body raises inside a block entered natively: __exit__ sees it (and may suppress it)."""
+    def f(x, log, kind):
+        y = x + 1
+        with LoudEnter(log):
+            y = y * 2
+            if kind == "raise":
+                raise KeyError("k")
+        return y
+
+    for kind in ("no", "raise"):
+        c = tracer.compile(f)
+        run(c, f, torch.randn(3), [], kind)
+
+    class LoudSuppress(Suppress):
+        def __enter__(self):
+            print("entering")
+            return self
+
+    def g(x):
+        with LoudSuppress(KeyError):
+            x = x + 1
+            raise KeyError("swallowed")
+        return x * 3
+    _, d = check(g, torch.randn(3), graphs=1, breaks=2)  # the raise and __exit__ are traced
+
+
+def test_generator_cm_returned_by_a_torch_function():
+    """`with torch.backends.cudnn.flags(enabled=False):` (HF's CTC loss): the manager is made at
+    a break; its generator-based __enter__ runs natively, the block is captured."""
+    def f(x):
+        y = x.relu() + 1
+        with torch.backends.cudnn.flags(enabled=False):
+            z = torch.nn.functional.log_softmax(y, dim=-1)
+        return z * 2
+
+    # breaks: the call making the manager (as in torch.compile), the `with` (its __enter__
+    # deletes attributes of an object made outside the trace) and its __exit__ (next() on
+    # the generator). All 4 ops are captured, in 3 graphs; torch.compile breaks at the call
+    # and runs the rest of the frame eagerly (1 graph, 2 ops).
+    _, d = check(f, torch.randn(2, 5), graphs=3, breaks=3)
+    assert d.ops == 4

@@ -42,6 +42,7 @@ _SHAPES = {
     "POP_JUMP_IF_TRUE": (1, 0), "POP_JUMP_IF_FALSE": (1, 0),
     "STORE_GLOBAL": (1, 0), "DELETE_ATTR": (1, 0), "RAISE_VARARGS": None, "RERAISE": (1, 0),
     "LOAD_METHOD": (1, 2),  # run as LOAD_ATTR: leaves (NULL, bound attribute), see _native
+    "BEFORE_WITH": (1, 2),  # an __enter__ that cannot be traced runs natively; the body resumes
 }  # (+ the instructions only some versions have: versions.break_shape)
 
 # Method loads: at a break they run as plain attribute loads and the NULL is put beside.

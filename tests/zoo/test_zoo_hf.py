@@ -31,6 +31,11 @@ def test_hf_model(name, mode):
     model = build()
     train = mode == "train"
     counts = harness.check(model, lambda gen: inputs(gen, labels=train), train=train)
-    assert counts.breaks == 0 or (name, mode) in KNOWN_SPLITS, str(counts)
-    assert counts.graphs <= counts.tc_graphs or (name, mode) in KNOWN_SPLITS, str(counts)
+    # A split is a graph more than torch.compile makes. Breaks are counted per frame (a break
+    # in a callee is one in each caller up the stack, in both tools, counted differently), so
+    # a break is allowed only where torch.compile breaks too (wav2vec2 train: 10 graphs each;
+    # our breaks also count a `with` whose manager torch.compile leaves to Python).
+    known = (name, mode) in KNOWN_SPLITS
+    assert counts.breaks == 0 or counts.tc_breaks > 0 or known, str(counts)
+    assert counts.graphs <= counts.tc_graphs or known, str(counts)
     assert counts.fallbacks == 0, str(counts)
