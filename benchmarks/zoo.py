@@ -15,7 +15,7 @@ import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# (benchmarks/guards.py would shadow the guards package)
+# (a script here named like one of our packages would shadow it: keep this folder off the path)
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "zoo"))
 warnings.simplefilter("ignore")

@@ -260,3 +260,26 @@ def test_generator_cm_returned_by_a_torch_function():
     # and runs the rest of the frame eagerly (1 graph, 2 ops).
     _, d = check(f, torch.randn(2, 5), graphs=3, breaks=3)
     assert d.ops == 4
+
+
+def test_break_in_a_contextmanager_setup_keeps_the_frame():
+    """A print in a @contextmanager generator before its yield: the `with` breaks (its
+    __enter__ runs natively) and the code around and inside the block stays captured (the
+    whole calling frame used to run as Python); its finally runs at the block's end."""
+    @contextlib.contextmanager
+    def noisy(log):
+        print("setup")
+        log.append("setup")
+        try:
+            yield 5
+        finally:
+            log.append("teardown")
+
+    def f(x, log):
+        y = x + 1
+        with noisy(log) as v:
+            y = y * v
+        return y.cos()
+
+    _, d = check(f, torch.randn(3), [], graphs=3, breaks=2)
+    assert d.ops == 3

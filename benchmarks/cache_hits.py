@@ -16,10 +16,10 @@ the graphs run the same kernels and only the front ends differ):
     blocks of (compiled block - eager block of the same round) / calls; the minimum-based
     figure (fastest compiled block - fastest eager block) is shown beside it.
 
-    python benchmarks/guards.py                  # all models, writes benchmarks/guards.md
-    python benchmarks/guards.py --quick          # fewer blocks (noisier)
-    python benchmarks/guards.py --only te2,gpt2  # some models
-    python benchmarks/guards.py --profile gpt2   # cProfile of warm calls of one model
+    python benchmarks/cache_hits.py                  # all models, writes benchmarks/guards.md
+    python benchmarks/cache_hits.py --quick          # fewer blocks (noisier)
+    python benchmarks/cache_hits.py --only te2,gpt2  # some models
+    python benchmarks/cache_hits.py --profile gpt2   # cProfile of warm calls of one model
 """
 import argparse
 import gc
@@ -301,7 +301,7 @@ def ratio(a, b):
 
 
 def render(rows, cfg):
-    out = ["# Cache hits: guard checks and warm-call overhead (`benchmarks/guards.py`)", ""]
+    out = ["# Cache hits: guard checks and warm-call overhead (`benchmarks/cache_hits.py`)", ""]
     out.append(f"- python {platform.python_version()}, torch {torch.__version__}, "
                f"{platform.machine()}, {os.cpu_count()} cores, torch threads=1, {cfg}, load "
                f"average at the end {os.getloadavg()[0]:.2f} (a shared machine)")
