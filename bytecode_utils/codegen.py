@@ -189,7 +189,19 @@ def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: 
     if protected:
         consts = tuple(c.value if isinstance(c, _ConstSlot) else c for c in code.co_consts)
         code = code.replace(co_consts=consts)
+    check_slots(code)
     return code
+
+
+def check_slots(code: types.CodeType) -> None:
+    """Each name has one frame slot: a free variable is never also a local or a cell, and a
+    local is a cell only if it is an argument (CPython's own layout). CPython does not check
+    this; code that breaks it crashes the interpreter (3.13 did), so it must not be made."""
+    free, cells, local = set(code.co_freevars), set(code.co_cellvars), set(code.co_varnames)
+    args = set(arg_names(code))
+    bad = (free & (local | cells)) | ((local & cells) - args)
+    if bad or len(free) != len(code.co_freevars) or len(cells) != len(code.co_cellvars):
+        raise ValueError(f"{code.co_qualname}: generated code gives {sorted(bad) or 'a name'} two frame slots")
 
 
 # --- functions -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import types
 import bytecode as _bc
 
 from . import versions
+from .codegen import check_slots
 from .instructions import PerCode
 
 
@@ -79,6 +80,7 @@ def _cells_as_free_vars(code, items):
     if not code.co_cellvars:
         return items
     cells = set(code.co_cellvars)
+    closure_names = cells | set(code.co_freevars)
     n_free = len(code.co_freevars) + len(code.co_cellvars)
     out, copied = [], False
     for ins in items:
@@ -90,6 +92,11 @@ def _cells_as_free_vars(code, items):
                 copied = True
             elif isinstance(ins.arg, _bc.CellVar) and ins.arg.name in cells:
                 ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
+            elif ins.name == "LOAD_FAST" and isinstance(ins.arg, str) and ins.arg in closure_names:
+                # 3.13 loads a cell for a closure tuple with LOAD_FAST of its slot, which the
+                # bytecode package decodes by name: kept so, the name would become a second
+                # (local) slot of the resume code beside the free variable (a crash on 3.13)
+                ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg), lineno=ins.lineno)
         out.append(ins)
     if not copied:
         first = next(i for i, ins in enumerate(out) if isinstance(ins, _bc.Instr))
@@ -145,6 +152,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     # co_exceptiontable). The stack at the target is the original's, so its size suffices.
     new = out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
                       compute_exception_stack_depths=False)
+    check_slots(new)
     index_map = {j: originals[id(ins)] for j, ins in enumerate(i for i in new_items if isinstance(i, _bc.Instr))
                  if id(ins) in originals}
     root = _ORIGIN.get(code)
@@ -223,7 +231,9 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
         raise ValueError(f"duplicate resume arguments {args}")
     # (the rebuilt generator shows the original's name)
     out = _continuation(code, versions.relocatable(new_items), args, code.co_qualname)
-    return out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+    new = out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+    check_slots(new)
+    return new
 
 
 def _push_stack(stack, lineno):

@@ -137,3 +137,38 @@ def test_resume_code_maps_its_instructions_past_a_split_superinstruction():
     assert len(index_map) > 10
     for j, k in index_map.items():
         assert here[j].opname == original[k].opname, (j, k, here[j].opname, original[k].opname)
+
+
+def test_closure_over_an_argument_cell_made_after_two_breaks():
+    """Fuzz seed 400008 on 3.13 (a segfault): after a break, the resume function's body makes
+    a closure over `n`, an argument that is a cell. 3.13 loads the cell with LOAD_FAST of its
+    slot; copied by name into the resume code it became a second, local slot named `n` beside
+    the free variable, and the next break's resume code crashed the interpreter."""
+    import numpy as np
+
+    def f(x, n):
+        t2 = x + 1
+        n = int(np.int64(n) + 1)  # two breaks: the numpy call, then + on its result
+        def inner3(a):
+            return a * n + t2
+        t2 = inner3(x)
+        return t2
+
+    c = tracer.compile(f)
+    for n in (2, 3):
+        x = torch.randn(3)
+        assert torch.allclose(c(x, n), f(x, n))
+    assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0
+
+
+def test_generated_code_never_gives_a_name_two_slots():
+    """The check that turns such code into an internal error (the frame then runs as
+    Python) instead of a crash."""
+    from bytecode_utils.codegen import check_slots
+
+    def g(a):
+        return lambda: a
+    check_slots(g.__code__)  # an argument that is a cell: one slot, allowed
+    inner = g(1).__code__  # a free variable `a`
+    with pytest.raises(ValueError, match="two frame slots"):
+        check_slots(inner.replace(co_varnames=("a",), co_nlocals=1))

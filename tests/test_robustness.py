@@ -190,3 +190,19 @@ def test_hostile_attribute_names_and_dict_keys(name):
     # v = 1, then one entry for 2, 2, 5: the attribute and the item changed, so they are
     # symbolic ints from then on (automatic dynamic), with the hostile names in their guards
     assert_captured(c, min_ops=2 * len(c.entries), entries=2)
+
+
+def test_a_huge_range_iterator_live_across_a_break():
+    """CPython's test_range keeps iter(range(2**32 + 2)) alive across a break: the resume
+    function must not build a tuple of its items (MemoryError, an internal error); the
+    iterator is too long to model, so that frame runs as Python, with the right answer."""
+    def f(x):
+        it = iter(range(2**32 + 2))
+        next(it)
+        print("a break with the iterator alive")
+        return x + next(it)
+
+    c = tracer.compile(f)
+    x = torch.randn(3)
+    assert torch.equal(c(x), x + 1)
+    assert tracer.stats().internal_errors == 0

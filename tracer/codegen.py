@@ -267,7 +267,11 @@ def _load_target(cg, var, target):
 
 
 def _contents_into_tmp(cg, var):
-    if isinstance(var, ListVariable):
+    if isinstance(var, ListVariable) and var.append_only:  # replayed as extend: see ListVariable.lazy
+        for item in var.appended:
+            cg.reconstruct(item)
+        cg.build(tuple, len(var.appended))
+    elif isinstance(var, ListVariable):
         for item in var.items:
             cg.reconstruct(item)
         cg.build(list, len(var.items))
@@ -291,7 +295,13 @@ def _emit_store(cg, frame, st):
     kind = st[0]
     if kind == "contents":
         _, var, tmp, target = st
-        if isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
+        if isinstance(var, ListVariable) and var.append_only:
+            _load_target(cg, var, target)
+            cg.load_method("extend")
+            cg.emit("LOAD_FAST", tmp)
+            cg.call(1)
+            cg.emit("POP_TOP")
+        elif isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
             cg.emit("LOAD_FAST", tmp)
             _load_target(cg, var, target)
             cg.load_const(slice(None))

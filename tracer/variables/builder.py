@@ -50,6 +50,22 @@ def _is_torch_callable(value):
         getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
 
 
+def _is_context_manager(value):
+    """An instance of a context manager class the tracer does not model (torch.inference_mode()
+    is callable too, as a decorator): a new object on every call, so not a function to pin by
+    identity. Grad modes and autocast are modelled (TorchFunctionVariable, torch_vars.py)."""
+    t = type(value)
+    return not isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                                  *_GRAD_CLASSES, torch.amp.autocast_mode.autocast)) \
+        and hasattr(t, "__enter__") and hasattr(t, "__exit__")
+
+
+def _bound_to_instance(value):
+    """A method bound to an object made at run time (`cm.__exit__` on the stack of a resumed
+    `with`): a new object on every call; its function and object are wrapped apart."""
+    return isinstance(value, types.MethodType) and not isinstance(value.__self__, (type, types.ModuleType))
+
+
 def _is_builtin_callable(value):
     # identity tests only: user values (numpy arrays, tensors) may have an ambiguous __eq__
     if value is functools.partial or value is functools.reduce:
@@ -99,6 +115,7 @@ def wrap(tx, value, source):
 
 _CONTAINER_TYPES = (list, dict, set, tuple, collections.deque, collections.OrderedDict, collections.defaultdict)
 _SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
+MAX_ITERATOR_ITEMS = 100_000  # (a range iterator over 2**32 items reached a break: MemoryError)
 
 
 class IterRestSource(Source):
@@ -225,16 +242,18 @@ def _wrap_fresh(tx, value, source):
     if is_constant_value(value):
         g(const_guard(source, value))
         return ConstantVariable(value, source)
+    if t is list and source is not None:  # its length and items are read when needed
+        g(TypeMatch(source, t))
+        var = ListVariable.lazy(tx, value, source)
+        tx.register_mutable_input(var)
+        return var
     if t in (tuple, list) or (isinstance(value, tuple) and (hasattr(t, "_fields") or is_structseq(t))):
         g(TypeMatch(source, t))
         g(LengthMatch(source, len(value), t))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
                  for i, v in enumerate(value)]
         if t is list:
-            var = ListVariable(items, source)
-            if source is not None:
-                tx.register_mutable_input(var)
-            return var
+            return ListVariable(items, source)
         if t is tuple:
             return TupleVariable(items, source)
         if is_structseq(t):
@@ -297,6 +316,8 @@ def _wrap_fresh(tx, value, source):
         return ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
     if t in _SEQ_ITERATORS:
         from .containers import IteratorVariable, iter_rest
+        if value.__length_hint__() > MAX_ITERATOR_ITEMS:  # its items would be Variables each
+            raise Unsupported(f"an iterator with {value.__length_hint__()} items left is too long to model")
         rest = iter_rest(value)
         if source is None:
             raise Unsupported("an iterator without a source")
@@ -338,7 +359,8 @@ def _wrap_fresh(tx, value, source):
     if _is_builtin_callable(value):
         g(IdMatch(source, value))
         return BuiltinVariable(value, source)
-    if callable(value) and _is_torch_callable(value) and not isinstance(value, type):
+    if callable(value) and _is_torch_callable(value) and not isinstance(value, type) \
+            and not _is_context_manager(value) and not _bound_to_instance(value):
         g(IdMatch(source, value))
         return TorchFunctionVariable(value, source)
     if value is torch.Size:
@@ -393,6 +415,11 @@ def _wrap_fresh(tx, value, source):
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
     if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:
+        g(TypeMatch(source, t))
+        return OpaqueVariable(value, source)
+    if t.__module__.startswith("torch") and _is_context_manager(value):
+        # torch.inference_mode(), a profiler range...: their __enter__ changes C-level state,
+        # so a `with` over one is a graph break there and its block is captured
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
     if t.__module__ == "builtins" or t.__module__.startswith("torch"):

@@ -207,9 +207,60 @@ class StructSeqVariable(TupleVariable):
         return f"{self.cls.__name__}Var({self.items!r})"
 
 
+class _Unread:
+    """The real list behind a ListVariable none of whose items has been read yet (not a
+    container, so walks over Variables do not go through the user's list)."""
+
+    def __init__(self, value, tx):
+        self.value, self.tx = value, tx
+
+
 class ListVariable(BaseSequence):
     kind = list
     mutable = True
+    _unread = None   # _Unread while no item of an input list has been read (see lazy())
+    _appended = ()   # ... and what the frame appended to it meanwhile
+
+    @classmethod
+    def lazy(cls, tx, value, source):
+        """A list reached from the frame's inputs whose length and items are read, and
+        guarded, only when something needs them. Until then `append` is recorded on its own
+        and replayed as `lst.extend(appended)`: a frame that only appends to a list (a logger,
+        a collector of activations, a hook) does not guard the list's length, so a list that
+        grows on every call is not a recompile on every call (TorchDynamo guards the length
+        and recompiles)."""
+        var = cls([], source)
+        var._unread, var._appended = _Unread(value, tx), []
+        return var
+
+    @property
+    def items(self):
+        if self._unread is not None:
+            self._read()
+        return self._items
+
+    @items.setter
+    def items(self, items):
+        self._items = items
+
+    @property
+    def append_only(self):
+        """True while the list's own items were never read: only appends were made."""
+        return self._unread is not None
+
+    @property
+    def appended(self):
+        return list(self._appended)
+
+    def _read(self):
+        from guards import ItemSource, LengthMatch
+        from .builder import wrap
+        unread, self._unread = self._unread, None
+        tx, value = unread.tx, unread.value
+        tx.guard(LengthMatch(self.source, len(value), list))
+        self._items = [wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)]
+        self._items += self._appended
+        self._appended = ()
 
     def getattr(self, tx, name):
         return method_of(self, name)
@@ -237,7 +288,7 @@ class ListVariable(BaseSequence):
             raise Unsupported(f"list.{name} with keyword arguments")
         if name == "append":
             self._mutate(tx)
-            self.items.append(args[0])
+            (self._appended if self._unread is not None else self.items).append(args[0])
         elif name == "extend":
             self._mutate(tx)
             src = args[0]
