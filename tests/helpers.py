@@ -26,7 +26,7 @@ import torch
 import tracer
 
 _COUNTS = ("frames_traced", "graphs", "ops", "graph_breaks", "fallbacks", "recompiles",
-           "recompile_limits", "cache_hits", "internal_errors")
+           "recompile_limits", "cache_hits", "internal_errors", "reruns")
 
 
 @dataclasses.dataclass
@@ -41,6 +41,7 @@ class Traced:
     recompile_limits: int = 0
     cache_hits: int = 0
     internal_errors: int = 0
+    reruns: int = 0
     events: list = dataclasses.field(default_factory=list)
 
     def of(self, kind):
@@ -53,7 +54,7 @@ class Traced:
 
 def _n_events(s):
     return s.frames_traced + s.graphs + s.graph_breaks + s.fallbacks + s.recompiles + \
-        s.recompile_limits + s.internal_errors
+        s.recompile_limits + s.internal_errors + s.reruns
 
 
 def _diff(before, after, out):

@@ -24,7 +24,8 @@
  *   skip_code(code, recursive=False) / unskip_code(code) / is_skipped(code) -> bool
  *   rule_skip(code) / is_rule_skipped(code) -> bool   (process-wide, see below)
  *   set_rule_type(type_or_None) -> previous            (process-wide)
- *   untraced(fn) -> a callable that calls fn with this thread's callback off
+ *   untraced(fn, on_error=None) -> a callable that calls fn with this thread's callback off;
+ *                              if fn raises an Exception, on_error(exc) is the result
  *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
  *   clear_thread_caches()      drop this thread's recycled function object / view
  *   _hook_installed() -> bool, _active_count() -> int   (for tests)
@@ -674,22 +675,54 @@ maybe_uninstall_hook(void)
 /* The compiled graph of a cache entry is called through one of these: whatever Python code
    runs inside it (leaf modules' forward, torch's functional wrappers, a backend's runtime)
    is the graph's business, never a frame to trace, and costs no callback call per frame. */
+/* on_error (optional): when fn raises an Exception, on_error(exc) is returned instead (the
+   tracer's graphs: a graph that raises makes its frame run again as Python, tracer/rerun.py).
+   Checked only on the error path: the call costs nothing more when fn returns. */
 typedef struct {
     PyObject_HEAD
     PyObject *fn;
     vectorcallfunc vectorcall;
+    PyObject *on_error;
 } Untraced;
+
+static PyObject *
+untraced_failed(Untraced *u)
+{
+    if (u->on_error == NULL || !PyErr_ExceptionMatches(PyExc_Exception)) {
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (tb != NULL && exc != NULL) {
+        PyException_SetTraceback(exc, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    PyObject *result = PyObject_CallOneArg(u->on_error, exc);
+    Py_XDECREF(exc);
+    return result;
+}
 
 static PyObject *
 untraced_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *fn = ((Untraced *)self)->fn;
+    Untraced *u = (Untraced *)self;
     PyObject *cb = tls_callback;
+    PyObject *result;
     if (cb == NULL) {
-        return PyObject_Vectorcall(fn, args, nargsf, kwnames);
+        result = PyObject_Vectorcall(u->fn, args, nargsf, kwnames);
+        return result != NULL ? result : untraced_failed(u);
     }
-    tls_callback = NULL; /* same bracket as a SKIP_RECURSIVE frame */
-    PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    tls_callback = NULL; /* same bracket as a SKIP_RECURSIVE frame (on_error included) */
+    result = PyObject_Vectorcall(u->fn, args, nargsf, kwnames);
+    if (result == NULL) {
+        result = untraced_failed(u);
+    }
     tls_restore(cb);
     return result;
 }
@@ -697,12 +730,12 @@ untraced_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObje
 static PyObject *
 untraced_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *fn;
+    PyObject *fn, *on_error = Py_None;
     if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
         PyErr_SetString(PyExc_TypeError, "untraced() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O:untraced", &fn)) {
+    if (!PyArg_ParseTuple(args, "O|O:untraced", &fn, &on_error)) {
         return NULL;
     }
     if (!PyCallable_Check(fn)) {
@@ -714,6 +747,7 @@ untraced_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     u->fn = Py_NewRef(fn);
+    u->on_error = on_error == Py_None ? NULL : Py_NewRef(on_error);
     u->vectorcall = untraced_vectorcall;
     PyObject_GC_Track(u);
     return (PyObject *)u;
@@ -723,6 +757,7 @@ static int
 untraced_traverse(Untraced *u, visitproc visit, void *arg)
 {
     Py_VISIT(u->fn);
+    Py_VISIT(u->on_error);
     return 0;
 }
 
@@ -730,6 +765,7 @@ static int
 untraced_clear(Untraced *u)
 {
     Py_CLEAR(u->fn);
+    Py_CLEAR(u->on_error);
     return 0;
 }
 

@@ -359,14 +359,16 @@ def apply_call(fn, args, kwargs):
     fn(*args, **kwargs)
 
 
-def assemble(code, instrs, slot, compiled_fn):
+def assemble(code, instrs, slot, compiled_fn, rerun=False):
     """Substitute the compiled graph for its slot and build the flat-signature code.
 
     The graph is called through `untraced`: nothing it runs (leaf modules' forward, a
-    backend's runtime) is a frame for the frame hook, under capture() or after a break."""
+    backend's runtime) is a frame for the frame hook, under capture() or after a break.
+    `rerun`: an exception from the graph becomes rerun.RERUN, which the code checks for."""
     if slot is not None:
         from .frame_hook import untraced
-        graph_fn = untraced(compiled_fn)
+        from .rerun import graph_raised
+        graph_fn = untraced(compiled_fn, graph_raised(code.co_qualname) if rerun else None)
         for ins in instrs:
             if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
                 ins.arg = graph_fn

@@ -10,6 +10,7 @@ import sys
 import time
 import traceback
 
+import bytecode as bc
 import torch
 from bytecode_utils import arg_names, decode
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
@@ -19,6 +20,7 @@ from .backends import compile_graph
 from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
+from .rerun import applies as rerun_applies, check_instrs as rerun_check
 from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
@@ -210,9 +212,14 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
         real_inputs = [t for _s, _n, t in out.inputs]
         with out.shapes.backend_context(real_inputs):
             compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
+    rerun = slot is not None and rerun_applies(frame.code, gm)
+    if rerun:  # a graph that raises makes the frame run again as Python (rerun.py)
+        at = next(i for i, ins in enumerate(instrs)
+                  if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
+        instrs[at + 1:at + 1] = rerun_check(frame.code, codegen.GRAPH_OUT)
     # after the backend: it may have added guards on sizes of its own
     guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
-    new_code = codegen.assemble(frame.code, instrs, slot, compiled)
+    new_code = codegen.assemble(frame.code, instrs, slot, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 

@@ -44,7 +44,7 @@ class Event:
         return f"{self.kind:<15} {self.frame}{at}: {self.reason}" if self.reason else f"{self.kind:<15} {self.frame}{at}"
 
 
-KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error")
+KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error", "rerun")
 
 
 class _State:
@@ -131,6 +131,11 @@ def limit_reached(code, limit):
     _add(Event("limit", code.co_qualname, f"recompiled {limit} times; runs as Python from now on"))
 
 
+def graph_rerun(frame_name, exc):
+    """A cache entry's graph raised: the frame ran again as Python from its start (rerun.py)."""
+    _add(Event("rerun", frame_name, f"the graph raised {type(exc).__name__}: {exc}; the frame ran as Python"))
+
+
 def internal_error(frame_name, message, where=None):
     """A bug in the tracer (caught by the fail-safe: the user's call still runs as Python)."""
     _add(Event("internal_error", frame_name, message, where))
@@ -151,6 +156,7 @@ class Stats:
     internal_errors: int
     cache_hits: int
     trace_seconds: float
+    reruns: int  # calls whose graph raised, so the frame ran again as Python (rerun.py)
     break_reasons: dict
     fallback_reasons: dict
     events: list
@@ -173,6 +179,7 @@ class Stats:
             out += [f"  {n:>4}  {r}" for r, n in sorted(self.fallback_reasons.items(), key=lambda kv: -kv[1])]
         for kind, title in (("recompile", "recompiles (guard that failed):"),
                             ("limit", "recompile limits reached:"),
+                            ("rerun", "graphs that raised (their frame ran as Python):"),
                             ("internal_error", "internal errors:")):
             events = self.of(kind)
             if events:
@@ -195,7 +202,7 @@ def stats():
     return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
                  graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
                  recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
-                 internal_errors=c.get("internal_error", 0), **snap)
+                 internal_errors=c.get("internal_error", 0), reruns=c.get("rerun", 0), **snap)
 
 
 def reset_stats():

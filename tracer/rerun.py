@@ -1,0 +1,120 @@
+"""A graph that raises makes its frame run again as Python, from its start.
+
+Why: the rewritten code calls the graph first and replays the side effects the traced code
+made (attribute and container writes, globals, prints) after it. When an op in the graph
+raises at run time (a kernel check that fake tensors do not make: `relu` of a bool tensor,
+an index out of range), the writes the program made *before* that op in eager are never
+made, and an `except` in the caller sees different state: a wrong result. Nothing observable
+has happened yet when the graph raises, if the graph itself changes nothing (no in-place op,
+no random numbers, no grad-mode or autocast switch, no module with buffers or dropout): the
+frame's locals are still its arguments. So the rewritten code checks the graph's result for
+RERUN (what the graph call returns instead of raising, `untraced(fn, graph_raised)` in the
+C hook: no cost when the graph returns) and then calls the code as plain Python with the
+same arguments (the same closure cells; the frame hook skips that copy), which raises where
+eager raises, with every earlier write made. A graph that changes something keeps raising
+as before (a known gap: the README says so).
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import bytecode as bc
+import torch
+
+from bytecode_utils import arg_names, flatten_signature, versions
+from bytecode_utils.instructions import PerCode
+
+from . import records
+
+
+class _Rerun:
+    def __repr__(self):
+        return "RERUN"
+
+
+RERUN = _Rerun()
+
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+_RANDOM = frozenset({
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli",
+    "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d",
+    "alpha_dropout", "feature_alpha_dropout", "native_dropout", "rrelu", "gumbel_softmax",
+    "fractional_max_pool2d", "fractional_max_pool3d", "standard_gamma", "binomial",
+})
+
+
+def graph_raised(name):
+    """The on_error of a graph's `untraced` wrapper: record it, and tell the frame to rerun."""
+    def on_error(exc):
+        records.graph_rerun(name, exc)
+        return RERUN
+    return on_error
+
+
+def applies(code, gm):
+    """Whether a graph error can rerun this frame: a plain function frame whose graph has no
+    effect outside its outputs."""
+    return not code.co_flags & _GENERATOR_FLAGS and graph_is_pure(gm)
+
+
+def graph_is_pure(gm):
+    modules = dict(gm.named_modules())
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if "out" in node.kwargs:
+            return False
+        if node.op == "call_module":
+            mod = modules.get(node.target)
+            if mod is None or any(True for _ in mod.buffers()) or \
+                    (mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd)):
+                return False
+            continue
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        if not isinstance(name, str) or (name.endswith("_") and not name.endswith("__")) or \
+                name in _RANDOM or name in ("__setitem__", "setitem", "_set_grad_enabled",
+                                            "_enter_autocast", "_exit_autocast"):
+            return False
+    return True
+
+
+_PLAIN = PerCode()  # code -> its flat-signature copy that the frame hook skips
+
+
+def _plain(code):
+    hit = _PLAIN.get(code)
+    if hit is None:
+        hit = _PLAIN[code] = flatten_signature(code)
+        try:
+            from .frame_hook import skip_code
+            skip_code(hit)
+        except ImportError:
+            pass
+    return hit
+
+
+def run_as_python(code, closure, *args):
+    """The frame again, as plain Python, with its arguments (in its flat slots)."""
+    globals_ = sys._getframe(1).f_globals
+    fn = types.FunctionType(_plain(code), globals_, code.co_name, None, closure)
+    return fn(*args)
+
+
+def check_instrs(code, graph_out):
+    """Instructions to put right after the graph call's store into `graph_out`."""
+    cont = bc.Label()
+    out = [bc.Instr("LOAD_FAST", graph_out), bc.Instr("LOAD_CONST", RERUN), bc.Instr("IS_OP", 0)]
+    out += versions.cond_jump("POP_JUMP_IF_FALSE", cont)
+    out += versions.load_const_callable(run_as_python)
+    out.append(bc.Instr("LOAD_CONST", code))
+    for name in code.co_freevars:
+        out += versions.load_closure(name, free=True)
+    out.append(bc.Instr("BUILD_TUPLE", len(code.co_freevars)) if code.co_freevars else bc.Instr("LOAD_CONST", None))
+    names = arg_names(code)
+    for name in names:
+        out.append(bc.Instr("LOAD_DEREF", bc.CellVar(name)) if name in code.co_cellvars else bc.Instr("LOAD_FAST", name))
+    out += versions.call(2 + len(names))
+    out += versions.return_value()
+    out.append(cont)
+    return out
