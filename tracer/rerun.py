@@ -23,7 +23,6 @@ import bytecode as bc
 import torch
 
 from bytecode_utils import arg_names, flatten_signature, versions
-from bytecode_utils.instructions import PerCode
 
 from . import records
 
@@ -79,26 +78,23 @@ def graph_is_pure(gm):
     return True
 
 
-_PLAIN = PerCode()  # code -> its flat-signature copy that the frame hook skips
-
-
 def _plain(code):
-    hit = _PLAIN.get(code)
-    if hit is None:
-        hit = _PLAIN[code] = flatten_signature(code)
-        try:
-            from .frame_hook import skip_code
-            skip_code(hit)
-        except ImportError:
-            pass
-    return hit
+    """The code with a flat signature (the slots the rewritten code has), skipped by the frame
+    hook. A new code object: the rewritten code holds it, never `code` itself, which keys
+    the cache that holds the rewritten code (a reference back would keep both alive)."""
+    plain = flatten_signature(code)
+    try:
+        from .frame_hook import skip_code
+        skip_code(plain)
+    except ImportError:
+        pass
+    return plain
 
 
-def run_as_python(code, closure, *args):
+def run_as_python(plain, closure, *args):
     """The frame again, as plain Python, with its arguments (in its flat slots)."""
     globals_ = sys._getframe(1).f_globals
-    fn = types.FunctionType(_plain(code), globals_, code.co_name, None, closure)
-    return fn(*args)
+    return types.FunctionType(plain, globals_, plain.co_name, None, closure)(*args)
 
 
 def check_instrs(code, graph_out):
@@ -107,7 +103,7 @@ def check_instrs(code, graph_out):
     out = [bc.Instr("LOAD_FAST", graph_out), bc.Instr("LOAD_CONST", RERUN), bc.Instr("IS_OP", 0)]
     out += versions.cond_jump("POP_JUMP_IF_FALSE", cont)
     out += versions.load_const_callable(run_as_python)
-    out.append(bc.Instr("LOAD_CONST", code))
+    out.append(bc.Instr("LOAD_CONST", _plain(code)))
     for name in code.co_freevars:
         out += versions.load_closure(name, free=True)
     out.append(bc.Instr("BUILD_TUPLE", len(code.co_freevars)) if code.co_freevars else bc.Instr("LOAD_CONST", None))
