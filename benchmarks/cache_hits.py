@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tracer  # noqa: E402
+from cases import args1, args4, args16  # noqa: E402  (the same small functions as make bench)
 
 clock = time.thread_time_ns
 
@@ -113,19 +114,6 @@ def _resnet():
 
 def pointwise(x, y):
     return (x.sin() + y).relu()
-
-
-def args1(a):
-    return a + 1
-
-
-def args4(a, b, c, d):
-    return a + b + c + d
-
-
-def args16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15):
-    return (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7
-            + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15)
 
 
 def _fn(fn, n, shape=(4, 4)):
