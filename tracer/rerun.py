@@ -40,7 +40,11 @@ _RANDOM = frozenset({
     "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d",
     "alpha_dropout", "feature_alpha_dropout", "native_dropout", "rrelu", "gumbel_softmax",
     "fractional_max_pool2d", "fractional_max_pool3d", "standard_gamma", "binomial",
+    "scaled_dot_product_attention",  # (its dropout_p)
 })
+# A call_function node calls torch, operator, math or a builtin; anything else (a function
+# made allow_in_graph) may do what it likes, and is not run twice.
+_KNOWN_MODULES = ("torch", "operator", "_operator", "math", "builtins")
 
 
 def graph_raised(name):
@@ -70,6 +74,9 @@ def graph_is_pure(gm):
                     (mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd)):
                 return False
             continue
+        if node.op == "call_function" and \
+                (getattr(node.target, "__module__", None) or "").split(".")[0] not in _KNOWN_MODULES:
+            return False
         name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
         if not isinstance(name, str) or (name.endswith("_") and not name.endswith("__")) or \
                 name in _RANDOM or name in ("__setitem__", "setitem", "_set_grad_enabled",
