@@ -194,12 +194,12 @@ def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: 
 
 
 def check_slots(code: types.CodeType) -> None:
-    """Each name has one frame slot: a free variable is never also a local or a cell, and a
-    local is a cell only if it is an argument (CPython's own layout). CPython does not check
-    this; code that breaks it crashes the interpreter (3.13 did), so it must not be made."""
+    """Each name has one frame slot: a free variable is never also a local or a cell (a local
+    that is also a cell shares its slot: CPython makes them for arguments and, on 3.12+, for
+    the variables of inlined comprehensions). CPython does not check this; code that breaks
+    it crashes the interpreter (3.13 did), so it must not be made."""
     free, cells, local = set(code.co_freevars), set(code.co_cellvars), set(code.co_varnames)
-    args = set(arg_names(code))
-    bad = (free & (local | cells)) | ((local & cells) - args)
+    bad = free & (local | cells)
     if bad or len(free) != len(code.co_freevars) or len(cells) != len(code.co_cellvars):
         raise ValueError(f"{code.co_qualname}: generated code gives {sorted(bad) or 'a name'} two frame slots")
 

@@ -168,7 +168,11 @@ def test_generated_code_never_gives_a_name_two_slots():
 
     def g(a):
         return lambda: a
+
+    def comp(xs):
+        return [lambda: k for k in xs]  # 3.12+: k is a local and a cell of comp (PEP 709)
     check_slots(g.__code__)  # an argument that is a cell: one slot, allowed
+    check_slots(comp.__code__)
     inner = g(1).__code__  # a free variable `a`
     with pytest.raises(ValueError, match="two frame slots"):
         check_slots(inner.replace(co_varnames=("a",), co_nlocals=1))

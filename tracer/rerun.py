@@ -98,10 +98,21 @@ def _plain(code):
     return plain
 
 
+class _Plain:
+    """Holds the plain copy in the rewritten code's constants. Not the code object itself: it
+    compares equal to the code it copies (a signature without *args is unchanged), and
+    assembly merges equal constants, so a resume function made from that code would be made
+    from the skipped copy and run untraced."""
+    __slots__ = ("code",)
+
+    def __init__(self, code):
+        self.code = code
+
+
 def run_as_python(plain, closure, *args):
     """The frame again, as plain Python, with its arguments (in its flat slots)."""
     globals_ = sys._getframe(1).f_globals
-    return types.FunctionType(plain, globals_, plain.co_name, None, closure)(*args)
+    return types.FunctionType(plain.code, globals_, plain.code.co_name, None, closure)(*args)
 
 
 def check_instrs(code, graph_out):
@@ -110,7 +121,7 @@ def check_instrs(code, graph_out):
     out = [bc.Instr("LOAD_FAST", graph_out), bc.Instr("LOAD_CONST", RERUN), bc.Instr("IS_OP", 0)]
     out += versions.cond_jump("POP_JUMP_IF_FALSE", cont)
     out += versions.load_const_callable(run_as_python)
-    out.append(bc.Instr("LOAD_CONST", _plain(code)))
+    out.append(bc.Instr("LOAD_CONST", _Plain(_plain(code))))
     for name in code.co_freevars:
         out += versions.load_closure(name, free=True)
     out.append(bc.Instr("BUILD_TUPLE", len(code.co_freevars)) if code.co_freevars else bc.Instr("LOAD_CONST", None))
