@@ -206,3 +206,25 @@ def test_a_huge_range_iterator_live_across_a_break():
     x = torch.randn(3)
     assert torch.equal(c(x), x + 1)
     assert tracer.stats().internal_errors == 0
+
+
+def test_a_view_whose_autograd_state_cannot_be_read():
+    """Fuzz seed 302260 on 3.12: a view made under no_grad whose base then changed in place
+    with grad on: reading its is_leaf raises, which fakifying it did (an internal error).
+    Now that input is a reason to run the frame as Python, which raises as eager does."""
+    base = torch.randn(3, requires_grad=True).clone()
+    with torch.no_grad():
+        v = base[:2]
+    base.mul_(2)
+
+    def f(x):
+        return x + 1
+
+    outcomes = []
+    for fn in (f, tracer.compile(f)):
+        try:
+            outcomes.append(fn(v))
+        except RuntimeError as e:
+            outcomes.append(type(e).__name__ + str(e)[:40])
+    assert isinstance(outcomes[0], str) and outcomes[0] == outcomes[1]
+    assert tracer.stats().internal_errors == 0

@@ -187,6 +187,10 @@ class Shapes:
 
     def fake_input(self, tensor, source):
         """The fake tensor of a graph input, with symbolic sizes where the policy says so."""
+        try:
+            tensor.is_leaf  # noqa: B018 - raises for a no_grad view whose base changed in place
+        except RuntimeError as e:  # (any autograd use of it raises in eager too)
+            raise Unsupported(f"a tensor whose autograd state cannot be read: {str(e).split('.')[0]}")
         dims = self.policy.tensor_dims(tensor, source)
         tsrc = self._torch_source()
         ctx = None
