@@ -33,6 +33,8 @@ __all__ = [
 
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+#: generator, coroutine, iterable coroutine, async generator: frames that suspend
+GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200
 
 # Attributes of bytecode.Bytecode that make_code copies from the template; keys of ``replace``.
 _ATTRS = (

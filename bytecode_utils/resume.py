@@ -15,7 +15,7 @@ import types
 import bytecode as _bc
 
 from . import versions
-from .codegen import check_slots
+from .codegen import GENERATOR_FLAGS, check_slots
 from .instructions import PerCode
 
 
@@ -118,7 +118,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     exception-table entry asks for it) and the exception, passed as argument `___exc`.
     Signature: (___stack<i> for each STACK_ARG slot..., [___exc], *local_args), flat.
     """
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+    if code.co_flags & GENERATOR_FLAGS:
         raise ValueError("resume functions are only made for plain function frames")
     bc = _bc.Bytecode.from_code(code)
     items = list(bc)

@@ -21,6 +21,7 @@ import dataclasses
 import bytecode as bc
 
 from bytecode_utils import decode, live_locals, prologue, versions
+from bytecode_utils.codegen import GENERATOR_FLAGS
 from bytecode_utils.instructions import PerCode
 from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
                                    resume_target, super_self_name)
@@ -87,7 +88,7 @@ def can_break_at(code, inst):
         return False
     if _READS_LOCALS.intersection(code.co_names):
         return False  # locals()/vars()/dir()/eval/exec read locals that liveness calls dead
-    return not code.co_flags & (0x20 | 0x80 | 0x100 | 0x200)
+    return not code.co_flags & GENERATOR_FLAGS
 
 
 _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})

@@ -23,6 +23,7 @@ import bytecode as bc
 import torch
 
 from bytecode_utils import arg_names, flatten_signature, versions
+from bytecode_utils.codegen import GENERATOR_FLAGS
 
 from . import records
 
@@ -34,7 +35,6 @@ class _Rerun:
 
 RERUN = _Rerun()
 
-_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
 _RANDOM = frozenset({
     "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli",
     "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d",
@@ -58,7 +58,7 @@ def graph_raised(name):
 def applies(code, gm):
     """Whether a graph error can rerun this frame: a plain function frame whose graph has no
     effect outside its outputs."""
-    return not code.co_flags & _GENERATOR_FLAGS and graph_is_pure(gm)
+    return not code.co_flags & GENERATOR_FLAGS and graph_is_pure(gm)
 
 
 def graph_is_pure(gm):

@@ -316,8 +316,9 @@ def _wrap_fresh(tx, value, source):
         return ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
     if t in _SEQ_ITERATORS:
         from .containers import IteratorVariable, iter_rest
-        if value.__length_hint__() > MAX_ITERATOR_ITEMS:  # its items would be Variables each
-            raise Unsupported(f"an iterator with {value.__length_hint__()} items left is too long to model")
+        left = value.__length_hint__()
+        if left > MAX_ITERATOR_ITEMS:  # its items would be Variables each
+            raise Unsupported(f"an iterator with {left} items left is too long to model")
         rest = iter_rest(value)
         if source is None:
             raise Unsupported("an iterator without a source")
