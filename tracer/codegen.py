@@ -295,12 +295,8 @@ def _emit_store(cg, frame, st):
     kind = st[0]
     if kind == "contents":
         _, var, tmp, target = st
-        if isinstance(var, ListVariable) and var.append_only:
-            _load_target(cg, var, target)
-            cg.load_method("extend")
-            cg.emit("LOAD_FAST", tmp)
-            cg.call(1)
-            cg.emit("POP_TOP")
+        if isinstance(var, ListVariable) and var.append_only:  # only appends: extend it
+            _call_methods(cg, var, target, (("extend", tmp),))
         elif isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
             cg.emit("LOAD_FAST", tmp)
             _load_target(cg, var, target)
@@ -314,13 +310,7 @@ def _emit_store(cg, frame, st):
             cg.emit("POP_TOP")
         else:  # dict / set / deque: clear then refill in place, keeping identity
             refill = "extend" if isinstance(var, DequeVariable) else "update"
-            for method, arg in (("clear", None), (refill, tmp)):
-                _load_target(cg, var, target)
-                cg.load_method(method)
-                if arg is not None:
-                    cg.emit("LOAD_FAST", arg)
-                cg.call(1 if arg else 0)
-                cg.emit("POP_TOP")
+            _call_methods(cg, var, target, (("clear", None), (refill, tmp)))
     elif kind == "attr":
         _, var, name, tmp, target = st
         cg.emit("LOAD_FAST", tmp)
@@ -352,6 +342,17 @@ def _emit_store(cg, frame, st):
         cg.emit("LOAD_FAST", tmp)
         cg.load_source(source.base)
         cg.emit("STORE_ATTR", "cell_contents")
+
+
+def _call_methods(cg, var, target, calls):
+    """`target.method(tmp)` (or `target.method()` for a None tmp) for each (method, tmp)."""
+    for method, arg in calls:
+        _load_target(cg, var, target)
+        cg.load_method(method)
+        if arg is not None:
+            cg.emit("LOAD_FAST", arg)
+        cg.call(1 if arg else 0)
+        cg.emit("POP_TOP")
 
 
 def apply_call(fn, args, kwargs):
