@@ -275,6 +275,17 @@ def _decode(code: types.CodeType) -> list[Instruction]:
     return instrs
 
 
+def closing_runs_code(instrs: list[Instruction], inst: Instruction) -> bool:
+    """Whether closing a generator suspended at ``inst`` runs code: a handler covers it other
+    than the PEP 479 wrapper that 3.12+ puts around a generator's whole body (it only turns a
+    StopIteration into RuntimeError and re-raises; GeneratorExit passes through unchanged)."""
+    entry = inst.exn
+    if entry is None:
+        return False
+    handler = instrs[entry.target]
+    return not (handler.opname == "CALL_INTRINSIC_1" and handler.argrepr == "INTRINSIC_STOPITERATION_ERROR")
+
+
 def to_bytecode(code: types.CodeType) -> _bc.Bytecode:
     """Abstract ``bytecode.Bytecode`` (labels, TryBegin/TryEnd, named args) for ``code``."""
     return _bc.Bytecode.from_code(code)

@@ -224,7 +224,10 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
             priming = [tb, *priming[:2], _bc.TryEnd(tb), priming[2]]
         prefix += priming
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
-    new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:continue_at] + [label] + items[continue_at:]
+    body = items[resume_pos + 1:continue_at] + [label] + items[continue_at:]
+    if any(isinstance(i, _bc.TryBegin) for i in prefix):
+        prefix, body = _outside_open_region(items[:resume_pos + 1], prefix, body)
+    new_items = items[:resume_pos + 1] + prefix + body
     new_items = _cells_as_free_vars(code, new_items)
     args = stack_args + list(local_args)
     if len(set(args)) != len(args):
@@ -271,6 +274,26 @@ def _continuation(code, items, args, qualname):
     out.cellvars = []
     out.docstring = None
     return out
+
+
+def _outside_open_region(head, prefix, body):
+    """(prefix, body) with the prefix taken out of the region open where it is inserted.
+
+    On 3.12+ a generator's whole body, its first RESUME included, lies in the region of its
+    own StopIteration handler (PEP 479), so the priming yield's region would open inside it;
+    regions do not nest in the `bytecode` package's form (nor in an exception table). The open
+    region is ended before the prefix and a copy of it reopened after it, the body's first end
+    of that region now ending the copy: the original instructions keep exactly their regions,
+    and the prefix only its own."""
+    open_tb = _covering_try(head, len(head))
+    if open_tb is None:
+        return prefix, body
+    again = _bc.TryBegin(open_tb.target, push_lasti=open_tb.push_lasti, stack_depth=open_tb.stack_depth)
+    end = next((k for k, i in enumerate(body) if isinstance(i, _bc.TryEnd) and i.entry is open_tb), None)
+    if end is None:
+        raise ValueError("the region open at the generator's RESUME never ends")
+    body = [again, *body[:end], _bc.TryEnd(again), *body[end + 1:]]
+    return [_bc.TryEnd(open_tb), *prefix], body
 
 
 def _covering_try(items, pos):

@@ -19,6 +19,7 @@ What CPython does around a generator frame is done here, symbolically:
 """
 import types
 
+from bytecode_utils.instructions import closing_runs_code
 from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
 from ..exc import Unsupported, UserException, user_error
@@ -150,7 +151,7 @@ class GeneratorVariable(IteratorVariable):
         """Suspended where closing it runs code (a try/finally or with around the yield)."""
         if self.state != SUSPENDED:
             return False
-        if self.frame.current.exn is not None:
+        if closing_runs_code(self.frame.instrs, self.frame.current):
             return True
         inner = self.delegate()
         return isinstance(inner, GeneratorVariable) and inner.needs_finalizer()
@@ -304,9 +305,10 @@ def real_generator_needs_finalizer(gen):
     if frame is None or gen.gi_running or frame.f_lasti < 0:
         return False
     from bytecode_utils import decode
-    for inst in decode(gen.gi_code):
+    instrs = decode(gen.gi_code)
+    for inst in instrs:
         if inst.offset == frame.f_lasti:
-            return inst.exn is not None
+            return closing_runs_code(instrs, inst)
     return False
 
 
