@@ -217,8 +217,7 @@ class GeneratorVariable(IteratorVariable):
         try:
             rcode = make_generator_resume_code(code, target, kinds, names, suspended=suspended)
         except (RuntimeError, ValueError) as e:
-            # (3.12+: the yield sits inside the body's own StopIteration handler region, and
-            # the priming yield's region cannot be nested in it: not rebuilt yet)
+            # (a stream the `bytecode` package cannot assemble: the frame runs as Python)
             raise Unsupported(f"a generator made in the traced frame escapes it and cannot be "
                               f"rebuilt here ({e})") from None
         values = [v for v in stack if not isinstance(v, NullVariable)] + [frame.locals[n] for n in names]
