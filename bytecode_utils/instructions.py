@@ -282,8 +282,13 @@ def closing_runs_code(instrs: list[Instruction], inst: Instruction) -> bool:
     entry = inst.exn
     if entry is None:
         return False
-    handler = instrs[entry.target]
-    return not (handler.opname == "CALL_INTRINSIC_1" and handler.argrepr == "INTRINSIC_STOPITERATION_ERROR")
+    return not is_pep479_check(instrs[entry.target])
+
+
+def is_pep479_check(inst: Instruction) -> bool:
+    """3.12+: the instruction of a generator body's handler that turns StopIteration into
+    RuntimeError (3.11 does it in the caller; there is no such instruction there)."""
+    return inst.opname == "CALL_INTRINSIC_1" and inst.argrepr == "INTRINSIC_STOPITERATION_ERROR"
 
 
 def to_bytecode(code: types.CodeType) -> _bc.Bytecode:

@@ -2,6 +2,7 @@
 import dis
 import sys
 
+from bytecode_utils.instructions import is_pep479_check
 from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
 from ..exc import Unsupported
@@ -84,7 +85,7 @@ def CALL_INTRINSIC_1(f, inst):
     and passes other exceptions through; the rest
     (print of an interactive expression, import *, async generators, type parameters) are
     not traced."""
-    if inst.argrepr == "INTRINSIC_STOPITERATION_ERROR":
+    if is_pep479_check(inst):
         from ..variables.generators import runtime_error_for
         from ..variables.objects import ExceptionVariable
         exc = f.stack[-1]
