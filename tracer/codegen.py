@@ -360,16 +360,18 @@ def apply_call(fn, args, kwargs):
     fn(*args, **kwargs)
 
 
-def assemble(code, instrs, slot, compiled_fn, rerun=False):
+def assemble(code, instrs, slot, compiled_fn, rerun=None):
     """Substitute the compiled graph for its slot and build the flat-signature code.
 
     The graph is called through `untraced`: nothing it runs (leaf modules' forward, a
     backend's runtime) is a frame for the frame hook, under capture() or after a break.
-    `rerun`: an exception from the graph becomes rerun.RERUN, which the code checks for."""
+    `rerun` (a rerun.Plan): an exception from the graph becomes rerun.RERUN, which the code
+    checks for."""
     if slot is not None:
         from .frame_hook import untraced
         from .rerun import graph_raised
-        graph_fn = untraced(compiled_fn, graph_raised(code.co_qualname) if rerun else None)
+        on_error = graph_raised(code.co_qualname, rerun.grad_mode) if rerun is not None else None
+        graph_fn = untraced(compiled_fn, on_error)
         for ins in instrs:
             if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
                 ins.arg = graph_fn

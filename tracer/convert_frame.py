@@ -20,7 +20,7 @@ from .backends import compile_graph
 from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
-from .rerun import applies as rerun_applies, check_instrs as rerun_check
+from .rerun import check_instrs as rerun_check, plan as rerun_plan
 from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
@@ -207,13 +207,16 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
             out.graph.create_node("call_function", torch.amp.autocast_mode._exit_autocast, (v.node,), {})
     gm = None
     compiled = None
+    rerun = None
     if slot is not None:
         gm = out.build_module(outputs)
+        rerun = rerun_plan(frame.code, gm, not ctx.side_effects.is_empty(), ctx.grad_at_start)
         real_inputs = [t for _s, _n, t in out.inputs]
         with out.shapes.backend_context(real_inputs):
             compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
-    rerun = slot is not None and rerun_applies(frame.code, gm)
-    if rerun:  # a graph that raises makes the frame run again as Python (rerun.py)
+        if rerun is not None:
+            compiled = rerun.wrap(compiled)
+    if rerun is not None:  # a graph that raises makes the frame run again as Python (rerun.py)
         at = next(i for i, ins in enumerate(instrs)
                   if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
         instrs[at + 1:at + 1] = rerun_check(frame.code, codegen.GRAPH_OUT)

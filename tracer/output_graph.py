@@ -143,7 +143,7 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
-        spy = _DataScalarSpy()
+        spy = _AtenSpy()
         try:
             with self.fake_mode, spy:
                 example = fake_fn()
@@ -159,6 +159,7 @@ class OutputGraph:
                               f"data (fake tensors only make one up)")
         node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
         node.meta["example_value"] = example
+        node.meta["writes"] = frozenset(spy.writes)
         return node, example
 
     def count_ops(self):
@@ -193,23 +194,71 @@ _METADATA_OPS = frozenset({
 })
 
 
-class _DataScalarSpy(TorchDispatchMode):
-    """Watches the aten ops of one fake computation for a Python scalar made from tensor data.
+class _AtenSpy(TorchDispatchMode):
+    """Watches the aten ops of one fake computation, for two facts about the node.
 
-    Fake tensors raise on the ops that need data (`item`, `equal`, `is_nonzero`), but some
-    fake kernels return a placeholder instead (`_nested_tensor_from_mask_left_aligned` says
-    True): folding that into the trace would be a wrong answer on other inputs."""
+    `found`: a Python scalar made from tensor data. Fake tensors raise on the ops that need
+    data (`item`, `equal`, `is_nonzero`), but some fake kernels return a placeholder instead
+    (`_nested_tensor_from_mask_left_aligned` says True): folding that into the trace would be
+    a wrong answer on other inputs.
+
+    `writes`: the storages (storage_id) the node writes, read off each op's schema (`Tensor(a!)`), so
+    that a write hidden in an op's name (`batch_norm`'s running stats, `inplace=True`, `out=`)
+    counts as one (tracer/rerun.py asks which graph inputs a graph changes)."""
 
     def __init__(self):
         super().__init__()
         self.found = None
+        self.writes = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        written = _written_args(func)
+        if written and written[-1][0] == -1:  # a batch norm: writes only in training mode
+            written = written[:-1] if (args[5] if len(args) > 5 else kwargs.get("training")) else ()
+        if written:
+            for i, name in written:
+                value = args[i] if i < len(args) else kwargs.get(name)
+                for t in value if isinstance(value, (list, tuple)) else (value,):
+                    if isinstance(t, torch.Tensor):
+                        self.writes.add(storage_id(t))
+        out = func(*args, **kwargs)
         if self.found is None and _is_py_scalar(out) and \
                 func.__name__.split(".")[0] not in _METADATA_OPS:
             self.found = str(func)
         return out
+
+
+_WRITTEN = {}
+
+
+def storage_id(tensor):
+    """Which storage a (fake) tensor views: equal for a tensor and all its views. UNKNOWN for
+    tensors without one (functorch's wrappers, nested and sparse tensors)."""
+    try:
+        return tensor.untyped_storage()._cdata
+    except (NotImplementedError, RuntimeError):
+        return UNKNOWN_STORAGE
+
+
+UNKNOWN_STORAGE = -1
+
+
+# Ops that write arguments their schema does not mark: the batch norms write the running
+# stats (arguments 3 and 4) in training mode (torch's functionalization special-cases them too).
+_UNMARKED_WRITES = {"native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm", "_batch_norm_impl_index"}
+
+
+def _written_args(func):
+    """(position, name) of the arguments an aten op writes, per its schema; cached."""
+    hit = _WRITTEN.get(func)
+    if hit is None:
+        args = func._schema.arguments
+        hit = tuple((i, a.name) for i, a in enumerate(args) if a.alias_info is not None and a.alias_info.is_write)
+        if func.__name__.split(".")[0] in _UNMARKED_WRITES:
+            hit += ((3, args[3].name), (4, args[4].name), (-1, None))  # -1: if training
+        hit = _WRITTEN[func] = hit
+    return hit
 
 
 def _is_py_scalar(value):
