@@ -217,16 +217,65 @@ def test_a_graph_that_raises_inside_no_grad_leaves_the_grad_mode_as_it_was():
     _reruns(g, lambda: (torch.ones(2), []), same)
 
 
-def test_what_is_still_not_rerun_an_output_viewing_a_written_input():
-    """The graph returns a view of the input it writes: a copy would break that view, so the
-    graph keeps its in-place ops and is not rerun; it raises as eager does, the input
-    changed once (the writes traced before the raising op are the gap the README names)."""
-    def m(x):
+def test_a_written_input_with_a_view_among_the_outputs_reruns():
+    """The snapshot is of the input itself: views the graph made of it stay views."""
+    def m(x, lst):
         x.add_(1)
         v = x[:1]
+        lst.append(1)
+        if lst[0] == 2:
+            return v
         return v, (x > 0).relu()
 
+    _reruns(m, lambda: (torch.zeros(2), []),
+            lambda a_e, a_c: torch.equal(a_e[0], a_c[0]) and a_c[0].tolist() == [1.0, 1.0])
+    c = tracer.compile(m)
+    x = torch.zeros(2)
+    v = c(x, [2])
+    v += 5  # a view of x, as in eager
+    assert x.tolist() == [6.0, 1.0]
+
+
+def test_a_leaf_batch_norm_in_training_is_restored_before_the_rerun():
+    """BatchNorm is a leaf (call_module): it writes its own running stats, which are no graph
+    input; the spy maps its writes to the module's buffers, which are snapshotted."""
+    pool, calls = [torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)], []
+
+    def f(x, bn, lst):
+        y = bn(x)
+        lst.append(1)
+        return (y > 0).relu()
+
+    def make():
+        calls.append(1)
+        return torch.arange(12.0).view(4, 3), pool[len(calls) % 2 - 1], []
+
+    def same(a_e, a_c):
+        assert a_e[2] == a_c[2] == [1]
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            assert torch.equal(getattr(a_e[1], name), getattr(a_c[1], name)), name
+        assert int(a_c[1].num_batches_tracked) == len(calls) // 2
+
+    _reruns(f, make, same)
+
+
+def test_random_numbers_drawn_by_a_graph_that_raises_are_drawn_once():
+    """The RNG state is saved before the graph and restored when it raises: the rerun draws
+    the numbers eager draws, and the next draw after the call is eager's."""
+    def r(x, lst):
+        noise = torch.rand(3) + torch.nn.functional.dropout(x, 0.5, training=True)
+        lst.append(1)
+        return (noise > 0).relu()
+
+    c = tracer.compile(r)
     with traced() as t:
-        for a_e, a_c in _both(m, lambda: (torch.zeros(2),)):
-            assert torch.equal(a_e[0], a_c[0]) and a_c[0].tolist() == [1.0, 1.0]
-    assert not t.of("rerun")
+        for _ in range(2):
+            runs = []
+            for fn in (r, c):
+                torch.manual_seed(7)
+                lst = []
+                with pytest.raises(RuntimeError, match="Boolean inputs"):
+                    fn(torch.ones(3), lst)
+                runs.append((lst, torch.rand(2)))
+            assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
+    assert len(t.of("rerun")) == 2 and not t.of("fallback")

@@ -13,11 +13,14 @@ cells; the frame hook skips that copy), which raises where eager raises, with ev
 write made.
 
 What "nothing outside has changed" takes (`plan`): writes into tensors the graph made are
-harmless; writes into its inputs (read off the aten schemas while tracing, node.meta
-["writes"]) go to working copies copied back after the graph returns (`_functionalize`);
-a grad-mode switch is undone on the error (graph_raised). Random numbers, autocast switches
-and leaf modules writing their buffers keep the graph from rerunning (a known gap: the
-README says so).
+harmless; what it writes in place outside itself (graph inputs, parameters and buffers, a
+leaf module's own state: read off the aten schemas while tracing, node.meta["writes"]) is
+snapshotted before each call and copied back when it raises, and so is the RNG state of a
+graph drawing random numbers (Plan.wrap); a grad-mode switch is undone (graph_raised).
+Snapshots are taken only where the frame has Python writes to replay: otherwise raising
+as-is is already what eager does. Autocast switches, a written tensor that needs grad (a
+restore would not undo its autograd history) and ops we cannot see into keep a graph from
+rerunning (a known gap: the README says so).
 """
 from __future__ import annotations
 
@@ -31,7 +34,6 @@ from bytecode_utils import arg_names, flatten_signature, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
 
 from . import records
-from .node_meta import set_value
 from .output_graph import UNKNOWN_STORAGE, storage_id
 
 
@@ -71,7 +73,7 @@ def graph_raised(name, grad_mode=None):
 def plan(code, gm, replays_writes, grad_at_start):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
     raises as before), else a Plan. `replays_writes`: the rewritten code replays Python
-    writes after the graph (only then is an in-place op on an input worth a copy);
+    writes after the graph (only then is a snapshot of what the graph writes worth taking);
     `grad_at_start`: the grad mode the graph runs in (its entry's guards hold it)."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
@@ -81,109 +83,74 @@ def plan(code, gm, replays_writes, grad_at_start):
             sid = storage_id(node.meta["example_value"])
             if sid != UNKNOWN_STORAGE:
                 inputs.setdefault(sid, []).append(node)
-    written, grad_mode = set(), None
+    written, grad_mode, rng, devices = {}, None, False, set()
     modules = dict(gm.named_modules())
     for node in gm.graph.nodes:
+        example = node.meta.get("example_value")
+        if isinstance(example, torch.Tensor):
+            devices.add(example.device)
         if node.op in ("placeholder", "output", "get_attr"):
             continue
         effect = _effect(node, modules)
-        if effect == "grad":
-            grad_mode = grad_at_start
-        elif effect == "unknown":
+        if effect == "unknown":
             return None
+        grad_mode = grad_at_start if effect == "grad" else grad_mode
+        rng = rng or effect == "random"
+        state = node.meta.get("module_state", {})  # a leaf module's own tensors, by storage
         for sid in node.meta.get("writes", ()):
-            if sid == UNKNOWN_STORAGE:
-                return None  # a write we cannot place
-            if sid in inputs:
-                written.add(sid)
-    if not written:
-        return Plan(gm, [], 0, grad_mode)
+            if sid == UNKNOWN_STORAGE or (node.op == "call_module" and sid not in state and sid not in inputs):
+                return None  # a write we cannot place (a leaf module's forward is opaque to us)
+            if sid in state:
+                key = f"{node.target}.{state[sid]}"
+                written[key] = ("attr", key, None)
+            for n in inputs.get(sid, ()):
+                written[n] = (n.op, n, n.meta["example_value"])
+    if not (written or rng):
+        return Plan(grad_mode)
     if not replays_writes:
         return None
-    return _functionalize(gm, [inputs[sid] for sid in written], grad_mode)
+    args, tensors = [], []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for kind, what, example in written.values():
+        target = _attr(gm, what if kind == "attr" else what.target) if kind != "placeholder" else None
+        t = example if target is None else target
+        if t.requires_grad or t.is_inference() or t.layout != torch.strided:
+            return None  # a restore would not undo its autograd history, or cannot be written
+        if target is None:
+            args.append(placeholders.index(what))
+        elif all(target is not u for u in tensors):
+            tensors.append(target)
+    return Plan(grad_mode, args, tensors, devices if rng else None)
 
 
 def _effect(node, modules):
-    """What running `node` twice could change outside the graph: None (nothing, or only the
-    storages its "writes" meta names), "grad" (the grad mode: the plan restores it) or
-    "unknown" (random numbers, autocast state, a module's buffers, code we do not know)."""
+    """What running `node` twice could change outside the graph, beside the storages its
+    "writes" meta names: None, "grad" (the grad mode), "random" (the RNG state) or
+    "unknown" (autocast state, a tensor resized or re-pointed, code we do not know)."""
     if node.op == "call_module":
-        mod = modules.get(node.target)  # its buffers are not graph inputs: a write to one is unknown
-        if mod is None or (mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd)) or \
-                (node.meta.get("writes", True) and any(True for _ in mod.buffers())):
+        mod = modules.get(node.target)
+        if mod is None or "module_state" not in node.meta:
             return "unknown"
-        return None
+        return "random" if mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd) else None
     if node.op == "call_function" and \
             (getattr(node.target, "__module__", None) or "").split(".")[0] not in _KNOWN_MODULES:
         return "unknown"
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if not isinstance(name, str) or name in _RANDOM or name in ("_enter_autocast", "_exit_autocast"):
+    if not isinstance(name, str) or name in _RESHAPING or name in ("_enter_autocast", "_exit_autocast"):
         return "unknown"
     if name == "_set_grad_enabled":
         return "grad"
     if "writes" not in node.meta and ((name.endswith("_") and not name.endswith("__")) or
                                        "out" in node.kwargs or name in ("__setitem__", "setitem")):
         return "unknown"  # a node made without the aten spy (output_graph.create_node)
+    if name in _RANDOM:
+        return "unknown" if node.kwargs.get("generator") is not None else "random"
     return None
 
 
-# Ops that reach a tensor's storage behind its shape: a working copy would answer differently.
-_STORAGE_OPS = ("as_strided", "set_", "resize", "storage", "data_ptr", "_base")
-
-
-def _functionalize(gm, groups, grad_mode):
-    """The graph writes into its inputs (`x.add_(1)`, a buffer's running stats): each such
-    input gets a working copy at the graph's start, every use reads the copy, the graph
-    returns it, and Plan.wrap copies it back into the input once the graph has returned. So
-    nothing outside changes until the graph has run to its end, and a graph that raises can
-    rerun. None where a copy would not behave as the input: it needs grad (the copy-back
-    would change its autograd history), another input shares its storage, an output is a
-    view of it, or the graph reads storage facts."""
-    graph = gm.graph
-    out_node = next(n for n in graph.nodes if n.op == "output")
-    for node in graph.nodes:
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-        if isinstance(name, str) and any(s in name for s in _STORAGE_OPS):
-            return None
-    for nodes in groups:
-        example = nodes[0].meta["example_value"]
-        if len({id(n.meta["example_value"]) for n in nodes}) != 1 or example.requires_grad or \
-                example.layout != torch.strided or example.is_sparse or example.is_nested:
-            return None
-        sid = storage_id(example)
-        for value in torch.utils._pytree.tree_leaves(out_node.args):
-            if isinstance(value, torch.fx.Node) and value not in nodes and \
-                    isinstance(value.meta.get("example_value"), torch.Tensor) and \
-                    storage_id(value.meta["example_value"]) == sid:
-                return None
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    first_op = next((n for n in graph.nodes if n.op not in ("placeholder",)), out_node)
-    outputs = list(out_node.args[0])
-    n_out = len(outputs)
-    copies = []
-    for nodes in groups:
-        example = nodes[0].meta["example_value"]
-        with graph.inserting_before(first_op):
-            if nodes[0].op == "placeholder":
-                base, target = nodes[0], placeholders.index(nodes[0])
-            else:
-                base = graph.get_attr(nodes[0].target)
-                target = _attr(gm, nodes[0].target)
-                set_value(base, example)
-            work = graph.call_method("clone", (base,))
-        with example.fake_mode:
-            set_value(work, example.clone())
-        for node in nodes:
-            node.replace_all_uses_with(work, delete_user_cb=lambda user: user is not work and user.op != "output")
-        copies.append((target, len(outputs)))
-        outputs.append(work)
-    out_node.args = (tuple(outputs),)
-    for node in list(graph.nodes):
-        if node.op == "get_attr" and not node.users:
-            graph.erase_node(node)
-    graph.lint()
-    gm.recompile()
-    return Plan(gm, copies, n_out, grad_mode)
+# In-place ops that change a tensor's shape or storage: a snapshot cannot be copied back.
+_RESHAPING = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swapdims_", "transpose_", "t_",
+                        "squeeze_", "unsqueeze_"})
 
 
 def _attr(gm, target):
@@ -194,32 +161,49 @@ def _attr(gm, target):
 
 
 class Plan:
-    """A graph that may rerun: `gm` (functionalized where it wrote its inputs), how to wrap
-    its compiled form (copy the working copies back once it has returned), and the grad
-    mode to put back when it raises (None: it does not switch it)."""
+    """A graph that may rerun: what to put back when it raises, so that nothing outside has
+    changed when the frame runs again. `grad_mode`: the mode the graph found (None: it does
+    not switch it; graph_raised puts it back). `args` (positions of graph inputs) and
+    `tensors` (parameters, buffers, a leaf module's own state) are what the graph writes in
+    place: the wrapper snapshots them before each call and copies the snapshot back when it
+    raises. `devices`: the RNG states to save and restore (a graph drawing random numbers)."""
 
-    def __init__(self, gm, copies, n_out, grad_mode):
-        self.gm, self.copies, self.n_out, self.grad_mode = gm, copies, n_out, grad_mode
+    def __init__(self, grad_mode, args=(), tensors=(), devices=None):
+        self.grad_mode, self.args, self.tensors, self.devices = grad_mode, tuple(args), tuple(tensors), devices
 
     def wrap(self, compiled):
-        if not self.copies:
+        if not (self.args or self.tensors or self.devices is not None):
             return compiled
-        copies, n_out, is_grad_enabled = self.copies, self.n_out, torch.is_grad_enabled
+        arg_ix, fixed = self.args, self.tensors
+        cuda = sorted({d.index or 0 for d in self.devices or () if d.type == "cuda"})
+        rng = self.devices is not None
+        no_grad = torch.no_grad
 
-        def run_functional_graph(*args):
-            outs = compiled(*args)
-            for target, k in copies:
-                work = outs[k]
-                dst = args[target] if type(target) is int else target
-                if work.requires_grad and not is_grad_enabled():
-                    with torch.enable_grad():
-                        dst.copy_(work)
-                else:
-                    dst.copy_(work)
-            return outs[:n_out]
+        def run_restoring_on_error(*args):
+            saved = [(t, t.clone()) for t in fixed] + [(args[i], args[i].clone()) for i in arg_ix]
+            states = _rng_states(cuda) if rng else None
+            try:
+                return compiled(*args)
+            except Exception:
+                with no_grad():
+                    for t, snapshot in saved:
+                        t.copy_(snapshot)
+                if states is not None:
+                    _set_rng_states(cuda, states)
+                raise
         from .frame_hook import skip_code
-        skip_code(run_functional_graph.__code__)
-        return run_functional_graph
+        skip_code(run_restoring_on_error.__code__)
+        return run_restoring_on_error
+
+
+def _rng_states(cuda):
+    return torch.get_rng_state(), [torch.cuda.get_rng_state(i) for i in cuda]
+
+
+def _set_rng_states(cuda, states):
+    torch.set_rng_state(states[0])
+    for i, state in zip(cuda, states[1]):
+        torch.cuda.set_rng_state(state, i)
 
 
 def _plain(code):

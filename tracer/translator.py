@@ -20,7 +20,7 @@ from . import node_meta
 from .exc import Unsupported, UserException
 from .frame_hook import is_skipped
 from .handlers import HANDLERS
-from .output_graph import OutputGraph, getitem_node
+from .output_graph import OutputGraph, getitem_node, storage_id
 from .side_effects import SideEffects
 from .variables.base import ConstantVariable, Variable, is_constant_value
 from .variables.builder import wrap
@@ -334,6 +334,7 @@ class Frame:
         self._guard_leaf_attrs(mod_var)
         fn = lambda: functional_call(module, state, tuple(fake_args), fake_kwargs)  # noqa: E731
         node, example = self.output.create_node("call_module", target, node_args, node_kwargs, fn)
+        node.meta["module_state"] = {storage_id(t): name for name, t in state.items()}  # (rerun.py)
         node_meta.annotate(self, node, example, None, leaf_module=mod_var)
         return self.wrap_result(node, example, mutating=True)
 
