@@ -14,6 +14,7 @@
 enough; the frame must have been captured, and warm calls must compile nothing.
 """
 import pytest
+import torch
 
 import tracer
 from tracer import config, records
@@ -29,6 +30,16 @@ def pytest_configure(config):
         tqdm.tqdm.monitor_interval = 0
     except ImportError:
         pass
+
+
+@pytest.fixture
+def fresh_tracer():
+    """An empty tracer cache and torch's seed 0, before and after the test (use with
+    `pytestmark = pytest.mark.usefixtures("fresh_tracer")`)."""
+    tracer.reset()
+    torch.manual_seed(0)
+    yield
+    tracer.reset()
 
 
 @pytest.fixture(autouse=True)

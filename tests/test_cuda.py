@@ -19,17 +19,10 @@ from helpers import assert_captured, traced
 
 # TRACER_TEST_DEVICE=cpu runs the same checks on the CPU (to debug the tests themselves)
 DEV = os.environ.get("TRACER_TEST_DEVICE", "cuda")
-pytestmark = pytest.mark.skipif(DEV == "cuda" and not torch.cuda.is_available(), reason="no CUDA device")
+pytestmark = [pytest.mark.skipif(DEV == "cuda" and not torch.cuda.is_available(), reason="no CUDA device"),
+              pytest.mark.usefixtures("fresh_tracer")]
 
 BACKENDS = ["eager", "inductor"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    tracer.reset()
-    torch.manual_seed(0)
-    yield
-    tracer.reset()
 
 
 def _fresh_like(args):
@@ -148,6 +141,32 @@ def test_in_place_on_an_input_then_a_raising_op_reruns_once(backend):
         assert str(ee.value) == str(ec.value) and le == lc == [1]
         assert torch.equal(xe, xc) and xc.tolist() == [1.0, 1.0, 1.0]
         assert t.reruns == 1 and t.internal_errors == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_graph_drawing_random_numbers_and_writing_running_stats_reruns_once(backend):
+    """The CUDA RNG state and a leaf BatchNorm's running stats are put back before the rerun:
+    after the call the next draw and the stats are eager's."""
+    pool = [nn.BatchNorm1d(3).to(DEV), nn.BatchNorm1d(3).to(DEV)]
+
+    def r(x, bn, lst):
+        noise = torch.rand(4, 3, device=DEV) + torch.nn.functional.dropout(bn(x), 0.5, training=True)
+        lst.append(1)
+        return (noise > 0).relu()
+
+    c = tracer.compile(r, backend=backend)
+    with traced() as t:
+        for _ in range(2):
+            runs = []
+            for fn, bn in ((r, pool[0]), (c, pool[1])):
+                torch.manual_seed(7)
+                lst = []
+                with pytest.raises(RuntimeError, match="Boolean inputs"):
+                    fn(torch.arange(12.0, device=DEV).view(4, 3), bn, lst)
+                runs.append((lst, torch.rand(2, device=DEV), bn.running_mean.clone(), bn.num_batches_tracked.clone()))
+            (le, de, me, ne), (lc, dc, mc, nc) = runs
+            assert le == lc == [1] and torch.equal(de, dc) and torch.equal(me, mc) and torch.equal(ne, nc)
+    assert t.reruns == 2 and t.internal_errors == 0 and t.fallbacks == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
