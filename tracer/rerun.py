@@ -109,18 +109,32 @@ def plan(code, gm, replays_writes, grad_at_start):
         return Plan(grad_mode)
     if not replays_writes:
         return None
-    args, tensors = [], []
+    args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for kind, what, example in written.values():
         target = _attr(gm, what if kind == "attr" else what.target) if kind != "placeholder" else None
         t = example if target is None else target
         if t.requires_grad or t.is_inference() or t.layout != torch.strided:
             return None  # a restore would not undo its autograd history, or cannot be written
+        nbytes += _nbytes(t)
+        if nbytes > SNAPSHOT_LIMIT:
+            return None  # (an optimizer step writing its state: not copied on every call)
         if target is None:
             args.append(placeholders.index(what))
         elif all(target is not u for u in tensors):
             tensors.append(target)
     return Plan(grad_mode, args, tensors, devices if rng else None)
+
+
+# The most a graph's snapshot may copy per call (bytes): beyond it the graph is not rerun.
+SNAPSHOT_LIMIT = 256 * 1024
+
+
+def _nbytes(t):
+    n = t.numel()
+    if isinstance(n, torch.SymInt):
+        n = n.node.hint if n.node.has_hint() else SNAPSHOT_LIMIT + 1
+    return int(n) * t.element_size()
 
 
 def _effect(node, modules):
