@@ -315,3 +315,27 @@ def test_an_in_place_write_hidden_in_a_keyword_is_not_applied_twice():
 
     _reruns(k, lambda: (torch.tensor([-2.0, 1.0]), []),
             lambda a_e, a_c: torch.equal(a_e[0], a_c[0]) and a_c[0].tolist() == [-1.0, 1.0])
+
+
+def test_random_numbers_drawn_in_place_or_by_a_leaf_module_count_as_random():
+    """`uniform_` on a tensor the graph made, and a leaf RReLU in training: random draws read
+    off the aten ops' tags, not off a list of names; the RNG state is put back for the rerun."""
+    act = torch.nn.RReLU()
+
+    def r(x, lst):
+        noise = torch.empty(3).uniform_() + act(x - 2)
+        lst.append(1)
+        return (noise > 0).relu()
+
+    c = tracer.compile(r)
+    with traced() as t:
+        for _ in range(2):
+            runs = []
+            for fn in (r, c):
+                torch.manual_seed(3)
+                lst = []
+                with pytest.raises(RuntimeError, match="Boolean inputs"):
+                    fn(torch.ones(3), lst)
+                runs.append((lst, torch.rand(2)))
+            assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
+    assert len(t.of("rerun")) == 2 and not t.of("fallback")

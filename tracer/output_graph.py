@@ -160,6 +160,7 @@ class OutputGraph:
         node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
         node.meta["example_value"] = example
         node.meta["writes"] = frozenset(spy.writes)
+        node.meta["random"] = spy.random
         return node, example
 
     def count_ops(self):
@@ -204,15 +205,20 @@ class _AtenSpy(TorchDispatchMode):
 
     `writes`: the storages (storage_id) the node writes, read off each op's schema (`Tensor(a!)`), so
     that a write hidden in an op's name (`batch_norm`'s running stats, `inplace=True`, `out=`)
-    counts as one (tracer/rerun.py asks which graph inputs a graph changes)."""
+    counts as one (tracer/rerun.py asks which graph inputs a graph changes).
+
+    `random`: an op drew random numbers (tagged `nondeterministic_seeded`: `uniform_`,
+    dropout, a leaf module's `rrelu`), so running the node again would draw others."""
 
     def __init__(self):
         super().__init__()
         self.found = None
         self.writes = set()
+        self.random = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
         written = _written_args(func)
         if written and written[-1][0] == -1:  # a batch norm: writes only in training mode
             written = written[:-1] if (args[5] if len(args) > 5 else kwargs.get("training")) else ()

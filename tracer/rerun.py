@@ -98,8 +98,10 @@ def plan(code, gm, replays_writes, grad_at_start):
         rng = rng or effect == "random"
         state = node.meta.get("module_state", {})  # a leaf module's own tensors, by storage
         for sid in node.meta.get("writes", ()):
-            if sid == UNKNOWN_STORAGE or (node.op == "call_module" and sid not in state and sid not in inputs):
-                return None  # a write we cannot place (a leaf module's forward is opaque to us)
+            # (a leaf module's forward sees fakes of its own state, the inputs and what it makes:
+            # the fake mode refuses real tensors, so a write to none of those is to its own)
+            if sid == UNKNOWN_STORAGE:
+                return None  # a write we cannot place
             if sid in state:
                 key = f"{node.target}.{state[sid]}"
                 written[key] = ("attr", key, None)
@@ -145,7 +147,8 @@ def _effect(node, modules):
         mod = modules.get(node.target)
         if mod is None or "module_state" not in node.meta:
             return "unknown"
-        return "random" if mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd) else None
+        random = node.meta.get("random") or (mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd))
+        return "random" if random else None
     if node.op == "call_function" and \
             (getattr(node.target, "__module__", None) or "").split(".")[0] not in _KNOWN_MODULES:
         return "unknown"
@@ -157,8 +160,10 @@ def _effect(node, modules):
     if "writes" not in node.meta and ((name.endswith("_") and not name.endswith("__")) or
                                        "out" in node.kwargs or name in ("__setitem__", "setitem")):
         return "unknown"  # a node made without the aten spy (output_graph.create_node)
-    if name in _RANDOM:
-        return "unknown" if node.kwargs.get("generator") is not None else "random"
+    if node.meta.get("random") or name in _RANDOM:
+        if any(isinstance(a, torch.Generator) for a in (*node.args, *node.kwargs.values())):
+            return "unknown"  # a generator of the user's own: its state is not saved
+        return "random"
     return None
 
 
