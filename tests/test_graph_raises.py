@@ -339,3 +339,61 @@ def test_random_numbers_drawn_in_place_or_by_a_leaf_module_count_as_random():
                 runs.append((lst, torch.rand(2)))
             assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
     assert len(t.of("rerun")) == 2 and not t.of("fallback")
+
+
+def test_a_try_around_a_raising_op_catches_it_when_the_graph_writes_an_input():
+    """No Python write to replay, but the user's own `except` must see the kernel's error:
+    the graph (which writes its input) reruns as Python, where the handler runs. Before, the
+    error escaped the function: a crash of the user's program."""
+    def g(x):
+        x.add_(1)
+        try:
+            y = (x > 0).relu()
+        except RuntimeError:
+            y = x * 2
+        return y
+
+    c = tracer.compile(g)
+    for _ in range(2):
+        x_e, x_c = torch.zeros(2), torch.zeros(2)
+        with traced() as t:
+            got = c(x_c)
+        assert torch.equal(got, g(x_e)) and torch.equal(x_e, x_c) and x_c.tolist() == [1.0, 1.0]
+        assert t.reruns == 1 and t.internal_errors == 0
+
+
+def test_a_context_managers_exit_runs_when_a_graph_inside_its_block_raises():
+    """Fuzz seed 880585 (3.11): a graph inside a @contextmanager block (after a break)
+    writes an input, then an op raises in the kernel. The manager's `__exit__` (its
+    `finally`) must run before the exception leaves the function, as in eager; it ran only
+    when the generator was collected. The caller keeps the exception (and so the frames)."""
+    import contextlib
+    import io
+    sink = io.StringIO()
+
+    @contextlib.contextmanager
+    def scope(log, v):
+        log.append(v)
+        try:
+            yield v * 2
+        finally:
+            log.append(-v)
+
+    def f(x, y, lst):
+        with scope(lst, 3):
+            print("inside", file=sink)  # a break: the rest of the block is a resume function
+            y[:1] = y[:1].expand_as(y)[:1]  # overlapping copy: raises only in the kernel
+            y = y + x
+        return y
+
+    c = tracer.compile(f)
+    for _ in range(2):
+        kept, logs = [], []
+        for fn in (f, c):
+            lst, y = [], torch.ones(3, 2)
+            try:
+                fn(torch.ones(3, 2), y, lst)
+            except RuntimeError as e:
+                kept.append(e)
+            logs.append((lst, y.tolist()))
+        assert len(kept) == 2 and logs[0] == logs[1] and logs[1][0] == [3, -3]

@@ -17,8 +17,9 @@ harmless; what it writes in place outside itself (graph inputs, parameters and b
 leaf module's own state: read off the aten schemas while tracing, node.meta["writes"]) is
 snapshotted before each call and copied back when it raises, and so is the RNG state of a
 graph drawing random numbers (Plan.wrap); a grad-mode switch is undone (graph_raised).
-Snapshots are taken only where the frame has Python writes to replay: otherwise raising
-as-is is already what eager does. Autocast switches, a written tensor that needs grad (a
+Snapshots are taken only where the frame has Python writes to replay or a try/with of
+its own around an op of the graph (the handler must see the exception where eager raises
+it): otherwise raising as-is is already what eager does. Autocast switches, a written tensor that needs grad (a
 restore would not undo its autograd history) and ops we cannot see into keep a graph from
 rerunning (a known gap: the README says so).
 """
@@ -70,11 +71,13 @@ def graph_raised(name, grad_mode=None):
     return on_error
 
 
-def plan(code, gm, replays_writes, grad_at_start):
+def plan(code, gm, must_rerun, grad_at_start):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
-    raises as before), else a Plan. `replays_writes`: the rewritten code replays Python
-    writes after the graph (only then is a snapshot of what the graph writes worth taking);
-    `grad_at_start`: the grad mode the graph runs in (its entry's guards hold it)."""
+    raises as before), else a Plan. `must_rerun`: the rewritten code replays Python writes
+    after the graph, or a try/with of the traced code would catch an exception of one of
+    its ops (only then is a snapshot of what the graph writes worth taking: otherwise the
+    graph raising as-is is what eager does); `grad_at_start`: the grad mode the graph runs
+    in (its entry's guards hold it)."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
     inputs = {}  # storage_id -> the placeholder / get_attr nodes over that storage
@@ -109,7 +112,7 @@ def plan(code, gm, replays_writes, grad_at_start):
                 written[n] = (n.op, n, n.meta["example_value"])
     if not (written or rng):
         return Plan(grad_mode)
-    if not replays_writes:
+    if not must_rerun:
         return None
     args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

@@ -78,6 +78,9 @@ class TraceContext:
         self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
         self.shape_marks = []     # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
         self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
+        # an op was traced where a try/with of the traced code would catch its exception:
+        # if the graph raises there, the frame must rerun as Python (rerun.py)
+        self.ops_under_handler = False
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -367,6 +370,16 @@ class Frame:
                 desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
                 self.guard(Predicate.attrs_are(src, attrs, f"attributes {desc}"))
 
+    def _under_handler(self):
+        """Whether an exception raised here would be caught by an exception-table handler of
+        this frame or of a frame it was inlined into (a try, a with)."""
+        f = self
+        while f is not None:
+            if f.current is not None and f.current.exn is not None:
+                return True
+            f = f.parent
+        return False
+
     def wrap_result(self, node, example, mutating=False, inputs=None):
         """The Variable for an op's result. `inputs` (the op's argument Variables): a result
         that IS one of the input tensors (`x.float()` of a float tensor, `x.contiguous()`,
@@ -374,6 +387,8 @@ class Frame:
         given, as the real one returns its input) is that input's Variable, so identity
         (`y is x`) and the Python attributes set on the object carry over. The node stays in
         the graph (an in-place op's write is its point; a no-op conversion costs nothing)."""
+        if not self.ctx.ops_under_handler:
+            self.ctx.ops_under_handler = self._under_handler()
         same = _tensors_by_fake(inputs) if inputs is not None else {}
         if isinstance(example, torch.Tensor):
             var = same.get(id(example))
