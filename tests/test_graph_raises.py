@@ -399,48 +399,23 @@ def test_a_context_managers_exit_runs_when_a_graph_inside_its_block_raises():
         assert len(kept) == 2 and logs[0] == logs[1] and logs[1][0] == [3, -3]
 
 
-def test_an_input_written_with_autograd_history_uses_a_working_copy():
-    """In-place ops that record autograd history (on a non-leaf input that needs grad, or
-    with an operand that does) cannot be undone by copying values back: the graph writes a
-    working copy and copies it into the input after returning (the input's history becomes
-    that copy, as in AOTAutograd). On a raise the rerun starts from the untouched input; on
-    success the values and the gradients are eager's. Fuzz seed 880585's input set with
-    inputs that need grad."""
-    def f(x, w, lst):
+@pytest.mark.xfail(strict=True, reason="known gap: an in-place write that records autograd "
+                   "history on an input cannot be undone, so such a graph does not rerun and "
+                   "a kernel error inside the user's try escapes it (README, 'A graph that raises')")
+def test_an_input_written_with_autograd_history_then_a_raise_under_a_try():
+    """Fuzz seed 880585 with inputs that need grad. A working copy copied back after the
+    graph (AOTAutograd's way) would rerun, but changes autograd's own checks: a tensor saved
+    for backward and then written in place no longer makes backward raise as in eager (fuzz
+    seed 860049), so it is not done."""
+    def f(x, w):
         x.mul_(w)
-        lst.append(1)
         try:
             y = (x > 0).relu()
         except RuntimeError:
             y = x * 3
-        return y.sum() if lst[-1] else (x > 0).relu()
+        return y.sum()
 
     c = tracer.compile(f)
-    for _ in range(2):
-        grads = []
-        for fn in (f, c):
-            a = torch.tensor([1.0, -2.0], requires_grad=True)
-            w = torch.tensor([3.0, 4.0], requires_grad=True)
-            x, lst = a * 1, []
-            with traced() as t:
-                out = fn(x, w, lst)
-            out.backward()
-            grads.append((out.detach(), x.detach().clone(), a.grad, w.grad, lst))
-        (oe, xe, ae, we, le), (oc, xc, ac, wc, lc) = grads
-        assert torch.equal(oe, oc) and torch.equal(xe, xc) and torch.equal(ae, ac) and torch.equal(we, wc)
-        assert le == lc == [1] and t.reruns == 1
-
-    def g(x, w, lst):  # the same on success: no raise, gradients through the copied-back input
-        x.mul_(w)
-        lst.append(1)
-        return (x * x).sum()
-
-    c = tracer.compile(g)
-    res = []
-    for fn in (g, c):
-        a, w = torch.tensor([1.0, -2.0], requires_grad=True), torch.tensor([3.0, 4.0], requires_grad=True)
-        x = a * 1
-        out = fn(x, w, [])
-        (out + x.sum()).backward()
-        res.append((out.detach(), x.detach().clone(), a.grad, w.grad))
-    assert all(torch.equal(e, c_) for e, c_ in zip(*res))
+    a, w = torch.tensor([1.0, -2.0], requires_grad=True), torch.tensor([3.0, 4.0], requires_grad=True)
+    want = f(a * 1, w)
+    assert torch.equal(c(a * 1, w), want)

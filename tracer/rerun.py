@@ -19,9 +19,9 @@ snapshotted before each call and copied back when it raises, and so is the RNG s
 graph drawing random numbers (Plan.wrap); a grad-mode switch is undone (graph_raised).
 Snapshots are taken only where the frame has Python writes to replay or a try/with of
 its own around an op of the graph (the handler must see the exception where eager raises
-it): otherwise raising as-is is already what eager does. Autocast switches, a written tensor that needs grad (a
-restore would not undo its autograd history) and ops we cannot see into keep a graph from
-rerunning (a known gap: the README says so).
+it): otherwise raising as-is is already what eager does. Autocast switches, an in-place
+write that recorded autograd history on an input (a restore would not undo it) and ops we
+cannot see into keep a graph from rerunning (a known gap: the README says so).
 """
 from __future__ import annotations
 
@@ -71,14 +71,15 @@ def graph_raised(name, grad_mode=None):
     return on_error
 
 
-def plan(code, gm, must_rerun, grad_at_start, grad_fns):
+def plan(code, gm, must_rerun, grad_at_start, input_state):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
     raises as before), else a Plan. `must_rerun`: the rewritten code replays Python writes
     after the graph, or a try/with of the traced code would catch an exception of one of
     its ops (only then is a snapshot of what the graph writes worth taking: otherwise the
     graph raising as-is is what eager does); `grad_at_start`: the grad mode the graph runs
-    in (its entry's guards hold it); `grad_fns`: each input node's grad_fn when it was made
-    (OutputGraph.grad_fns: a write that changed it recorded autograd history)."""
+    in (its entry's guards hold it); `input_state`: each input node's fake (grad_fn,
+    _version) when it was made (OutputGraph.input_state: a write that changed the grad_fn
+    recorded autograd history; the version tells how many in-place writes eager makes)."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
     inputs = {}  # storage_id -> the placeholder / get_attr nodes over that storage
@@ -115,16 +116,15 @@ def plan(code, gm, must_rerun, grad_at_start, grad_fns):
         return Plan(grad_mode)
     if not must_rerun:
         return None
-    args, tensors, history, nbytes = [], [], [], 0
+    args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for kind, what, example in written.values():
-        if example is not None and example.grad_fn is not grad_fns.get(what):
-            # an in-place op recorded autograd history on it: a copied-back snapshot would not
-            # undo that, so the graph writes a working copy instead (_functionalize)
-            if kind != "placeholder":
-                return None
-            history.append(inputs[storage_id(example)])
-            continue
+        if example is not None and example.grad_fn is not input_state.get(what, (None, 0))[0]:
+            # an in-place op recorded autograd history on it: a copied-back snapshot would
+            # not undo that. (A working copy copied back after the graph, as AOTAutograd
+            # does, would: but then autograd's own checks differ from eager's, a saved
+            # tensor modified in place afterwards no longer raises in backward.)
+            return None
         target = _attr(gm, what if kind == "attr" else what.target) if kind != "placeholder" else None
         t = example if target is None else target
         if t.is_inference() or t.layout != torch.strided:
@@ -136,57 +136,7 @@ def plan(code, gm, must_rerun, grad_at_start, grad_fns):
             args.append(placeholders.index(what))
         elif all(target is not u for u in tensors):
             tensors.append(target)
-    copies, n_out = [], 0
-    if history:
-        done = _functionalize(gm, history)
-        if done is None:
-            return None
-        copies, n_out = done
-    return Plan(grad_mode, args, tensors, devices if rng else None, copies, n_out)
-
-
-def _functionalize(gm, groups):
-    """Inputs the graph writes in place while recording autograd history (`x.add_(w)` with
-    `w` needing grad): each gets a working copy at the graph's start, every use reads the
-    copy, the graph returns it, and Plan.wrap copies it back into the input once the graph
-    has returned (so the input's history becomes copy-of-the-result, as AOTAutograd's
-    functionalized graphs leave it; gradients are eager's). Nothing outside changes before
-    the graph has run to its end. None where a copy would not behave as the input: another
-    input shares its storage, an output is a view of it, or the graph reshapes a tensor in
-    place. Returns ([(placeholder position, output position)], number of original outputs)."""
-    graph = gm.graph
-    out_node = next(n for n in graph.nodes if n.op == "output")
-    for node in graph.nodes:
-        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-        if isinstance(name, str) and name in _RESHAPING:
-            return None
-    for nodes in groups:
-        example = nodes[0].meta["example_value"]
-        if len({id(n.meta["example_value"]) for n in nodes}) != 1 or nodes[0].op != "placeholder" or \
-                example.layout != torch.strided or example.is_nested:
-            return None
-        sid = storage_id(example)
-        for value in torch.utils._pytree.tree_leaves(out_node.args):
-            if isinstance(value, torch.fx.Node) and value not in nodes and \
-                    isinstance(value.meta.get("example_value"), torch.Tensor) and \
-                    storage_id(value.meta["example_value"]) == sid:
-                return None
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    first_op = next((n for n in graph.nodes if n.op != "placeholder"), out_node)
-    outputs = list(out_node.args[0])
-    n_out, copies = len(outputs), []
-    for nodes in groups:
-        base = nodes[0]
-        with graph.inserting_before(first_op):
-            work = graph.call_method("clone", (base,))
-        work.meta.update(base.meta)
-        base.replace_all_uses_with(work, delete_user_cb=lambda user: user is not work and user.op != "output")
-        copies.append((placeholders.index(base), len(outputs)))
-        outputs.append(work)
-    out_node.args = (tuple(outputs),)
-    graph.lint()
-    gm.recompile()
-    return copies, n_out
+    return Plan(grad_mode, args, tensors, devices if rng else None)
 
 
 # The most a graph's snapshot may copy per call (bytes): beyond it the graph is not rerun.
@@ -245,49 +195,52 @@ class Plan:
     changed when the frame runs again. `grad_mode`: the mode the graph found (None: it does
     not switch it; graph_raised puts it back). `args` (positions of graph inputs) and
     `tensors` (parameters, buffers, a leaf module's own state) are what the graph writes in
-    place: the wrapper snapshots them before each call and copies the snapshot back when it
-    raises. `devices`: the RNG states to save and restore (a graph drawing random numbers).
-    `copies` [(input position, output position)]: working copies (_functionalize) copied
-    into their inputs once the graph has returned; the graph's own outputs are the first
-    `n_out`."""
+    place: the wrapper snapshots them (values and version counters) before each call and
+    puts them back when it raises. `devices`: the RNG states to save and restore (a graph
+    drawing random numbers)."""
 
-    def __init__(self, grad_mode, args=(), tensors=(), devices=None, copies=(), n_out=0):
+    def __init__(self, grad_mode, args=(), tensors=(), devices=None):
         self.grad_mode, self.args, self.tensors, self.devices = grad_mode, tuple(args), tuple(tensors), devices
-        self.copies, self.n_out = tuple(copies), n_out
 
     def wrap(self, compiled):
-        if not (self.args or self.tensors or self.devices is not None or self.copies):
+        if not (self.args or self.tensors or self.devices is not None):
             return compiled
-        arg_ix, fixed, copies, n_out = self.args, self.tensors, self.copies, self.n_out
+        arg_ix, fixed = self.args, self.tensors
         cuda = sorted({d.index or 0 for d in self.devices or () if d.type == "cuda"})
         rng = self.devices is not None
-        no_grad, enable_grad, is_grad_enabled = torch.no_grad, torch.enable_grad, torch.is_grad_enabled
+        no_grad = torch.no_grad
 
         def run_restoring_on_error(*args):
-            saved = [(t, t.clone()) for t in fixed] + [(args[i], args[i].clone()) for i in arg_ix]
+            saved = [(t, t.clone(), t._version) for t in fixed] + \
+                [(args[i], args[i].clone(), args[i]._version) for i in arg_ix]
             states = _rng_states(cuda) if rng else None
             try:
-                outs = compiled(*args)
+                return compiled(*args)
             except Exception:
                 with no_grad():
-                    for t, snapshot in saved:
+                    for t, snapshot, _v in saved:
                         t.copy_(snapshot)
+                _set_versions([t for t, _s, _v in saved], [v for _t, _s, v in saved])
                 if states is not None:
                     _set_rng_states(cuda, states)
                 raise
-            if not copies:
-                return outs
-            for i, k in copies:
-                work = outs[k]
-                if work.requires_grad and not is_grad_enabled():
-                    with enable_grad():
-                        args[i].copy_(work)
-                else:
-                    args[i].copy_(work)
-            return outs[:n_out]
         from .frame_hook import skip_code
         skip_code(run_restoring_on_error.__code__)
         return run_restoring_on_error
+
+
+def _set_versions(tensors, versions):
+    """Put the tensors' version counters (autograd's saved-tensor checks read them) back
+    where they were before the graph: the rerun makes the user's writes again."""
+    if tensors:
+        _unsafe_set_version_counter(tuple(tensors), tuple(versions))
+
+
+try:
+    _unsafe_set_version_counter = torch._C._autograd._unsafe_set_version_counter
+except AttributeError:  # (an older torch: counters stay one write ahead)
+    def _unsafe_set_version_counter(tensors, versions):
+        pass
 
 
 def _rng_states(cuda):
