@@ -211,7 +211,7 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     if slot is not None:
         gm = out.build_module(outputs)
         rerun = rerun_plan(frame.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
-                           ctx.grad_at_start, out.input_state)
+                           ctx.grad_at_start, out.grad_fns)
         real_inputs = [t for _s, _n, t in out.inputs]
         with out.shapes.backend_context(real_inputs):
             compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))

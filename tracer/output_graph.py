@@ -42,7 +42,7 @@ class OutputGraph:
         self._fake_memo = {}      # id(real tensor) -> fake
         self._last_placeholder = None
         self._sym_nodes = {}      # (tensor node, "size"/"stride", dim) -> node computing it
-        self.input_state = {}     # placeholder / get_attr node -> its fake's (grad_fn, _version) when made (rerun.py)
+        self.grad_fns = {}        # placeholder / get_attr node -> its fake's grad_fn when made (rerun.py)
         self.sym_inputs = {}      # source -> SymNodeVariable of a dynamic int input
 
     def scratch(self):
@@ -53,7 +53,7 @@ class OutputGraph:
         other.fake_mode = self.fake_mode
         other.shapes = self.shapes
         other._sym_nodes = {}
-        other.input_state = {}
+        other.grad_fns = {}
         other.sym_inputs = {}
         other.root = torch.nn.Module()
         other.inputs = []
@@ -100,7 +100,7 @@ class OutputGraph:
         self._last_placeholder = node
         set_value(node, example)
         if isinstance(example, torch.Tensor):
-            self.input_state[node] = (example.grad_fn, example._version)
+            self.grad_fns[node] = example.grad_fn
         node.meta["source"] = source.name()
         self.inputs.append((source, node, value))
         return node
@@ -142,7 +142,7 @@ class OutputGraph:
         name = self.attr_name(tensor, hint)
         node = self.graph.get_attr(name)
         set_value(node, self.fake(tensor))
-        self.input_state[node] = (node.meta["example_value"].grad_fn, node.meta["example_value"]._version)
+        self.grad_fns[node] = node.meta["example_value"].grad_fn
         return node
 
     # ---- operations ---------------------------------------------------------------

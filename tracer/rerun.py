@@ -71,15 +71,14 @@ def graph_raised(name, grad_mode=None):
     return on_error
 
 
-def plan(code, gm, must_rerun, grad_at_start, input_state):
+def plan(code, gm, must_rerun, grad_at_start, grad_fns):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
     raises as before), else a Plan. `must_rerun`: the rewritten code replays Python writes
     after the graph, or a try/with of the traced code would catch an exception of one of
     its ops (only then is a snapshot of what the graph writes worth taking: otherwise the
     graph raising as-is is what eager does); `grad_at_start`: the grad mode the graph runs
-    in (its entry's guards hold it); `input_state`: each input node's fake (grad_fn,
-    _version) when it was made (OutputGraph.input_state: a write that changed the grad_fn
-    recorded autograd history; the version tells how many in-place writes eager makes)."""
+    in (its entry's guards hold it); `grad_fns`: each input node's fake's grad_fn when it
+    was made (OutputGraph.grad_fns: a write that changed it recorded autograd history)."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
     inputs = {}  # storage_id -> the placeholder / get_attr nodes over that storage
@@ -119,7 +118,7 @@ def plan(code, gm, must_rerun, grad_at_start, input_state):
     args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for kind, what, example in written.values():
-        if example is not None and example.grad_fn is not input_state.get(what, (None, 0))[0]:
+        if example is not None and example.grad_fn is not grad_fns.get(what):
             # an in-place op recorded autograd history on it: a copied-back snapshot would
             # not undo that. (A working copy copied back after the graph, as AOTAutograd
             # does, would: but then autograd's own checks differ from eager's, a saved
