@@ -259,6 +259,23 @@ def test_a_leaf_batch_norm_in_training_is_restored_before_the_rerun():
     _reruns(f, make, same)
 
 
+def _draws_as_eager(r, seed):
+    """r(x, lst) draws random numbers, appends to lst and raises: compiled, it reruns, and
+    the list and the next draw after the call are eager's (twice: trace, then a hit)."""
+    c = tracer.compile(r)
+    with traced() as t:
+        for _ in range(2):
+            runs = []
+            for fn in (r, c):
+                torch.manual_seed(seed)
+                lst = []
+                with pytest.raises(RuntimeError, match="Boolean inputs"):
+                    fn(torch.ones(3), lst)
+                runs.append((lst, torch.rand(2)))
+            assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
+    assert len(t.of("rerun")) == 2 and not t.of("fallback")
+
+
 def test_random_numbers_drawn_by_a_graph_that_raises_are_drawn_once():
     """The RNG state is saved before the graph and restored when it raises: the rerun draws
     the numbers eager draws, and the next draw after the call is eager's."""
@@ -267,18 +284,7 @@ def test_random_numbers_drawn_by_a_graph_that_raises_are_drawn_once():
         lst.append(1)
         return (noise > 0).relu()
 
-    c = tracer.compile(r)
-    with traced() as t:
-        for _ in range(2):
-            runs = []
-            for fn in (r, c):
-                torch.manual_seed(7)
-                lst = []
-                with pytest.raises(RuntimeError, match="Boolean inputs"):
-                    fn(torch.ones(3), lst)
-                runs.append((lst, torch.rand(2)))
-            assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
-    assert len(t.of("rerun")) == 2 and not t.of("fallback")
+    _draws_as_eager(r, 7)
 
 
 def test_large_written_tensors_are_not_snapshotted_on_every_call():
@@ -327,18 +333,7 @@ def test_random_numbers_drawn_in_place_or_by_a_leaf_module_count_as_random():
         lst.append(1)
         return (noise > 0).relu()
 
-    c = tracer.compile(r)
-    with traced() as t:
-        for _ in range(2):
-            runs = []
-            for fn in (r, c):
-                torch.manual_seed(3)
-                lst = []
-                with pytest.raises(RuntimeError, match="Boolean inputs"):
-                    fn(torch.ones(3), lst)
-                runs.append((lst, torch.rand(2)))
-            assert runs[0][0] == runs[1][0] == [1] and torch.equal(runs[0][1], runs[1][1])
-    assert len(t.of("rerun")) == 2 and not t.of("fallback")
+    _draws_as_eager(r, 3)
 
 
 def test_a_try_around_a_raising_op_catches_it_when_the_graph_writes_an_input():
