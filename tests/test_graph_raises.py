@@ -357,7 +357,8 @@ def test_a_try_around_a_raising_op_catches_it_when_the_graph_writes_an_input():
         assert t.reruns == 1 and t.internal_errors == 0
 
 
-def test_a_context_managers_exit_runs_when_a_graph_inside_its_block_raises():
+@pytest.mark.parametrize("grad", [False, True], ids=["plain", "needs-grad"])
+def test_a_context_managers_exit_runs_when_a_graph_inside_its_block_raises(grad):
     """Fuzz seed 880585 (3.11): a graph inside a @contextmanager block (after a break)
     writes an input, then an op raises in the kernel. The manager's `__exit__` (its
     `finally`) must run before the exception leaves the function, as in eager; it ran only
@@ -385,25 +386,24 @@ def test_a_context_managers_exit_runs_when_a_graph_inside_its_block_raises():
     for _ in range(2):
         kept, logs = [], []
         for fn in (f, c):
-            lst, y = [], torch.ones(3, 2)
+            lst, y = [], torch.ones(3, 2, requires_grad=grad) * 1  # (needs grad: a history write)
             try:
                 fn(torch.ones(3, 2), y, lst)
             except RuntimeError as e:
                 kept.append(e)
-            logs.append((lst, y.tolist()))
+            logs.append((lst, y.detach().tolist()))
         assert len(kept) == 2 and logs[0] == logs[1] and logs[1][0] == [3, -3]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: an in-place write that records autograd "
-                   "history on an input cannot be undone, so such a graph does not rerun and "
-                   "a kernel error inside the user's try escapes it (README, 'A graph that raises')")
 def test_an_input_written_with_autograd_history_then_a_raise_under_a_try():
-    """Fuzz seed 880585 with inputs that need grad. A working copy copied back after the
-    graph (AOTAutograd's way) would rerun, but changes autograd's own checks: a tensor saved
-    for backward and then written in place no longer makes backward raise as in eager (fuzz
-    seed 860049), so it is not done."""
-    def f(x, w):
+    """Fuzz seed 880585 with inputs that need grad. Nothing undoes autograd history, so the
+    graph cannot rerun; a working copy copied back after the graph (AOTAutograd's way) would
+    change autograd's own checks (a tensor saved for backward and written afterwards no
+    longer fails backward: fuzz seed 860049). So the frame breaks at that write, which runs
+    as Python: the except sees the error, gradients and state are eager's."""
+    def f(x, w, lst):
         x.mul_(w)
+        lst.append(1)
         try:
             y = (x > 0).relu()
         except RuntimeError:
@@ -411,6 +411,18 @@ def test_an_input_written_with_autograd_history_then_a_raise_under_a_try():
         return y.sum()
 
     c = tracer.compile(f)
-    a, w = torch.tensor([1.0, -2.0], requires_grad=True), torch.tensor([3.0, 4.0], requires_grad=True)
-    want = f(a * 1, w)
-    assert torch.equal(c(a * 1, w), want)
+    for _ in range(2):
+        res = []
+        for fn in (f, c):
+            a, w = torch.tensor([1.0, -2.0], requires_grad=True), torch.tensor([3.0, 4.0], requires_grad=True)
+            x, lst = a * 1, []
+            with traced() as t:
+                out = fn(x, w, lst)
+            out.backward()
+            res.append((out.detach(), x.detach().clone(), a.grad, w.grad, lst))
+        (oe, xe, ae, we, le), (oc, xc, ac, wc, lc) = res
+        assert torch.equal(oe, oc) and torch.equal(xe, xc) and torch.equal(ae, ac) and torch.equal(we, wc)
+        assert le == lc == [1] and t.internal_errors == 0 and t.fallbacks == 0
+    entry = c.entries[0]
+    assert [b.reason.split(",")[0] for b in entry.breaks] == ["the graph writes an input in place while "
+                                                              "recording autograd history"]

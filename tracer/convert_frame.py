@@ -20,7 +20,7 @@ from .backends import compile_graph
 from .cache import Entry, cache_for
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
-from .rerun import check_instrs as rerun_check, plan as rerun_plan
+from .rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
 from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .translator import BREAK, Frame, TraceContext
 from .variables.functions import real_cell_box
@@ -53,7 +53,14 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
             ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
             if ret is not BREAK:
                 raise Unsupported(f"graph break could not be placed: {e}") from e
-            entry = _finish_break(frame, e, state, builtins, backend_fn)
+            try:
+                entry = _finish_break(frame, e, state, builtins, backend_fn)
+            except _HistoryBreak as h:  # the break goes to an earlier write (_break_at_history_write)
+                _release(ctx)
+                ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=h.root_step, handled=handled)
+                if ret is not BREAK:
+                    raise Unsupported(f"graph break could not be placed: {h}") from h
+                entry = _finish_break(frame, h, state, builtins, backend_fn)
     except (Unsupported, BackendError) as e:
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
@@ -212,6 +219,9 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
         gm = out.build_module(outputs)
         rerun = rerun_plan(frame.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.grad_fns)
+        if rerun is HISTORY:
+            _break_at_history_write(ctx)
+            rerun = None
         real_inputs = [t for _s, _n, t in out.inputs]
         with out.shapes.backend_context(real_inputs):
             compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
@@ -226,6 +236,28 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     new_code = codegen.assemble(frame.code, instrs, slot, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
+
+
+class _HistoryBreak(Unsupported):
+    """A graph break placed at an in-place write with autograd history (_break_at_history_write)."""
+
+
+def _break_at_history_write(ctx):
+    """The graph must be able to rerun (a handler of the frame around one of its ops, or
+    Python writes to replay) but writes an input in place with autograd history, which
+    nothing can undo: break at that write, so that it runs as Python where eager runs it
+    (convert_frame traces again and stops there). Once a break is placed (or where none can
+    be), the graph raises as it is: the README's known gap."""
+    at = ctx.history_write_at
+    if at is None or (ctx.break_at is not None and at[0] >= ctx.break_at):
+        return
+    step, inst = at
+    code = ctx.code
+    e = _HistoryBreak(f"{HISTORY}, and a handler of the frame or a replayed write needs it to rerun if it raises",
+                    location=f"{code.co_filename}:{inst.lineno}")
+    e.root_step, e.root_inst = step, inst
+    e.user_stack = [(code.co_filename, inst.lineno, code.co_name)]
+    raise e
 
 
 def _hand_grad_mode_to_bytecode(ctx, instrs):

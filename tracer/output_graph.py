@@ -105,6 +105,16 @@ class OutputGraph:
         self.inputs.append((source, node, value))
         return node
 
+    def writes_history(self, node):
+        """Whether `node` wrote a graph input in place and so changed its autograd history
+        (its fake's grad_fn is no longer the one it had when it became an input)."""
+        writes = node.meta.get("writes", ())
+        for inp, grad_fn in self.grad_fns.items():
+            example = inp.meta.get("example_value")
+            if example is not None and example.grad_fn is not grad_fn and storage_id(example) in writes:
+                return True
+        return False
+
     def sym_size_node(self, tensor_node, prop, dim):
         """One `x.size(d)` / `x.stride(d)` node per tensor and dimension (a symbolic size as
         torch.compile's graphs carry it)."""

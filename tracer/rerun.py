@@ -38,6 +38,9 @@ from . import records
 from .output_graph import UNKNOWN_STORAGE, storage_id
 
 
+HISTORY = "the graph writes an input in place while recording autograd history"
+
+
 class _Rerun:
     def __repr__(self):
         return "RERUN"
@@ -122,8 +125,9 @@ def plan(code, gm, must_rerun, grad_at_start, grad_fns):
             # an in-place op recorded autograd history on it: a copied-back snapshot would
             # not undo that. (A working copy copied back after the graph, as AOTAutograd
             # does, would: but then autograd's own checks differ from eager's, a saved
-            # tensor modified in place afterwards no longer raises in backward.)
-            return None
+            # tensor modified in place afterwards no longer raises in backward.) The frame
+            # breaks at that write instead (convert_frame), so that it runs as Python.
+            return HISTORY
         target = _attr(gm, what if kind == "attr" else what.target) if kind != "placeholder" else None
         t = example if target is None else target
         if t.is_inference() or t.layout != torch.strided:

@@ -81,6 +81,9 @@ class TraceContext:
         # an op was traced where a try/with of the traced code would catch its exception:
         # if the graph raises there, the frame must rerun as Python (rerun.py)
         self.ops_under_handler = False
+        # (root step, root instruction) of the first op that wrote a graph input in place
+        # while recording autograd history: where to break if the graph must rerun (rerun.py)
+        self.history_write_at = None
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -387,8 +390,12 @@ class Frame:
         given, as the real one returns its input) is that input's Variable, so identity
         (`y is x`) and the Python attributes set on the object carry over. The node stays in
         the graph (an in-place op's write is its point; a no-op conversion costs nothing)."""
-        if not self.ctx.ops_under_handler:
-            self.ctx.ops_under_handler = self._under_handler()
+        ctx = self.ctx
+        if not ctx.ops_under_handler:
+            ctx.ops_under_handler = self._under_handler()
+        if ctx.history_write_at is None and node.meta.get("writes") and ctx.output.writes_history(node):
+            root = ctx.root_frame
+            ctx.history_write_at = (ctx.root_steps - 1, root.current)
         same = _tensors_by_fake(inputs) if inputs is not None else {}
         if isinstance(example, torch.Tensor):
             var = same.get(id(example))
