@@ -48,19 +48,20 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
             if too_deep:
                 e.reason = f"{e.reason} ({too_deep})"
                 raise
-            # Graph break: trace again, stopping just before the failing root instruction.
-            _release(ctx)
-            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
-            if ret is not BREAK:
-                raise Unsupported(f"graph break could not be placed: {e}") from e
-            try:
-                entry = _finish_break(frame, e, state, builtins, backend_fn)
-            except _HistoryBreak as h:  # the break goes to an earlier write (_break_at_history_write)
+            # Graph break: trace again, stopping just before the failing root instruction;
+            # once more if the break must go to an earlier write (_break_at_history_write).
+            for retry in (True, False):
                 _release(ctx)
-                ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=h.root_step, handled=handled)
+                ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
                 if ret is not BREAK:
-                    raise Unsupported(f"graph break could not be placed: {h}") from h
-                entry = _finish_break(frame, h, state, builtins, backend_fn)
+                    raise Unsupported(f"graph break could not be placed: {e}") from e
+                try:
+                    entry = _finish_break(frame, e, state, builtins, backend_fn)
+                    break
+                except _HistoryBreak as h:
+                    if not retry:
+                        raise
+                    e = h
     except (Unsupported, BackendError) as e:
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
@@ -218,7 +219,7 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     if slot is not None:
         gm = out.build_module(outputs)
         rerun = rerun_plan(frame.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
-                           ctx.grad_at_start, out.grad_fns)
+                           ctx.grad_at_start, out.history_changed)
         if rerun is HISTORY:
             _break_at_history_write(ctx)
             rerun = None

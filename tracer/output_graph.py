@@ -105,15 +105,16 @@ class OutputGraph:
         self.inputs.append((source, node, value))
         return node
 
+    def history_changed(self, inp):
+        """Whether an in-place write recorded autograd history on the graph input `inp` (a
+        placeholder or get_attr node): its fake's grad_fn is not the one it had when made."""
+        return inp in self.grad_fns and inp.meta["example_value"].grad_fn is not self.grad_fns[inp]
+
     def writes_history(self, node):
-        """Whether `node` wrote a graph input in place and so changed its autograd history
-        (its fake's grad_fn is no longer the one it had when it became an input)."""
+        """Whether `node` wrote a graph input in place and so changed its autograd history."""
         writes = node.meta.get("writes", ())
-        for inp, grad_fn in self.grad_fns.items():
-            example = inp.meta.get("example_value")
-            if example is not None and example.grad_fn is not grad_fn and storage_id(example) in writes:
-                return True
-        return False
+        return any(self.history_changed(inp) and storage_id(inp.meta["example_value"]) in writes
+                   for inp in self.grad_fns)
 
     def sym_size_node(self, tensor_node, prop, dim):
         """One `x.size(d)` / `x.stride(d)` node per tensor and dimension (a symbolic size as

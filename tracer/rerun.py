@@ -74,14 +74,14 @@ def graph_raised(name, grad_mode=None):
     return on_error
 
 
-def plan(code, gm, must_rerun, grad_at_start, grad_fns):
+def plan(code, gm, must_rerun, grad_at_start, history_changed):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
     raises as before), else a Plan. `must_rerun`: the rewritten code replays Python writes
     after the graph, or a try/with of the traced code would catch an exception of one of
     its ops (only then is a snapshot of what the graph writes worth taking: otherwise the
     graph raising as-is is what eager does); `grad_at_start`: the grad mode the graph runs
-    in (its entry's guards hold it); `grad_fns`: each input node's fake's grad_fn when it
-    was made (OutputGraph.grad_fns: a write that changed it recorded autograd history)."""
+    in (its entry's guards hold it); `history_changed(input node)`: an in-place write
+    recorded autograd history on it (OutputGraph.history_changed)."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
     inputs = {}  # storage_id -> the placeholder / get_attr nodes over that storage
@@ -121,7 +121,7 @@ def plan(code, gm, must_rerun, grad_at_start, grad_fns):
     args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for kind, what, example in written.values():
-        if example is not None and example.grad_fn is not grad_fns.get(what):
+        if kind != "attr" and history_changed(what):
             # an in-place op recorded autograd history on it: a copied-back snapshot would
             # not undo that. (A working copy copied back after the graph, as AOTAutograd
             # does, would: but then autograd's own checks differ from eager's, a saved

@@ -394,8 +394,7 @@ class Frame:
         if not ctx.ops_under_handler:
             ctx.ops_under_handler = self._under_handler()
         if ctx.history_write_at is None and node.meta.get("writes") and ctx.output.writes_history(node):
-            root = ctx.root_frame
-            ctx.history_write_at = (ctx.root_steps - 1, root.current)
+            ctx.history_write_at = (ctx.root_steps - 1, ctx.root_frame.current)
         same = _tensors_by_fake(inputs) if inputs is not None else {}
         if isinstance(example, torch.Tensor):
             var = same.get(id(example))
