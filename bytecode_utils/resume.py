@@ -135,7 +135,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     if lasti is not None:
         prefix.append(_bc.Instr("LOAD_CONST", lasti, lineno=lineno))
     if push_exc:
-        prefix.append(_bc.Instr("LOAD_FAST", EXC_ARG, lineno=lineno))
+        prefix += _take_arg(EXC_ARG, lineno)
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
     new_items = _cells_as_free_vars(code, new_items)
@@ -249,10 +249,18 @@ def _push_stack(stack, lineno):
         else:
             name = stack_arg_name(i)
             stack_args.append(name)
-            prefix.append(_bc.Instr("LOAD_FAST", name, lineno=lineno))
+            prefix += _take_arg(name, lineno)
             if kind == STACK_EXC_INFO:
                 prefix += [_bc.Instr("PUSH_EXC_INFO", lineno=lineno), _bc.Instr("POP_TOP", lineno=lineno)]
     return prefix, stack_args
+
+
+def _take_arg(name, lineno):
+    """Push argument `name` and clear its slot: in the original frame the value was only on
+    the stack, so it must not live on in a local of the rest of the frame (an exception in
+    one would hold its own traceback's frame, a cycle that keeps every local alive until the
+    next cyclic collection; an iterator or tensor would outlive its use)."""
+    return [_bc.Instr("LOAD_FAST", name, lineno=lineno), _bc.Instr("DELETE_FAST", name, lineno=lineno)]
 
 
 def _continuation(code, items, args, qualname):

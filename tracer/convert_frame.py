@@ -37,11 +37,13 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     handled = sys.exc_info()[1]  # the caller's handled exception (read before our own handlers)
     ctx = None
     policy = SizePolicy(dynamic, cache_for(code).sizes)
+    caught = []  # the exceptions handled here: their frames are let go of at the end
     try:
         try:
             ctx, frame, ret = _trace(code, L, G, C, builtins, policy, handled=handled)
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
+            caught.append(e)
             if fullgraph or not e.breakable or not can_break_at(code, e.root_inst):
                 raise
             too_deep = loop_limit_reason(code, e.root_inst.index + 1)
@@ -59,15 +61,18 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                     entry = _finish_break(frame, e, state, builtins, backend_fn)
                     break
                 except _HistoryBreak as h:
+                    caught.append(h)
                     if not retry:
                         raise
                     e = h
     except (Unsupported, BackendError) as e:
+        caught.append(e)
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e
         entry = _fallback(code, ctx, state, builtins, str(e), getattr(e, "location", None))
     except Exception as e:  # an internal error must never reach the user (rule 1)
+        caught.append(e)
         if fullgraph:
             raise FullGraphError(f"internal error while tracing {code.co_name}: "
                                  f"{type(e).__name__}: {e}") from e
@@ -79,6 +84,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     entry.backend, entry.fullgraph = backend_fn, fullgraph
     records.frame_traced(code, entry, time.perf_counter() - t0)
     _release(ctx)
+    _forget_frames(caught, handled)
     return entry
 
 
@@ -103,6 +109,33 @@ def _release(ctx):
     ctx.foreign_generators = []
     ctx.frame_stack = []
     ctx.root_frame = None
+    ctx.mutable_inputs = []
+    ctx.module_calls = []
+    ctx.side_effects = None
+    out = ctx.output  # (its graph module, which the entry keeps, holds what the graph needs)
+    out.inputs = []
+    out._attr_keep = []
+    out._fake_memo = {}
+    out.grad_fns = {}
+
+
+def _forget_frames(caught, handled):
+    """Clear the frames of the tracebacks of exceptions the trace raised and handled. Such
+    an exception is held by a frame of its own traceback (a local, or the chain of one raised
+    from it), so those frames, and the user's values in their locals, would otherwise live on
+    in a cycle until the next cyclic collection: tensors would outlive the call (memory), and
+    autograd, which names a saved tensor's node by what is still alive, would word its errors
+    differently from eager (fuzz seed 920003). The chains end at the user's own exception
+    (`handled`, the one being handled when the frame was entered): that one is not ours."""
+    todo, seen = list(caught), {id(handled)}
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)  # (skips frames still running: this one)
+        e.__traceback__ = None
+        todo += [e.__cause__, e.__context__]
 
 
 def _verified(code, entry, L, G, C, state, builtins):

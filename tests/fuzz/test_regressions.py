@@ -315,3 +315,85 @@ def f(x, y, n, s, lst, d):
     assert log == [1]
     assert_captured(tr, min_ops=1, breaks=1)
     assert "share memory" in tr.of("break")[0].reason, str(tr)
+
+
+def test_fuzz_seed_920003():
+    """A frame that breaks at an in-place write with autograd history (a relu_ on a view):
+    the exceptions the trace raised and handled held its Python frames in a cycle with the
+    call's real tensors. The first relu_'s AsStrided node so lived on, and a backward that
+    fails in eager and compiled alike named it (`output 0 of AsStrided`) where eager names
+    `Relu`. Run with the collector off, as when it does not happen to run in between."""
+    src = '''import contextlib
+import functools
+import torch
+import numpy as np
+
+def helper0(a, m):
+    hl = [m, 1]
+    hd = {'a': a, 'b': m}
+    a.relu_()
+    m = COUNTER[0] + ((m * m) % 97)
+    a = torch.sort(a, dim=-1)[0]
+    hd.pop('a', None)
+    return (a - (m + 4))
+
+def helper1(a, m=3):
+    hl = [m, 1]
+    hd = {'a': a, 'b': m}
+    if hl:
+        m = hl.pop()
+    return a.select(-1, 0).unsqueeze(-1)
+
+class Track:
+    def __init__(self, log, quiet=False):
+        self.log = log
+        self.quiet = quiet
+    def __enter__(self):
+        self.log.append(1)
+        return self
+    def __exit__(self, et, ev, tb):
+        self.log.append(2 if et is None else 3)
+        return self.quiet and et is KeyError
+
+def f(x, y, n, s, lst, d):
+    global ACC
+    for e1 in range(len(lst) % 4 + 1):
+        COUNTER.append(e1)
+        COUNTER.append(e1)
+        n = int(x.sum().item() > 0) + e1
+        COUNTER.append(e1)
+        COUNTER.append(e1)
+    n = ((-2 // 2)) % 1000
+    s = round(y.sum().item())
+    x = helper1(torch.maximum(y, x))
+    x.note = lst
+    t2 = x
+    with Track(lst, quiet=True) as cm3:
+        try:
+            n = int(np.int64(n) + 1)
+            y = torch.cos(t2)
+        except ZeroDivisionError:
+            print('handled', file=SINK)
+        finally:
+            n = (1) % 1000
+        for j5, k4 in zip(range(3), lst):
+            n = ((t2.size(-1) + k4)) % 1000
+            s = float(y.size(-1))
+            k4 = (((((k4 * n) % 97) * min(8, k4)) % 97)) % 1000
+        lst.insert(0, (n // 3))
+    t6 = helper0(t2, len(lst)) + (x + y.shape[-1])
+    try:
+        n = int(y.sum().item()) % 1000
+        t2 = helper0(t2, t6.ndim)
+    except IndexError:
+        print('handled', file=SINK)
+    return (x, d, n, d,)
+'''
+    import gc
+    gc.collect()
+    gc.disable()
+    try:
+        rep = check_source(src)
+    finally:
+        gc.enable()
+    assert rep.captured and rep.ops >= 3
