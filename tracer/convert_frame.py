@@ -6,11 +6,14 @@ runs the original code (with the reason kept for explain/logs), unless fullgraph
 which case the user gets a FullGraphError naming the construct and its source line.
 """
 import logging
+import os
 import sys
 import time
 import traceback
 
 import bytecode as bc
+import bytecode_utils
+import guards
 import torch
 from bytecode_utils import arg_names, decode
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
@@ -119,23 +122,37 @@ def _release(ctx):
     out.grad_fns = {}
 
 
+def _ours(path, _dirs=tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                             for m in (sys.modules["tracer"], bytecode_utils, guards))):
+    return path.startswith(_dirs)
+
+
 def _forget_frames(caught, handled):
-    """Clear the frames of the tracebacks of exceptions the trace raised and handled. Such
-    an exception is held by a frame of its own traceback (a local, or the chain of one raised
-    from it), so those frames, and the user's values in their locals, would otherwise live on
-    in a cycle until the next cyclic collection: tensors would outlive the call (memory), and
-    autograd, which names a saved tensor's node by what is still alive, would word its errors
-    differently from eager (fuzz seed 920003). The chains end at the user's own exception
-    (`handled`, the one being handled when the frame was entered): that one is not ours."""
+    """Clear the tracer's frames in the tracebacks of exceptions the trace raised and handled.
+    Such an exception is held by a frame of its own traceback (a local, or the chain of one
+    raised from it), so those frames, and the user's values in their locals (the call's
+    arguments, the real tensors a trace reads), would otherwise live on in a cycle until the
+    next cyclic collection: tensors would outlive the call (memory), and autograd, which
+    names a saved tensor's node by what is still alive, would word its errors differently
+    from eager (fuzz seed 920003). Only our own frames are cleared (a user's frame in such a
+    chain keeps its locals, a suspended generator is not closed), and the chains end at the
+    user's own exception (`handled`, the one being handled when the frame was entered)."""
     todo, seen = list(caught), {id(handled)}
     while todo:
         e = todo.pop()
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        traceback.clear_frames(e.__traceback__)  # (skips frames still running: this one)
-        e.__traceback__ = None
+        tb = e.__traceback__
+        while tb is not None:
+            if _ours(tb.tb_frame.f_code.co_filename):
+                try:
+                    tb.tb_frame.clear()
+                except RuntimeError:  # a frame still running (this one)
+                    pass
+            tb = tb.tb_next
         todo += [e.__cause__, e.__context__]
+    caught.clear()  # (their tracebacks, through f_back, reach convert_frame's frame, which holds this list)
 
 
 def _verified(code, entry, L, G, C, state, builtins):
