@@ -27,9 +27,11 @@ shapes hit the cache (traced no frame).
 """
 import re
 import dataclasses
+import gc
 import io
 import math
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -267,6 +269,7 @@ def check_source(src, backend="eager", n_inputs=None, filename="<string>"):
 
 
 def _check(src, backend, n_inputs, filename):
+    _warm_up()
     code = compile(src, filename, "exec")
     ns_e, ns_c = _namespace(), _namespace()
     exec(code, ns_e)
@@ -279,52 +282,93 @@ def _check(src, backend, n_inputs, filename):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # recompile-limit warnings are expected here
         for k, inp in enumerate(sets):
-            a_e, leaves_e = inp.make()
-            a_c, leaves_c = inp.make()
-            paths_e, paths_c = _input_paths(a_e), _input_paths(a_c)
-            r_e, x_e = _call(eager, a_e)
-            before = tracer.stats()
-            r_c, x_c = _call(compiled, a_c)
-            after = tracer.stats()
-            where = f"input set {k} ({inp.label})"
-            if k == 0:
-                _first_call(report, compiled, before, after, x_e)
-            if inp.warm and not keeps_state:  # (state changed between calls may fail a guard)
-                report.warm_calls += 1
-                if after.frames_traced == before.frames_traced:
-                    report.warm_hits += 1
-                else:
-                    n = after.frames_traced - before.frames_traced
-                    traced_frames = [str(e) for e in after.events if e.kind in ("frame", "recompile")][-2 * n:]
-                    report.warm_misses.append((inp.label, traced_frames))
-                    if k == 1 and not keeps_state and x_e is None:
-                        raise Mismatch(f"{where}: the same inputs again traced {n} frame(s):\n  "
-                                       + "\n  ".join(traced_frames))
-            if x_e is not None or x_c is not None:
-                d = same_exception(x_e, x_c, "exception")
-                if d:
-                    raise Mismatch(f"{where}: eager raised {x_e!r}, compiled raised {x_c!r}: {d}") from x_c
-            else:
-                d = same(r_e, r_c) or same(_identities(r_e, paths_e), _identities(r_c, paths_c),
-                                           "returned inputs")
-                if d:
-                    raise Mismatch(f"{where}: {d}")
-                if leaves_e:
-                    g_e, g_c = _backward(r_e), _backward(r_c)
-                    d = same_exception(g_e, g_c, "backward") or same(
-                        [v.grad for v in leaves_e], [v.grad for v in leaves_c], "input grads")
-                    if d:
-                        raise Mismatch(f"{where}: {d}")
-            d = same(list(a_e), list(a_c), "inputs")
-            if d:
-                raise Mismatch(f"{where}: inputs mutated differently: {d}")
-            if ns_e["SINK"].getvalue() != ns_c["SINK"].getvalue():
-                raise Mismatch(f"{where}: printed output differs:\n{ns_e['SINK'].getvalue()!r}\n"
-                               f"{ns_c['SINK'].getvalue()!r}")
-            for name in ("COUNTER", "ACC"):
-                if ns_e[name] != ns_c[name]:
-                    raise Mismatch(f"{where}: global {name} {ns_e[name]} vs {ns_c[name]}")
+            # the cyclic collector off: a value the compiled call keeps alive only through
+            # a reference cycle stays alive, and the lifetime check below sees it
+            gc_was = gc.isenabled()
+            gc.disable()
+            try:
+                refs_e, refs_c = _check_set(k, inp, eager, compiled, report, keeps_state, ns_e, ns_c)
+                alive_e = [i for i, r in enumerate(refs_e) if r() is not None]
+                alive_c = [i for i, r in enumerate(refs_c) if r() is not None]
+            finally:
+                if gc_was:
+                    gc.enable()
+            if alive_c != alive_e:
+                raise Mismatch(f"input set {k} ({inp.label}): after the call, of its tensor arguments "
+                               f"and result tensors, {alive_c} are still alive compiled, "
+                               f"{alive_e} eager (a reference cycle, or a reference the tracer keeps)")
     return report
+
+
+_WARM = []
+
+
+def _warm_up():
+    """The first trace in a process imports parts of torch lazily; a failed optional import
+    there can leave the importing frames (the tracer's among them, with the call's
+    arguments) in a reference cycle. Once per process, outside any checked call."""
+    if not _WARM:
+        _WARM.append(tracer.compile(lambda a: a.sin() + 1)(torch.randn(2)))
+
+
+def _check_set(k, inp, eager, compiled, report, keeps_state, ns_e, ns_c):
+    """One input set through both functions, compared; returns weak references to the tensor
+    arguments of each call, which the caller checks die alike once this frame is gone."""
+    a_e, leaves_e = inp.make()
+    a_c, leaves_c = inp.make()
+    paths_e, paths_c = _input_paths(a_e), _input_paths(a_c)
+    r_e, x_e = _call(eager, a_e)
+    before = tracer.stats()
+    r_c, x_c = _call(compiled, a_c)
+    after = tracer.stats()
+    where = f"input set {k} ({inp.label})"
+    if k == 0:
+        _first_call(report, compiled, before, after, x_e)
+    if inp.warm and not keeps_state:  # (state changed between calls may fail a guard)
+        report.warm_calls += 1
+        if after.frames_traced == before.frames_traced:
+            report.warm_hits += 1
+        else:
+            n = after.frames_traced - before.frames_traced
+            traced_frames = [str(e) for e in after.events if e.kind in ("frame", "recompile")][-2 * n:]
+            report.warm_misses.append((inp.label, traced_frames))
+            if k == 1 and not keeps_state and x_e is None:
+                raise Mismatch(f"{where}: the same inputs again traced {n} frame(s):\n  "
+                               + "\n  ".join(traced_frames))
+    if x_e is not None or x_c is not None:
+        d = same_exception(x_e, x_c, "exception")
+        if d:
+            raise Mismatch(f"{where}: eager raised {x_e!r}, compiled raised {x_c!r}: {d}") from x_c
+    else:
+        d = same(r_e, r_c) or same(_identities(r_e, paths_e), _identities(r_c, paths_c),
+                                   "returned inputs")
+        if d:
+            raise Mismatch(f"{where}: {d}")
+        if leaves_e:
+            g_e, g_c = _backward(r_e), _backward(r_c)
+            d = same_exception(g_e, g_c, "backward") or same(
+                [v.grad for v in leaves_e], [v.grad for v in leaves_c], "input grads")
+            if d:
+                raise Mismatch(f"{where}: {d}")
+    d = same(list(a_e), list(a_c), "inputs")
+    if d:
+        raise Mismatch(f"{where}: inputs mutated differently: {d}")
+    if ns_e["SINK"].getvalue() != ns_c["SINK"].getvalue():
+        raise Mismatch(f"{where}: printed output differs:\n{ns_e['SINK'].getvalue()!r}\n"
+                       f"{ns_c['SINK'].getvalue()!r}")
+    for name in ("COUNTER", "ACC"):
+        if ns_e[name] != ns_c[name]:
+            raise Mismatch(f"{where}: global {name} {ns_e[name]} vs {ns_c[name]}")
+    return _lifetimes(a_e, r_e, x_e), _lifetimes(a_c, r_c, x_c)
+
+
+def _lifetimes(args, result, exc):
+    """Weak references to the tensors a call's caller lets go of: its arguments and those of
+    its result (one level down). An exception kept in a local of a frame in its own
+    traceback is a cycle that holds every local of those frames, the arguments among them:
+    it shows here too (builtin exceptions take no weak reference themselves)."""
+    parts = result if isinstance(result, (tuple, list)) else [result]
+    return [weakref.ref(v) for v in list(args) + list(parts) if isinstance(v, torch.Tensor)]
 
 
 def _first_call(report, compiled, before, after, raised):
