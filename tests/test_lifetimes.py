@@ -144,6 +144,34 @@ def test_values_die_with_the_call(fn, fresh_tracer):
     assert c.entries[0].code is not None and c.entries[0].reason is None
 
 
+def _under_capture(fn):
+    def call(*args):
+        with tracer.capture():  # (entered in this frame: only fn's frames are hooked)
+            return fn(*args)
+    return call
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_values_die_with_the_call_under_capture(fn, fresh_tracer):
+    """The same through the frame hook (`tracer.capture()`), which reaches the same
+    convert_frame by another road."""
+    def make_args():
+        g = torch.Generator().manual_seed(0)
+        return [torch.randn(3, 4, generator=g, requires_grad=True), torch.randn(3, 4, generator=g, requires_grad=True)]
+
+    with no_cyclic_gc():
+        _alive, _cycles, expected = _run(fn, make_args)
+        with traced() as t:
+            first = _run(_under_capture(fn), make_args)
+        assert t.frames_traced and t.internal_errors == 0 and t.fallbacks == 0, str(t)
+        with traced() as t:
+            warm = _run(_under_capture(fn), make_args)
+        assert t.frames_traced == 0, str(t)
+    for name, (alive, cycles, got) in (("the call that traced", first), ("a warm call", warm)):
+        assert _same(got, expected), f"{name}: {got} vs eager {expected}"
+        assert alive == [] and cycles == 0, f"{name}: inputs {alive} alive, {cycles} tensors in cycles"
+
+
 def test_an_escaping_exception_holds_no_resume_frame_in_a_cycle(fresh_tracer):
     """The exception a handler handles is passed to the resume function as an argument; kept
     in a local, it would hold the resume frame through its own traceback (a cycle, and the
