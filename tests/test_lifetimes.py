@@ -188,3 +188,23 @@ def test_an_escaping_exception_holds_no_resume_frame_in_a_cycle(fresh_tracer):
             assert ref() is not None  # (the traceback still holds the frame, as in eager)
             info = None
             assert ref() is None
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the graph module registers the module (and "
+                   "the parameters it reads) as its own attributes, so the cache entry keeps them "
+                   "alive; torch.compile lifts them as graph inputs read at call time")
+def test_a_module_passed_as_an_argument_dies_with_its_last_user_reference(fresh_tracer):
+    """The guards already hold it weakly (IdMatch), so the entry would expire with it."""
+    def f(m, x):
+        return m(x) + 1
+
+    c = tracer.compile(f)
+    m = torch.nn.Linear(4, 4)
+    ref = weakref.ref(m)
+    x = torch.randn(2, 4)
+    with traced() as t:
+        out = c(m, x)
+    assert t.frames_traced == 1 and t.fallbacks == 0 and torch.allclose(out, f(m, x))
+    del m
+    gc.collect()
+    assert ref() is None
