@@ -122,9 +122,9 @@ def _release(ctx):
     out.grad_fns = {}
 
 
-def _ours(path, _dirs=tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                             for m in (sys.modules["tracer"], bytecode_utils, guards))):
-    return path.startswith(_dirs)
+# the folders of our own code, whose frames _forget_frames may clear
+_OUR_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                  for m in (sys.modules["tracer"], bytecode_utils, guards))
 
 
 def _forget_frames(caught, handled):
@@ -145,7 +145,7 @@ def _forget_frames(caught, handled):
         seen.add(id(e))
         tb = e.__traceback__
         while tb is not None:
-            if _ours(tb.tb_frame.f_code.co_filename):
+            if tb.tb_frame.f_code.co_filename.startswith(_OUR_DIRS):
                 try:
                     tb.tb_frame.clear()
                 except RuntimeError:  # a frame still running (this one)
