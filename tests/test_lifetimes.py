@@ -121,27 +121,9 @@ def writes_history_under_a_try(x, y):
 CASES = [breaks_in_a_loop, breaks_inside_a_handler_then_raises, breaks_in_a_finally_an_exception_passes, raises_in_the_graph, writes_history_under_a_try]
 
 
-@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
-def test_values_die_with_the_call(fn, fresh_tracer):
-    def make_args():
-        g = torch.Generator().manual_seed(0)
-        return [torch.randn(3, 4, generator=g, requires_grad=True), torch.randn(3, 4, generator=g, requires_grad=True)]
-
-    with no_cyclic_gc():
-        alive, cycles, expected = _run(fn, make_args)
-        assert alive == [] and cycles == 0, "eager keeps a tensor alive: this test would check nothing"
-        c = tracer.compile(fn)
-        with traced() as t:
-            first = _run(c, make_args)
-        assert t.frames_traced and t.internal_errors == 0
-        with traced() as t:
-            warm = _run(c, make_args)
-        assert t.frames_traced == 0
-    for name, (alive, cycles, got) in (("the call that traced", first), ("a warm call", warm)):
-        assert _same(got, expected), f"{name}: {got} vs eager {expected}"
-        assert alive == [], f"{name} kept inputs {alive} alive (eager: none)"
-        assert cycles == 0, f"{name} left {cycles} tensors held only by reference cycles (eager: none)"
-    assert c.entries[0].code is not None and c.entries[0].reason is None
+def _make_args():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(3, 4, generator=g, requires_grad=True), torch.randn(3, 4, generator=g, requires_grad=True)]
 
 
 def _under_capture(fn):
@@ -151,25 +133,25 @@ def _under_capture(fn):
     return call
 
 
+@pytest.mark.parametrize("road", ["compile", "capture"])
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
-def test_values_die_with_the_call_under_capture(fn, fresh_tracer):
-    """The same through the frame hook (`tracer.capture()`), which reaches the same
-    convert_frame by another road."""
-    def make_args():
-        g = torch.Generator().manual_seed(0)
-        return [torch.randn(3, 4, generator=g, requires_grad=True), torch.randn(3, 4, generator=g, requires_grad=True)]
-
+def test_values_die_with_the_call(fn, road, fresh_tracer):
+    """Through `tracer.compile` and through the frame hook (`tracer.capture()`), which reach
+    the same convert_frame by two roads."""
     with no_cyclic_gc():
-        _alive, _cycles, expected = _run(fn, make_args)
+        alive, cycles, expected = _run(fn, _make_args)
+        assert alive == [] and cycles == 0, "eager keeps a tensor alive: this test would check nothing"
+        c = tracer.compile(fn) if road == "compile" else _under_capture(fn)
         with traced() as t:
-            first = _run(_under_capture(fn), make_args)
+            first = _run(c, _make_args)
         assert t.frames_traced and t.internal_errors == 0 and t.fallbacks == 0, str(t)
         with traced() as t:
-            warm = _run(_under_capture(fn), make_args)
+            warm = _run(c, _make_args)
         assert t.frames_traced == 0, str(t)
     for name, (alive, cycles, got) in (("the call that traced", first), ("a warm call", warm)):
         assert _same(got, expected), f"{name}: {got} vs eager {expected}"
-        assert alive == [] and cycles == 0, f"{name}: inputs {alive} alive, {cycles} tensors in cycles"
+        assert alive == [], f"{name} kept inputs {alive} alive (eager: none)"
+        assert cycles == 0, f"{name} left {cycles} tensors held only by reference cycles (eager: none)"
 
 
 def test_an_escaping_exception_holds_no_resume_frame_in_a_cycle(fresh_tracer):

@@ -359,10 +359,10 @@ def _check_set(k, inp, eager, compiled, report, keeps_state, ns_e, ns_c):
     for name in ("COUNTER", "ACC"):
         if ns_e[name] != ns_c[name]:
             raise Mismatch(f"{where}: global {name} {ns_e[name]} vs {ns_c[name]}")
-    return _lifetimes(a_e, r_e, x_e), _lifetimes(a_c, r_c, x_c)
+    return _lifetimes(a_e, r_e), _lifetimes(a_c, r_c)
 
 
-def _lifetimes(args, result, exc):
+def _lifetimes(args, result):
     """Weak references to the tensors a call's caller lets go of: its arguments and those of
     its result (one level down). An exception kept in a local of a frame in its own
     traceback is a cycle that holds every local of those frames, the arguments among them:
