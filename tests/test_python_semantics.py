@@ -864,3 +864,30 @@ def test_ordered_dict_subclass_input_read_through_its_own_methods():
     other = _Output(b=torch.randn(3), a=torch.randn(3))  # other key order: other answer
     assert torch.equal(c(other, torch.ones(3))[0], f(other, torch.ones(3))[0])
     assert len(c.entries) == 2
+
+
+def test_builtins_raising_type_errors_on_traced_arguments_reach_the_users_handler():
+    """isinstance(x, 5) and getattr(x, 5) raise CPython's TypeError inside the user's try (they
+    were tracer internal errors: the frame ran as Python); a call form the tracer does not
+    model (`type(name, bases, ns)`) runs the frame as Python, with that reason, and no
+    internal error. Found by differential testing."""
+    def bad_isinstance(x):
+        try:
+            return x + isinstance(x, 5)
+        except TypeError as e:
+            return x - len(str(e))
+
+    def bad_getattr(x):
+        try:
+            return getattr(x, 5)
+        except TypeError as e:
+            return x * len(str(e))
+
+    def make_type(x):
+        T = type("T", (), {"k": 3})
+        return x * T.k
+
+    check(bad_isinstance, t(2))
+    check(bad_getattr, t(2))
+    c = check(make_type, t(2), expect_graph=False)  # as a class statement: the frame runs as Python
+    assert "type() with 3 positional argument(s)" in c.entries[0].reason

@@ -177,8 +177,10 @@ class CompiledModule(torch.nn.Module):
     def __init__(self, module, backend="eager", fullgraph=False, **options):
         super().__init__()
         self._orig_mod = module
-        forward = type(module).forward
-        self._compiled_forward = CompiledFunction(forward, backend=backend, fullgraph=fullgraph, **options)
+        self._forward = type(module).forward
+        self._options = dict(backend=backend, fullgraph=fullgraph, **options)
+        self._compiled_forward = CompiledFunction(self._forward, **self._options)
+        self._other_forwards = {}  # a forward the class got later (patched): its own compiled function
 
     def __call__(self, *args, **kwargs):
         """The wrapper is no module of the user's: global module hooks
@@ -194,7 +196,21 @@ class CompiledModule(torch.nn.Module):
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
                 or _global_module_hooks()):
             return self._call_with_hooks(m, args, kwargs)
+        if type(m).forward is not self._forward or "forward" in m.__dict__:
+            return self._current_forward(m)(*args, **kwargs)
         return self._compiled_forward(m, *args, **kwargs)
+
+    def _current_forward(self, m):
+        """The forward eager's __call__ would run now, when it is no longer the one this wrapper
+        compiled: one set on the instance runs as it is (any callable), one the class got
+        since (`mock.patch.object(M, "forward", ...)`) is compiled in its turn."""
+        if "forward" in m.__dict__:
+            return m.__dict__["forward"]
+        fn = type(m).forward
+        compiled = self._other_forwards.get(fn)
+        if compiled is None:
+            compiled = self._other_forwards[fn] = CompiledFunction(fn, **self._options)
+        return functools.partial(compiled, m)
 
     def _call_with_hooks(self, m, args, kwargs):
         """The module's own __call__ runs its hooks exactly as in eager (FSDP's unshard and

@@ -40,6 +40,12 @@ def call_builtin(tx, fn, args, kwargs):
             raise
         except Exception as e:
             _user_error_on_constants(fn, args, kwargs, e)
+            if isinstance(e, TypeError) and not _binds(f, tx, args, kwargs):
+                # a call form not modelled (`type(name, bases, ns)`): the whole frame runs as
+                # Python, as for a class statement (a new class per call would recompile)
+                raise Unsupported(f"{getattr(fn, '__name__', fn)}() with {len(args)} positional "
+                                  f"argument(s) and keywords {sorted(kwargs)} is not modelled",
+                                  breakable=False) from None
             raise
     if fn in _OPERATOR_FUNCS:
         return _OPERATOR_FUNCS[fn](tx, args, kwargs)
@@ -51,6 +57,27 @@ def call_builtin(tx, fn, args, kwargs):
         return _fold(fn, args, kwargs)  # (a symbolic argument is specialised)
     raise Unsupported(f"builtin {getattr(fn, '__qualname__', fn)}() "
                       f"{'(prints / does I/O)' if fn is print else 'is not supported'}")
+
+
+def _binds(f, tx, args, kwargs):
+    """Whether the implementation `f` accepts this call's shape (a TypeError from binding
+    is a form it does not model, not a tracer bug)."""
+    import inspect
+    try:
+        inspect.signature(f).bind(tx, *args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to check
+        return True
+    return True
+
+
+def _class_or_tuple(cls):
+    """What isinstance/issubclass accept as their second argument."""
+    if isinstance(cls, tuple):
+        return all(_class_or_tuple(c) for c in cls)
+    return isinstance(cls, type) or any("__instancecheck__" in k.__dict__ for k in type(cls).__mro__) or \
+        any("__args__" in k.__dict__ for k in type(cls).__mro__)  # a union, a generic alias
 
 
 def _user_error_on_constants(fn, args, kwargs, error):
@@ -116,18 +143,45 @@ def _len(tx, obj):
 @impl(isinstance)
 def _isinstance(tx, obj, classes):
     cls = tx.python_object(classes)
+    if not _class_or_tuple(cls):  # CPython's own check says what the user code raises
+        try:
+            isinstance(None, cls)
+        except TypeError as e:
+            raise user_error(TypeError, str(e)) from None
+        raise Unsupported(f"isinstance() with a {type(cls).__name__} as its second argument")
     try:
         t = obj.python_type()
     except Unsupported:
         raise
     if isinstance(obj, TensorVariable) and isinstance(cls, type) and issubclass(cls, torch.Tensor):
         return ConstantVariable(issubclass(t, cls) or cls is torch.Tensor)
-    return ConstantVariable(issubclass(t, cls))
+    return ConstantVariable(_guarded_subclass(tx, t, cls))
 
 
 @impl(issubclass)
 def _issubclass(tx, a, b):
-    return ConstantVariable(issubclass(tx.python_object(a), tx.python_object(b)))
+    return ConstantVariable(_guarded_subclass(tx, tx.python_object(a), tx.python_object(b)))
+
+
+def _guarded_subclass(tx, t, cls):
+    """issubclass(t, cls), guarded where the answer can change without t or cls changing: a
+    user's ABC (`Proto.register(A)` later makes A a subclass). Library ABCs
+    (collections.abc, typing) are trusted like library globals."""
+    result = issubclass(t, cls)
+    classes = cls if isinstance(cls, tuple) else (cls,)
+    if any(type(c) is not type and not _library_object(c) for c in classes):
+        from guards import ConstSource, Predicate
+        tx.guard(Predicate(ConstSource(cls), lambda c, _t=t, _r=result: issubclass(_t, c) is _r,
+                           f"issubclass({getattr(t, '__name__', t)}, ...) is {result}"))
+    return result
+
+
+def _library_object(obj):
+    import sys
+    from .variables.functions import library_file
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    f = getattr(module, "__file__", None)
+    return f is None or library_file(f)
 
 
 @impl(callable)
@@ -152,6 +206,10 @@ def _slice(tx, *args):
 
 @impl(getattr)
 def _getattr(tx, obj, name, *default):
+    if not (name.is_constant() and isinstance(name.as_constant(), str)):
+        if name.is_constant():
+            raise user_error(TypeError, f"attribute name must be string, not '{type(name.as_constant()).__name__}'")
+        raise Unsupported("getattr() with a name that is not a constant")
     try:
         check_builtin_attr(obj, name.as_constant())
         return obj.getattr(tx, name.as_constant())

@@ -27,6 +27,43 @@ def lookup_type_attr(cls, name, start_after=None):
     return None, None
 
 
+def guard_class_entry(tx, cls_source, cls, name, attr):
+    """Guard that the class at `cls_source` (`cls` now) still finds `attr` for `name` in its
+    MRO: by the identity of what a read through the class gives (a function, a property, a
+    staticmethod's function, a classmethod's function), or, for a descriptor that makes a
+    new object per read, by comparing the raw entry."""
+    from guards import IdMatch
+    at_class = AttrSource(cls_source, name)
+    if isinstance(attr, classmethod):  # the class gives a new bound method per read
+        tx.guard(IdMatch(AttrSource(at_class, "__func__"), attr.__func__))
+        return
+    seen = getattr(cls, name, None)
+    if seen is not None and getattr(cls, name, None) is seen:
+        tx.guard(IdMatch(at_class, seen))
+    else:
+        tx.guard(Predicate(cls_source, lambda c, _n=name, _a=attr: lookup_type_attr(c, _n)[0] is _a,
+                           f"class attribute {name!r} is the {type(attr).__name__} seen while tracing"))
+
+
+def guard_class_lookup(tx, obj_var, name, attr, *, instance_dict=True):
+    """Guard what `obj.name` found on the object's class: that type(obj)'s MRO still gives
+    `attr` for `name` and, where an instance attribute would win (`instance_dict`: not a data
+    descriptor, not a dunder looked up on the type), that the instance dict still lacks it.
+    Without these, patching a method on the class (`mock.patch.object`), setting it on the
+    instance, or replacing a property kept the traced behaviour on later calls. The guards are
+    on the class and the instance dict, not the object's identity: a fresh object of the same
+    class hits the same entry. No guard when the object has no source (made in the frame:
+    its class is fixed by what made it)."""
+    src = obj_var.source
+    if src is None:
+        return
+    from guards.sources import TypeSource
+    guard_class_entry(tx, TypeSource(src), type(obj_var.value), name, attr)
+    if instance_dict and not hasattr(type(attr), "__set__") and isinstance(getattr(obj_var.value, "__dict__", None), dict):
+        tx.guard(Predicate.key_absent(_generic_attr_source(obj_var, "__dict__"), name,
+                                      f"no instance attribute {name!r} (the class's is used)"))
+
+
 _OBJECT_CLASS = object.__dict__["__class__"]
 _NAMESPACE_SETATTR = types.SimpleNamespace.__setattr__  # generic, like object's
 
@@ -57,6 +94,15 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     if hasattr(type(attr), "__get__"):
         raise Unsupported(f"descriptor {type(attr).__name__} on {cls.__name__}")
     return tx.wrap(attr, source)
+
+
+def _binds(attr):
+    """A class attribute whose read gives something other than itself, traced without a
+    source of its own (bind_class_attr: methods, static/class methods, C methods): its
+    identity on the class is guarded separately. Plain class data is wrapped with the
+    instance read's source, which re-reads it through ordinary lookup on every check."""
+    return isinstance(attr, (types.FunctionType, staticmethod, classmethod, property)) or \
+        hasattr(type(attr), "__get__")
 
 
 _DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values", "items", "__len__",
@@ -202,9 +248,15 @@ class UserObjectVariable(ObjectVariable):
                 return InstanceDictVariable(self)
         attr, owner = lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__") and not isinstance(attr, types.MemberDescriptorType):
+            guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls)
         inst = getattr(obj, "__dict__", None)
         src = _generic_attr_source(self, name)
+        if inst is not None:
+            alias = tx.wrap_memo.get(id(inst))  # the dict itself, reached another way and changed
+            if alias is not None and alias[0] is inst and getattr(alias[1], "_mutated", False):
+                raise Unsupported(f"reading {name!r} of an object whose __dict__ this frame changed "
+                                  "through another reference")
         if inst is not None and name in inst:
             return tx.wrap(inst[name], src)
         if isinstance(attr, types.MemberDescriptorType):
@@ -213,10 +265,15 @@ class UserObjectVariable(ObjectVariable):
             except AttributeError:
                 raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
         if attr is not None:
+            if _binds(attr):
+                guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls, src)
         fallback, _ = lookup_type_attr(cls, "__getattr__")
         if isinstance(fallback, types.FunctionType):  # a Python __getattr__ is inlined
             from .functions import UserFunctionVariable
+            if self.source is not None:  # it stands in only while ordinary lookup finds nothing
+                guard_class_lookup(tx, self, "__getattr__", fallback, instance_dict=False)
+                tx.guard(Predicate.lacks_generic_attr(self.source, name, f"ordinary lookup finds no {name!r}"))
             return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
         if fallback is not None:
             raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
@@ -256,12 +313,14 @@ class UserObjectVariable(ObjectVariable):
         attr, _ = lookup_type_attr(type(self.value), "__getitem__")
         if not isinstance(attr, types.FunctionType):  # a Python __getitem__ is inlined
             raise Unsupported(f"subscript of {self}")
+        guard_class_lookup(tx, self, "__getitem__", attr, instance_dict=False)
         return bind_class_attr(tx, attr, self, type(self.value)).call(tx, [key], {})
 
     def call(self, tx, args, kwargs):
         attr, _ = lookup_type_attr(type(self.value), "__call__")
         if attr is None:
             raise Unsupported(f"{type(self.value).__name__} object is not callable")
+        guard_class_lookup(tx, self, "__call__", attr, instance_dict=False)
         return bind_class_attr(tx, attr, self, type(self.value)).call(tx, args, kwargs)
 
     def __repr__(self):
@@ -318,6 +377,8 @@ class ClassVariable(ObjectVariable):
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
+        if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
+            guard_class_entry(tx, self.source, self.cls, name, attr)  # replaced on the class later
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
         if isinstance(attr, classmethod):

@@ -1,0 +1,239 @@
+"""What an attribute read resolved through the object's class is guarded (found by differential
+testing against eager, 2026-11-25; each case returned the traced answer after the fact changed).
+
+`obj.name` that finds `name` on the class (a method, a property, a staticmethod or
+classmethod, `__call__`), or that falls back to the class's `__getattr__`, depends on three
+facts the object's own guards do not cover: what the class (its MRO) holds under that name,
+that the instance dict does not shadow it, and (for `__getattr__`) that ordinary lookup still
+finds nothing. Patching a method (`mock.patch.object`), setting it on the instance, or
+setting the attribute a `__getattr__` stood in for must recompile, and warm calls of the
+unchanged program must not.
+"""
+from unittest import mock
+
+import pytest
+import torch
+
+import tracer
+from helpers import assert_captured, assert_warm, traced
+
+pytestmark = pytest.mark.usefixtures("fresh_tracer")
+
+
+class A:
+    def f(self, x):
+        return x + 1
+
+    @property
+    def p(self):
+        return 1.0
+
+    @staticmethod
+    def s(x):
+        return x + 1
+
+    @classmethod
+    def c(cls, x):
+        return x + 1
+
+    def __call__(self, x):
+        return x + 1
+
+
+class Child(A):
+    pass
+
+
+def _same_after(fn, args, change, undo=None):
+    """fn compiled: equal to eager before the change (captured, warm calls compile nothing),
+    and after it (the change recompiles)."""
+    tracer.reset()
+    c = tracer.compile(fn)
+    with traced() as t:
+        assert torch.equal(c(*args), fn(*args))
+    assert_captured(t)
+    assert_warm(c, *args, fresh=False)
+    change()
+    try:
+        with traced() as t:
+            got = c(*args)
+        assert torch.equal(got, fn(*args)), f"after the change: {got} vs eager {fn(*args)}"
+        assert t.frames_traced >= 1, "the change did not recompile"
+    finally:
+        if undo is not None:
+            undo()
+    with traced() as t:  # and back: the first entry still serves
+        assert torch.equal(c(*args), fn(*args))
+
+
+def test_a_method_patched_on_the_class_recompiles():
+    a = A()
+
+    def g(x):
+        return a.f(x)
+    patcher = mock.patch.object(A, "f", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+
+
+def test_a_method_patched_on_a_base_class_recompiles():
+    a = Child()
+
+    def g(x):
+        return a.f(x)
+    patcher = mock.patch.object(A, "f", lambda self, x: x * 10)
+    _same_after(g, (torch.ones(1),), patcher.start, patcher.stop)
+
+
+def test_a_method_defined_on_the_subclass_later_recompiles():
+    a = Child()
+
+    def g(x):
+        return a.f(x)
+    _same_after(g, (torch.ones(1),), lambda: setattr(Child, "f", lambda self, x: x * 3),
+                lambda: delattr(Child, "f"))
+
+
+def test_a_method_shadowed_by_an_instance_attribute_recompiles():
+    a = A()
+
+    def g(x):
+        return a.f(x)
+    _same_after(g, (torch.zeros(1),), lambda: setattr(a, "f", lambda x: x + 100),
+                lambda: delattr(a, "f"))
+
+
+def test_a_method_of_an_argument_patched_on_the_class_recompiles():
+    def g(obj, x):
+        return obj.f(x)
+    patcher = mock.patch.object(A, "f", lambda self, x: x - 1)
+    _same_after(g, (A(), torch.zeros(1)), patcher.start, patcher.stop)
+
+
+def test_a_replaced_property_recompiles():
+    a = A()
+
+    def g(x):
+        return x * a.p
+    _same_after(g, (torch.ones(1),), lambda: setattr(A, "p", property(lambda self: 5.0)),
+                lambda: setattr(A, "p", A.__dict__["p"]))
+
+
+def test_a_replaced_staticmethod_recompiles():
+    a = A()
+
+    def g(x):
+        return a.s(x)
+    old = A.__dict__["s"]
+    _same_after(g, (torch.zeros(1),), lambda: setattr(A, "s", staticmethod(lambda x: x - 1)),
+                lambda: setattr(A, "s", old))
+
+
+def test_a_replaced_classmethod_recompiles():
+    a = A()
+
+    def g(x):
+        return a.c(x)
+    old = A.__dict__["c"]
+    _same_after(g, (torch.zeros(1),), lambda: setattr(A, "c", classmethod(lambda cls, x: x - 1)),
+                lambda: setattr(A, "c", old))
+
+
+def test_a_replaced_dunder_call_recompiles():
+    a = A()
+
+    def g(x):
+        return a(x)
+    old = A.__dict__["__call__"]
+    _same_after(g, (torch.zeros(1),), lambda: setattr(A, "__call__", lambda self, x: x - 1),
+                lambda: setattr(A, "__call__", old))
+
+
+def test_a_module_forward_patched_on_the_class_or_the_instance_recompiles():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    m = M()
+
+    def g(x):
+        return m(x) * 2
+    patcher = mock.patch.object(M, "forward", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+    _same_after(g, (torch.zeros(1),), lambda: setattr(m, "forward", lambda x: x + 6),
+                lambda: delattr(m, "forward"))
+
+
+class Fallback:
+    def __getattr__(self, name):
+        return 1
+
+
+def test_an_attribute_a_getattr_fallback_stood_in_for_recompiles_once_set():
+    g = Fallback()
+
+    def f(x):
+        return x * g.scale
+    _same_after(f, (torch.ones(1),), lambda: setattr(g, "scale", 10), lambda: delattr(g, "scale"))
+    _same_after(f, (torch.ones(1),), lambda: setattr(Fallback, "scale", 7),
+                lambda: delattr(Fallback, "scale"))
+
+
+def test_fresh_objects_of_the_same_class_do_not_recompile():
+    """The guards are on the class and the instance dict, not the object's identity."""
+    def g(obj, x):
+        return obj.f(x) + obj.c(x) + obj.s(x) * obj.p
+    c = tracer.compile(g)
+    x = torch.ones(2)
+    assert torch.equal(c(A(), x), g(A(), x))
+    assert_captured(c)
+    for _ in range(3):
+        with traced() as t:
+            assert torch.equal(c(A(), x), g(A(), x))
+        assert t.frames_traced == 0, str(t)
+
+
+def test_a_compiled_module_runs_the_forward_eager_would_run_now():
+    """`tracer.compile(m)` calls the forward the module's class or instance has at the call,
+    as `m(x)` does: patched on the class, it is compiled in its turn; set on the instance,
+    it runs as it is."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    m = M()
+    cm = tracer.compile(m)
+    x = torch.zeros(1)
+    assert torch.equal(cm(x), m(x))
+    with mock.patch.object(M, "forward", lambda self, x: x - 1):
+        with traced() as t:
+            assert torch.equal(cm(x), m(x)) and m(x).item() == -1.0
+        assert t.frames_traced == 1, str(t)
+    m.forward = lambda x: x * 0 + 7
+    assert torch.equal(cm(x), m(x)) and m(x).item() == 7.0
+    del m.forward
+    with traced() as t:
+        assert torch.equal(cm(x), m(x))
+    assert t.frames_traced == 0, str(t)
+
+
+def test_a_staticmethod_read_through_the_class_recompiles_when_replaced():
+    def g(x):
+        return A.s(x) + A.c(x)
+    old_s, old_c = A.__dict__["s"], A.__dict__["c"]
+    _same_after(g, (torch.zeros(1),), lambda: setattr(A, "s", staticmethod(lambda x: x - 1)),
+                lambda: setattr(A, "s", old_s))
+    _same_after(g, (torch.zeros(1),), lambda: setattr(A, "c", classmethod(lambda cls, x: x * 5)),
+                lambda: setattr(A, "c", old_c))
+
+
+def test_isinstance_of_a_users_abc_recompiles_after_register():
+    import abc
+
+    class Proto(abc.ABC):
+        pass
+
+    class Plain:
+        pass
+    a = Plain()
+
+    def g(x):
+        return x + isinstance(a, Proto)
+    _same_after(g, (torch.zeros(1),), lambda: Proto.register(Plain))
