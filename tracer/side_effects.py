@@ -42,6 +42,23 @@ class SideEffects:
     def store_global(self, f_globals, name, value):
         self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
 
+    def writes_under(self, var):
+        """The pending writes that touch `var`'s object or anything reached from it: (object
+        Variable, attribute name, value Variable) for each attribute stored on it or on an
+        object below its source, (container Variable, None, None) for each container below
+        it that changed. Code that reads the live object (a leaf module's call_module, a
+        module tree walk) would see it as it was before them."""
+        src, obj = var.source, getattr(var, "value", None)
+
+        def below(other):
+            return other is not None and src is not None and (other == src or src in other.ancestors())
+        out = []
+        for v, names in self.attr_stores.values():
+            if (obj is not None and getattr(v, "value", None) is obj) or below(v.source):
+                out.extend((v, name, value) for name, value in names.items())
+        out.extend((c, None, None) for c in self.mutated_containers if below(c.source))
+        return out
+
     def pending_global(self, f_globals, name):
         entry = self.global_stores.get(id(f_globals))
         return entry[1].get(name) if entry else None

@@ -8,6 +8,7 @@ frames that share one `TraceContext` (graph, guards, side effects), which is inl
 Operations that several handlers and Variables need (binary operators, truthiness, calling
 torch ops, wrapping real values) live here so there is exactly one implementation each.
 """
+import copy
 import dis
 import operator
 
@@ -329,7 +330,7 @@ class Frame:
     def call_module(self, mod_var, args, kwargs):
         from torch.func import functional_call
         module = mod_var.module
-        target = self.output.attr_name(module, mod_var.path)
+        target = self.output.attr_name(self._module_to_call(mod_var), mod_var.path)
         node_args, fake_args = _to_fx(args)
         node_kwargs, fake_kwargs = _to_fx(kwargs)
         state = {}
@@ -343,6 +344,21 @@ class Frame:
         node.meta["module_state"] = {storage_id(t): name for name, t in state.items()}  # (rerun.py)
         node_meta.annotate(self, node, example, None, leaf_module=mod_var)
         return self.wrap_result(node, example, mutating=True)
+
+    def _module_to_call(self, mod_var):
+        """The module object the graph's call_module runs. One reached from the frame without
+        parameters or buffers is guarded by type and attributes, not identity (nn_module.
+        module_guard): another object passing those guards may be the one passed next time,
+        and the traced object may change meanwhile (`a.eval()`, a hook added). The graph then
+        calls a private copy made now, whose state is exactly what the guards require."""
+        from .variables.nn_module import _stateless
+        module = mod_var.module
+        if mod_var.source is None or not _stateless(module):
+            return module
+        copies = self.output.__dict__.setdefault("_stateless_copies", {})
+        if id(module) not in copies:
+            copies[id(module)] = (module, copy.deepcopy(module))
+        return copies[id(module)][1]
 
     def _guard_module_state(self, mod_var, dotted, tensor):
         from guards import AttrSource, TensorMatch

@@ -10,13 +10,15 @@
 - Every module that is called is guarded to have no forward hooks (a hook added later
   recompiles instead of being silently skipped); `training` is guarded where read.
 """
+import types
+
 import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
-from .objects import bind_class_attr, lookup_type_attr
+from .objects import _binds, bind_class_attr, guard_class_lookup, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
                torch.nn.ParameterList, torch.nn.ParameterDict)
@@ -74,12 +76,15 @@ class NNModuleVariable(ObjectVariable):
         cls = type(m)
         attr, _ = lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__"):
+            guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls)
         if name in m.__dict__:
             src = AttrSource(self.source, name) if self.source is not None else None
             return tx.wrap(m.__dict__[name], src)
         if attr is not None:
             src = AttrSource(self.source, name) if self.source is not None else None
+            if _binds(attr):
+                guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls, src)
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
             tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
@@ -101,6 +106,7 @@ class NNModuleVariable(ObjectVariable):
     # ---- containers ------------------------------------------------------------------
     def _items(self, tx):
         m = self.module
+        self._not_written(tx, "the items", tree_only=True)
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
             self._guard_len(tx, "_modules")
             return list(m._modules.keys())
@@ -214,6 +220,7 @@ class NNModuleVariable(ObjectVariable):
 
     def _walk_items(self, tx, name, args, kwargs):
         import inspect
+        self._not_written(tx, f"{name}()", tree_only=True)
         try:
             bound = inspect.signature(getattr(torch.nn.Module, name)).bind(
                 None, *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in (kwargs or {}).items()})
@@ -233,8 +240,21 @@ class NNModuleVariable(ObjectVariable):
                                    a.get("remove_duplicate", True))
 
     # ---- calls -------------------------------------------------------------------------
+    def _not_written(self, tx, what, tree_only=False):
+        """A break before `what` when the frame wrote to this module (or below it) earlier:
+        the write is replayed only after the graph, and `what` reads the live module (a leaf's
+        call_module, the hook dicts, the module tree): run natively, after the write.
+        `tree_only`: only writes that can change which submodules, parameters and buffers
+        there are count (`m.eval()` sets `training`, then walks the children)."""
+        for owner, name, value in tx.side_effects.writes_under(self):
+            if not tree_only or _changes_tree(owner, name, value):
+                raise Unsupported(f"{what} of {self.path}, which this frame wrote to before")
+
     def call(self, tx, args, kwargs):
         m = self.module
+        if lookup_type_attr(type(m), "__call__")[0] is not torch.nn.Module.__call__:
+            raise Unsupported(f"{type(m).__name__} defines its own __call__")
+        self._not_written(tx, "calling")
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
                 or _global_forward_hooks_registered()):
             self._check_hooks(tx)
@@ -300,6 +320,7 @@ class NNModuleVariable(ObjectVariable):
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
+            self._not_written(tx, "calling")
             return tx.call_module(self, args, kwargs)
         return self._inline_forward(tx, args, kwargs)
 
@@ -307,10 +328,11 @@ class NNModuleVariable(ObjectVariable):
         m = self.module
         if "forward" in m.__dict__:
             raise Unsupported(f"{type(m).__name__}.forward is replaced on the instance")
-        forward = type(m).forward
+        forward = lookup_type_attr(type(m), "forward")[0]
         from .functions import UserFunctionVariable
-        if getattr(forward, "__code__", None) is None:
+        if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
         try:
@@ -345,6 +367,21 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 _UNTRACED_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called")
 _UNTRACED_GLOBAL_HOOKS = ("_global_backward_hooks", "_global_backward_pre_hooks",
                           "_global_forward_hooks_always_called")
+
+
+_TREE_DICTS = ("_modules", "_parameters", "_buffers")
+
+
+def _changes_tree(owner, name, value):
+    """Whether a pending write can change a module tree: a changed container below it, a
+    store to one of its three dicts or to a name one of them holds (`m.bias = None`), or a
+    module or tensor stored (nn.Module.__setattr__ files those into the dicts)."""
+    if name is None or name in _TREE_DICTS:
+        return True
+    d = getattr(getattr(owner, "value", None), "__dict__", {})
+    if any(isinstance(d.get(t), dict) and name in d[t] for t in _TREE_DICTS):
+        return True
+    return issubclass(value.python_type(), (torch.nn.Module, torch.Tensor))
 
 
 def _global_forward_hooks_registered():
