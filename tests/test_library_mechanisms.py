@@ -189,14 +189,44 @@ def _available(name):
     return name == "yes"
 
 
-def test_lru_cache_with_constant_arguments_folds():
+def test_an_lru_cache_call_is_a_break_whose_body_runs_as_in_eager():
+    """Whether the body runs depends on the cache at that moment: called natively (a break),
+    never while tracing nor folded (found by differential testing: the body ran before the
+    frame's own earlier writes, and was skipped after cache_clear())."""
     def f(x):
         return x + 1 if _available("yes") else x - 1
 
     _available.cache_clear()
     _CALLS.clear()
-    run(f, torch.zeros(2))
-    assert _CALLS == ["yes"]  # the body ran once, as in eager
+    run(f, torch.zeros(2), graphs=1, breaks=1)  # (no op before the break)
+    assert _CALLS == ["yes"]  # the body ran once, as in eager (both eager calls hit)
+    _available.cache_clear()
+    c = tracer.compile(f)
+    c(torch.zeros(2))
+    assert _CALLS == ["yes", "yes"]  # a miss again: the body runs again, as in eager
+
+
+_SETTINGS = {"k": 1}
+
+
+@functools.lru_cache(maxsize=None)
+def _scaled(n):
+    return _SETTINGS["k"] * n
+
+
+def test_an_lru_cache_call_sees_the_frames_earlier_writes():
+    def f(x):
+        _SETTINGS["k"] = 5
+        return x * _scaled(2)
+
+    _scaled.cache_clear()
+    _SETTINGS["k"] = 1
+    expected = f(torch.ones(1))
+    _scaled.cache_clear()
+    _SETTINGS["k"] = 1
+    got = tracer.compile(f)(torch.ones(1))
+    assert torch.equal(got, expected) and torch.equal(got, torch.full((1,), 10.0))
+    assert _scaled(2) == 10  # the cache holds what eager would have put there
 
 
 # ---- module hooks ---------------------------------------------------------------------------------

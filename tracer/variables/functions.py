@@ -8,6 +8,8 @@ object, which is what makes `nonlocal` correct.
 """
 import functools
 import itertools
+import os
+import sysconfig
 import types
 
 from guards.sources import AttrSource, ItemSource
@@ -565,20 +567,45 @@ class PartialVariable(Variable):
 class LruCacheVariable(ObjectVariable):
     """A `functools.lru_cache`-wrapped function (guarded by identity).
 
-    Called with constant arguments, it is called for real while tracing and its result, if
-    a constant, is folded: that is the cache's contract (same arguments, same result), and
-    it is what eager does at this call (the body runs on a miss, once; later calls hit).
-    Other calls are Unsupported: inlining the body would bypass the cache."""
+    Whether its body runs (and with it the body's effects, and what it reads) depends on the
+    cache's state at that moment, which no trace can know or guard. A user's function is
+    therefore a graph break, called natively: calling it while tracing ran its body before
+    the frame's own earlier writes (a stale result, then cached for good), and folding the
+    result skipped the body on later calls after `cache_clear()` or an eviction.
+
+    A library's function (installed packages, the stdlib: transformers'
+    `is_torch_*_available()`, `logger.warning_once`) is trusted as library globals are
+    (DESIGN decision 4): called with constant arguments while tracing, its constant result
+    folded, as a cache that answers the same for the same arguments."""
 
     def call(self, tx, args, kwargs):
+        name = getattr(self.value, "__qualname__", repr(self.value))
+        if not _library_function(self.value):
+            raise Unsupported(f"lru_cache function {name}: whether its body runs depends on the "
+                              "cache, so it is called natively")
         if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
-            raise Unsupported(f"lru_cache function {self.value.__qualname__} called with traced arguments")
+            raise Unsupported(f"lru_cache function {name} called with traced arguments")
         result = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
         from .base import is_constant_value
         if not is_constant_value(result):
-            raise Unsupported(f"lru_cache function {self.value.__qualname__} returned a "
-                              f"{type(result).__name__}, not a constant")
+            raise Unsupported(f"lru_cache function {name} returned a {type(result).__name__}, not a constant")
         return ConstantVariable(result)
 
     def truthy(self, tx):
         return True
+
+
+_LIBRARY_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib", "stdlib")})
+
+
+def _library_function(fn):
+    """Whether the function under a cache wrapper (or a method's) is defined in installed
+    library code, not the user's."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+    return code is not None and library_file(code.co_filename)
+
+
+def library_file(filename):
+    """Whether `filename` is installed library code (site-packages, the stdlib)."""
+    return os.path.realpath(filename).startswith(_LIBRARY_DIRS)
