@@ -205,3 +205,25 @@ def test_ordered_dict_built_in_the_frame_is_one_object_after_a_graph_break():
     assert d is alias and type(d) is collections.OrderedDict
     assert list(d) == list(ref_d) == ["a", "b"]
     assert torch.equal(d["a"], ref_d["a"])
+
+
+class _Plain:
+    pass
+
+
+def test_an_attribute_written_through_the_instance_dict_after_a_store_is_read_back():
+    """`o.a = 2; o.__dict__["a"] += 1`: the dict read breaks (it follows a store), and the
+    resume function gets `o.__dict__` as a stack value, another reference to the dict whose
+    write it records; reading `o.a` there went to the live dict (2, eager 3). Found by
+    differential testing."""
+    def f(x, o):
+        o.a = 2
+        o.__dict__["a"] += 1
+        return x + o.a
+
+    o_e, o_c = _Plain(), _Plain()
+    expected = f(torch.zeros(1), o_e)
+    with traced() as t:
+        got = tracer.compile(f)(torch.zeros(1), o_c)
+    assert torch.equal(got, expected) and o_c.a == o_e.a == 3
+    assert t.internal_errors == 0 and t.graphs >= 1, str(t)

@@ -107,8 +107,15 @@ class OutputGraph:
 
     def history_changed(self, inp):
         """Whether an in-place write recorded autograd history on the graph input `inp` (a
-        placeholder or get_attr node): its fake's grad_fn is not the one it had when made."""
-        return inp in self.grad_fns and inp.meta["example_value"].grad_fn is not self.grad_fns[inp]
+        placeholder or get_attr node): its fake's grad_fn is not the one it had when made.
+        Autograd refuses to name the grad_fn of a view of a multi-output view (`split(...)[0]`)
+        once its base was written in place: that counts as changed."""
+        if inp not in self.grad_fns:
+            return False
+        try:
+            return inp.meta["example_value"].grad_fn is not self.grad_fns[inp]
+        except RuntimeError:
+            return True
 
     def writes_history(self, node):
         """Whether `node` wrote a graph input in place and so changed its autograd history."""

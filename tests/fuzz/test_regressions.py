@@ -391,3 +391,105 @@ def f(x, y, n, s, lst, d):
 '''
     rep = check_source(src)  # (each input set runs with the cyclic collector off)
     assert rep.captured and rep.ops >= 3
+
+
+def test_fuzz_seed_943689():
+    """An in-place write through a view of a multi-output view (`torch.split(a, 1, -1)[0]`,
+    transposed, `add_`): autograd refuses even to name such a view's grad_fn once its base
+    was written, and reading it to ask whether the write changed the input's history was an
+    internal error (the frame ran as Python). Now it counts as changed: the frame breaks at
+    the write, which runs natively and raises eager's error into the user's handler."""
+    src = '''import contextlib
+import functools
+import torch
+import numpy as np
+
+import contextlib
+
+class RecCM:
+    def __init__(self, tag):
+        self.tag = tag
+    def __enter__(self):
+        print('enter', self.tag, file=SINK)
+        return self
+    def __exit__(self, typ, value, tb):
+        print('exit', self.tag, typ.__name__ if typ else None, file=SINK)
+        return False
+
+class SuppressCM:
+    def __enter__(self):
+        return self
+    def __exit__(self, typ, value, tb):
+        if typ is not None:
+            print('suppressed', typ.__name__, file=SINK)
+        return typ is not None and issubclass(typ, (KeyError, IndexError))
+
+@contextlib.contextmanager
+def gen_cm(tag):
+    print('setup', tag, file=SINK)
+    try:
+        yield tag * 2
+    finally:
+        print('teardown', tag, file=SINK)
+
+def tag_of(a):
+    print('tag_of', file=SINK)
+    return getattr(a, 'tag', -1) + (10 if hasattr(a, 'tag') else 0)
+
+def helper0(a, m):
+    hl = [m, 1]
+    hd = {'a': a, 'b': m}
+    a.add_(1.5)
+    return torch.split(a, 1, -1)[0]
+
+class Acc:
+    scale = 3
+    def __init__(self, t, k):
+        self.t = t
+        self.k = k
+    def step(self, a):
+        self.t = a
+        self.k = (self.k + 1) % 7
+        return self.t
+    @property
+    def doubled(self):
+        return self.t * 1
+    @classmethod
+    def make(cls, t):
+        return cls(t, cls.scale)
+    @staticmethod
+    def combine(a, b):
+        return -b
+
+def f(x, y, n, s, lst, d):
+    if x.sum() > 0:
+        n = getattr(x, 'tag', 0) + int(hasattr(x, 'tag'))
+        n = tag_of(y) + n
+    else:
+        s = round(y.sum().item())
+        for k1 in lst[:2]:
+            y = helper0(y, x.ndim).abs()
+    o2 = Acc.make(x - x)
+    m3 = x > float((n + n))
+    x = ((x * len(x)) + helper0(y, (n // 1)).amax())
+    try:
+        try:
+            v4 = y.transpose(0, -1)
+            v4.add_(1.0)
+        except ArithmeticError:
+            n = (n + 1) % 1000
+        else:
+            n = ((-1 // 1)) % 1000
+        finally:
+            print('finally', n, file=SINK)
+    except Exception as e2:
+        print('outer', type(e2).__name__, e2, file=SINK)
+    s = (s * 0.5 + (n if n > n else n - 1))
+    s = s
+    y = torch.nn.functional.gelu(y)
+    x = torch.maximum(torch.maximum(y, x), y)
+    return (x, d, n, m3, d,)
+
+'''
+    rep = check_source(src)  # internal errors fail the test (conftest)
+    assert rep.captured and rep.ops >= 3
