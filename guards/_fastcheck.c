@@ -782,7 +782,7 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
         K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) ||
         K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
-        K(R_LACKS_GENERIC)) {
+        K(R_LACKS_GENERIC) || K(R_CLASS_ENTRY)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -210,6 +210,8 @@ class Plan:
             self.op(fc.O_PY1, i, (n,), g.fn, (g.arg[0], *_KNOWN_GETATTR), rule=fc.R_LACKS)
         elif g.kind == "same_function":  # never frozen: a function's __code__ is assignable
             self.op(fc.O_FUNC, i, (n,), g.arg[0], num=g.arg[1])
+        elif g.kind == "class_entry":  # a raw MRO lookup: frozen by the class's version tag
+            self.op(fc.O_PY1, i, (n,), g.fn, rule=fc.R_CLASS_ENTRY)
         elif g.kind == "lacks_generic":  # object.__getattribute__ alone: no __getattr__
             self.op(fc.O_PY1, i, (n,), g.fn, (g.arg[0], None, ()), rule=fc.R_LACKS_GENERIC)
         else:

@@ -382,6 +382,14 @@ class Predicate(Guard):
                    (code, id(f_globals)))
 
     @classmethod
+    def class_entry(cls, source: Source, name: str, entry: Any, description: str) -> "Predicate":
+        """``v`` is a class whose MRO holds exactly ``entry`` under ``name`` (the raw entry, as
+        `_PyType_Lookup` finds it: no descriptor's ``__get__`` runs, so user code never does).
+        The entry is held strongly, as a class holds it."""
+        return cls(source, lambda k, _n=name, _e=entry: _mro_entry(k, _n) is _e, description,
+                   "class_entry", (name, entry))
+
+    @classmethod
     def lacks_generic_attr(cls, source: Source, name: str, description: str) -> "Predicate":
         """``object.__getattribute__(v, name)`` raises AttributeError: what a class's own
         ``__getattribute__`` (inlined while tracing, its other reads guarded on their own) found
@@ -395,6 +403,14 @@ class Predicate(Guard):
 def _function_check(code, f_globals_id):
     return lambda fn: (type(fn) is types.FunctionType and fn.__code__ is code
                        and id(fn.__globals__) == f_globals_id)
+
+
+def _mro_entry(k: Any, name: str) -> Any:
+    for klass in getattr(k, "__mro__", ()):
+        d = klass.__dict__
+        if name in d:
+            return d[name]
+    return _MISSING
 
 
 def _generic_lacks(obj: Any, name: str) -> bool:

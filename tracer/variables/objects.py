@@ -28,21 +28,12 @@ def lookup_type_attr(cls, name, start_after=None):
 
 
 def guard_class_entry(tx, cls_source, cls, name, attr):
-    """Guard that the class at `cls_source` (`cls` now) still finds `attr` for `name` in its
-    MRO: by the identity of what a read through the class gives (a function, a property, a
-    staticmethod's function, a classmethod's function), or, for a descriptor that makes a
-    new object per read, by comparing the raw entry."""
-    from guards import IdMatch
-    at_class = AttrSource(cls_source, name)
-    if isinstance(attr, classmethod):  # the class gives a new bound method per read
-        tx.guard(IdMatch(AttrSource(at_class, "__func__"), attr.__func__))
-        return
-    seen = getattr(cls, name, None)
-    if seen is not None and getattr(cls, name, None) is seen:
-        tx.guard(IdMatch(at_class, seen))
-    else:
-        tx.guard(Predicate(cls_source, lambda c, _n=name, _a=attr: lookup_type_attr(c, _n)[0] is _a,
-                           f"class attribute {name!r} is the {type(attr).__name__} seen while tracing"))
+    """Guard that the class at `cls_source` (`cls` now) still holds `attr` under `name` in its
+    MRO: the raw entry, compared without running any descriptor (a class-level read of a
+    property or a user descriptor runs user code). The C check freezes it by the class's
+    version tag, which every change to the class or a base renews."""
+    tx.guard(Predicate.class_entry(cls_source, name, attr,
+                                   f"class attribute {name!r} is the {type(attr).__name__} seen while tracing"))
 
 
 def guard_class_lookup(tx, obj_var, name, attr, *, instance_dict=True):
