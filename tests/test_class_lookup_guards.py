@@ -237,3 +237,23 @@ def test_isinstance_of_a_users_abc_recompiles_after_register():
     def g(x):
         return x + isinstance(a, Proto)
     _same_after(g, (torch.zeros(1),), lambda: Proto.register(Plain))
+
+
+def test_isinstance_of_a_runtime_checkable_protocol_reads_the_instance():
+    """A Protocol's metaclass answers isinstance from the instance's attributes, not its
+    type: a break (it was folded by type: eager True, compiled False)."""
+    import typing
+
+    @typing.runtime_checkable
+    class HasFoo(typing.Protocol):
+        def foo(self): ...
+
+    class Plain:
+        pass
+    o = Plain()
+    o.foo = lambda: 1
+
+    def g(x):
+        return x + isinstance(o, HasFoo)
+    assert torch.equal(tracer.compile(g)(torch.zeros(1)), g(torch.zeros(1)))
+    assert g(torch.zeros(1)).item() == 1.0

@@ -168,3 +168,78 @@ def test_a_sequential_appended_to_in_the_frame_runs_its_new_layer():
     torch.manual_seed(0)
     got = tracer.compile(h)(torch.nn.Sequential(torch.nn.Linear(2, 2)), x)
     assert _equal(got, expected)
+
+
+# ---- found in review (2026-11-25) ----------------------------------------------------------------
+
+def test_an_attribute_written_on_a_module_reached_twice_is_read_back():
+    """`b.a` is wrapped anew on each read: pending writes are kept per object, not per
+    wrapper (the read gave the old value on the first call)."""
+    class Box(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Identity()
+            self.a.k = 1.0
+
+    def g(x, b):
+        b.a.k = 3.0
+        return x * b.a.k
+    b = Box()
+    assert _equal(tracer.compile(g)(torch.ones(1), b), torch.full((1,), 3.0)) and b.a.k == 3.0
+
+
+class _Step(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.drop, self.l2 = torch.nn.Linear(4, 4), torch.nn.Dropout(0.1), torch.nn.Linear(4, 4)
+        self.inner_scale = 1.0
+
+    def forward(self, x):
+        return self.l2(self.drop(self.l1(x))) * self.inner_scale
+
+
+def test_common_writes_before_a_call_break_nothing():
+    """`model.train()` on a model already training, a parent setting a child's plain
+    attribute, a tensor stashed on a module: no graph break (nothing live reads them)."""
+    net = _Step()
+
+    def step(x):
+        net.train()
+        net.inner_scale = 2.0
+        net.last = x.detach()
+        return net(x).sum()
+    x = torch.randn(2, 4)
+    with traced() as t:
+        got = _seeded(tracer.compile(step), x)
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.graphs == 1, str(t)
+    net.inner_scale = 1.0
+    assert _equal(got, _seeded(step, x))
+
+
+def test_a_stateless_leaf_holding_an_uncopyable_object_is_called_without_copying_it():
+    """The private copy of a stateless leaf shares its attribute values (no deepcopy: a lock
+    could not be copied, and a hook's bound object would be)."""
+    import threading
+
+    def f(m, x):
+        return m(x) + 1
+    m = torch.nn.ReLU()
+    m._lock = threading.Lock()
+    with traced() as t:
+        assert _equal(tracer.compile(f)(m, torch.ones(2)), f(m, torch.ones(2)))
+    assert t.graphs == 1 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+
+
+def test_a_compiled_module_with_hooks_runs_its_current_forward_and_compiles_an_instance_forward():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    m = M()
+    m.register_forward_hook(lambda mod, args, out: out * 2)
+    cm = tracer.compile(m)
+    x = torch.zeros(1)
+    assert _equal(cm(x), m(x))
+    m.forward = lambda x: x * 0 + 7  # accelerate-style: forward replaced on the instance
+    with traced() as t:
+        assert _equal(cm(x), m(x)) and m(x).item() == 14.0
+    assert t.frames_traced == 1 and t.graphs == 1, str(t)  # compiled too, not run as is

@@ -178,7 +178,7 @@ class CompiledModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = module
         self._forward = type(module).forward
-        self._options = dict(backend=backend, fullgraph=fullgraph, **options)
+        self._options = dict(backend=backend, fullgraph=fullgraph, **options)  # (as compile() takes them)
         self._compiled_forward = CompiledFunction(self._forward, **self._options)
         self._other_forwards = {}  # a forward the class got later (patched): its own compiled function
 
@@ -193,34 +193,38 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         m = self._orig_mod
+        current = type(m).forward is self._forward and "forward" not in m.__dict__
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
                 or _global_module_hooks()):
-            return self._call_with_hooks(m, args, kwargs)
-        if type(m).forward is not self._forward or "forward" in m.__dict__:
+            body = functools.partial(self._compiled_forward, m) if current else self._current_forward(m)
+            return self._call_with_hooks(m, body, args, kwargs)
+        if not current:
             return self._current_forward(m)(*args, **kwargs)
         return self._compiled_forward(m, *args, **kwargs)
 
     def _current_forward(self, m):
-        """The forward eager's __call__ would run now, when it is no longer the one this wrapper
-        compiled: one set on the instance runs as it is (any callable), one the class got
-        since (`mock.patch.object(M, "forward", ...)`) is compiled in its turn."""
-        if "forward" in m.__dict__:
-            return m.__dict__["forward"]
-        fn = type(m).forward
+        """The forward eager's __call__ would run now, bound, when it is no longer the one
+        this wrapper compiled, compiled in its turn: one set on the instance (accelerate's
+        hooks wrap forward this way; any callable), or one the class got since
+        (`mock.patch.object(M, "forward", ...)`)."""
+        fn = m.__dict__.get("forward")
+        bound = fn is not None
+        if not bound:
+            fn = type(m).forward
         compiled = self._other_forwards.get(fn)
         if compiled is None:
-            compiled = self._other_forwards[fn] = CompiledFunction(fn, **self._options)
-        return functools.partial(compiled, m)
+            compiled = self._other_forwards[fn] = compile(fn, **self._options)
+        return compiled if bound else functools.partial(compiled, m)
 
-    def _call_with_hooks(self, m, args, kwargs):
+    def _call_with_hooks(self, m, body, args, kwargs):
         """The module's own __call__ runs its hooks exactly as in eager (FSDP's unshard and
-        reshard, DDP's, user hooks), with the compiled forward as the body: `forward` is an
+        reshard, DDP's, user hooks), with the compiled `body` as the forward: `forward` is an
         instance attribute of the module for the moment __call__ looks it up. (Another
         thread calling the same module meanwhile may find the plain forward: it then runs
         eagerly, which is slower, never wrong.)"""
         d = m.__dict__
         had, prev = "forward" in d, d.get("forward")
-        d["forward"] = functools.partial(self._compiled_forward, m)
+        d["forward"] = body
         try:
             return m(*args, **kwargs)
         finally:

@@ -155,6 +155,15 @@ def _isinstance(tx, obj, classes):
         raise
     if isinstance(obj, TensorVariable) and isinstance(cls, type) and issubclass(cls, torch.Tensor):
         return ConstantVariable(issubclass(t, cls) or cls is torch.Tensor)
+    import abc
+    for c in _flat_classes(cls):
+        check = getattr(type(c), "__instancecheck__", None)
+        if check is not type.__instancecheck__ and check is not abc.ABCMeta.__instancecheck__ and \
+                (getattr(c, "_is_protocol", False) or not _library_object(type(c))):
+            # a runtime-checkable Protocol looks at the instance's attributes, not its type; a
+            # user's metaclass may too (torch's own, Parameter's, answer by the type)
+            raise Unsupported(f"isinstance() against {getattr(c, '__name__', c)!r}, whose metaclass "
+                              "answers it itself")
     return ConstantVariable(_guarded_subclass(tx, t, cls))
 
 
@@ -169,11 +178,28 @@ def _guarded_subclass(tx, t, cls):
     (collections.abc, typing) are trusted like library globals."""
     result = issubclass(t, cls)
     classes = cls if isinstance(cls, tuple) else (cls,)
-    if any(type(c) is not type and not _library_object(c) for c in classes):
+    if any(_custom_check(type(c)) and not _library_object(c) for c in classes):
         from guards import ConstSource, Predicate
         tx.guard(Predicate(ConstSource(cls), lambda c, _t=t, _r=result: issubclass(_t, c) is _r,
                            f"issubclass({getattr(t, '__name__', t)}, ...) is {result}"))
     return result
+
+
+def _flat_classes(cls):
+    """The classes of isinstance's second argument: tuples and unions (`int | str`,
+    `typing.Union[...]`, which answer by the type alone) flattened."""
+    import types
+    import typing
+    if isinstance(cls, tuple):
+        return [c for x in cls for c in _flat_classes(x)]
+    if isinstance(cls, types.UnionType) or getattr(cls, "__origin__", None) is typing.Union:
+        return _flat_classes(cls.__args__)
+    return [cls]
+
+
+def _custom_check(meta):
+    """A metaclass that answers issubclass/isinstance itself (ABCMeta: its registry)."""
+    return any(getattr(meta, n, None) is not getattr(type, n) for n in ("__subclasscheck__", "__instancecheck__"))
 
 
 def _library_object(obj):

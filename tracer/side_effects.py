@@ -25,11 +25,18 @@ class SideEffects:
         if var.source is None:
             from .exc import Unsupported
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
-        self.attr_stores.setdefault(id(var), (var, {}))[1][name] = value
+        self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
 
     def pending_attr(self, var, name):
-        entry = self.attr_stores.get(id(var))
+        entry = self.attr_stores.get(self.key(var))
         return entry[1].get(name) if entry else None
+
+    @staticmethod
+    def key(var):
+        """Attribute stores are kept per object, not per Variable: a module or object reached
+        twice (`b.a.k = 3.0; x * b.a.k` wraps `b.a` anew for each read) is one object."""
+        value = getattr(var, "value", None)
+        return id(value) if var.source is not None and value is not None else id(var)
 
     def store_cell(self, box):
         self.cell_stores[id(box)] = box

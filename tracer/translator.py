@@ -8,7 +8,6 @@ frames that share one `TraceContext` (graph, guards, side effects), which is inl
 Operations that several handlers and Variables need (binary operators, truthiness, calling
 torch ops, wrapping real values) live here so there is exactly one implementation each.
 """
-import copy
 import dis
 import operator
 
@@ -353,11 +352,11 @@ class Frame:
         calls a private copy made now, whose state is exactly what the guards require."""
         from .variables.nn_module import _stateless
         module = mod_var.module
-        if mod_var.source is None or not _stateless(module):
+        if mod_var.source is None or not _stateless(module) or module.__dict__.get("_modules"):
             return module
         copies = self.output.__dict__.setdefault("_stateless_copies", {})
         if id(module) not in copies:
-            copies[id(module)] = (module, copy.deepcopy(module))
+            copies[id(module)] = (module, _shallow_leaf_copy(module))
         return copies[id(module)][1]
 
     def _guard_module_state(self, mod_var, dotted, tensor):
@@ -521,6 +520,23 @@ _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, tor
 _EFFECT_NAME = __import__("re").compile(
     r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize"
     r"|_enter__$|_exit__$|autocast_(increment|decrement)_nesting)")
+
+
+def _shallow_leaf_copy(module):
+    """A new module of the same class sharing the attribute values of `module` (a stateless
+    leaf: no parameters, buffers or submodules), with empty hook dicts: no user code
+    (`__deepcopy__`, `__reduce__`) runs, nothing it refers to is copied (a lock, or the object
+    a state-dict hook is bound to), and hooks registered on `module` later do not reach it
+    (its hooks are guarded empty when it is called)."""
+    d = dict(module.__dict__)
+    for k, v in d.items():
+        if k.endswith(("_hooks", "_hooks_with_kwargs", "_hooks_always_called")) and isinstance(v, dict):
+            d[k] = type(v)()
+        elif isinstance(v, (dict, set)):
+            d[k] = type(v)(v)
+    new = object.__new__(type(module))
+    object.__getattribute__(new, "__dict__").update(d)
+    return new
 
 
 def _mentions_node(value):

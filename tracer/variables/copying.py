@@ -145,7 +145,7 @@ class _Copier:
         d = getattr(obj, "__dict__", None)
         if not isinstance(d, dict) or var.source is None:
             raise Unsupported(f"copy of a {type(obj).__name__} without a readable __dict__")
-        if var.mutable and self.tx.side_effects.attr_stores.get(id(var)):
+        if var.mutable and self.tx.side_effects.attr_stores.get(self.tx.side_effects.key(var)):
             raise Unsupported(f"copy of a {type(obj).__name__} after attribute stores in the trace")
         src = _generic_attr_source(var, "__dict__")
         keys = tuple(d.keys())

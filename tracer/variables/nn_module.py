@@ -106,7 +106,7 @@ class NNModuleVariable(ObjectVariable):
     # ---- containers ------------------------------------------------------------------
     def _items(self, tx):
         m = self.module
-        self._not_written(tx, "the items", tree_only=True)
+        self._not_written(tx, "the items", _changes_tree)
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
             self._guard_len(tx, "_modules")
             return list(m._modules.keys())
@@ -220,7 +220,7 @@ class NNModuleVariable(ObjectVariable):
 
     def _walk_items(self, tx, name, args, kwargs):
         import inspect
-        self._not_written(tx, f"{name}()", tree_only=True)
+        self._not_written(tx, f"{name}()", _changes_tree)
         try:
             bound = inspect.signature(getattr(torch.nn.Module, name)).bind(
                 None, *[a.as_constant() for a in args], **{k: v.as_constant() for k, v in (kwargs or {}).items()})
@@ -240,21 +240,20 @@ class NNModuleVariable(ObjectVariable):
                                    a.get("remove_duplicate", True))
 
     # ---- calls -------------------------------------------------------------------------
-    def _not_written(self, tx, what, tree_only=False):
-        """A break before `what` when the frame wrote to this module (or below it) earlier:
-        the write is replayed only after the graph, and `what` reads the live module (a leaf's
-        call_module, the hook dicts, the module tree): run natively, after the write.
-        `tree_only`: only writes that can change which submodules, parameters and buffers
-        there are count (`m.eval()` sets `training`, then walks the children)."""
+    def _not_written(self, tx, what, counts):
+        """A break before `what` when the frame wrote to this module (or below it) earlier in a
+        way `counts(self, owner, name, value)` says `what` would miss: writes are replayed only
+        after the graph, and `what` reads the live module (a leaf's call_module, the hook dicts
+        and forward, the module tree): it then runs natively, after the writes."""
         for owner, name, value in tx.side_effects.writes_under(self):
-            if not tree_only or _changes_tree(owner, name, value):
+            if counts(self, owner, name, value):
                 raise Unsupported(f"{what} of {self.path}, which this frame wrote to before")
 
     def call(self, tx, args, kwargs):
         m = self.module
         if lookup_type_attr(type(m), "__call__")[0] is not torch.nn.Module.__call__:
             raise Unsupported(f"{type(m).__name__} defines its own __call__")
-        self._not_written(tx, "calling")
+        self._not_written(tx, "calling", _changes_call)
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
                 or _global_forward_hooks_registered()):
             self._check_hooks(tx)
@@ -320,7 +319,7 @@ class NNModuleVariable(ObjectVariable):
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
-            self._not_written(tx, "calling")
+            self._not_written(tx, "calling", _changes_leaf)
             return tx.call_module(self, args, kwargs)
         return self._inline_forward(tx, args, kwargs)
 
@@ -372,16 +371,46 @@ _UNTRACED_GLOBAL_HOOKS = ("_global_backward_hooks", "_global_backward_pre_hooks"
 _TREE_DICTS = ("_modules", "_parameters", "_buffers")
 
 
-def _changes_tree(owner, name, value):
+def _changes_tree(mod_var, owner, name, value):
     """Whether a pending write can change a module tree: a changed container below it, a
     store to one of its three dicts or to a name one of them holds (`m.bias = None`), or a
-    module or tensor stored (nn.Module.__setattr__ files those into the dicts)."""
+    module or parameter stored (nn.Module.__setattr__ files those into the dicts; a plain
+    tensor under a new name stays an attribute)."""
     if name is None or name in _TREE_DICTS:
         return True
     d = getattr(getattr(owner, "value", None), "__dict__", {})
     if any(isinstance(d.get(t), dict) and name in d[t] for t in _TREE_DICTS):
         return True
-    return issubclass(value.python_type(), (torch.nn.Module, torch.Tensor))
+    return issubclass(value.python_type(), (torch.nn.Module, torch.nn.Parameter))
+
+
+_CALL_READS = frozenset(_HOOK_DICTS + _UNTRACED_HOOKS + ("_forward_pre_hooks_with_kwargs",
+                        "_forward_hooks_with_kwargs", "forward"))
+
+
+def _changes_call(mod_var, owner, name, value):
+    """What calling an inlined module reads live: its own hook dicts and `forward` (its
+    forward's other reads see pending writes; its submodules are checked when called)."""
+    if getattr(owner, "value", None) is not mod_var.module and owner.source != mod_var.source:
+        return False
+    if name is not None:
+        return name in _CALL_READS
+    src = owner.source
+    return isinstance(src, AttrSource) and src.base == mod_var.source and src.attr in _CALL_READS
+
+
+def _changes_leaf(mod_var, owner, name, value):
+    """A leaf's call_module runs the live module: any write below it counts, but a constant
+    equal to what the module already holds (`model.train()` on a model in training)."""
+    if name is not None and value.is_constant():
+        d = getattr(getattr(owner, "value", None), "__dict__", {})
+        live = d.get(name, _ABSENT)
+        if live is not _ABSENT and type(live) is type(value.as_constant()) and live == value.as_constant():
+            return False
+    return True
+
+
+_ABSENT = object()
 
 
 def _global_forward_hooks_registered():

@@ -518,7 +518,7 @@ class InstanceDictVariable(Variable):
     def _read(self, tx, key):
         if not key.is_constant() or not isinstance(key.as_constant(), str):
             raise Unsupported("obj.__dict__ read with a key that is not a constant string")
-        if tx.side_effects.attr_stores.get(id(self.obj)):
+        if tx.side_effects.attr_stores.get(tx.side_effects.key(self.obj)):
             raise Unsupported("obj.__dict__ read after attribute stores in the trace")
         k = key.as_constant()
         d = self.obj.value.__dict__
