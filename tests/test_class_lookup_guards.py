@@ -257,3 +257,14 @@ def test_isinstance_of_a_runtime_checkable_protocol_reads_the_instance():
         return x + isinstance(o, HasFoo)
     assert torch.equal(tracer.compile(g)(torch.zeros(1)), g(torch.zeros(1)))
     assert g(torch.zeros(1)).item() == 1.0
+
+
+def test_hasattr_on_a_module_recompiles_once_the_attribute_is_set():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1 if hasattr(self, "extra") else x - 1
+    m = M()
+
+    def g(x):
+        return m(x)
+    _same_after(g, (torch.zeros(1),), lambda: setattr(m, "extra", 1), lambda: delattr(m, "extra"))

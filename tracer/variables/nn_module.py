@@ -16,7 +16,7 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import _binds, bind_class_attr, guard_class_lookup, lookup_type_attr
 
@@ -101,7 +101,15 @@ class NNModuleVariable(ObjectVariable):
         tx.side_effects.store_attr(self, name, value)
 
     def hasattr(self, tx, name):
-        return hasattr(self.module, name)
+        """As getattr decides it, with its guards (a miss guards the absence): the answer
+        changes when the attribute is set later."""
+        try:
+            self.getattr(tx, name)
+            return True
+        except UserException as e:
+            if not issubclass(e.exc_type, AttributeError):
+                raise
+            return False
 
     # ---- containers ------------------------------------------------------------------
     def _items(self, tx):
