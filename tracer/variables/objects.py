@@ -27,8 +27,8 @@ def lookup_type_attr(cls, name, start_after=None):
     return None, None
 
 
-def guard_class_entry(tx, cls_source, cls, name, attr):
-    """Guard that the class at `cls_source` (`cls` now) still holds `attr` under `name` in its
+def guard_class_entry(tx, cls_source, name, attr):
+    """Guard that the class at `cls_source` still holds `attr` under `name` in its
     MRO: the raw entry, compared without running any descriptor (a class-level read of a
     property or a user descriptor runs user code). The C check freezes it by the class's
     version tag, which every change to the class or a base renews."""
@@ -49,7 +49,7 @@ def guard_class_lookup(tx, obj_var, name, attr, *, instance_dict=True):
     if src is None:
         return
     from guards.sources import TypeSource
-    guard_class_entry(tx, TypeSource(src), type(obj_var.value), name, attr)
+    guard_class_entry(tx, TypeSource(src), name, attr)
     if instance_dict and not hasattr(type(attr), "__set__") and isinstance(getattr(obj_var.value, "__dict__", None), dict):
         tx.guard(Predicate.key_absent(_generic_attr_source(obj_var, "__dict__"), name,
                                       f"no instance attribute {name!r} (the class's is used)"))
@@ -369,7 +369,7 @@ class ClassVariable(ObjectVariable):
                 raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
-            guard_class_entry(tx, self.source, self.cls, name, attr)  # replaced on the class later
+            guard_class_entry(tx, self.source, name, attr)  # replaced on the class later
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
         if isinstance(attr, classmethod):
