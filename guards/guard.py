@@ -390,6 +390,11 @@ class Predicate(Guard):
                    "class_entry", (name, entry))
 
     @classmethod
+    def class_lacks(cls, source: Source, name: str, description: str) -> "Predicate":
+        """``v`` is a class whose MRO holds nothing under ``name`` (class_entry of absence)."""
+        return cls.class_entry(source, name, _MISSING, description)
+
+    @classmethod
     def lacks_generic_attr(cls, source: Source, name: str, description: str) -> "Predicate":
         """``object.__getattribute__(v, name)`` raises AttributeError: what a class's own
         ``__getattribute__`` (inlined while tracing, its other reads guarded on their own) found

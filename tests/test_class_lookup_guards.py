@@ -268,3 +268,14 @@ def test_hasattr_on_a_module_recompiles_once_the_attribute_is_set():
     def g(x):
         return m(x)
     _same_after(g, (torch.zeros(1),), lambda: setattr(m, "extra", 1), lambda: delattr(m, "extra"))
+
+
+def test_truth_of_an_object_recompiles_once_its_class_defines_bool():
+    class T:
+        pass
+    o = T()
+
+    def g(x):
+        return x + 1 if o else x - 1
+    _same_after(g, (torch.zeros(1),), lambda: setattr(T, "__bool__", lambda self: False),
+                lambda: delattr(T, "__bool__"))

@@ -208,6 +208,10 @@ class UserObjectVariable(ObjectVariable):
     def truthy(self, tx):
         cls = type(self.value)
         if "__bool__" not in dir(cls) and "__len__" not in dir(cls):
+            if self.source is not None:  # true while the class defines neither (guarded)
+                from guards.sources import TypeSource
+                for name in ("__bool__", "__len__"):
+                    tx.guard(Predicate.class_lacks(TypeSource(self.source), name, f"defines no {name}"))
             return True
         raise Unsupported(f"bool() of {cls.__name__} object")
 
