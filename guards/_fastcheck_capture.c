@@ -523,8 +523,10 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
             return freeze_lacks(p, op, n0, v, 0);
         case R_LACKS_GENERIC:
             return freeze_lacks(p, op, n0, v, 1);
-        case R_CLASS_ENTRY:  /* what class v's MRO holds under a name: v's version tag */
-            return Py_IS_TYPE(v, &PyType_Type) ? pin_class_tag(p, n0, v) : 0;
+        case R_CLASS_ENTRY:  /* what class v's MRO holds under a name: v's version tag,
+                              * renewed by type's own setattr (ABCMeta classes use it too) */
+            return PyType_Check(v) && Py_TYPE(v)->tp_setattro == PyType_Type.tp_setattro
+                   ? pin_class_tag(p, n0, v) : 0;
         }
         return 0;
     }

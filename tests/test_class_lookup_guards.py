@@ -279,3 +279,29 @@ def test_truth_of_an_object_recompiles_once_its_class_defines_bool():
         return x + 1 if o else x - 1
     _same_after(g, (torch.zeros(1),), lambda: setattr(T, "__bool__", lambda self: False),
                 lambda: delattr(T, "__bool__"))
+
+
+def test_a_method_of_an_abc_subclass_patched_recompiles():
+    """Classes of ABCMeta (collections.abc mixins, transformers' attention interfaces) are
+    frozen by their version tag too: patching one must still recompile."""
+    import abc
+    import collections.abc
+
+    class Registry(collections.abc.Mapping, metaclass=abc.ABCMeta):
+        def __getitem__(self, k):
+            return 2
+
+        def __iter__(self):
+            return iter(())
+
+        def __len__(self):
+            return 0
+
+        def scale(self, x):
+            return x * 2
+    r = Registry()
+
+    def g(x):
+        return r.scale(x) + r["k"]
+    patcher = mock.patch.object(Registry, "scale", lambda self, x: x * 5)
+    _same_after(g, (torch.ones(1),), patcher.start, patcher.stop)
