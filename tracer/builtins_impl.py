@@ -13,6 +13,7 @@ import torch
 
 from .exc import Unsupported, UserException, folding_error, user_error
 from .variables.base import ConstantVariable, Variable, check_builtin_attr
+from .variables.functions import library_object
 from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                                    TupleVariable)
 from .variables.sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
@@ -159,7 +160,7 @@ def _isinstance(tx, obj, classes):
     for c in _flat_classes(cls):
         check = getattr(type(c), "__instancecheck__", None)
         if check is not type.__instancecheck__ and check is not abc.ABCMeta.__instancecheck__ and \
-                (getattr(c, "_is_protocol", False) or not _library_object(type(c))):
+                (getattr(c, "_is_protocol", False) or not library_object(type(c))):
             # a runtime-checkable Protocol looks at the instance's attributes, not its type; a
             # user's metaclass may too (torch's own, Parameter's, answer by the type)
             raise Unsupported(f"isinstance() against {getattr(c, '__name__', c)!r}, whose metaclass "
@@ -178,7 +179,7 @@ def _guarded_subclass(tx, t, cls):
     (collections.abc, typing) are trusted like library globals."""
     result = issubclass(t, cls)
     classes = cls if isinstance(cls, tuple) else (cls,)
-    if any(_custom_check(type(c)) and not _library_object(c) for c in classes):
+    if any(_custom_check(type(c)) and not library_object(c) for c in classes):
         from guards import ConstSource, Predicate
         tx.guard(Predicate(ConstSource(cls), lambda c, _t=t, _r=result: issubclass(_t, c) is _r,
                            f"issubclass({getattr(t, '__name__', t)}, ...) is {result}"))
@@ -200,14 +201,6 @@ def _flat_classes(cls):
 def _custom_check(meta):
     """A metaclass that answers issubclass/isinstance itself (ABCMeta: its registry)."""
     return any(getattr(meta, n, None) is not getattr(type, n) for n in ("__subclasscheck__", "__instancecheck__"))
-
-
-def _library_object(obj):
-    import sys
-    from .variables.functions import library_file
-    module = sys.modules.get(getattr(obj, "__module__", None) or "")
-    f = getattr(module, "__file__", None)
-    return f is None or library_file(f)
 
 
 @impl(callable)

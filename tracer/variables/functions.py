@@ -609,3 +609,12 @@ def _library_function(fn):
 def library_file(filename):
     """Whether `filename` is installed library code (site-packages, the stdlib)."""
     return os.path.realpath(filename).startswith(_LIBRARY_DIRS)
+
+
+def library_object(obj):
+    """Whether a class or function `obj` comes from installed library code (its module's file
+    is, or it has none: builtins)."""
+    import sys
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    f = getattr(module, "__file__", None)
+    return f is None or library_file(f)
