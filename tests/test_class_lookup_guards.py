@@ -305,3 +305,151 @@ def test_a_method_of_an_abc_subclass_patched_recompiles():
         return r.scale(x) + r["k"]
     patcher = mock.patch.object(Registry, "scale", lambda self, x: x * 5)
     _same_after(g, (torch.ones(1),), patcher.start, patcher.stop)
+
+
+# ---- lookups on a class reached without the object's own source ---------------------------
+# (objects made in the frame, type(o), super(), the with statement: found by differential testing,
+# 2026-11-25; each returned the traced answer after the class changed)
+
+class _Made:
+    def f(self, x):
+        return x + 1
+
+    @property
+    def p(self):
+        return 1.0
+
+    def __call__(self, x):
+        return x + 1
+
+    data = 1.0
+
+
+class _Manager:
+    def __enter__(self):
+        return 1.0
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_method_of_an_object_made_in_the_frame_recompiles_when_patched():
+    def g(x):
+        return _Made().f(x)
+    patcher = mock.patch.object(_Made, "f", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+
+
+def test_a_property_of_an_object_made_in_the_frame_recompiles_when_replaced():
+    def g(x):
+        return x + _Made().p
+    patcher = mock.patch.object(_Made, "p", property(lambda self: 5.0))
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+
+
+def test_calling_an_object_made_in_the_frame_recompiles_when_call_is_patched():
+    def g(x):
+        return _Made()(x)
+    patcher = mock.patch.object(_Made, "__call__", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+
+
+def test_with_recompiles_when_enter_is_patched():
+    cm = _Manager()
+
+    def g(x):
+        with cm as v:
+            return x + v
+    patcher = mock.patch.object(_Manager, "__enter__", lambda self: 7.0)
+    _same_after(g, (torch.zeros(1),), patcher.start, patcher.stop)
+
+
+def test_reads_through_type_of_an_object_recompile_when_the_class_changes():
+    o = _Made()
+
+    def g(x):
+        return type(o).f(o, x) + type(o).data
+    p1 = mock.patch.object(_Made, "f", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), p1.start, p1.stop)
+    p2 = mock.patch.object(_Made, "data", 3.0)
+    _same_after(g, (torch.zeros(1),), p2.start, p2.stop)
+
+
+class _Base:
+    def f(self, x):
+        return x + 1
+
+    @classmethod
+    def make(cls, x):
+        return x + 1
+
+
+class _Derived(_Base):
+    def f(self, x):
+        return super().f(x) * 2
+
+    @classmethod
+    def make(cls, x):
+        return super().make(x) * 2
+
+
+class _Mid(_Base):
+    pass
+
+
+class _Deep(_Mid):
+    def f(self, x):
+        return super().f(x) * 2
+
+
+def test_super_recompiles_when_the_base_method_is_patched():
+    d = _Derived()
+
+    def g(x):
+        return d.f(x) + _Derived.make(x)
+    p1 = mock.patch.object(_Base, "f", lambda self, x: x - 1)
+    _same_after(g, (torch.zeros(1),), p1.start, p1.stop)
+    p2 = mock.patch.object(_Base, "make", classmethod(lambda cls, x: x + 10))
+    _same_after(g, (torch.zeros(1),), p2.start, p2.stop)
+
+
+def test_super_recompiles_when_a_class_between_gains_the_method():
+    d = _Deep()
+
+    def g(x):
+        return d.f(x)
+    p = mock.patch.object(_Mid, "f", lambda self, x: x - 1, create=True)
+    _same_after(g, (torch.zeros(1),), p.start, p.stop)
+
+
+class _ScaledLinear(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_super_forward_of_a_module_recompiles_when_the_base_forward_is_patched():
+    m = _ScaledLinear(1, 1)
+
+    def g(x):
+        return m(x)
+    p = mock.patch.object(torch.nn.Linear, "forward", lambda self, x: x * 0)
+    with torch.no_grad():
+        _same_after(g, (torch.ones(1, 1),), p.start, p.stop)
+
+
+class _Plain:
+    pass
+
+
+def test_default_equality_recompiles_once_the_class_defines_eq():
+    e1, e2 = _Plain(), _Plain()
+
+    def g(x):
+        return x + 1 if e1 == e2 else x - 1
+
+    def add_eq():
+        _Plain.__eq__ = lambda s, o: True
+
+    def remove_eq():
+        del _Plain.__eq__
+    _same_after(g, (torch.zeros(1),), add_eq, remove_eq)

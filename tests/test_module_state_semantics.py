@@ -243,3 +243,23 @@ def test_a_compiled_module_with_hooks_runs_its_current_forward_and_compiles_an_i
     with traced() as t:
         assert _equal(cm(x), m(x)) and m(x).item() == 14.0
     assert t.frames_traced == 1 and t.graphs == 1, str(t)  # compiled too, not run as is
+
+
+@pytest.mark.parametrize("write", ["item", "update"])
+def test_a_write_through_the_modules_dict_before_its_call_is_seen_by_the_call(write):
+    """`m.__dict__[k] = v` / `m.__dict__.update(...)`: the write goes through the dict, not the
+    module (it was pending while the module's reads went to the live dict)."""
+    def f(x, m):
+        if write == "item":
+            m.__dict__["negative_slope"] = 0.5
+        else:
+            m.__dict__.update(negative_slope=0.5)
+        return m(x)
+    x = -torch.ones(3)
+    expected = f(x, torch.nn.LeakyReLU(0.1))
+    m = torch.nn.LeakyReLU(0.1)
+    with traced() as t:
+        got = tracer.compile(f)(x, m)
+    assert _equal(got, expected) and _equal(got, torch.full((3,), -0.5))
+    assert m.negative_slope == 0.5
+    assert t.internal_errors == 0 and t.graphs >= 1, str(t)

@@ -57,9 +57,9 @@ class GradRestore:
 
 def special_method(f, obj, name):
     """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
-    from ..variables.objects import bind_class_attr, lookup_type_attr
+    from ..variables.objects import bind_class_attr, class_source, guarded_type_lookup
     cls = obj.python_type()
-    attr, _ = lookup_type_attr(cls, name)
+    attr, _ = guarded_type_lookup(f, class_source(obj), cls, name)
     if attr is None:
         return None
     return bind_class_attr(f, attr, obj, cls)

@@ -159,6 +159,8 @@ def compare(f, op, a, b):
         ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
         default_eq = _default_eq(a) and _default_eq(b)
         if default_eq and (ka is not None or kb is not None or a.is_constant() or b.is_constant()):
+            _guard_default_eq(f, a, op)
+            _guard_default_eq(f, b, op)
             same = identical(f, a, b)
             return ConstantVariable(same if op == "==" else not same)
     raise Unsupported(f"comparison {op} between {a} and {b}")
@@ -173,6 +175,14 @@ def _default_eq(var):
         return False
     return t.__eq__ is object.__eq__ or getattr(var, "identity_key", None) is not None and \
         t.__eq__ in (object.__eq__, type.__eq__)
+
+
+def _guard_default_eq(f, var, op):
+    """An identity answer holds while the class still defines no __eq__ (nor __ne__ for
+    `!=`): one added later (assigned, patched) must recompile."""
+    if not var.is_constant():
+        from ..variables.objects import guard_type_entries
+        guard_type_entries(f, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
 
 
 def contains(f, container, item):

@@ -99,7 +99,7 @@ def construct(tx, cls_var, args, kwargs):
     if reason is not None:
         raise Unsupported(f"constructing a {cls.__qualname__} object inside the traced frame: {reason}")
     obj = NewObjectVariable(cls)
-    init = _type_attr(cls, "__init__")
+    init = obj._class_attr(tx, "__init__")
     if isinstance(init, types.FunctionType):
         ret = UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
         if not (ret.is_constant() and ret.as_constant() is None):
@@ -208,6 +208,13 @@ class NewObjectVariable(Variable):
         self.dict_base = base
         self.items = DictVariable({}) if base is not None else None
 
+    def _class_attr(self, tx, name, missing=None):
+        """`name` as type(self)'s MRO holds it (or `missing`), guarded: the class is not the
+        frame's own, and a method patched on it later must recompile."""
+        from .objects import guarded_type_lookup
+        attr, owner = guarded_type_lookup(tx, self.cls_source, self.cls, name)
+        return missing if owner is None else attr
+
     # ---- identity ------------------------------------------------------------------------
     def python_type(self):
         return self.cls
@@ -217,7 +224,7 @@ class NewObjectVariable(Variable):
 
     # ---- attributes ----------------------------------------------------------------------
     def getattr(self, tx, name):
-        ga = _type_attr(self.cls, "__getattribute__")
+        ga = self._class_attr(tx, "__getattribute__")
         if any(ga is g for g in GENERIC_GETATTRIBUTE):
             return self.generic_getattr(tx, name)
         if isinstance(ga, types.FunctionType):
@@ -232,7 +239,7 @@ class NewObjectVariable(Variable):
             return ClassVariable(self.cls, self.cls_source)
         if name == "__dict__":
             return InstanceAttrsVariable(self)
-        attr = _type_attr(self.cls, name, _MISSING)
+        attr = self._class_attr(tx, name, _MISSING)
         if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
             return bind_class_attr(tx, attr, self, self.cls)
         if name in self.attrs.items:
@@ -245,7 +252,7 @@ class NewObjectVariable(Variable):
         got = self._lookup(tx, name)
         if got is not _MISSING:
             return got
-        fallback = _type_attr(self.cls, "__getattr__")
+        fallback = self._class_attr(tx, "__getattr__")
         if isinstance(fallback, types.FunctionType):
             from .functions import UserFunctionVariable
             return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
@@ -254,8 +261,8 @@ class NewObjectVariable(Variable):
         raise attribute_error(self.cls.__name__, name)
 
     def hasattr(self, tx, name):
-        if _type_attr(self.cls, "__getattr__") is None and \
-                any(_type_attr(self.cls, "__getattribute__") is g for g in GENERIC_GETATTRIBUTE):
+        if self._class_attr(tx, "__getattr__") is None and \
+                any(self._class_attr(tx, "__getattribute__") is g for g in GENERIC_GETATTRIBUTE):
             return self._lookup(tx, name) is not _MISSING
         try:  # the class's own lookup runs (symbolically), as CPython's hasattr runs it
             self.getattr(tx, name)
@@ -266,7 +273,7 @@ class NewObjectVariable(Variable):
             raise
 
     def setattr(self, tx, name, value):
-        sa = _type_attr(self.cls, "__setattr__")
+        sa = self._class_attr(tx, "__setattr__")
         if sa is object.__setattr__:
             return self.generic_setattr(tx, name, value)
         if isinstance(sa, types.FunctionType):
@@ -276,7 +283,7 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{self.cls.__name__}.__setattr__ is {type(sa).__name__}, not traced")
 
     def delattr(self, tx, name):
-        da = _type_attr(self.cls, "__delattr__")
+        da = self._class_attr(tx, "__delattr__")
         if da is object.__delattr__:
             return self.generic_delattr(tx, name)
         if isinstance(da, types.FunctionType):
@@ -286,7 +293,7 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
 
     def generic_delattr(self, tx, name):
-        if hasattr(type(_type_attr(self.cls, name)), "__delete__"):
+        if hasattr(type(self._class_attr(tx, name)), "__delete__"):
             raise Unsupported(f"del of {self.cls.__name__}.{name} runs a descriptor")
         if name not in self.attrs.items:
             raise attribute_error(self.cls.__name__, name)
@@ -295,7 +302,7 @@ class NewObjectVariable(Variable):
     def generic_setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):
             raise Unsupported(f"assignment to {name} of a new object")
-        attr = _type_attr(self.cls, name)
+        attr = self._class_attr(tx, name)
         if attr is not None and hasattr(type(attr), "__set__"):
             if isinstance(attr, property) and attr.fset is not None:
                 from .functions import UserFunctionVariable
@@ -307,7 +314,7 @@ class NewObjectVariable(Variable):
     # ---- special methods: looked up on the type ----------------------------------------------
     def _special(self, tx, name, args, what):
         from .objects import bind_class_attr
-        attr = _type_attr(self.cls, name)
+        attr = self._class_attr(tx, name)
         if attr is None:
             raise Unsupported(f"{what} of a {self.cls.__name__} object (the user code raises TypeError)")
         return bind_class_attr(tx, attr, self, self.cls).call(tx, args, {})
@@ -331,15 +338,15 @@ class NewObjectVariable(Variable):
         return n.as_constant()
 
     def truthy(self, tx):
-        if _type_attr(self.cls, "__bool__") is not None:
+        if self._class_attr(tx, "__bool__") is not None:
             return tx.truthy(self._special(tx, "__bool__", [], "bool()"))
-        if _type_attr(self.cls, "__len__") is not None:
+        if self._class_attr(tx, "__len__") is not None:
             return self.length(tx) != 0
         return True
 
     def call(self, tx, args, kwargs):
         from .objects import bind_class_attr
-        attr = _type_attr(self.cls, "__call__")
+        attr = self._class_attr(tx, "__call__")
         if attr is None:
             raise Unsupported(f"{self.cls.__name__} object is not callable (the user code raises TypeError)")
         return bind_class_attr(tx, attr, self, self.cls).call(tx, args, kwargs)

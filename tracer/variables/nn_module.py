@@ -18,7 +18,7 @@ from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
-from .objects import _binds, bind_class_attr, guard_class_lookup, lookup_type_attr
+from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
                torch.nn.ParameterList, torch.nn.ParameterDict)
@@ -59,6 +59,7 @@ class NNModuleVariable(ObjectVariable):
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             return pending
+        check_dict_not_written(tx, self, f"reading {name!r}")
         m = self.module
         params, buffers, modules = m.__dict__.get("_parameters"), m.__dict__.get("_buffers"), m.__dict__.get("_modules")
         if params is not None and name in params:
@@ -262,6 +263,7 @@ class NNModuleVariable(ObjectVariable):
         if lookup_type_attr(type(m), "__call__")[0] is not torch.nn.Module.__call__:
             raise Unsupported(f"{type(m).__name__} defines its own __call__")
         self._not_written(tx, "calling", _changes_call)
+        check_dict_not_written(tx, self, "calling")
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
                 or _global_forward_hooks_registered()):
             self._check_hooks(tx)

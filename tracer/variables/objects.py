@@ -10,7 +10,7 @@ import collections
 import types
 
 from guards import Predicate
-from guards.sources import AttrSource, DictItemSource, GenericAttrSource, ItemSource
+from guards.sources import AttrSource, ConstSource, DictItemSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException, attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
@@ -36,6 +36,63 @@ def guard_class_entry(tx, cls_source, name, attr):
                                    f"class attribute {name!r} is the {type(attr).__name__} seen while tracing"))
 
 
+_IMMUTABLETYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtins and C types, whose entries never change
+
+
+def class_can_change(cls):
+    """Whether entries of `cls` (or its bases) can be set, deleted or patched."""
+    return isinstance(cls, type) and not cls.__flags__ & _IMMUTABLETYPE  # (no static type has a heap base)
+
+
+def class_source(var):
+    """Where a guard reads the class a lookup on `var` went through: type() of the object's own
+    source, the class a new object was made from (`cls_source`), else the class itself baked in
+    (an object reached without a source has its class fixed by what made it; the class's
+    contents are not fixed: patching a method of `type(o)` or of a new object's class is a
+    change like any other)."""
+    if var.source is not None:
+        return TypeSource(var.source)
+    cls_source = getattr(var, "cls_source", None)
+    return cls_source if cls_source is not None else ConstSource(var.python_type())
+
+
+def guarded_type_lookup(tx, cls_source, cls, name, start_after=None):
+    """`name` looked up on `cls` as `_PyType_Lookup` does ((entry, owner) as lookup_type_attr
+    gives it, (None, None) when missing), guarded on the class at `cls_source` still giving the same entry, or nothing. With
+    `start_after` (super()), the lookup starts after that class, and the guard is on the
+    class that held the entry and on each class skipped before it."""
+    attr, owner = lookup_type_attr(cls, name, start_after)
+    if not class_can_change(cls):
+        return attr, owner
+    if start_after is None:
+        _guard_resolution(tx, cls_source, name, attr, owner)
+        return attr, owner
+    mro = cls.__mro__
+    for klass in mro[mro.index(start_after) + 1:]:  # each resolves as it did (C3: its MRO is a
+        if klass.__flags__ & _IMMUTABLETYPE:          # subsequence of cls's): none gained `name`
+            continue
+        _guard_resolution(tx, ConstSource(klass), name, *lookup_type_attr(klass, name))
+        if klass is owner:
+            break
+    return attr, owner
+
+
+def guard_type_entries(tx, var, names):
+    """Guard what type(var)'s MRO holds under each of `names` (a behaviour the trace relied on
+    through the type: default ==, hashing), when the class can change."""
+    t = var.python_type()
+    if class_can_change(t):
+        for name in names:
+            guarded_type_lookup(tx, class_source(var), t, name)
+
+
+def _guard_resolution(tx, cls_source, name, attr, owner):
+    if owner is None:
+        tx.guard(Predicate.class_lacks(cls_source, name, f"defines no {name!r}"))
+    else:
+        guard_class_entry(tx, cls_source, name, attr)
+
+
 def guard_class_lookup(tx, obj_var, name, attr, *, instance_dict=True):
     """Guard what `obj.name` found on the object's class: that type(obj)'s MRO still gives
     `attr` for `name` and, where an instance attribute would win (`instance_dict`: not a data
@@ -43,16 +100,29 @@ def guard_class_lookup(tx, obj_var, name, attr, *, instance_dict=True):
     Without these, patching a method on the class (`mock.patch.object`), setting it on the
     instance, or replacing a property kept the traced behaviour on later calls. The guards are
     on the class and the instance dict, not the object's identity: a fresh object of the same
-    class hits the same entry. No guard when the object has no source (made in the frame:
-    its class is fixed by what made it)."""
-    src = obj_var.source
-    if src is None:
+    class hits the same entry. An object without a source (made in the frame) has its class
+    guarded through `class_source`; its instance dict is the frame's own."""
+    if not class_can_change(obj_var.python_type()):
         return
-    from guards.sources import TypeSource
-    guard_class_entry(tx, TypeSource(src), name, attr)
-    if instance_dict and not hasattr(type(attr), "__set__") and isinstance(getattr(obj_var.value, "__dict__", None), dict):
+    guard_class_entry(tx, class_source(obj_var), name, attr)
+    src = obj_var.source
+    if src is not None and instance_dict and not hasattr(type(attr), "__set__") and \
+            isinstance(getattr(obj_var.value, "__dict__", None), dict):
         tx.guard(Predicate.key_absent(_generic_attr_source(obj_var, "__dict__"), name,
                                       f"no instance attribute {name!r} (the class's is used)"))
+
+
+def check_dict_not_written(tx, obj_var, what):
+    """Unsupported (a break before `what`) when the frame wrote to the object's `__dict__`
+    through the dict itself (`m.__dict__[k] = v`, `vars(o).update(...)`, reached after a break):
+    that write is pending until after the graph, and reads through the object see the live
+    dict, which does not have it yet."""
+    inst = getattr(obj_var.value, "__dict__", None)
+    if not isinstance(inst, dict):
+        return
+    alias = tx.wrap_memo.get(id(inst))
+    if alias is not None and alias[0] is inst and getattr(alias[1], "_mutated", False):
+        raise Unsupported(f"{what} of an object whose __dict__ this frame changed through another reference")
 
 
 _OBJECT_CLASS = object.__dict__["__class__"]
@@ -219,7 +289,7 @@ class UserObjectVariable(ObjectVariable):
         cls = type(self.value)
         if type(cls).__getattribute__ is not type.__getattribute__:
             raise Unsupported(f"{cls.__name__} has a metaclass that customises attribute lookup")
-        custom, _ = lookup_type_attr(cls, "__getattribute__")
+        custom, _ = guarded_type_lookup(tx, class_source(self), cls, "__getattribute__")
         from .new_objects import GENERIC_GETATTRIBUTE
         if any(custom is g for g in GENERIC_GETATTRIBUTE):  # dict subclasses: dict's slot is generic
             return self.generic_getattr(tx, name)
@@ -247,11 +317,7 @@ class UserObjectVariable(ObjectVariable):
             return bind_class_attr(tx, attr, self, cls)
         inst = getattr(obj, "__dict__", None)
         src = _generic_attr_source(self, name)
-        if inst is not None:
-            alias = tx.wrap_memo.get(id(inst))  # the dict itself, reached another way and changed
-            if alias is not None and alias[0] is inst and getattr(alias[1], "_mutated", False):
-                raise Unsupported(f"reading {name!r} of an object whose __dict__ this frame changed "
-                                  "through another reference")
+        check_dict_not_written(tx, self, f"reading {name!r}")
         if inst is not None and name in inst:
             return tx.wrap(inst[name], src)
         if isinstance(attr, types.MemberDescriptorType):
@@ -372,6 +438,12 @@ class ClassVariable(ObjectVariable):
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
+        if self.source is None and class_can_change(self.cls):
+            # type(o), a classmethod's cls, a new object's class: read through the class itself
+            if _binds(attr):
+                guard_class_entry(tx, ConstSource(self.cls), name, attr)
+            else:
+                return tx.wrap(attr, AttrSource(ConstSource(self.cls), name))
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
             guard_class_entry(tx, self.source, name, attr)  # replaced on the class later
         if isinstance(attr, staticmethod):
@@ -457,7 +529,7 @@ class SuperVariable(Variable):
         if isinstance(self.obj, ClassVariable):  # super() in a classmethod or __new__
             return self._class_getattr(tx, name)
         obj_type = self.obj.python_type()
-        attr, owner = lookup_type_attr(obj_type, name, start_after=self.cls)
+        attr, owner = guarded_type_lookup(tx, None, obj_type, name, start_after=self.cls)
         if attr is None:
             raise Unsupported(f"super() has no attribute {name!r}")
         if attr is object.__init__:
@@ -475,7 +547,7 @@ class SuperVariable(Variable):
         klass = self.obj.value
         if not (isinstance(klass, type) and isinstance(self.cls, type) and issubclass(klass, self.cls)):
             raise Unsupported("super(C, x) where x is neither an instance nor a subclass of C")
-        attr, _owner = lookup_type_attr(klass, name, start_after=self.cls)
+        attr, _owner = guarded_type_lookup(tx, None, klass, name, start_after=self.cls)
         if isinstance(attr, staticmethod):
             attr = attr.__func__
         if isinstance(attr, types.FunctionType):
