@@ -259,3 +259,49 @@ def test_audit_hooks_are_not_traced():
     res = subprocess.run([sys.executable, "-c", _AUDIT_HOOK_SCRIPT], capture_output=True, text=True,
                          cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=120)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stdout + res.stderr
+
+
+class _Holder:
+    def __init__(self):
+        self.k = 3
+
+
+def test_objects_and_tensors_as_dict_keys_made_in_the_frame():
+    """Keys compared by identity (a module, a tensor, a plain object): found again by the
+    same object, and iterating the dict gives the objects back (an object key stored by
+    `d[m] = v` used to come back as an internal ('obj', id) tuple: a wrong result)."""
+    relu = torch.nn.ReLU()
+    h = _Holder()
+
+    def f(x):
+        d = {x: 2}
+        d[relu] = 1
+        d[h] = "h"
+        y = x * d[x]
+        for k in d:
+            if k is relu:
+                y = k(y)
+        seen = {t: i for i, t in enumerate((x, y))}
+        return y + seen[y], list(d)[1:], relu in d, (y in seen), len(seen)
+
+    check(f, torch.randn(3), graphs=1, dynamo=True)
+
+
+def test_vars_of_an_object():
+    def f(x, o):
+        n = _Holder()
+        return x * vars(o)["k"] + vars(n)["k"], "k" in vars(o), vars(o).get("nope", 1)
+
+    check(f, torch.ones(2), _Holder(), graphs=1, dynamo=True)
+
+
+def test_an_object_key_stored_into_a_dict_iterates_as_the_object():
+    relu = torch.nn.ReLU()
+
+    def f(x):
+        d = {}
+        d[relu] = 1
+        d["a"] = 2
+        return x + 1, list(d), [k is relu for k in d]
+
+    check(f, torch.ones(2), graphs=1)

@@ -271,6 +271,20 @@ def _type(tx, obj):
     return ClassVariable(obj.python_type())
 
 
+@impl(vars)
+def _vars(tx, *args):
+    """vars(o) is o.__dict__ read through o's own attribute lookup (CPython's
+    PyObject_GetAttr), an AttributeError turned into TypeError."""
+    if len(args) != 1:
+        raise Unsupported("vars() without an argument (the frame's locals)")
+    try:
+        return args[0].getattr(tx, "__dict__")
+    except UserException as e:
+        if issubclass(e.exc_type, AttributeError):
+            raise user_error(TypeError, "vars() argument must have __dict__ attribute")
+        raise
+
+
 @impl(range)
 def _range(tx, *args):
     return _fold(range, args, {})

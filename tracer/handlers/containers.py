@@ -1,7 +1,7 @@
 """Building and unpacking tuples, lists, dicts, sets, slices and strings."""
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+from ..variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
 from ..variables.sym import SliceVariable, is_sym, specialized
 from . import PY313, UNTIL_312, handler
 
@@ -24,7 +24,7 @@ def BUILD_SET(f, inst):
 @handler("BUILD_MAP")
 def BUILD_MAP(f, inst):
     flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({_key(k): v for k, v in zip(flat[::2], flat[1::2])}))
+    f.push(DictVariable({_const_key(f, k): v for k, v in zip(flat[::2], flat[1::2])}))
 
 
 @handler("BUILD_CONST_KEY_MAP")
@@ -32,13 +32,6 @@ def BUILD_CONST_KEY_MAP(f, inst):
     keys = f.pop().as_constant()
     values = f.popn(inst.arg)
     f.push(DictVariable(dict(zip(keys, values))))
-
-
-def _key(var):
-    var = specialized(var)
-    if not var.is_constant():
-        raise Unsupported(f"dict key {var} is not a constant")
-    return var.as_constant()
 
 
 @handler("BUILD_STRING")
@@ -123,7 +116,7 @@ def SET_ADD(f, inst):
 @handler("MAP_ADD")
 def MAP_ADD(f, inst):
     v, k = f.pop(), f.pop()
-    _target(f, inst).items[_key(k)] = v
+    _target(f, inst).items[_const_key(f, k)] = v
 
 
 @handler("LIST_EXTEND")

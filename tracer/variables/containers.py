@@ -13,18 +13,43 @@ from .base import ConstantVariable, TempVariable, Variable
 
 
 def _const_key(tx, key):
-    """Dict keys and set members must be compile-time constants (or objects with identity)."""
+    """A dict key or set member: a compile-time constant, or an object compared by identity
+    (`_IdKey`, which iteration gives back as the object)."""
     from .sym import specialized
     key = specialized(key)  # a symbolic size as a key: its value, guarded
     if key.is_constant():
         return key.as_constant()
-    ident = getattr(key, "identity_key", None)
+    ident = _identity_key(tx, key)
     if ident is not None:
-        pin = getattr(key, "pin_identity", None)
-        if pin is not None:
-            pin(tx)
-        return ident()
+        return ident
     raise Unsupported(f"dict key / set member {key} is not a constant")
+
+
+def _identity_key(tx, key):
+    """An object whose hash and == are object's (modules, functions, plain instances), or a
+    tensor (its hash is its id, and two live tensors never share one, so == is never asked):
+    as a key it is found exactly when the same object is used."""
+    from .tensor import TensorVariable
+    if isinstance(key, TensorVariable):
+        return _IdKey(key, ("tensor", id(key.node)))
+    ident = getattr(key, "identity_key", None)
+    if ident is None:
+        return None
+    t = key.python_type()
+    if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
+        return None
+    from .objects import guard_type_entries
+    guard_type_entries(tx, key, ("__hash__", "__eq__"))  # (one defined later changes lookups)
+    pin = getattr(key, "pin_identity", None)
+    if pin is not None:
+        pin(tx)
+    return _IdKey(key, ident())
+
+
+def _key_error(key):
+    if isinstance(key, _IdKey):  # (the exception would need the object itself)
+        raise Unsupported(f"KeyError for the object key {key.var} (the user code raises KeyError)")
+    return user_error(KeyError, key)
 
 
 def _index(key):
@@ -367,7 +392,7 @@ class DictVariable(Variable):
     def getitem(self, tx, key):
         k = _const_key(tx, key)
         if k not in self.items:
-            raise user_error(KeyError, k)
+            raise _key_error(k)
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -410,7 +435,7 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise user_error(KeyError, k)
+                raise _key_error(k)
             if name == "setdefault":
                 k = _const_key(tx, args[0])
                 if k not in self.items:
@@ -494,7 +519,7 @@ class DictViewVariable(Variable):
 
 
 class _IdKey:
-    """A dict key that is an object compared by identity (modules, functions)."""
+    """A dict key that is an object compared by identity (modules, functions, tensors)."""
 
     def __init__(self, var, key):
         self.var, self.key = var, key
