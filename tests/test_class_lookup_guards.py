@@ -453,3 +453,60 @@ def test_default_equality_recompiles_once_the_class_defines_eq():
     def remove_eq():
         del _Plain.__eq__
     _same_after(g, (torch.zeros(1),), add_eq, remove_eq)
+
+
+class _OnlyNe:
+    def __ne__(self, other):
+        return False
+
+
+def test_not_equal_uses_a_classs_own_ne():
+    n1, n2 = _OnlyNe(), _OnlyNe()
+
+    def g(x):
+        return x + (n1 != n2)
+    c = tracer.compile(g)
+    assert torch.equal(c(torch.zeros(1)), g(torch.zeros(1)))
+
+
+def test_super_with_an_object_of_another_class_raises_as_python_does():
+    class Duck:
+        pass
+
+    def g(x):
+        try:
+            return _Derived.f(Duck(), x)
+        except TypeError:
+            return x - 100
+    with traced() as t:
+        assert torch.equal(tracer.compile(g)(torch.zeros(1)), g(torch.zeros(1)))
+    assert t.internal_errors == 0, str(t)
+
+
+class _P1:
+    def g(self, x):
+        return x + 1
+
+
+class _P2:
+    def g(self, x):
+        return x + 100
+
+
+class _Q(_P1):
+    def g(self, x):
+        return super().g(x) * 2
+
+
+def test_super_recompiles_when_the_class_bases_change():
+    q = _Q()
+
+    def g(x):
+        return q.g(x)
+
+    def rebase():
+        _Q.__bases__ = (_P2,)
+
+    def restore():
+        _Q.__bases__ = (_P1,)
+    _same_after(g, (torch.zeros(1),), rebase, restore)

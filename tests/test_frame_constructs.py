@@ -305,3 +305,60 @@ def test_an_object_key_stored_into_a_dict_iterates_as_the_object():
         return x + 1, list(d), [k is relu for k in d]
 
     check(f, torch.ones(2), graphs=1)
+
+
+def test_an_object_or_tensor_key_written_into_a_dict_passed_in_is_the_object():
+    """The write-back of a changed argument dict pushes the key objects themselves (it pushed
+    the internal key record)."""
+    relu = torch.nn.ReLU()
+
+    def f(x, d):
+        d[relu] = 5
+        d[x] = 1
+        return x + 1
+
+    def run(fn):
+        x, d = torch.ones(2), {"k": 1}
+        fn(x, d)
+        return [k if not isinstance(k, torch.Tensor) else "x" if k is x else "other" for k in d]
+    assert run(tracer.compile(f)) == run(f) == ["k", relu, "x"]
+
+
+class _Key:
+    pass
+
+
+def test_identity_keys_and_is_stay_right_when_two_arguments_become_one_object():
+    """`{a: 1, b: 2}` and `a is b` decided on distinct objects: the same object passed twice
+    later must recompile (it took the traced answer)."""
+    def f(x, a, b):
+        d = {a: 1, b: 2}
+        return x + len(d) + (10 if a is b else 0)
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    assert torch.equal(c(x, _Key(), _Key()), f(x, _Key(), _Key()))
+    k = _Key()
+    assert torch.equal(c(x, k, k), f(x, k, k))
+    r1, r2 = torch.nn.ReLU(), torch.nn.ReLU()  # stateless leaves: guarded by type, not identity
+    assert torch.equal(c(x, r1, r2), f(x, r1, r2))
+    assert torch.equal(c(x, r1, r1), f(x, r1, r1))
+
+
+def test_vars_of_an_object_does_not_stop_breaks_in_the_frame():
+    def f(x, o):
+        y = x * vars(o)["k"]
+        print("a break")
+        return y + 1
+
+    _, d = check(f, torch.ones(2), _Holder(), graphs=2, breaks=1)
+
+
+def test_vars_without_an_argument_still_runs_the_frame_as_python():
+    def f(x):
+        y = x + 1
+        print("a break")
+        return y * len(vars())
+
+    c = tracer.compile(f)
+    assert torch.equal(c(torch.ones(2)), f(torch.ones(2)))

@@ -21,7 +21,7 @@ from guards import GlobalSource, LocalSource
 
 from .exc import Unsupported
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
-                                  set_list_iter)
+                                  load_key, set_list_iter)
 from .variables.collections_vars import DequeVariable
 from .variables.tensor import TensorVariable
 
@@ -277,7 +277,7 @@ def _contents_into_tmp(cg, var):
         cg.build(list, len(var.items))
     elif isinstance(var, DictVariable):
         for k, v in var.items.items():
-            cg.load_const(k)
+            load_key(cg, k)
             cg.reconstruct(v)
         cg.build(dict, len(var.items))
     elif isinstance(var, IteratorVariable):

@@ -326,7 +326,8 @@ def _hand_grad_mode_to_bytecode(ctx, instrs):
 
 
 def _distinct_sources(ctx):
-    """Inputs that are tensors or mutable containers must stay distinct objects, as traced."""
+    """Inputs that are tensors or mutable containers, or whose identity the trace compared,
+    must stay distinct objects, as traced."""
     seen, out = set(), []
     for src in ctx.input_tensor_sources + [v.source for v in ctx.mutable_inputs]:
         if src not in seen:

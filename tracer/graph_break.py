@@ -17,6 +17,7 @@ A conditional jump gets two continuations, one per target. If the instruction is
 the exception, so except/finally/__exit__ run exactly as in the original frame.
 """
 import dataclasses
+import dis
 
 import bytecode as bc
 
@@ -86,12 +87,27 @@ def can_break_at(code, inst):
     """Whether a break can be placed at this root instruction (else: whole-frame fallback)."""
     if inst is None or instruction_shape(inst) is None:
         return False
-    if _READS_LOCALS.intersection(code.co_names):
+    if reads_locals(code):
         return False  # locals()/vars()/dir()/eval/exec read locals that liveness calls dead
     return not code.co_flags & GENERATOR_FLAGS
 
 
 _READS_LOCALS = frozenset({"locals", "vars", "dir", "eval", "exec"})
+
+
+def reads_locals(code):
+    """Whether the frame may read its own locals by name: it names locals/dir/eval/exec, or
+    `vars` other than as `vars(arg)` (which reads arg.__dict__): a load of `vars` not followed
+    by the load of an argument (called bare, stored, passed on), or any star-call beside it."""
+    names = _READS_LOCALS.intersection(code.co_names)
+    if names != {"vars"}:
+        return bool(names)
+    ins = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "PUSH_NULL", "EXTENDED_ARG")]
+    if any(i.opname == "CALL_FUNCTION_EX" for i in ins):
+        return True
+    return any(i.argval == "vars" and i.opname.startswith("LOAD_") and
+               (k + 1 == len(ins) or not ins[k + 1].opname.startswith("LOAD_"))
+               for k, i in enumerate(ins))
 
 
 def loop_depth(code, target):

@@ -240,6 +240,11 @@ class Frame:
     def register_mutable_input(self, var):
         self.ctx.mutable_inputs.append(var)
 
+    def must_stay_distinct(self, var):
+        """An input whose identity the trace compared: in the NoAliasing guard, like a mutable
+        one (convert_frame._distinct_sources)."""
+        self.ctx.mutable_inputs.append(var)
+
     def guard_global_module_hooks(self):
         if not self.ctx.module_hooks_guarded:
             self.ctx.module_hooks_guarded = True

@@ -9,7 +9,7 @@ import operator
 from bytecode_utils import BINARY_OP_NAMES, versions
 
 from ..exc import Unsupported, folding_error
-from ..variables.base import ConstantVariable
+from ..variables.base import ConstantVariable, rely_on_identity
 from ..variables.containers import BaseSequence, ListVariable, SizeVariable, TupleVariable
 from ..variables.sym import is_sym, sym_binary, sym_compare, sym_unary
 from ..variables.tensor import TensorVariable
@@ -112,10 +112,9 @@ def identical(f, a, b):
     """`a is b` when it can be decided at trace time."""
     if a is b:
         return True
-    for v in (a, b):
-        pin = getattr(v, "pin_identity", None)
-        if pin is not None:
-            pin(f)
+    if not a.is_constant() and not b.is_constant():  # (vs a constant, the type decides)
+        for v in (a, b):
+            rely_on_identity(f, v)
     if a.is_constant() and b.is_constant():
         va, vb = a.as_constant(), b.as_constant()
         if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
@@ -157,7 +156,7 @@ def compare(f, op, a, b):
         return ConstantVariable(same if op == "==" else not same)
     if op in ("==", "!="):
         ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
-        default_eq = _default_eq(a) and _default_eq(b)
+        default_eq = _default_eq(a, op) and _default_eq(b, op)
         if default_eq and (ka is not None or kb is not None or a.is_constant() or b.is_constant()):
             _guard_default_eq(f, a, op)
             _guard_default_eq(f, b, op)
@@ -166,15 +165,16 @@ def compare(f, op, a, b):
     raise Unsupported(f"comparison {op} between {a} and {b}")
 
 
-def _default_eq(var):
+def _default_eq(var, op):
+    """Whether `==`/`!=` on var is object's identity comparison (a class, whose metaclass is
+    type, included: type's slots are object's)."""
     if var.is_constant():
         return True
     try:
         t = var.python_type()
     except Unsupported:
         return False
-    return t.__eq__ is object.__eq__ or getattr(var, "identity_key", None) is not None and \
-        t.__eq__ in (object.__eq__, type.__eq__)
+    return t.__eq__ is object.__eq__ and (op == "==" or t.__ne__ is object.__ne__)
 
 
 def _guard_default_eq(f, var, op):

@@ -232,3 +232,16 @@ class ConstantVariable(Variable):
 
     def __repr__(self):
         return f"Constant({self.value!r})"
+
+
+def rely_on_identity(tx, var):
+    """The trace decided something by `var`'s identity (`a is b`, a dict key). A function pins
+    its own identity (`pin_identity`); any other object with a source must stay as distinct
+    from the frame's other such inputs as it was (its source joins the NoAliasing guard), or
+    two arguments that are one object on a later call would take the traced answer. One
+    without a source was made in the frame, or is baked in: no input can be it."""
+    pin = getattr(var, "pin_identity", None)
+    if pin is not None:
+        pin(tx)
+    elif var.source is not None and getattr(var, "identity_key", None) is not None:
+        tx.must_stay_distinct(var)

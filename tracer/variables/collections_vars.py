@@ -12,7 +12,7 @@ import types
 
 from ..exc import Unsupported, attribute_error, user_error
 from .base import ConstantVariable, Variable
-from .containers import DictVariable, ListVariable, _const_key, _key_error, method_of
+from .containers import DictVariable, ListVariable, _const_key, key_error, key_variable, method_of
 
 
 class DequeVariable(ListVariable):
@@ -106,7 +106,7 @@ class DefaultDictVariable(DictVariable):
         if k in self.items:
             return self.items[k]
         if self.factory.is_constant() and self.factory.as_constant() is None:
-            raise _key_error(k)
+            raise key_error(k)
         value = self.factory.call(tx, [], {})
         self.setitem(tx, key, value)
         return value
@@ -136,7 +136,7 @@ def move_to_end(tx, d, args, kwargs):
     last = kwargs.get("last", args[1] if len(args) > 1 else ConstantVariable(True)).as_constant()
     k = _const_key(tx, args[0])
     if k not in d.items:
-        raise _key_error(k)
+        raise key_error(k)
     tx.side_effects.mutated(d)
     value = d.items.pop(k)
     if last:
@@ -160,8 +160,7 @@ def popitem(tx, d, args, kwargs):
     k = next(reversed(d.items)) if last else next(iter(d.items))
     value = d.items.pop(k)
     from .containers import TupleVariable
-    key_var = k.var if hasattr(k, "var") else ConstantVariable(k)
-    return TupleVariable([key_var, value])
+    return TupleVariable([key_variable(k), value])
 
 
 # ---- constructors ------------------------------------------------------------------------------

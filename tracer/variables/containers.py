@@ -9,7 +9,7 @@ rebuilt only if they escape (returned, stored).
 import collections
 
 from ..exc import Unsupported, user_error
-from .base import ConstantVariable, TempVariable, Variable
+from .base import ConstantVariable, TempVariable, Variable, rely_on_identity
 
 
 def _const_key(tx, key):
@@ -40,15 +40,28 @@ def _identity_key(tx, key):
         return None
     from .objects import guard_type_entries
     guard_type_entries(tx, key, ("__hash__", "__eq__"))  # (one defined later changes lookups)
-    pin = getattr(key, "pin_identity", None)
-    if pin is not None:
-        pin(tx)
+    rely_on_identity(tx, key)
     return _IdKey(key, ident())
 
 
-def _key_error(key):
-    if isinstance(key, _IdKey):  # (the exception would need the object itself)
-        raise Unsupported(f"KeyError for the object key {key.var} (the user code raises KeyError)")
+def key_variable(key):
+    """The Variable a stored dict key stands for (iteration, items(), popitem())."""
+    return key.var if isinstance(key, _IdKey) else ConstantVariable(key)
+
+
+def load_key(cg, key):
+    """Push a stored dict key: the object itself for an identity key, else the constant."""
+    if isinstance(key, _IdKey):
+        cg.reconstruct(key.var)
+    else:
+        cg.load_const(key)
+
+
+def key_error(key):
+    """The exception for a missing key: the user's KeyError, or, for an object key (whose
+    exception would have to carry the object), a break where the code raises it."""
+    if isinstance(key, _IdKey):
+        return Unsupported(f"KeyError for the object key {key.var} (the user code raises KeyError)")
     return user_error(KeyError, key)
 
 
@@ -384,7 +397,7 @@ class DictVariable(Variable):
         return bool(self.items)
 
     def iterate(self, tx):
-        return [ConstantVariable(k) if not isinstance(k, _IdKey) else k.var for k in self.items]
+        return [key_variable(k) for k in self.items]
 
     def length(self, tx):
         return len(self.items)
@@ -392,7 +405,7 @@ class DictVariable(Variable):
     def getitem(self, tx, key):
         k = _const_key(tx, key)
         if k not in self.items:
-            raise _key_error(k)
+            raise key_error(k)
         return self.items[k]
 
     def setitem(self, tx, key, value):
@@ -435,7 +448,7 @@ class DictVariable(Variable):
                     return self.items.pop(k)
                 if len(args) > 1:
                     return args[1]
-                raise _key_error(k)
+                raise key_error(k)
             if name == "setdefault":
                 k = _const_key(tx, args[0])
                 if k not in self.items:
@@ -460,10 +473,7 @@ class DictVariable(Variable):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
         for k, v in self.items.items():
-            if isinstance(k, _IdKey):
-                cg.reconstruct(k.var)
-            else:
-                cg.load_const(k)
+            load_key(cg, k)
             cg.reconstruct(v)
         cg.build(dict, len(self.items))
         if self.user_cls is not dict:

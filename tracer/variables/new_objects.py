@@ -406,7 +406,7 @@ class NewObjectVariable(Variable):
     # ---- after the graph -------------------------------------------------------------------
     def reconstruct(self, cg):
         # (built once per rewritten code, and refused if it contains itself: CodeGen.reconstruct)
-        from .containers import _IdKey
+        from .containers import load_key
         base = self.dict_base
         cg.extend(versions.load_const_callable(rebuild_object))
         cg.load_const(self.cls)
@@ -419,12 +419,7 @@ class NewObjectVariable(Variable):
         cg.load_const(base.__setitem__ if base is not None else None)
         pairs = list(self.items.items.items()) if self.items is not None else []
         for k, _ in pairs:
-            if isinstance(k, _IdKey):
-                cg.reconstruct(k.var)
-            elif isinstance(k, tuple):  # (identity keys are kept as tuples: not rebuilt by value)
-                raise Unsupported(f"a new {self.cls.__name__} object with a tuple key escapes the frame")
-            else:
-                cg.load_const(k)
+            load_key(cg, k)
         cg.build(tuple, len(pairs))
         for _, v in pairs:
             cg.reconstruct(v)

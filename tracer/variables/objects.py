@@ -9,7 +9,7 @@ import abc
 import collections
 import types
 
-from guards import Predicate
+from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, DictItemSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException, attribute_error, user_error
@@ -56,20 +56,32 @@ def class_source(var):
     return cls_source if cls_source is not None else ConstSource(var.python_type())
 
 
-def guarded_type_lookup(tx, cls_source, cls, name, start_after=None):
+def guarded_type_lookup(tx, cls_source, cls, name):
     """`name` looked up on `cls` as `_PyType_Lookup` does ((entry, owner) as lookup_type_attr
-    gives it, (None, None) when missing), guarded on the class at `cls_source` still giving the same entry, or nothing. With
-    `start_after` (super()), the lookup starts after that class, and the guard is on the
-    class that held the entry and on each class skipped before it."""
+    gives it, (None, None) when missing), guarded on the class at `cls_source` still giving
+    the same entry, or nothing."""
+    attr, owner = lookup_type_attr(cls, name)
+    if class_can_change(cls):
+        _guard_resolution(tx, cls_source, name, attr, owner)
+    return attr, owner
+
+
+def guarded_super_lookup(tx, cls, name, start_after):
+    """super(start_after, obj).name with type(obj) `cls`: the lookup continues after
+    `start_after` in cls.__mro__. Guarded: the MRO itself (a `__bases__` assignment replaces
+    it), and each class from there to the one that held the entry resolves `name` as it did
+    (C3 keeps each one's MRO a subsequence of cls's, so none of them gained `name`).
+    Unsupported when `start_after` is not in the MRO (the user code raises TypeError)."""
+    mro = cls.__mro__
+    if start_after not in mro:
+        raise Unsupported(f"super({getattr(start_after, '__name__', start_after)}, obj) with obj not an "
+                          f"instance or subclass of it (the user code raises TypeError)")
     attr, owner = lookup_type_attr(cls, name, start_after)
     if not class_can_change(cls):
         return attr, owner
-    if start_after is None:
-        _guard_resolution(tx, cls_source, name, attr, owner)
-        return attr, owner
-    mro = cls.__mro__
-    for klass in mro[mro.index(start_after) + 1:]:  # each resolves as it did (C3: its MRO is a
-        if klass.__flags__ & _IMMUTABLETYPE:          # subsequence of cls's): none gained `name`
+    tx.guard(IdMatch(AttrSource(ConstSource(cls), "__mro__"), mro))
+    for klass in mro[mro.index(start_after) + 1:]:
+        if klass.__flags__ & _IMMUTABLETYPE:
             continue
         _guard_resolution(tx, ConstSource(klass), name, *lookup_type_attr(klass, name))
         if klass is owner:
@@ -529,7 +541,7 @@ class SuperVariable(Variable):
         if isinstance(self.obj, ClassVariable):  # super() in a classmethod or __new__
             return self._class_getattr(tx, name)
         obj_type = self.obj.python_type()
-        attr, owner = guarded_type_lookup(tx, None, obj_type, name, start_after=self.cls)
+        attr, owner = guarded_super_lookup(tx, obj_type, name, self.cls)
         if attr is None:
             raise Unsupported(f"super() has no attribute {name!r}")
         if attr is object.__init__:
@@ -547,7 +559,7 @@ class SuperVariable(Variable):
         klass = self.obj.value
         if not (isinstance(klass, type) and isinstance(self.cls, type) and issubclass(klass, self.cls)):
             raise Unsupported("super(C, x) where x is neither an instance nor a subclass of C")
-        attr, _owner = guarded_type_lookup(tx, None, klass, name, start_after=self.cls)
+        attr, _owner = guarded_super_lookup(tx, klass, name, self.cls)
         if isinstance(attr, staticmethod):
             attr = attr.__func__
         if isinstance(attr, types.FunctionType):
