@@ -81,7 +81,7 @@ def guarded_super_lookup(tx, cls, name, start_after):
         return attr, owner
     tx.guard(IdMatch(AttrSource(ConstSource(cls), "__mro__"), mro))
     for klass in mro[mro.index(start_after) + 1:]:
-        if klass.__flags__ & _IMMUTABLETYPE:
+        if not class_can_change(klass):
             continue
         _guard_resolution(tx, ConstSource(klass), name, *lookup_type_attr(klass, name))
         if klass is owner:
@@ -92,10 +92,8 @@ def guarded_super_lookup(tx, cls, name, start_after):
 def guard_type_entries(tx, var, names):
     """Guard what type(var)'s MRO holds under each of `names` (a behaviour the trace relied on
     through the type: default ==, hashing), when the class can change."""
-    t = var.python_type()
-    if class_can_change(t):
-        for name in names:
-            guarded_type_lookup(tx, class_source(var), t, name)
+    for name in names:
+        guarded_type_lookup(tx, class_source(var), var.python_type(), name)
 
 
 def _guard_resolution(tx, cls_source, name, attr, owner):
@@ -290,10 +288,7 @@ class UserObjectVariable(ObjectVariable):
     def truthy(self, tx):
         cls = type(self.value)
         if "__bool__" not in dir(cls) and "__len__" not in dir(cls):
-            if self.source is not None:  # true while the class defines neither (guarded)
-                from guards.sources import TypeSource
-                for name in ("__bool__", "__len__"):
-                    tx.guard(Predicate.class_lacks(TypeSource(self.source), name, f"defines no {name}"))
+            guard_type_entries(tx, self, ("__bool__", "__len__"))  # true while it defines neither
             return True
         raise Unsupported(f"bool() of {cls.__name__} object")
 
