@@ -123,31 +123,25 @@ int fc_cmp_ptr(const void *a, const void *b)
 static int op_distinct(Program *p, Op *op, PyObject **cur)
 {
     /* len({id(v) for v in values}) == n: the frozen members were distinct when the
-     * snapshot was taken and are the same objects; check the others against all. */
+     * snapshot was taken and are the same objects (op->frozen_ptrs); check the others
+     * (op->vol) against them and each other.  Without frozen members, all are others. */
     PyObject *small[16];
-    PyObject **vol = small;
-    Py_ssize_t nv = 0, k, j;
-    if (op->n > 16 && (vol = PyMem_Malloc(op->n * sizeof(PyObject *))) == NULL)
+    PyObject **seen = small;
+    Py_ssize_t n = op->frozen_ptrs != NULL ? op->n_vol : op->n, nv = 0;
+    if (n > 16 && (seen = PyMem_Malloc(n * sizeof(PyObject *))) == NULL)
         return R_ERROR;
     int ok = 1;
-    for (k = 0; k < op->n; k++) {
-        Py_ssize_t node = op->nodes[k];
-        PyObject *v = VAL(node);
-        if (op->frozen_ptrs != NULL && p->frozen[node] && p->slot[node] < 0)
-            continue;  /* counted in frozen_ptrs */
+    for (Py_ssize_t k = 0; k < n && ok; k++) {
+        PyObject *v = VAL(op->nodes[op->frozen_ptrs != NULL ? op->vol[k] : k]);
         if (op->frozen_ptrs != NULL &&
-            bsearch(&v, op->frozen_ptrs, op->n_frozen_ptrs, sizeof(void *), fc_cmp_ptr)) {
+            bsearch(&v, op->frozen_ptrs, op->n_frozen_ptrs, sizeof(void *), fc_cmp_ptr))
             ok = 0;
-            break;
-        }
-        for (j = 0; j < nv && ok; j++)
-            ok = vol[j] != v;
-        if (!ok)
-            break;
-        vol[nv++] = v;
+        for (Py_ssize_t j = 0; j < nv && ok; j++)
+            ok = seen[j] != v;
+        seen[nv++] = v;
     }
-    if (vol != small)
-        PyMem_Free(vol);
+    if (seen != small)
+        PyMem_Free(seen);
     return ok;
 }
 
@@ -156,59 +150,60 @@ static int op_distinct(Program *p, Op *op, PyObject **cur)
 static int tensors_match(Program *p, Op *op, PyObject **cur)
 {
     TMeta *fps = (TMeta *)op->fps;
-    PyObject *vol[64];
-    Py_ssize_t nv = 0;
     uint64_t inc, exc;
     tm_api->tls(&inc, &exc);  /* the batch was recorded under one thread-local state */
     if (inc != fps[0].tls_included || exc != fps[0].tls_excluded)
         return 0;
-    PyObject *small[64];
-    PyObject **objs = small;
-    if (op->n > 64 && (objs = PyMem_Malloc(op->n * sizeof(PyObject *))) == NULL) {
-        PyErr_Clear();
+    /* frozen members are in op->tobjs since the record (the steps proved them the same
+     * objects); only the others are read from this call's values */
+    for (Py_ssize_t j = 0; j < op->n_vol; j++)
+        op->tobjs[op->vol[j]] = VAL(op->nodes[op->vol[j]]);
+    if (!tm_api->match_fields_n(op->tobjs, fps, op->n))
         return 0;
-    }
-    for (Py_ssize_t k = 0; k < op->n; k++)
-        objs[k] = VAL(op->nodes[k]);
-    int same = tm_api->match_fields_n(objs, fps, op->n);
-    if (objs != small)
-        PyMem_Free(objs);
-    if (!same)
-        return 0;
-    for (Py_ssize_t k = 0; k < op->n; k++) {
-        Py_ssize_t node = op->nodes[k];
-        PyObject *v = VAL(node);
-        if (p->frozen[node] && p->slot[node] < 0)
-            continue;  /* the same object as when recorded */
+    PyObject *seen[64];
+    if (op->n_vol > 64)
+        return 0;  /* very many tensors passed per call: TensorGuards decides */
+    for (Py_ssize_t j = 0; j < op->n_vol; j++) {
+        PyObject *v = op->tobjs[op->vol[j]];
         if (op->n_fp_frozen &&
             bsearch(&v, op->fp_frozen, op->n_fp_frozen, sizeof(void *), fc_cmp_ptr))
             return 0;
-        for (Py_ssize_t j = 0; j < nv; j++)
-            if (vol[j] == v)
+        for (Py_ssize_t i = 0; i < j; i++)
+            if (seen[i] == v)
                 return 0;
-        if (nv == 64)
-            return 0;  /* very many tensors passed per call: TensorGuards decides */
-        vol[nv++] = v;
+        seen[j] = v;
     }
     return 1;
 }
 
 static void record_tensors(Program *p, Op *op, PyObject **cur)
 {
-    if (op->fps == NULL && (op->fps = PyMem_Malloc(op->n * sizeof(TMeta))) == NULL) {
+    if (op->fps == NULL)
+        op->fps = PyMem_Malloc(op->n * sizeof(TMeta));
+    if (op->tobjs == NULL)
+        op->tobjs = PyMem_Malloc(op->n * sizeof(PyObject *));
+    if (op->vol == NULL)
+        op->vol = PyMem_Malloc(op->n * sizeof(Py_ssize_t));
+    if (op->fps == NULL || op->tobjs == NULL || op->vol == NULL) {
         op->fps_state = -1;
         return;
     }
     Py_ssize_t nf = 0;
+    op->n_vol = 0;
     for (Py_ssize_t k = 0; k < op->n; k++) {
         TMeta *m = &((TMeta *)op->fps)[k];
-        if (!tm_api->record(VAL(op->nodes[k]), m) || (k > 0 && (
+        PyObject *v = VAL(op->nodes[k]);
+        if (!tm_api->record(v, m) || (k > 0 && (
                 m->tls_included != ((TMeta *)op->fps)[0].tls_included ||
                 m->tls_excluded != ((TMeta *)op->fps)[0].tls_excluded))) {
             op->fps_state = -1;
             return;
         }
-        nf += p->frozen[op->nodes[k]] && p->slot[op->nodes[k]] < 0;
+        op->tobjs[k] = v;
+        if (p->frozen[op->nodes[k]] && p->slot[op->nodes[k]] < 0)
+            nf++;
+        else
+            op->vol[op->n_vol++] = k;
     }
     PyMem_Free(op->fp_frozen);
     op->fp_frozen = nf ? PyMem_Malloc(nf * sizeof(void *)) : NULL;
@@ -587,6 +582,8 @@ static void program_dealloc(Program *p)
     for (Py_ssize_t i = 0; p->ops && i < p->n_ops; i++) {
         PyMem_Free(p->ops[i].nodes);
         PyMem_Free(p->ops[i].fps);
+        PyMem_Free(p->ops[i].tobjs);
+        PyMem_Free(p->ops[i].vol);
     }
     PyMem_Free(p->nodes);
     PyMem_Free(p->ops);
@@ -598,6 +595,8 @@ static void program_dealloc(Program *p)
     PyMem_Free(p->active);
     PyMem_Free(p->op_frozen);
     PyMem_Free(p->steps);
+    PyMem_Free(p->hot);
+    PyMem_Free(p->pins);
     PyMem_Free(p->seq);
 #if FC_WATCHERS
     PyMem_Free(p->watched);

@@ -103,6 +103,9 @@ typedef struct {
     int fps_state;       /* 0 none, 1 recorded, -1 a member cannot be recorded */
     void **fp_frozen;    /* sorted values of the frozen members when recorded */
     Py_ssize_t n_fp_frozen;
+    PyObject **tobjs;    /* O_TENSORS per member: the frozen object (borrowed) or this call's */
+    Py_ssize_t *vol;     /* O_TENSORS, O_DISTINCT: positions of the members fetched per call */
+    Py_ssize_t n_vol;
 } Op;
 
 typedef struct {
@@ -116,6 +119,27 @@ typedef struct {
     int weak;
     Py_ssize_t level;    /* depth of the object it dereferences (steps run by level) */
 } Step;
+
+/* The fast path's copy of the sorted steps (capture keeps the full Step): 32 bytes each,
+ * and a run of S_DICT steps of one level is one S_DICTS entry over a packed (dict, tag)
+ * array.  Why: on 3.11 a model's check is ~10 dict tags per submodule, and the cost is the
+ * memory those reads touch, not the compares. */
+enum { S_DICTS = S_DICT + 1 };
+
+typedef struct {
+    int32_t kind;
+    int32_t weak;        /* S_ANCHOR */
+    Py_ssize_t node;     /* S_FETCH, S_ANCHOR; S_DICTS: first index into Program.pins */
+    void *a;             /* S_TYPE/S_TYPEPIN/S_CLASSTAG obj, S_INSTDICT/S_SLOT dictslot,
+                          * S_ANCHOR ref; S_DICTS: count */
+    void *ptr;           /* recorded dict or type */
+    uint64_t tag;
+} HotStep;
+
+typedef struct {
+    void *dict;
+    uint64_t tag;
+} DictPin;
 
 typedef struct Program {
     PyObject_HEAD
@@ -142,6 +166,10 @@ typedef struct Program {
     Py_ssize_t n_fetch;
     Step *steps;
     Py_ssize_t n_steps, cap_steps;
+    HotStep *hot;        /* the steps as the fast path runs them (built by fc_capture) */
+    Py_ssize_t n_hot;
+    DictPin *pins;       /* S_DICTS runs */
+    Py_ssize_t n_pins;
     Py_ssize_t *active;  /* ops not frozen, in order */
     Py_ssize_t n_active;
     Py_ssize_t *seq;     /* after the steps: op index >= 0, or -1 - node to fetch first */

@@ -457,15 +457,20 @@ static int freeze_distinct(Program *p, Op *op, PyObject **capv)
     if (nf == 0)
         return 0;
     op->frozen_ptrs = PyMem_Malloc(nf * sizeof(void *));
-    if (op->frozen_ptrs == NULL) {
+    if (op->vol == NULL)
+        op->vol = PyMem_Malloc(op->n * sizeof(Py_ssize_t));
+    if (op->frozen_ptrs == NULL || op->vol == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     nf = 0;
+    op->n_vol = 0;
     for (Py_ssize_t k = 0; k < op->n; k++) {
         Py_ssize_t node = op->nodes[k];
         if (p->frozen[node] && p->slot[node] < 0)
             op->frozen_ptrs[nf++] = CAPVAL(node);
+        else
+            op->vol[op->n_vol++] = k;  /* fetched per call: checked on the fast path */
     }
     qsort(op->frozen_ptrs, nf, sizeof(void *), cmp_ptr);
     op->n_frozen_ptrs = nf;
@@ -576,6 +581,47 @@ static void sort_steps(Program *p)
     qsort(p->steps, p->n_steps, sizeof(Step), cmp_step);
 }
 
+/* The fast path's copy of the sorted steps (see HotStep). */
+static int build_hot(Program *p)
+{
+    PyMem_Free(p->hot);
+    PyMem_Free(p->pins);
+    p->hot = PyMem_Calloc(p->n_steps ? p->n_steps : 1, sizeof(HotStep));
+    p->pins = PyMem_Calloc(p->n_steps ? p->n_steps : 1, sizeof(DictPin));
+    p->n_hot = p->n_pins = 0;
+    if (p->hot == NULL || p->pins == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < p->n_steps; k++) {
+        Step *s = &p->steps[k];
+        if (s->kind == S_DICT) {
+            HotStep *last = p->n_hot ? &p->hot[p->n_hot - 1] : NULL;
+            if (last == NULL || last->kind != S_DICTS || p->steps[k - 1].kind != S_DICT ||
+                p->steps[k - 1].level != s->level) {
+                last = &p->hot[p->n_hot++];  /* a run: the S_DICT steps of one level */
+                last->kind = S_DICTS;
+                last->node = p->n_pins;
+                last->a = NULL;
+            }
+            last->a = (void *)((uintptr_t)last->a + 1);
+            p->pins[p->n_pins].dict = s->ptr;
+            p->pins[p->n_pins++].tag = s->tag;
+            continue;
+        }
+        HotStep *h = &p->hot[p->n_hot++];
+        h->kind = s->kind;
+        h->weak = s->weak;
+        h->node = s->node;
+        h->ptr = s->ptr;
+        h->tag = s->tag;
+        h->a = s->kind == S_ANCHOR ? (void *)s->ref
+               : s->kind == S_INSTDICT || s->kind == S_SLOT ? (void *)s->dictslot
+                                                             : (void *)s->obj;
+    }
+    return 0;
+}
+
 static int add_seq(Program *p, Py_ssize_t v)
 {
     if (p->n_seq == p->cap_seq) {
@@ -608,6 +654,8 @@ void fc_clear_snapshot(Program *p)
 {
     p->state = SNAP_NONE;
     p->n_steps = 0;
+    p->n_hot = 0;
+    p->n_pins = 0;
     p->n_active = 0;
     p->n_seq = 0;
     p->n_fetch = 0;
@@ -711,6 +759,8 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
     }
     p->n_fetch = nf;
     sort_steps(p);
+    if (build_hot(p) < 0)
+        goto error;
     goto done;
 error:
     result = -1;
@@ -740,8 +790,8 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
     if (p->dirty)
         return R_UNSURE;
 #endif
-    for (Py_ssize_t k = 0; k < p->n_steps; k++) {
-        Step *s = &p->steps[k];
+    for (Py_ssize_t k = 0; k < p->n_hot; k++) {
+        const HotStep *s = &p->hot[k];
         switch (s->kind) {
         case S_FETCH: {
             Node *nd = &p->nodes[s->node];
@@ -752,31 +802,31 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
             break;
         }
         case S_ANCHOR: {
-            PyObject *t = s->weak ? FC_WEAK_TARGET(s->ref) : s->ref;
+            PyObject *t = s->weak ? FC_WEAK_TARGET((PyObject *)s->a) : (PyObject *)s->a;
             if (VAL(s->node) != t || (s->weak && t == Py_None))
                 return R_FAIL;
             break;
         }
         case S_TYPE: {
-            PyTypeObject *t = Py_TYPE(s->obj);
+            PyTypeObject *t = Py_TYPE((PyObject *)s->a);
             if ((void *)t != s->ptr || t->tp_version_tag != s->tag)
                 return R_UNSURE;
             break;
         }
         case S_TYPEPIN:
-            if ((void *)Py_TYPE(s->obj) != s->ptr)
+            if ((void *)Py_TYPE((PyObject *)s->a) != s->ptr)
                 return R_UNSURE;
             break;
         case S_SLOT:
-            if ((void *)*s->dictslot != s->ptr)
+            if ((void *)*(PyObject **)s->a != s->ptr)
                 return R_UNSURE;
             break;
         case S_CLASSTAG:
-            if (((PyTypeObject *)s->obj)->tp_version_tag != s->tag)
+            if (((PyTypeObject *)s->a)->tp_version_tag != s->tag)
                 return R_UNSURE;
             break;
         case S_INSTDICT:
-            if ((void *)*s->dictslot != s->ptr)
+            if ((void *)*(PyObject **)s->a != s->ptr)
                 return R_UNSURE;
 #if !FC_WATCHERS
             if (FC_DICT_TAG(s->ptr) != s->tag)
@@ -784,10 +834,15 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
 #endif
             break;
 #if !FC_WATCHERS
-        case S_DICT:
-            if (FC_DICT_TAG(s->ptr) != s->tag)
-                return R_UNSURE;
+        case S_DICTS: {
+            /* one level's dicts: each is only read after the steps of lower levels proved
+             * that what holds it is unchanged (so it is alive) */
+            const DictPin *d = &p->pins[s->node], *end = d + (uintptr_t)s->a;
+            for (; d < end; d++)
+                if (FC_DICT_TAG(d->dict) != d->tag)
+                    return R_UNSURE;
             break;
+        }
 #endif
         }
     }

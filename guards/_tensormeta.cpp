@@ -51,8 +51,8 @@ int tm_record(PyObject* obj, TMeta* m) {
     m->requires_grad = impl->requires_grad();
     m->ndim = static_cast<int32_t>(sizes.size());
     for (size_t i = 0; i < sizes.size(); i++) {
-      m->sizes[i] = sizes[i];
-      m->strides[i] = strides[i];
+      m->ss[2 * i] = sizes[i];
+      m->ss[2 * i + 1] = strides[i];
     }
     return 1;
   } catch (...) {
@@ -72,18 +72,19 @@ int tm_match_fields(PyObject* obj, const TMeta* m) {
     const at::Tensor& t = THPVariable_Unpack(obj);
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     if (impl->key_set().raw_repr() != m->keys || impl->has_symbolic_sizes_strides()) return 0;
+    auto sizes = impl->sizes();
+    if (static_cast<int32_t>(sizes.size()) != m->ndim) return 0;
+    auto strides = impl->strides();
+    const int64_t* ss = m->ss;
+    for (int32_t i = 0; i < m->ndim; i++) {
+      if (sizes[i] != ss[2 * i] || strides[i] != ss[2 * i + 1]) return 0;
+    }
     if (static_cast<int16_t>(impl->dtype().toScalarType()) != m->dtype) return 0;
     c10::Device dev = impl->device();
     if (static_cast<int8_t>(dev.type()) != m->device_type || dev.index() != m->device_index)
       return 0;
-    if (impl->requires_grad() != static_cast<bool>(m->requires_grad)) return 0;
-    auto sizes = impl->sizes();
-    if (static_cast<int32_t>(sizes.size()) != m->ndim) return 0;
-    auto strides = impl->strides();
-    for (int32_t i = 0; i < m->ndim; i++) {
-      if (sizes[i] != m->sizes[i] || strides[i] != m->strides[i]) return 0;
-    }
-    return 1;
+    // last: two out-of-line calls (TensorImpl, then its autograd meta's virtual)
+    return impl->requires_grad() == static_cast<bool>(m->requires_grad);
   } catch (...) {
     return 0;
   }

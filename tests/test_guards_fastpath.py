@@ -93,6 +93,10 @@ MUTATIONS = {
     "replace a parameter": lambda m: setattr(m[0], "weight", nn.Parameter(m[0].weight.detach().clone())),
     "parameter requires_grad": lambda m: m[0].weight.requires_grad_(False),
     "parameter .data of another shape": lambda m: setattr(m[0].weight, "data", torch.randn(4, 5)),
+    # same shape: the record's dtype and strides fields alone tell these apart
+    "parameter .data of another dtype": lambda m: setattr(m[0].weight, "data", m[0].weight.data.double()),
+    "parameter .data of other strides": lambda m: setattr(m[0].weight, "data",
+                                                          m[0].weight.data.t().contiguous().t()),
     "add a forward hook": lambda m: m[1].register_forward_hook(lambda *a: None),
     "add a pre-hook on the root": lambda m: m.register_forward_pre_hook(lambda *a: None),
     "change an attribute": lambda m: setattr(m[1], "eps", 1e-3),
