@@ -437,9 +437,14 @@ def _immutable(v: Any) -> bool:
     return t in (tuple, frozenset, torch.Size) and all(_immutable(x) for x in v)
 
 
+# the devices whose autocast state GlobalStateMatch compares (a folded query of another
+# device's autocast state is guarded on its own: tracer/translator.py)
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
 def _autocast_state() -> tuple:
     out = []
-    for dev in ("cpu", "cuda"):
+    for dev in AUTOCAST_DEVICES:
         out.append((dev, torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev)))
     return tuple(out)
 

@@ -135,3 +135,30 @@ def test_state_setters_are_not_run_while_tracing():
         assert d.breaks == 1
     finally:
         torch.set_float32_matmul_precision(prev)
+
+
+def test_autocast_queries_rest_on_the_global_state_guard():
+    """is_autocast_enabled of a device GlobalStateMatch compares is answered by that guard
+    (no query re-run on every check); the autocast dtype, which it compares only while
+    autocast is on, keeps its own guard. Both follow the state."""
+    from guards import QueryMatch
+
+    def f(x):
+        return (x + 1, torch.is_autocast_enabled(), torch.is_autocast_enabled("cpu"),
+                torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype(device_type="cuda"))
+
+    c, _ = check(f, torch.ones(1))
+    queries = {g.fn for e in c.entries for g in e.guards.guards if isinstance(g, QueryMatch)}
+    assert queries == {torch.get_autocast_dtype}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, d = run(c, f, torch.ones(1))
+    assert d.frames == 1 and out[2] is True and out[3] is torch.bfloat16
+    prev = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", torch.float16)
+    try:
+        out, d = run(c, f, torch.ones(1))
+        assert d.frames == 1 and out[3] is torch.float16
+    finally:
+        torch.set_autocast_dtype("cpu", prev)
+    _, d = run(c, f, torch.ones(1))
+    assert d.frames == 0

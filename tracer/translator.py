@@ -329,6 +329,8 @@ class Frame:
         on? cuda available? autocast dtype?): guard that the call still gives that value."""
         if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES or value is None:
             return  # (a None result is most likely a call made for an effect: never re-run it in a guard)
+        if fn in _AUTOCAST_QUERIES and _autocast_device_guarded(args, kwargs):
+            return  # every entry's GlobalStateMatch compares that device's autocast state
         self.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
 
     def call_module(self, mod_var, args, kwargs):
@@ -516,6 +518,26 @@ _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_
 _STATE_IN_GLOBAL_GUARD = {torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.get_default_dtype,
                           torch.are_deterministic_algorithms_enabled,
                           torch.is_deterministic_algorithms_warn_only_enabled, torch._C._is_any_autocast_enabled}
+# autocast queries answered by what every entry's GlobalStateMatch compares, for its devices:
+# whether autocast is on (all off, or each device's flag and dtype). Not get_autocast_dtype:
+# with autocast off, GlobalStateMatch does not compare dtypes (they change no op), so a
+# folded dtype query keeps its own guard.
+_AUTOCAST_QUERIES = {torch.is_autocast_enabled}
+
+
+def _autocast_device_guarded(args, kwargs):
+    """The device an autocast query asks about is one GlobalStateMatch compares
+    (is_autocast_enabled() without one asks about cuda)."""
+    from guards.guard import AUTOCAST_DEVICES
+    kw = dict(kwargs)
+    if len(args) + len(kw) > 1 or set(kw) - {"device_type"}:
+        return False
+    dev = args[0] if args else kw.get("device_type", "cuda")
+    if isinstance(dev, torch.device):
+        dev = dev.type
+    return isinstance(dev, str) and dev in AUTOCAST_DEVICES
+
+
 _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
                        torch.result_type, torch.is_floating_point, torch.is_complex, torch.broadcast_shapes,
                        torch._none_or_dtype if hasattr(torch, "_none_or_dtype") else torch.is_tensor}
