@@ -34,3 +34,49 @@ def test_forward_hooks_run_around_the_compiled_forward():
     c(torch.randn(3, 4))
     assert tracer.stats().frames_traced == s1.frames_traced, "warm: nothing traced"
     tracer.reset()
+
+
+def test_forward_called_by_name_runs_no_hooks():
+    """`m.forward(x)` skips the hooks `m(x)` would run. A leaf's graph node used to run the
+    module's __call__, hooks included (a wrong result); a hook added after compiling
+    recompiles."""
+    tracer.reset()
+    lin = nn.Linear(2, 2)
+    lin.register_forward_hook(lambda m, i, o: o * 10)
+    plain = nn.Linear(2, 2)
+
+    def f(x):
+        return lin.forward(x) + plain.forward(x)
+
+    c = tracer.compile(f)
+    x = torch.randn(3, 2)
+    for _ in range(2):
+        torch.testing.assert_close(c(x), f(x))
+    s = tracer.stats()
+    assert s.graphs == 1 and s.fallbacks == 0, s
+    plain.register_forward_hook(lambda m, i, o: o * 100)
+    torch.testing.assert_close(c(x), f(x))
+    assert tracer.stats().frames_traced == s.frames_traced + 1, "the new hook recompiles"
+    tracer.reset()
+
+
+def test_eager_backend_calls_leaf_forward_directly():
+    """The eager backend's graph calls each leaf module's forward, not Module.__call__ (its
+    dispatch costs about a microsecond per module per call); the entry's guards (no hooks)
+    make the two the same, and a hook registered later recompiles and runs."""
+    from tracer.backends import call_forward, direct_module_calls
+    tracer.reset()
+    m = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.ReLU())
+    c = tracer.compile(m)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(c(x), m(x))
+    gm = c._compiled_forward.entries[0].graph
+    assert sum(n.op == "call_module" for n in gm.graph.nodes) == 3  # what dumps show
+    run = direct_module_calls(gm)
+    assert [n.target for n in run.graph.nodes if n.op == "call_function"] == [call_forward] * 3
+    torch.testing.assert_close(run(x), gm(x))  # (the graph's outputs, as a tuple)
+    seen = []
+    m[1].register_forward_hook(lambda mod, i, o: seen.append(1) or o + 1)
+    torch.testing.assert_close(c(x), m(x))
+    assert seen == [1, 1]
+    tracer.reset()

@@ -249,7 +249,9 @@ class Frame:
         if not self.ctx.module_hooks_guarded:
             self.ctx.module_hooks_guarded = True
             from torch.nn.modules import module as m
-            self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOKS, "no global nn.Module hooks"))
+
+            from .variables.nn_module import _GLOBAL_HOOK_DICTS
+            self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOK_DICTS, "no global nn.Module hooks"))
 
     def load_global(self, name):
         pending = self.side_effects.pending_global(self.f_globals, name)
@@ -507,10 +509,6 @@ _LIBRARY_ROOTS = ("torch", "numpy", "math", "functools", "collections", "typing"
 
 def _is_library_globals(g):
     return (g.get("__name__") or "").split(".")[0] in _LIBRARY_ROOTS
-
-
-_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                 "_global_backward_pre_hooks")
 
 
 # Torch queries whose answer GlobalStateMatch already guards, or that depend on their

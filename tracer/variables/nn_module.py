@@ -163,7 +163,7 @@ class NNModuleVariable(ObjectVariable):
                     "named_buffers", "named_children", "named_modules", "keys", "values", "items"):
             return self._iter_method(tx, name, args, kwargs)
         if name == "forward":
-            return self._forward(tx, args, kwargs)
+            return self._explicit_forward(tx, args, kwargs)
         if name == "__len__":
             return ConstantVariable(self.length(tx))
         return self.getattr(tx, name).call(tx, args, kwargs)
@@ -326,6 +326,18 @@ class NNModuleVariable(ObjectVariable):
                 result = r
         return result
 
+    def _explicit_forward(self, tx, args, kwargs):
+        """`m.forward(...)` called by name runs no hooks. A leaf's call_module node runs
+        Module.__call__, which would run them: it is used only while the module and nn.Module
+        have no hooks (guarded, as for `m(...)`); otherwise forward is inlined."""
+        from torch.nn.modules import module as impl
+        m = self.module
+        if any(m.__dict__.get(h) for h in _HOOK_DICTS) or \
+                any(getattr(impl, g, None) for g in _GLOBAL_HOOK_DICTS):
+            return self._inline_forward(tx, args, kwargs)
+        self._check_hooks(tx)
+        return self._forward(tx, args, kwargs)
+
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
@@ -352,8 +364,7 @@ class NNModuleVariable(ObjectVariable):
     def _check_hooks(self, tx):
         m = self.module
         from torch.nn.modules import module as nn_module_impl
-        for gname in ("_global_forward_hooks", "_global_forward_pre_hooks",
-                      "_global_backward_hooks", "_global_backward_pre_hooks"):
+        for gname in _GLOBAL_HOOK_DICTS:
             if getattr(nn_module_impl, gname, None):
                 raise Unsupported("global nn.Module hooks are registered")
         for hname in _HOOK_DICTS:
@@ -373,6 +384,8 @@ class NNModuleVariable(ObjectVariable):
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                      "_global_backward_pre_hooks")
 _UNTRACED_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called")
 _UNTRACED_GLOBAL_HOOKS = ("_global_backward_hooks", "_global_backward_pre_hooks",
                           "_global_forward_hooks_always_called")
