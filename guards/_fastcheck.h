@@ -120,7 +120,7 @@ typedef struct {
     Py_ssize_t level;    /* depth of the object it dereferences (steps run by level) */
 } Step;
 
-/* The fast path's copy of the sorted steps (capture keeps the full Step): 32 bytes each,
+/* The fast path's copy of the sorted steps (capture keeps the full Step): 40 bytes each,
  * and a run of S_DICT steps of one level is one S_DICTS entry over a packed (dict, tag)
  * array.  Why: on 3.11 a model's check is ~10 dict tags per submodule, and the cost is the
  * memory those reads touch, not the compares. */

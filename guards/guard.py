@@ -520,8 +520,9 @@ class GlobalStateMatch(Guard):
             (torch._C._is_torch_function_enabled, bool(self.torch_function)),
             (not_forced_eager, True),
         ]
-        if not self.any_autocast:
-            out.append((torch._C._is_any_autocast_enabled, False))
+        # on or off: while on, the == comparison below covers cpu and cuda only, and a trace
+        # may have folded the answer of _is_any_autocast_enabled() itself
+        out.append((torch._C._is_any_autocast_enabled, bool(self.any_autocast)))
         if not self.function_modes:
             out.append((torch._C._len_torch_function_stack, 0))  # (small ints are unique objects)
         if not self.functorch:

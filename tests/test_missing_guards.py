@@ -162,3 +162,21 @@ def test_autocast_queries_rest_on_the_global_state_guard():
         torch.set_autocast_dtype("cpu", prev)
     _, d = run(c, f, torch.ones(1))
     assert d.frames == 0
+
+
+def test_any_autocast_answer_follows_devices_the_state_guard_does_not_list():
+    """_is_any_autocast_enabled() folded while autocast is on for a device other than cpu and
+    cuda: turning it off recompiles (the state guard compares cpu and cuda in detail only)."""
+    def f(x):
+        return x + 1, torch._C._is_any_autocast_enabled()
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    torch.set_autocast_enabled("xpu", True)
+    try:
+        out, _ = run(c, f, x)
+        assert out[1] is True
+    finally:
+        torch.set_autocast_enabled("xpu", False)
+    out, d = run(c, f, x)
+    assert out[1] is False and d.frames == 1

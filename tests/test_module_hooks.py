@@ -80,3 +80,40 @@ def test_eager_backend_calls_leaf_forward_directly():
     torch.testing.assert_close(c(x), m(x))
     assert seen == [1, 1]
     tracer.reset()
+
+
+def test_patched_module_dispatch_is_honoured_before_and_after_compiling():
+    """A process-wide patch of nn.Module.__call__ / _call_impl (profilers, debugging shims)
+    runs as in eager: the module call is left to Python while it is patched, and patching
+    after compiling recompiles (the class entries are guarded)."""
+    tracer.reset()
+    lin = nn.Linear(4, 4)
+
+    def f(x):
+        return lin(x) + 1
+
+    x = torch.randn(2, 4)
+    c = tracer.compile(f)
+    torch.testing.assert_close(c(x), f(x))  # compiled while torch's own dispatch is in place
+    orig = nn.Module._call_impl
+    nn.Module._call_impl = lambda self, *a, **k: orig(self, *a, **k) * 2
+    try:
+        for _ in range(2):
+            torch.testing.assert_close(c(x), f(x))
+    finally:
+        nn.Module._call_impl = orig
+    seen = []
+    orig_call = nn.Module.__call__
+
+    def wrapped(self, *a, **k):
+        seen.append(type(self).__name__)
+        return orig_call(self, *a, **k)
+
+    nn.Module.__call__ = wrapped
+    try:
+        torch.testing.assert_close(c(x), f(x))
+        assert seen == ["Linear", "Linear"]  # eager's call and the compiled one
+    finally:
+        nn.Module.__call__ = orig_call
+    torch.testing.assert_close(c(x), f(x))
+    tracer.reset()

@@ -16,8 +16,9 @@ def eager(gm, example_inputs):
 def call_forward(module, *args, **kwargs):
     """`module(*args, **kwargs)` without nn.Module.__call__'s dispatch (about a microsecond
     per call: a model's graph calls dozens of leaf modules). Equivalent under the entry's
-    guards: a call_module node is only made while the module and nn.Module have no hooks
-    (variables/nn_module.py guards them), which is all that dispatch acts on; forward is
+    guards: a call_module node is only made while the module and nn.Module have no hooks and
+    nn.Module's dispatch is torch's own (variables/nn_module.py; the translator guards both),
+    which is all that dispatch acts on; forward is
     looked up per call, as __call__ does. Under torch.jit tracing __call__ also records the
     module's scope, so it is used then."""
     if _jit_tracing():
@@ -32,7 +33,8 @@ def direct_module_calls(gm):
     """A GraphModule running gm's graph with each call_module node calling the module's
     forward through call_forward. gm itself (the graph users see in dumps and explain())
     keeps its call_module nodes; other backends get it as it is."""
-    if not any(n.op == "call_module" for n in gm.graph.nodes):
+    from .variables.nn_module import module_dispatch_is_torchs
+    if not any(n.op == "call_module" for n in gm.graph.nodes) or not module_dispatch_is_torchs():
         return gm
     graph = torch.fx.Graph()
     env = {}

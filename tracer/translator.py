@@ -250,8 +250,11 @@ class Frame:
             self.ctx.module_hooks_guarded = True
             from torch.nn.modules import module as m
 
-            from .variables.nn_module import _GLOBAL_HOOK_DICTS
+            from .variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
+            from .variables.objects import guarded_type_lookup
             self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOK_DICTS, "no global nn.Module hooks"))
+            for name in _DISPATCH:  # torch's own call dispatch (module_dispatch_is_torchs)
+                guarded_type_lookup(self, ConstSource(torch.nn.Module), torch.nn.Module, name)
 
     def load_global(self, name):
         pending = self.side_effects.pending_global(self.f_globals, name)

@@ -262,6 +262,9 @@ class NNModuleVariable(ObjectVariable):
         m = self.module
         if lookup_type_attr(type(m), "__call__")[0] is not torch.nn.Module.__call__:
             raise Unsupported(f"{type(m).__name__} defines its own __call__")
+        if not module_dispatch_is_torchs():
+            raise Unsupported("nn.Module.__call__ or _call_impl is patched (a profiler or a shim?): "
+                              "the module call runs as Python")
         self._not_written(tx, "calling", _changes_call)
         check_dict_not_written(tx, self, "calling")
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
@@ -381,6 +384,20 @@ class NNModuleVariable(ObjectVariable):
 
     def __repr__(self):
         return f"NNModule({self.path}: {type(self.module).__name__})"
+
+
+_DISPATCH = ("__call__", "_wrapped_call_impl", "_call_impl")  # nn.Module's call, in order
+
+
+def module_dispatch_is_torchs():
+    """Whether nn.Module's call dispatch is torch's own, not patched process-wide (profilers
+    and debugging shims wrap `__call__` or `_call_impl`). The tracer models that dispatch
+    (hooks, then forward) and the eager backend skips it (backends.call_forward): both only
+    hold for torch's own."""
+    file = torch.nn.modules.module.__file__
+    return all(getattr(getattr(torch.nn.Module.__dict__.get(name), "__code__", None), "co_filename", None)
+               == file for name in _DISPATCH) and \
+        torch.nn.Module.__dict__["__call__"] is torch.nn.Module.__dict__["_wrapped_call_impl"]
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
