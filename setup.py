@@ -19,6 +19,7 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trac
             f"this is {sys.version.split()[0]}"
         )
     ext_modules.append(Extension("tracer._eval_frame", ["tracer/_eval_frame.c"]))
+    ext_modules.append(Extension("tracer._dispatch", ["tracer/_dispatch.c"]))
 
 # The guard engine (guards/_fastcheck*.c): optional at run time (guards/fastpath.py falls back
 # to the generated Python check without it), built for CPython 3.11-3.13.

@@ -20,8 +20,16 @@ from .frame_hook import hook, skip_code
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
 
-class CompiledFunction:
-    """A Python function whose frames are traced, guarded and cached."""
+try:  # the cache-hit path in C (optional: without the extension, __call__ is _slow)
+    from ._dispatch import Dispatch as _DispatchBase, enable_vectorcall as _enable_vectorcall
+except ImportError:
+    _DispatchBase = None
+
+
+class CompiledFunction(_DispatchBase or object):
+    """A Python function whose frames are traced, guarded and cached. A call with the
+    function's positional parameters that an entry's guards accept runs in C
+    (tracer/_dispatch.c); every other call is `_slow`."""
 
     def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5,
                  dynamic=None):
@@ -42,10 +50,14 @@ class CompiledFunction:
         self._binder = None
         self._hits = []  # [(check, runner)]: this function's view of its code's cache
         self._check = (int(check), check_rtol, check_atol)  # calls checked per new entry (check.py)
+        if _DispatchBase is not None:  # (_hits is only ever changed in place: C reads it)
+            self._dispatch_setup(self._hits, self._G, self._C, self._n if self._simple else -1)
         cache.register_view(self)
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args, **kwargs):
+    def _slow(self, *args, **kwargs):
+        """The whole call in Python: binding, the entries' checks, a miss (C runs the hit
+        path of a plain positional call and comes here for anything else)."""
         if kwargs or len(args) != self._n or not self._simple:
             L = self._bind(args, kwargs)
         else:
@@ -56,6 +68,9 @@ class CompiledFunction:
                 HITS[0] += 1
                 return run(*L)
         return self._miss(L)
+
+    if _DispatchBase is None:
+        __call__ = _slow
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -93,7 +108,7 @@ class CompiledFunction:
         return self._fn(*args, **kwargs)
 
     def _clear_cache(self):
-        self._hits = []
+        self._hits.clear()
 
     def _entries(self):
         return [getattr(run, "_entry", None) for _c, run in self._hits]
@@ -133,8 +148,8 @@ class CompiledFunction:
 
     def _drop_checker(self, plain_run):
         """The last checked call of an entry: its plain runner takes the checker's place."""
-        self._hits = [(c, plain_run if getattr(r, "_entry", None) is plain_run._entry else r)
-                      for c, r in self._hits]
+        self._hits[:] = [(c, plain_run if getattr(r, "_entry", None) is plain_run._entry else r)
+                         for c, r in self._hits]
 
     def _fallback_callback(self):
         from .capture import FrameCallback
@@ -158,6 +173,10 @@ class CompiledFunction:
     @property
     def entries(self):
         return [e for e in self._entries() if e is not None]
+
+
+if _DispatchBase is not None:
+    _enable_vectorcall(CompiledFunction)
 
 
 def _builtins_of(g):

@@ -26,6 +26,15 @@ MAX_EVENTS = 10_000
 # One-element lists: the hot paths increment them without a global statement or lookup.
 HITS = [0]
 
+try:  # CompiledFunction's hits taken in C (tracer/_dispatch.c) are counted there
+    from ._dispatch import hits as _c_hits, reset_hits as _reset_c_hits
+except ImportError:
+    def _c_hits():
+        return 0
+
+    def _reset_c_hits():
+        pass
+
 _LOCK = threading.Lock()
 
 
@@ -196,7 +205,7 @@ def stats():
     called inside `tracer.capture()`, and tracing records (it would wait on the lock forever)."""
     with _LOCK:
         c = dict(_state.counts)
-        snap = dict(ops=_state.ops, cache_hits=HITS[0], trace_seconds=_state.trace_seconds,
+        snap = dict(ops=_state.ops, cache_hits=HITS[0] + _c_hits(), trace_seconds=_state.trace_seconds,
                     break_reasons=dict(_state.break_reasons),
                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events))
     return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
@@ -210,6 +219,7 @@ def reset_stats():
     with _LOCK:
         _state = _State()
         HITS[0] = 0
+        _reset_c_hits()
 
 
 if os.environ.get("TRACER_TRACE"):
