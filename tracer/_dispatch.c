@@ -95,9 +95,10 @@ static PyObject *dispatch_setup(Dispatch *d, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Dispatch is a static type whose only instances are of Python subclasses: their
+ * subtype_traverse / subtype_dealloc visit and release the (heap) class, so these do not. */
 static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg)
 {
-    Py_VISIT(Py_TYPE(d));
     Py_VISIT(d->hits);
     Py_VISIT(d->G);
     Py_VISIT(d->C);
@@ -114,12 +115,9 @@ static int dispatch_clear(Dispatch *d)
 
 static void dispatch_dealloc(Dispatch *d)
 {
-    PyTypeObject *tp = Py_TYPE(d);
     PyObject_GC_UnTrack(d);
     dispatch_clear(d);
-    tp->tp_free((PyObject *)d);
-    if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-        Py_DECREF(tp);
+    Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
