@@ -534,9 +534,7 @@ def _autocast_device_guarded(args, kwargs):
     if len(args) + len(kw) > 1 or set(kw) - {"device_type"}:
         return False
     dev = args[0] if args else kw.get("device_type", "cuda")
-    if isinstance(dev, torch.device):
-        dev = dev.type
-    return isinstance(dev, str) and dev in AUTOCAST_DEVICES
+    return isinstance(dev, str) and dev in AUTOCAST_DEVICES  # (it takes no torch.device)
 
 
 _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
