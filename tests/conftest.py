@@ -10,9 +10,17 @@
 * The recompile-limit warning is an error (pyproject's filterwarnings); a test about the
   limit opts out with `@pytest.mark.filterwarnings("default::tracer.RecompileLimitWarning")`.
 
+* `@pytest.mark.one_version`: the test exercises nothing that differs between Python
+  versions (a backend compiler such as inductor, a subprocess's plumbing, a file format, a
+  browser). It runs on CPython 3.11 only, which keeps CI's three versions within its time
+  budget; FRAMETRACER_ALL_VERSIONS=1 runs it everywhere.
+
 `assert_captured` and `assert_warm` are the shared assertions: compiled == eager is not
 enough; the frame must have been captured, and warm calls must compile nothing.
 """
+import os
+import sys
+
 import pytest
 import torch
 
@@ -25,11 +33,26 @@ config.verify_guards = True
 def pytest_configure(config):
     config.addinivalue_line("markers", "internal_errors: the test injects faults; tracer internal "
                                        "errors are expected and do not fail it")
+    config.addinivalue_line("markers", "one_version: tests nothing that differs between Python "
+                                       "versions; runs on CPython 3.11 only (FRAMETRACER_ALL_VERSIONS=1: all)")
     try:  # tqdm (inductor's progress bars) starts a monitor thread whose objects come and go
         import tqdm  # during later tests' leak counts: none here
         tqdm.tqdm.monitor_interval = 0
     except ImportError:
         pass
+
+
+ONE_VERSION = (3, 11)
+
+
+def pytest_collection_modifyitems(config, items):
+    if sys.version_info[:2] == ONE_VERSION or os.environ.get("FRAMETRACER_ALL_VERSIONS") == "1":
+        return
+    skip = pytest.mark.skip(reason="one_version: nothing here differs between Python versions; "
+                                   "it runs on CPython 3.11 (FRAMETRACER_ALL_VERSIONS=1 runs it here)")
+    for item in items:
+        if item.get_closest_marker("one_version"):
+            item.add_marker(skip)
 
 
 @pytest.fixture

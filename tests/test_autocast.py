@@ -117,6 +117,7 @@ def test_setting_autocast_state_in_traced_code_is_a_break_with_no_effect_while_t
     assert "set_autocast_enabled" in reasons
 
 
+@pytest.mark.one_version  # inductor's kernels; the autocast tracing is tested above
 def test_inductor_compiles_a_graph_with_an_autocast_block():
     def f(x, w):
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
 
@@ -30,6 +32,7 @@ def test_no_benchmark_script_shadows_a_package():
     assert not clashes, f"benchmarks/{clashes} would shadow the package of that name"
 
 
+@pytest.mark.one_version  # a subprocess's imports
 def test_make_bench_script_imports():
     path = os.path.join(BENCH, "run.py")
     proc = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True,

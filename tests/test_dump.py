@@ -239,6 +239,7 @@ def test_encoder_example_is_readable(capsys):
     assert "TracedGraph(\n" not in text  # long constant reprs are shortened in bytecode listings
 
 
+@pytest.mark.one_version  # subprocess and console-script plumbing
 def test_python_m_tracer_dump_and_console_script(target):
     env = {**os.environ, "PYTHONPATH": ROOT}
     res = subprocess.run([sys.executable, "-m", "tracer", "dump", f"{target}:mutating",

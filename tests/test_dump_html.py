@@ -53,6 +53,7 @@ def test_page_has_source_graphs_guards_bytecode(pages):
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
+@pytest.mark.one_version  # Graphviz and a browser render the page; no Python bytecode involved
 def test_graphs_drawn_as_inline_svg(pages):
     page = open(pages["encoder"][0], encoding="utf-8").read()
     assert page.count("<svg") == 1 and "model_layers_0_self_attn" in page.split("<svg", 1)[1]
@@ -84,6 +85,7 @@ def _chromium(*args, timeout=120):
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.one_version  # Graphviz and a browser render the page; no Python bytecode involved
 def test_headless_browser_dom(pages):
     for name, (path, report) in pages.items():
         res = _chromium("--dump-dom", f"file://{path}")
@@ -102,6 +104,7 @@ def test_headless_browser_dom(pages):
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.one_version  # Graphviz and a browser render the page; no Python bytecode involved
 def test_headless_browser_screenshot(pages, tmp_path):
     shot = tmp_path / "encoder.png"
     res = _chromium(f"--screenshot={shot}", "--window-size=1300,1400", f"file://{pages['encoder'][0]}")

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import tracer
@@ -25,6 +26,7 @@ g(torch.randn(4))   # another shape: recompiles
 '''
 
 
+@pytest.mark.one_version  # TRACER_LOGS in a subprocess: logging plumbing
 def test_tracer_logs_env_streams_every_section(tmp_path):
     script = tmp_path / "logged.py"
     script.write_text(SCRIPT)
@@ -42,6 +44,7 @@ def test_tracer_logs_env_streams_every_section(tmp_path):
     assert res.stdout.count("shape") == 2  # the program's own output is untouched
 
 
+@pytest.mark.one_version  # TRACER_LOGS in a subprocess: logging plumbing
 def test_plain_names_log_summaries_and_plus_names_details(tmp_path):
     script = tmp_path / "levels.py"
     script.write_text(SCRIPT)
@@ -53,6 +56,7 @@ def test_plain_names_log_summaries_and_plus_names_details(tmp_path):
     assert "[tracer.breaks]" not in err
 
 
+@pytest.mark.one_version  # TRACER_LOGS in a subprocess: logging plumbing
 def test_no_tracer_logs_means_silence(tmp_path):
     script = tmp_path / "quiet.py"
     script.write_text(SCRIPT)

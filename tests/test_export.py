@@ -46,6 +46,7 @@ def count_graph_ops(ep):
     return sum(1 for n in ep.graph.nodes if n.op == "call_function")
 
 
+@pytest.mark.one_version  # loading a saved ExportedProgram in a fresh process
 @pytest.mark.parametrize("make, shape", [(GPTBlock, (2, 8, 16)), (CNN, (2, 3, 8, 8)), (encoder, (2, 6, 16))],
                          ids=["gpt_block", "cnn", "transformer_encoder"])
 def test_models_round_trip_in_a_fresh_process(make, shape, tmp_path):

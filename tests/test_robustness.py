@@ -107,9 +107,9 @@ def test_deep_recursion_never_recursion_error_from_tracer(depth):
         assert torch.equal(c(x, n), x + n)  # cached
     # the first RECOMPILE_LIMIT levels are traced (each inlines the rest of the recursion
     # until the inline depth limit, then breaks), deeper levels run as Python
-    assert first.recompile_limits == 1 and first.graphs >= cache.RECOMPILE_LIMIT, str(first)
+    assert len(_own_frames(first, "limit")) == 1 and first.graphs >= cache.RECOMPILE_LIMIT, str(first)
     assert first.internal_errors == 0 and first.fallbacks == 0, str(first)
-    assert second.frames_traced == 0, str(second)
+    assert _own_frames(second) == [], str(second)
 
 
 @LIMIT_OK
@@ -119,7 +119,7 @@ def test_deep_recursion_inside_capture():
         with tracer.capture(dynamic=False):
             out = _rec(x, 300)
     assert torch.equal(out, x + 300)
-    assert t.recompile_limits == 1 and t.graphs >= cache.RECOMPILE_LIMIT and t.fallbacks == 0, str(t)
+    assert len(_own_frames(t, "limit")) == 1 and t.graphs >= cache.RECOMPILE_LIMIT and t.fallbacks == 0, str(t)
 
 
 def test_deep_recursion_with_a_dynamic_int_compiles_twice():
@@ -130,10 +130,18 @@ def test_deep_recursion_with_a_dynamic_int_compiles_twice():
     with traced() as first:
         assert torch.equal(c(x, 300), x + 300)
     assert first.recompile_limits == 0 and first.fallbacks == 0 and first.internal_errors == 0, str(first)
-    assert first.frames_traced <= 6, str(first)
+    # Only _rec's own frames count: a gc callback (hypothesis installs one) that fires while
+    # the compiled code runs is a Python frame like any other and is traced too.
+    assert len(_own_frames(first)) <= 6, str(first)
     with traced() as second:
         assert torch.equal(c(x, 250), x + 250)
-    assert second.frames_traced == 0, str(second)
+    assert _own_frames(second) == [], str(second)
+
+
+def _own_frames(t, kind="frame"):
+    """t's events of `kind` about _rec and its resume functions, not about other code the
+    hook saw meanwhile (a gc callback that fires while compiled code runs is traced too)."""
+    return [e for e in t.of(kind) if e.frame.split(".")[0] == "_rec"]
 
 
 # ---- leaks ---------------------------------------------------------------------------------

@@ -102,6 +102,7 @@ def _run_traced_program(tmp_path):
     return tmp_path / "trace" / files[0]
 
 
+@pytest.mark.one_version  # TRACER_TRACE in a subprocess: a file format
 def test_structured_trace_holds_the_same_events_as_stats(tmp_path):
     path = _run_traced_program(tmp_path)
     events = [json.loads(line) for line in path.read_text().splitlines()]
@@ -118,6 +119,7 @@ def test_structured_trace_holds_the_same_events_as_stats(tmp_path):
     assert all({"kind", "frame", "time", "thread"} <= set(e) for e in events)
 
 
+@pytest.mark.one_version  # TRACER_TRACE in a subprocess: a file format
 def test_trace_timeline_page(tmp_path):
     path = _run_traced_program(tmp_path)
     out = tmp_path / "timeline.html"
@@ -169,6 +171,7 @@ def _png_pixels(data):
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.one_version  # a browser renders the page
 def test_headless_chromium_shows_a_drawn_graph_without_graphviz(tmp_path, monkeypatch):
     path, _report, recorded = _encoder_page(tmp_path, monkeypatch)
     gm = recorded[0][1].graph
