@@ -19,15 +19,16 @@ check-python:
 	@case "$(PY_VERSION)" in 3.11|3.12|3.13) ;; *) echo "make: frametracer supports CPython 3.11-3.13, $(PYTHON) is $(PY_VERSION)" >&2; exit 1;; esac
 
 # torch on its own (the long download), so that CI can fetch it for several versions at once.
-# --no-compile: pip would byte-compile all of torch's ~20k modules (~20 s of CPU per version);
-# Python compiles the few hundred a run imports on first use instead.
+# (pip byte-compiles what it installs, ~20 s of CPU for torch. Keep it: where
+# PYTHONDONTWRITEBYTECODE is set, as on these machines, nothing else writes the .pyc files, and
+# every process, the suite's subprocesses included, would compile torch from source.)
 $(TORCH_STAMP): constraints.txt | check-python
 	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile -c constraints.txt "torch==2.13.0" setuptools wheel
+	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0" setuptools wheel
 	touch $(TORCH_STAMP)
 
 $(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
-	$(PY) -m pip install -q --no-compile -c constraints.txt --no-build-isolation -e ".[test]"
+	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"
 	touch $(STAMP)
 
 torch: $(TORCH_STAMP)
