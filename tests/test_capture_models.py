@@ -108,8 +108,8 @@ def test_hooks_run_as_in_eager_and_forward_is_still_captured():
     frames = {e.frame for e in s.of("frame")}
     assert "Sequential.forward" in frames and "Linear.forward" not in frames
     assert s.graph_breaks == 0 and s.fallbacks == 0, str(s)
-    assert graphs and all([n.target for n in g.graph.nodes if n.op == "call_function"] == [torch._C._nn.linear]
-                          and [n.op for n in g.graph.nodes].count("call_module") == 1 for g in graphs)
+    assert graphs and all([n.target for n in g.graph.nodes if n.op == "call_function"][:1] == [torch._C._nn.linear]
+                          and [n.op for n in g.graph.nodes].count("call_module") == 0 for g in graphs)  # ReLU inlined too
     # the hooks (user lambdas appending to a list) are traced, and recompile their frames (the
     # pre-hook's, and forward's where the post-hook is inlined) as the list grows
     assert {e.frame for e in s.of("recompile")} <= {"Sequential.forward"} | {f for f in frames if "<lambda>" in f}

@@ -231,11 +231,12 @@ def test_encoder_example_is_readable(capsys):
     report = run_json(capsys, f"{EXAMPLE}:encoder")
     [frame] = report["frames"]
     assert frame["status"] == "captured" and frame["graphs"][0]["ops"] > 10
-    ops = [n for n in frame["graphs"][0]["nodes"] if n["op"] == "call_module"]
-    assert any("self_attn" in n["target"] for n in ops) and any("norm1" in n["target"] for n in ops)
+    # torch.nn's modules are inlined: each op names the module it came from
+    ops = [n for n in frame["graphs"][0]["nodes"] if n["op"] == "call_function"]
+    assert any(n["module"].endswith("self_attn") for n in ops) and any(n["module"].endswith("norm1") for n in ops)
     assert dump.main([f"{EXAMPLE}:encoder", "--no-color"]) == 0
     text = capsys.readouterr().out
-    assert max(len(line) for line in text.splitlines() if "call_module" in line) < 200
+    assert max(len(line) for line in text.splitlines() if "call_function" in line) < 240  # args are elided
     assert "TracedGraph(\n" not in text  # long constant reprs are shortened in bytecode listings
 
 

@@ -58,6 +58,48 @@ def test_untying_weights_recompiles():
     assert len(c._compiled_forward.entries) == 2
 
 
+class _Table(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, ids):
+        return self.weight[ids]
+
+
+class _Proj(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, x):
+        return x @ self.weight.t()
+
+
+class _UserTied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head = _Table(), _Proj()
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(self.emb(ids))
+
+
+@pytest.mark.parametrize("stock_leaves", [False, True])
+def test_untying_the_weights_of_user_modules_recompiles(stock_leaves, monkeypatch):
+    """The second path to a tied parameter was not guarded (the trace had met the tensor
+    already): after untying, the cached graph used the embedding's weight for the head."""
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", not stock_leaves)
+    m = _UserTied()
+    c = tracer.compile(m)
+    ids = torch.randint(0, 10, (2, 3))
+    assert torch.equal(c(ids), m(ids))
+    m.head.weight = nn.Parameter(m.emb.weight.detach() * 2)
+    assert torch.equal(c(ids), m(ids))
+    assert len(c._compiled_forward.entries) == 2
+
+
 def test_same_tensor_under_two_sources_is_one_batched_check():
     a, b = torch.randn(3), torch.randn(3)
     gs = compile_guards([TensorMatch(LocalSource("x", 0), a), TensorMatch(LocalSource("y", 1), a)],

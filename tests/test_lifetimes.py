@@ -185,11 +185,11 @@ def test_an_escaping_exception_holds_no_resume_frame_in_a_cycle(fresh_tracer):
             assert ref() is None
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the graph module registers the module (and "
-                   "the parameters it reads) as its own attributes, so the cache entry keeps them "
-                   "alive; torch.compile lifts them as graph inputs read at call time")
 def test_a_module_passed_as_an_argument_dies_with_its_last_user_reference(fresh_tracer):
-    """The guards already hold it weakly (IdMatch), so the entry would expire with it."""
+    """The guards hold it weakly (IdMatch), so the entry expires with it. Its forward is
+    inlined (config.inline_stock_modules): the graph holds the parameters it reads, not the
+    module. (As a leaf, call_module, the graph module registers the module itself and keeps
+    it alive: a known gap of config.inline_stock_modules = False.)"""
     def f(m, x):
         return m(x) + 1
 

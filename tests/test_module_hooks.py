@@ -60,11 +60,13 @@ def test_forward_called_by_name_runs_no_hooks():
     tracer.reset()
 
 
-def test_eager_backend_calls_leaf_forward_directly():
+def test_eager_backend_calls_leaf_forward_directly(monkeypatch):
     """The eager backend's graph calls each leaf module's forward, not Module.__call__ (its
     dispatch costs about a microsecond per module per call); the entry's guards (no hooks)
-    make the two the same, and a hook registered later recompiles and runs."""
+    make the two the same, and a hook registered later recompiles and runs. (Leaves: stock
+    modules with inline_stock_modules off, or one whose forward could not be inlined.)"""
     from tracer.backends import call_forward, direct_module_calls
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
     tracer.reset()
     m = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.ReLU())
     c = tracer.compile(m)

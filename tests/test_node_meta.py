@@ -78,7 +78,10 @@ def test_stack_trace_names_inlined_frames_innermost_last():
     assert "in helper" in lines[2] and "the node's own line" in lines[3]
 
 
-def test_leaf_module_path_and_type():
+@pytest.mark.parametrize("leaves", [True, False], ids=["leaf", "inlined"])
+def test_leaf_module_path_and_type(leaves, monkeypatch):
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", not leaves)
+
     class Outer(nn.Module):
         def __init__(self):
             super().__init__()
@@ -88,6 +91,12 @@ def test_leaf_module_path_and_type():
             return self.body(x)
 
     ours, _ = graphs_of(Outer(), torch.randn(2, 4))
+    if not leaves:  # F.linear inside Linear.forward, as torch.compile records it
+        lin, = [n for n in ours.graph.nodes if n.op == "call_function" and "linear" in n.name]
+        stack = list(lin.meta["nn_module_stack"].values())
+        assert [p.rsplit(".", 2)[-2:] for p, _ in stack][-1] == ["body", "0"]
+        assert [c for _, c in stack] == [nn.Sequential, nn.Linear]
+        return
     lin, = [n for n in ours.graph.nodes if n.op == "call_module" and "0" in n.name]
     stack = list(lin.meta["nn_module_stack"].values())
     assert [p.rsplit(".", 2)[-2:] for p, _ in stack][-1] == ["body", "0"]

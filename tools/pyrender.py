@@ -49,7 +49,9 @@ def _graph_names(graphs, code):
     names = []
     forwards = [getattr(gm, "forward", None) for gm in graphs]
     for c in consts:
-        inner = getattr(c, "__wrapped__", c)  # frame_hook.untraced(compiled graph)
+        inner = c
+        for _ in range(4):  # frame_hook.untraced(rerun's run_restoring_on_error(compiled graph))
+            inner = getattr(inner, "__wrapped__", inner)
         owner = getattr(inner, "__self__", None)
         for i, gm in enumerate(graphs):
             if inner is gm or owner is gm or inner == forwards[i]:

@@ -1,5 +1,12 @@
 """Switches read by the tracer at run time (plain module attributes; set them in code).
 
+inline_stock_modules: trace into the forward of torch.nn's own modules (Conv2d, BatchNorm,
+    Linear, LayerNorm, MultiheadAttention, ...) as TorchDynamo does, so the graph holds their
+    ops (F.conv2d, batch_norm, ...) and a warm call runs no module Python. A stock module
+    whose forward cannot be traced whole is kept as one call_module node (a leaf) instead of
+    breaking the graph. False: every stock module is a leaf (smaller graphs that name the
+    modules, more Python per call).
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -8,3 +15,4 @@ verify_guards: check what can be checked cheaply only at compile time anyway, bu
 import os
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
+inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")

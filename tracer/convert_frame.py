@@ -21,7 +21,7 @@ from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compil
 from . import codegen, config, records
 from .backends import compile_graph
 from .cache import Entry, cache_for
-from .exc import BackendError, FullGraphError, Unsupported
+from .exc import BackendError, FullGraphError, StockLeaf, Unsupported
 from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
 from .rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
 from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
@@ -41,9 +41,10 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     ctx = None
     policy = SizePolicy(dynamic, cache_for(code).sizes)
     caught = []  # the exceptions handled here: their frames are let go of at the end
+    leaves = set()  # stock nn modules kept as leaves (_trace)
     try:
         try:
-            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, handled=handled)
+            ctx, frame, ret = _trace(code, L, G, C, builtins, policy, handled=handled, stock_leaves=leaves)
             entry = _finish(frame, ret, state, builtins, backend_fn)
         except Unsupported as e:
             caught.append(e)
@@ -57,7 +58,8 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
             # once more if the break must go to an earlier write (_break_at_history_write).
             for retry in (True, False):
                 _release(ctx)
-                ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled)
+                ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled,
+                                         stock_leaves=leaves)
                 if ret is not BREAK:
                     raise Unsupported(f"graph break could not be placed: {e}") from e
                 try:
@@ -178,9 +180,29 @@ def _where(ctx):
     return f"{ctx.code.co_filename}:{inst.lineno}" if inst is not None else None
 
 
-def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None):
+_STOCK_RETRIES = 32
+
+
+def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None, stock_leaves=None):
+    """Interpret the frame; a stock nn module whose forward cannot be inlined (StockLeaf)
+    becomes a leaf in `stock_leaves` and the frame is interpreted again. The caller passes
+    the same set to a later trace of the frame (a graph break's), which then takes the same
+    path."""
+    leaves = set() if stock_leaves is None else stock_leaves
+    for _ in range(_STOCK_RETRIES):
+        try:
+            return _trace_once(code, L, G, C, builtins, policy, break_at, handled, leaves)
+        except StockLeaf as e:
+            if e.key in leaves:  # (cannot happen: a leaf is not inlined)
+                raise e.cause from None
+            leaves.add(e.key)
+    raise Unsupported(f"more than {_STOCK_RETRIES} torch.nn modules could not be inlined", breakable=False)
+
+
+def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves):
     """Interpret the frame once; the real grad mode is restored whatever happens."""
     ctx = TraceContext(code, G, builtins, policy)
+    ctx.stock_leaves = stock_leaves
     ctx.break_at = break_at
     ctx.handled_at_entry = handled
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})

@@ -6,6 +6,18 @@ model. It carries a reason and the user-facing location so that fallbacks, `expl
 """
 
 
+class StockLeaf(BaseException):
+    """A stock torch.nn module's forward could not be traced (config.inline_stock_modules):
+    convert_frame traces the frame again with that module as a leaf, one call_module node,
+    instead of breaking the graph there. A BaseException, so that no handler of the
+    translator takes it for an exception of the traced program."""
+
+    def __init__(self, module, cause):
+        super().__init__(f"{type(module).__name__} kept as a leaf: {cause}")
+        self.key = type(module)  # (its other instances would fail alike: one trace again)
+        self.cause = cause
+
+
 class Unsupported(Exception):
     """Tracing cannot continue here; the frame (or, later, the rest of it) runs as Python."""
 

@@ -229,6 +229,7 @@ class Plan:
                 raise
         from .frame_hook import skip_code
         skip_code(run_restoring_on_error.__code__)
+        run_restoring_on_error.__wrapped__ = compiled  # (tools/pyrender names the graph through it)
         return run_restoring_on_error
 
 

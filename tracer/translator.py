@@ -66,6 +66,7 @@ class TraceContext:
         self.entry_dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
                                    torch._C._dispatch_tls_local_exclude_set())
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
+        self.stock_leaves = set()  # types of stock nn modules kept as call_module (StockLeaf)
         self.frames = []          # every Frame of this trace
         self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
         self.frame_stack = []     # frames whose run() is executing, innermost last
@@ -223,7 +224,12 @@ class Frame:
         key = id(tensor)
         hit = self.wrap_memo.get(key)
         if hit is not None and hit[0] is tensor:
-            return hit[1]
+            var = hit[1]
+            if source is not None and source != getattr(var, "real_source", None):
+                # the same tensor under a second path (tied weights): that path must still
+                # lead to it, or untying them (a new Parameter there) would reuse this graph
+                self.guard(IdMatch(source, tensor))
+            return var
         if source is not None:
             from guards import TensorMatch
             self.guard(IdMatch(source, tensor))

@@ -16,7 +16,8 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
-from ..exc import Unsupported, UserException, attribute_error
+from .. import config
+from ..exc import StockLeaf, Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr
 
@@ -344,8 +345,13 @@ class NNModuleVariable(ObjectVariable):
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
-            self._not_written(tx, "calling", _changes_leaf)
-            return tx.call_module(self, args, kwargs)
+            if not config.inline_stock_modules or type(m) in tx.ctx.stock_leaves:
+                self._not_written(tx, "calling", _changes_leaf)
+                return tx.call_module(self, args, kwargs)
+            try:  # as TorchDynamo: the module's ops go into the graph, no Python per call
+                return self._inline_forward(tx, args, kwargs)
+            except Unsupported as e:  # a leaf instead of a break (the trace starts again)
+                raise StockLeaf(m, e) from e
         return self._inline_forward(tx, args, kwargs)
 
     def _inline_forward(self, tx, args, kwargs):

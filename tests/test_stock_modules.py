@@ -1,0 +1,142 @@
+"""torch.nn's own modules inside a traced model (config.inline_stock_modules, on by default).
+
+Their forward is traced like user code, as TorchDynamo does: the graph holds F.conv2d,
+batch_norm, linear, ... (the same ops torch.compile's graph holds), and a warm call runs no
+module Python. A stock module whose forward cannot be traced (the RNN family calls
+`torch._VF` with flattened weights) stays one call_module node, a leaf: no graph break.
+Everything its forward read is guarded, so changing a hyperparameter or the mode recompiles.
+"""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import tracer
+from tests.helpers import traced
+
+pytestmark = pytest.mark.usefixtures("fresh_tracer")
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return F.relu(self.drop(self.bn(self.conv(x))) + x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+        self.blocks = nn.Sequential(Block(4), Block(4))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 5)
+        self.norm = nn.LayerNorm(5)
+
+    def forward(self, x):
+        return self.norm(self.fc(self.pool(self.blocks(self.stem(x))).flatten(1)))
+
+
+def _counts(model, x):
+    """(graphs, ops) of torch.compile on the same call, with a counting backend."""
+    import torch._dynamo
+    seen = []
+
+    def backend(gm, _inputs):
+        seen.append(sum(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes))
+        return gm.forward
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(x)
+    torch._dynamo.reset()
+    return len(seen), sum(seen)
+
+
+def _graph(c):
+    return c._compiled_forward.entries[0].graph
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_stock_modules_are_inlined_like_torch_compile(mode):
+    torch.manual_seed(0)
+    model, ref = Net(), Net()
+    ref.load_state_dict(model.state_dict())
+    getattr(model, mode)(), getattr(ref, mode)()
+    c = tracer.compile(model)
+    x = torch.randn(2, 3, 8, 8)
+    with traced() as first:
+        out = c(x)
+    torch.testing.assert_close(out, ref(x))
+    assert first.graphs == 1 and first.graph_breaks == 0 and first.fallbacks == 0, str(first)
+    gm = _graph(c)
+    assert not [n for n in gm.graph.nodes if n.op == "call_module"], gm.graph
+    assert first.ops == _counts(copy.deepcopy(ref), x)[1]  # the same ops as torch.compile's graph
+    with traced() as warm:
+        for _ in range(3):
+            x = torch.randn(2, 3, 8, 8)
+            torch.testing.assert_close(c(x), ref(x))
+    assert warm.frames_traced == 0 and warm.cache_hits == 3, str(warm)
+    # train mode: the running statistics moved exactly as eager's (4 calls each)
+    for (name, a), b in zip(model.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_changing_what_a_stock_forward_read_recompiles():
+    torch.manual_seed(0)
+    model = Net().eval()
+    c = tracer.compile(model)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(c(x), model(x))
+    changes = [lambda: setattr(model.blocks[0].bn, "eps", 0.5),
+               lambda: setattr(model.fc, "weight", nn.Parameter(torch.randn(5, 4))),
+               lambda: setattr(model.stem[0], "padding", (2, 2)),
+               lambda: setattr(model.norm, "eps", 1.0),
+               lambda: model.blocks[1].train()]
+    for change in changes:
+        change()
+        with traced() as t:
+            out = c(x)
+        torch.testing.assert_close(out, model(x))
+        assert t.recompiles == 1, str(t)
+
+
+class WithRNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 8, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+def test_a_stock_module_that_cannot_be_traced_is_a_leaf_not_a_break():
+    torch.manual_seed(0)
+    model = WithRNN()
+    c = tracer.compile(model)
+    x = torch.randn(2, 5, 4)
+    with traced() as t:
+        torch.testing.assert_close(c(x), model(x))
+    assert t.graphs == 1 and t.graph_breaks == 0 and t.fallbacks == 0, str(t)
+    gm = _graph(c)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["self_lstm"], gm.graph
+    assert any(n.op == "call_function" and n.target is F.linear for n in gm.graph.nodes)  # head inlined
+    with traced() as warm:
+        torch.testing.assert_close(c(x), model(x))
+    assert warm.frames_traced == 0, str(warm)
+
+
+def test_leaves_when_switched_off(monkeypatch):
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
+    model = Net().eval()
+    c = tracer.compile(model)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(c(x), model(x))
+    leaves = [n for n in _graph(c).graph.nodes if n.op == "call_module"]
+    assert len(leaves) == 12, leaves  # every stock module: stem's 3, 3 per block, pool, fc, norm
