@@ -140,3 +140,38 @@ def test_leaves_when_switched_off(monkeypatch):
     torch.testing.assert_close(c(x), model(x))
     leaves = [n for n in _graph(c).graph.nodes if n.op == "call_module"]
     assert len(leaves) == 12, leaves  # every stock module: stem's 3, 3 per block, pool, fc, norm
+
+
+# ---- every module_db sample, called from a user module (so that it is inlined) --------------
+class _Caller(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *args, **kwargs):
+        return self.m(*args, **kwargs)
+
+
+def _db():
+    from capture_zoo import _db_cases
+    return _db_cases()
+
+
+DB = _db()
+
+
+@pytest.mark.parametrize("case", DB, ids=[c.name for c in DB])
+def test_every_module_db_sample_inlined_equals_eager(case):
+    from capture_zoo import _call, same
+    m, args, kwargs = case.make()
+    ref = _call(m, args, kwargs)
+    c = tracer.compile(_Caller(copy.deepcopy(m)))
+    with traced() as first:
+        out = _call(c, args, kwargs)
+    assert same(ref, out), f"{case.name}: compiled differs from eager"
+    assert first.fallbacks == 0 and first.internal_errors == 0, str(first)
+    assert first.graphs >= 1 or first.graph_breaks, str(first)  # the caller's frame was traced
+    with traced() as warm:
+        again = _call(c, args, kwargs)
+    assert same(ref, again), f"{case.name}: warm call differs from eager"
+    assert warm.frames_traced == 0 and warm.recompiles == 0, str(warm)
