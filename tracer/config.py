@@ -7,6 +7,11 @@ inline_stock_modules: trace into the forward of torch.nn's own modules (Conv2d, 
     breaking the graph. False: every stock module is a leaf (smaller graphs that name the
     modules, more Python per call).
 
+dynamic_floats: a float argument whose value changed between traces (or any float argument
+    under dynamic=True) becomes a SymFloat graph input, as an int becomes a SymInt (automatic
+    dynamic, as torch.compile's `specialize_float=False`): a learning rate or a temperature
+    that changes every call compiles twice, not once per value until the recompile limit.
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -16,3 +21,4 @@ import os
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
+dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")

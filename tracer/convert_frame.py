@@ -72,6 +72,14 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                     e = h
     except (Unsupported, BackendError) as e:
         caught.append(e)
+        if isinstance(e, BackendError) and policy.made_float_symbols:
+            # the backend refused SymFloat inputs (inductor's and AOTAutograd's lowering of
+            # some float ops): this code's floats stay constants from now on, trace again
+            policy.frame.static_floats = True
+            policy.frame.notes.append(f"backend refused symbolic floats ({e}): floats are constants")
+            _release(ctx)
+            _forget_frames(caught, handled)
+            return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e

@@ -82,9 +82,10 @@ class OutputGraph:
         return self._placeholder(source, tensor, self._fake_memo[id(tensor)])
 
     def add_sym_input(self, value, source):
-        """An int graph input with a symbolic value; None when the ShapeEnv specialised it (0/1)."""
+        """An int (float) graph input with a symbolic value; None when the ShapeEnv specialised
+        it (ints 0 and 1)."""
         sym = self.shapes.sym_input(value, source)
-        if not isinstance(sym, torch.SymInt):
+        if not isinstance(sym, (torch.SymInt, torch.SymFloat)):
             return None
         return self._placeholder(source, value, sym)
 

@@ -59,6 +59,7 @@ class FrameSizes:
     def __init__(self):
         self.seen = {}
         self.notes = []
+        self.static_floats = False  # a backend refused SymFloat inputs: floats stay constants
 
     def tensor_dims(self, source, sizes):
         """Dimensions of `source` that differ from an earlier trace (now and for good)."""
@@ -104,6 +105,13 @@ class SizePolicy:
     def __init__(self, mode=None, frame=None):
         self.mode = mode
         self.frame = frame if frame is not None else FrameSizes()
+        self.made_float_symbols = False
+
+    @property
+    def floats(self):
+        """Whether a float argument may become a SymFloat (config.dynamic_floats)."""
+        from . import config
+        return config.dynamic_floats and self.mode is not False and not self.frame.static_floats
 
     def tensor_dims(self, tensor, source):
         """{dim: DimDynamic} for the dynamic dimensions of an input tensor."""
@@ -210,10 +218,15 @@ class Shapes:
         return fake
 
     def sym_input(self, value, source):
-        """A SymInt for a dynamic int argument (a plain int when 0/1 specialises it)."""
+        """A SymInt for a dynamic int argument (a plain int when 0/1 specialises it), a
+        SymFloat for a dynamic float argument."""
         tsrc = self._torch_source()
-        sym = self.env.create_unspecified_symint_and_symbol(value, tsrc, DimDynamic.DYNAMIC)
-        if isinstance(sym, torch.SymInt):
+        if isinstance(value, float):
+            expr = self.env.create_unspecified_symbol(value, source=tsrc, dynamic_dim=DimDynamic.DYNAMIC)
+            sym = self.env.create_symfloatnode(expr, hint=value, source=tsrc)
+        else:
+            sym = self.env.create_unspecified_symint_and_symbol(value, tsrc, DimDynamic.DYNAMIC)
+        if isinstance(sym, (torch.SymInt, torch.SymFloat)):
             self.inputs.append((source, tsrc, sym, None))
             self._now_symbolic()
         return sym
@@ -246,12 +259,13 @@ class Shapes:
             yield
 
     def example_inputs(self, real_inputs):
-        """What the backend gets, as torch.compile gives it: real tensors, SymInts for ints."""
+        """What the backend gets, as torch.compile gives it: real tensors, SymInts for ints
+        (SymFloats for floats)."""
         if not self.symbolic:
             return list(real_inputs)
         out = []
         for (_src, _tsrc, fake, _ctx), real in zip(self.inputs, real_inputs):
-            out.append(fake if isinstance(fake, torch.SymInt) else real)
+            out.append(fake if isinstance(fake, (torch.SymInt, torch.SymFloat)) else real)
         return out
 
     # ---- guards -------------------------------------------------------------------------------

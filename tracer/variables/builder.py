@@ -212,7 +212,7 @@ def _maybe_symbolic_int(tx, value, source):
     if node is None:  # 0 or 1: specialised by the ShapeEnv, an ordinary constant
         return None
     from .sym import SymNodeVariable
-    tx.guard(TypeMatch(source, int))
+    tx.guard(TypeMatch(source, type(value)))
     var = out.sym_inputs[source] = SymNodeVariable(node, node.meta["example_value"], source)
     return var
 
@@ -235,9 +235,12 @@ def _wrap_fresh(tx, value, source):
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
-    if t is int and source is not None and _int_input(tx, source):
-        var = _maybe_symbolic_int(tx, value, source)
+    if (t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)) \
+            and source is not None and _int_input(tx, source):
+        var = _maybe_symbolic_int(tx, value, source)  # (a float too: a SymFloat input)
         if var is not None:
+            if t is float:
+                tx.output.shapes.policy.made_float_symbols = True
             return var
     if is_constant_value(value):
         g(const_guard(source, value))
