@@ -34,13 +34,17 @@ def scaled(x, lr):
     return x * lr + 1
 
 
+def trig(x, t):
+    return x * math.cos(t) + math.sqrt(t) * math.tanh(t)
+
+
 def branchy(x, lr):
     if lr > 0.5:
         return x + lr, lr * 2
     return x - lr, lr / 2
 
 
-@pytest.mark.parametrize("f", [scaled, branchy])
+@pytest.mark.parametrize("f", [scaled, branchy, trig])
 def test_a_changing_float_compiles_a_bounded_number_of_times(f):
     x = torch.randn(4)
     c = tracer.compile(f)

@@ -160,11 +160,17 @@ def sym_minmax(tx, fn, items):
     return out
 
 
+_SYM_MATH = {math.floor: math.floor, math.ceil: math.ceil, math.trunc: math.trunc}
+_SYM_MATH.update({getattr(math, name): getattr(torch, f"_sym_{name}")
+                  for name in ("sqrt", "cos", "sin", "tan", "cosh", "sinh", "tanh", "acos", "asin", "atan",
+                               "log2") if hasattr(torch, f"_sym_{name}")})
+
+
 def sym_math(tx, fn, args):
-    """math.floor/ceil/trunc/sqrt of a symbolic number (others specialise)."""
+    """math.floor/ceil/trunc and the math functions torch has symbolic forms of (sqrt, the
+    trigonometric and hyperbolic ones, log2) of a symbolic number; others specialise."""
     if len(args) == 1 and is_sym(args[0]):
-        target = {math.floor: math.floor, math.ceil: math.ceil, math.trunc: math.trunc,
-                  math.sqrt: torch._sym_sqrt}.get(fn)
+        target = _SYM_MATH.get(fn)
         if target is not None:
             return sym_apply(tx, target, [_sym_arg(args[0])])
     return None
