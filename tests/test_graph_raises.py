@@ -336,6 +336,31 @@ def test_random_numbers_drawn_in_place_or_by_a_leaf_module_count_as_random():
     _draws_as_eager(r, 3)
 
 
+@pytest.mark.parametrize("p, training, random", [(0.5, False, False), (0.0, True, False), (0.5, True, True)])
+def test_dropout_switched_off_draws_nothing(p, training, random):
+    """A graph's RNG state is saved before every call only when it draws: dropout in eval mode
+    or with p == 0, and attention kernels without dropout (tagged as random for their
+    dropout_p) do not. Inlined torch.nn modules put such nodes in every eval graph."""
+    from tracer import rerun
+
+    def r(x, lst):
+        y = torch.nn.functional.dropout(x, p, training=training)
+        z = torch.nn.functional.scaled_dot_product_attention(y[None, None], y[None, None], y[None, None])
+        lst.append(1)
+        return (z > 0).relu()
+
+    c = tracer.compile(r)
+    x = torch.randn(4, 8)
+    with pytest.raises(RuntimeError):
+        c(x, [])
+    gm = c.entries[0].graph
+    effects = {rerun._effect(n, dict(gm.named_modules())) for n in gm.graph.nodes
+               if n.op.startswith("call_")}
+    assert ("random" in effects) == random, effects
+    if random:
+        _draws_as_eager(r, 7)
+
+
 def test_a_try_around_a_raising_op_catches_it_when_the_graph_writes_an_input():
     """No Python write to replay, but the user's own `except` must see the kernel's error:
     the graph (which writes its input) reruns as Python, where the handler runs. Before, the

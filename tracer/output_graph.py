@@ -242,7 +242,8 @@ class _AtenSpy(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        self.random = self.random or torch.Tag.nondeterministic_seeded in func.tags
+        self.random = self.random or (torch.Tag.nondeterministic_seeded in func.tags
+                                      and not _zero_dropout(func, args, kwargs))
         written = _written_args(func)
         if written and written[-1][0] == -1:  # a batch norm: writes only in training mode
             written = written[:-1] if (args[5] if len(args) > 5 else kwargs.get("training")) else ()
@@ -257,6 +258,21 @@ class _AtenSpy(TorchDispatchMode):
                 func.__name__.split(".")[0] not in _METADATA_OPS:
             self.found = str(func)
         return out
+
+
+def _zero_dropout(func, args, kwargs):
+    """An op tagged as drawing random numbers only for its dropout, called with dropout off
+    (`dropout_p=0.`, `p=0.`, `train=False`): attention kernels and dropout in eval mode."""
+    schema = func._schema.arguments
+    names = [a.name for a in schema]
+    for key in ("dropout_p", "p", "train"):
+        if key in names:
+            i = names.index(key)
+            v = args[i] if i < len(args) else kwargs.get(key, schema[i].default_value)
+            if (key == "train" and v is False) or (key != "train" and isinstance(v, (int, float))
+                                                   and not isinstance(v, bool) and v == 0):
+                return True
+    return False
 
 
 _WRITTEN = {}
