@@ -200,9 +200,7 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None, stock_l
     for _ in range(_STOCK_RETRIES):
         try:
             return _trace_once(code, L, G, C, builtins, policy, break_at, handled, leaves)
-        except StockLeaf as e:
-            if e.key in leaves:  # (cannot happen: a leaf is not inlined)
-                raise e.cause from None
+        except StockLeaf as e:  # (a type in `leaves` is called as a leaf: it cannot raise this)
             leaves.add(e.key)
     raise Unsupported(f"more than {_STOCK_RETRIES} torch.nn modules could not be inlined", breakable=False)
 

@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateful
 
 from guards import ShapeMatch, TensorMatch, TensorPropSource
 
+from . import config
 from .exc import Unsupported
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -110,7 +111,6 @@ class SizePolicy:
     @property
     def floats(self):
         """Whether a float argument may become a SymFloat (config.dynamic_floats)."""
-        from . import config
         return config.dynamic_floats and self.mode is not False and not self.frame.static_floats
 
     def tensor_dims(self, tensor, source):
@@ -224,6 +224,7 @@ class Shapes:
         if isinstance(value, float):
             expr = self.env.create_unspecified_symbol(value, source=tsrc, dynamic_dim=DimDynamic.DYNAMIC)
             sym = self.env.create_symfloatnode(expr, hint=value, source=tsrc)
+            self.policy.made_float_symbols = True  # (convert_frame: a backend may refuse them)
         else:
             sym = self.env.create_unspecified_symint_and_symbol(value, tsrc, DimDynamic.DYNAMIC)
         if isinstance(sym, (torch.SymInt, torch.SymFloat)):

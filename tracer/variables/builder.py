@@ -183,8 +183,8 @@ def _same_kind_of_tensor(value):
     return lambda v: isinstance(v, torch.Tensor) and v.is_nested == nested and v.layout is layout
 
 
-def _int_input(tx, source):
-    """An int argument of the frame, or an item or attribute of one that is no module's: a
+def _number_input(tx, source):
+    """An int (float) argument of the frame, or an item or attribute of one that is no module's: a
     cache object's length passed in each decoding step (HF's sliding-window caches keep
     `cumulative_length` per layer) may become symbolic, as in torch.compile; module
     attributes (config values, a layer's sizes), reached from a module argument or through
@@ -199,9 +199,9 @@ def _int_input(tx, source):
     return not isinstance(getattr(root, "value", None), torch.nn.Module)
 
 
-def _maybe_symbolic_int(tx, value, source):
-    """A dynamic int argument (its value changed between traces, or dynamic=True): a SymInt
-    graph input guarded by type; the ShapeEnv guards what the trace relied on."""
+def _maybe_symbolic_number(tx, value, source):
+    """A dynamic int (float) argument (its value changed between traces, or dynamic=True): a
+    SymInt (SymFloat) graph input guarded by type; the ShapeEnv guards what the trace relied on."""
     out = tx.output
     hit = out.sym_inputs.get(source)
     if hit is not None:
@@ -236,11 +236,9 @@ def _wrap_fresh(tx, value, source):
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
     if (t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)) \
-            and source is not None and _int_input(tx, source):
-        var = _maybe_symbolic_int(tx, value, source)  # (a float too: a SymFloat input)
+            and source is not None and _number_input(tx, source):
+        var = _maybe_symbolic_number(tx, value, source)
         if var is not None:
-            if t is float:
-                tx.output.shapes.policy.made_float_symbols = True
             return var
     if is_constant_value(value):
         g(const_guard(source, value))
