@@ -28,7 +28,7 @@ from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVari
                          TupleVariable, is_structseq)
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)
-from .nn_module import NNModuleVariable
+from .nn_module import NNModuleVariable, is_module_dispatch
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
@@ -345,6 +345,9 @@ def _wrap_fresh(tx, value, source):
     if t is functools._lru_cache_wrapper:
         g(IdMatch(source, value))
         return LruCacheVariable(value, source)
+    if t is types.FunctionType and is_module_dispatch(value):  # nn.Module.__call__ read by name
+        g(IdMatch(source, value))
+        return UserFunctionVariable(value, source)
     if t is types.FunctionType and not _is_torch_callable(value):
         if value.__closure__ or "<locals>" in value.__qualname__:
             # A function made by a call (a closure, a lambda, a nested def) is usually a new

@@ -188,6 +188,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             tx.ctx.shape_marks.append((fn.__name__, args, kwargs))  # for dynamic shapes (issue 12)
             tx.side_effects.defer_call(fn, args, kwargs)
             return ConstantVariable(None)
+        from .nn_module import NNModuleVariable, is_module_dispatch
+        if args and isinstance(args[0], NNModuleVariable) and is_module_dispatch(fn):
+            return args[0].dispatch(tx, args[1:], kwargs)  # nn.Module.__call__(m), super().__call__()
         from .folds import FOLDED
         fold = FOLDED.get(fn)
         if fold is not None:  # library bookkeeping evaluated by the trace (folds.py)

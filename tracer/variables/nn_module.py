@@ -261,8 +261,22 @@ class NNModuleVariable(ObjectVariable):
 
     def call(self, tx, args, kwargs):
         m = self.module
-        if lookup_type_attr(type(m), "__call__")[0] is not torch.nn.Module.__call__:
-            raise Unsupported(f"{type(m).__name__} defines its own __call__")
+        own = lookup_type_attr(type(m), "__call__")[0]
+        if own is not torch.nn.Module.__call__:
+            # a subclass's own __call__ (HF's GradientCheckpointingLayer) is traced like any
+            # method; its `super().__call__(...)` comes back to dispatch() (functions.py)
+            if not isinstance(own, types.FunctionType):
+                raise Unsupported(f"{type(m).__name__}.__call__ is a {type(own).__name__}, not a Python function")
+            from .functions import UserFunctionVariable
+            guard_class_lookup(tx, self, "__call__", own, instance_dict=False)
+            return UserFunctionVariable(own).call(tx, [self, *args], kwargs)
+        return self.dispatch(tx, args, kwargs)
+
+    def dispatch(self, tx, args, kwargs):
+        """What nn.Module.__call__ does (torch's _wrapped_call_impl/_call_impl): the forward
+        (pre-)hooks, then forward; reached by `m(...)` and by calling nn.Module.__call__ or
+        `_call_impl` on the module explicitly (`super().__call__(...)`)."""
+        m = self.module
         if not module_dispatch_is_torchs():
             raise Unsupported("nn.Module.__call__ or _call_impl is patched (a profiler or a shim?): "
                               "the module call runs as Python")
@@ -345,6 +359,9 @@ class NNModuleVariable(ObjectVariable):
     def _forward(self, tx, args, kwargs):
         m = self.module
         if is_leaf_module(m):
+            if type(m) in tx.ctx.leaf_breaks:
+                raise Unsupported(f"the backend could not compile {type(m).__name__} as a graph leaf: "
+                                  "it is called as Python")
             if not config.inline_stock_modules or type(m) in tx.ctx.stock_leaves:
                 self._not_written(tx, "calling", _changes_leaf)
                 return tx.call_module(self, args, kwargs)
@@ -393,6 +410,11 @@ class NNModuleVariable(ObjectVariable):
 
 
 _DISPATCH = ("__call__", "_wrapped_call_impl", "_call_impl")  # nn.Module's call, in order
+
+
+def is_module_dispatch(fn):
+    """`fn` is one of nn.Module's call-dispatch functions (called on a module: dispatch())."""
+    return any(torch.nn.Module.__dict__.get(name) is fn for name in _DISPATCH)
 
 
 def module_dispatch_is_torchs():
