@@ -35,7 +35,9 @@ class Case:
     train: bool = False
 
 
-def _db_cases():
+def _db_cases(device="cpu"):
+    """One `Case` per module_db sample (several for the entries in _MANY_SAMPLES), the module
+    and its inputs on `device`."""
     try:
         from torch.testing._internal.common_modules import module_db
     except ImportError:  # needs `expecttest` (test extras)
@@ -45,20 +47,20 @@ def _db_cases():
         if info.name in _SKIP_DB:
             continue
         try:
-            samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
+            samples = info.module_inputs_func(info, device=device, dtype=torch.float32,
                                               requires_grad=False, training=False)
         except Exception:  # noqa: BLE001 - a sample generator that needs something we lack
             continue
         for k, sample in enumerate(samples[:_MANY_SAMPLES.get(info.name, 1)]):
-            cases.append(Case(f"{info.name}[{k}]", _db_maker(info, sample)))
+            cases.append(Case(f"{info.name}[{k}]", _db_maker(info, sample, device)))
     return cases
 
 
-def _db_maker(info, sample):
+def _db_maker(info, sample, device="cpu"):
     def make():
         torch.manual_seed(0)
         ci = sample.constructor_input
-        m = info.module_cls(*ci.args, **ci.kwargs)
+        m = info.module_cls(*ci.args, **ci.kwargs).to(device)
         m.eval()
         fi = sample.forward_input
         return m, tuple(fi.args), dict(fi.kwargs)

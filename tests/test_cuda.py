@@ -302,3 +302,62 @@ def test_capture_on_the_gpu():
             with tracer.capture(backend="inductor"):
                 model(x)
         assert warm.frames_traced == 0 and warm.cache_hits >= 1, str(warm)
+
+
+# ---- torch's module_db samples on the GPU, inlined (called from a user module) -------------
+def _db_on_device():
+    if DEV == "cuda" and not torch.cuda.is_available():
+        return []
+    from capture_zoo import _db_cases
+    return _db_cases(DEV)
+
+
+DB = _db_on_device()
+
+
+class _Caller(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *args, **kwargs):
+        return self.m(*args, **kwargs)
+
+
+def _assert_same_tree(got, want, tol):
+    from torch.utils._pytree import tree_flatten
+    g, gspec = tree_flatten(got)
+    w, wspec = tree_flatten(want)
+    assert gspec == wspec, (gspec, wspec)
+    for a, b in zip(g, w):
+        if isinstance(b, torch.Tensor):
+            assert a.device == b.device, (a.device, b.device)
+            torch.testing.assert_close(a, b, atol=tol, rtol=tol, equal_nan=True)
+        else:
+            assert a == b
+
+
+# inductor compiles a kernel set per sample: a spread quarter of the samples, the eager backend all
+_DB_PARAMS = [pytest.param(c, "eager", id=f"{c.name}-eager") for c in DB] + \
+             [pytest.param(c, "inductor", id=f"{c.name}-inductor") for c in DB[::4]]
+
+
+@pytest.mark.parametrize("case,backend", _DB_PARAMS)
+def test_module_db_samples_inlined_on_the_device(case, backend):
+    """Every module_db sample with its module and inputs on the device, traced into (a stock
+    module's forward is inlined as torch.compile does): equal to eager on the same device,
+    captured, and a warm call traces nothing."""
+    from capture_zoo import _call
+    m, args, kwargs = case.make()
+    with torch.no_grad():
+        want = _call(m, args, kwargs)
+        c = tracer.compile(_Caller(copy.deepcopy(m)), backend=backend)
+        with traced() as first:
+            got = _call(c, args, kwargs)
+        _assert_same_tree(got, want, 1e-5 if backend == "eager" else 1e-3)
+        assert first.fallbacks == 0 and first.internal_errors == 0, str(first)
+        assert first.graphs >= 1 or first.graph_breaks, str(first)
+        with traced() as warm:
+            again = _call(c, args, kwargs)
+        _assert_same_tree(again, want, 1e-5 if backend == "eager" else 1e-3)
+        assert warm.frames_traced == 0 and warm.recompiles == 0, str(warm)

@@ -132,6 +132,31 @@ def test_a_stock_module_that_cannot_be_traced_is_a_leaf_not_a_break():
     assert warm.frames_traced == 0, str(warm)
 
 
+def test_a_leaf_the_backend_cannot_compile_is_called_as_python():
+    """Inductor cannot compile cuDNN's LSTM as a graph leaf (it reads the weights' data
+    pointers under fake tensors; torch.compile runs the RNNs as Python): a backend that fails
+    on the graph holding the leaf gets the frame again with the module called as Python, a
+    graph break with that reason, not the whole frame falling back."""
+    def no_leaves(gm, _inputs):
+        if any(n.op == "call_module" for n in gm.graph.nodes):
+            raise RuntimeError("Cannot access data pointer of Tensor (a stand-in for inductor on cuDNN)")
+        return gm.forward
+
+    torch.manual_seed(0)
+    model = WithRNN()
+    c = tracer.compile(model, backend=no_leaves)
+    x = torch.randn(2, 5, 4)
+    with traced() as t:
+        torch.testing.assert_close(c(x), model(x))
+    assert t.fallbacks == 0 and t.internal_errors == 0, str(t)
+    reasons = [e.reason for e in t.of("break")]
+    assert any("could not compile LSTM as a graph leaf" in r for r in reasons), str(t)
+    assert t.graphs >= 1, str(t)  # the head after the break is captured
+    with traced() as warm:
+        torch.testing.assert_close(c(x), model(x))
+    assert warm.frames_traced == 0 and warm.recompiles == 0, str(warm)
+
+
 def test_leaves_when_switched_off(monkeypatch):
     monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
     model = Net().eval()

@@ -51,6 +51,9 @@ class CodeCache:
         self.compiles = 0
         self.warned = False
         self.sizes = FrameSizes()  # what the traces saw: a size that changes becomes dynamic
+        # stock nn module types kept as graph leaves that a backend then could not compile
+        # (inductor on cuDNN's LSTM): this code's traces call them as Python (a graph break)
+        self.leaf_breaks = set()
 
     def limit_reached(self):
         return self.compiles >= RECOMPILE_LIMIT

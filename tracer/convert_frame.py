@@ -80,6 +80,14 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
             _release(ctx)
             _forget_frames(caught, handled)
             return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
+        breaks = cache_for(code).leaf_breaks
+        if isinstance(e, BackendError) and not leaves <= breaks:
+            # the graph held stock modules as leaves (they could not be inlined) and the
+            # backend failed: those run as Python from now on, as torch.compile runs the RNNs
+            breaks |= leaves
+            _release(ctx)
+            _forget_frames(caught, handled)
+            return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e
@@ -209,6 +217,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
     """Interpret the frame once; the real grad mode is restored whatever happens."""
     ctx = TraceContext(code, G, builtins, policy)
     ctx.stock_leaves = stock_leaves
+    ctx.leaf_breaks = cache_for(code).leaf_breaks
     ctx.break_at = break_at
     ctx.handled_at_entry = handled
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})

@@ -67,6 +67,7 @@ class TraceContext:
                                    torch._C._dispatch_tls_local_exclude_set())
         self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
         self.stock_leaves = set()  # types of stock nn modules kept as call_module (StockLeaf)
+        self.leaf_breaks = set()  # stock nn module types to call as Python (CodeCache.leaf_breaks)
         self.frames = []          # every Frame of this trace
         self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
         self.frame_stack = []     # frames whose run() is executing, innermost last
