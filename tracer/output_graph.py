@@ -181,6 +181,8 @@ class OutputGraph:
             tname = getattr(target, "__name__", str(target))
             raise Unsupported(f"{tname}: {spy.found} returns a Python value computed from tensor "
                               f"data (fake tensors only make one up)")
+        if op == "call_function" and not fx_can_name(target):
+            target = ByObject(target)
         node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
         node.meta["example_value"] = example
         node.meta["writes"] = frozenset(spy.writes)
@@ -318,3 +320,37 @@ def getitem_node(graph, node, index):
     out.meta["example_value"] = node.meta["example_value"][index]
     derived(out, node)
     return out
+
+
+class ByObject:
+    """A call_function target the graph's code holds as an object (a global of its own), not
+    by the qualified name FX would write for it (see fx_can_name)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"ByObject({self.fn!r})"
+
+
+def fx_can_name(target):
+    """Whether the code FX generates for a graph calls `target` itself. FX writes an object
+    from torch's namespace by its qualified name, looked up from `torch` when the code runs
+    (fx/graph.py: add_global); where that name leads to another object (a ScriptFunction's
+    names are its class's) the graph would call that other object."""
+    from torch.fx.graph import _is_from_torch
+    from torch.fx.node import _get_qualified_name
+    if not _is_from_torch(target) or target is torch.device:
+        return True
+    try:
+        parts = _get_qualified_name(target).split(".")
+    except Exception:  # noqa: BLE001 - FX could not name it either
+        return False
+    obj = torch if parts[0] == "torch" else None
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+    return obj is target

@@ -338,6 +338,12 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, types.ModuleType):
         g(IdMatch(source, value))
         return PythonModuleVariable(value, source)
+    if isinstance(value, torch.jit.ScriptFunction) and \
+            isinstance(getattr(value, "_torchdynamo_inline", None), types.FunctionType):
+        # @torch.jit.script: its Python function is traced (torch.jit.script keeps it for
+        # torch.compile); the ScriptFunction itself cannot be named in a graph's code
+        g(IdMatch(source, value))
+        return UserFunctionVariable(value._torchdynamo_inline)
     if (t is types.FunctionType or (callable(value) and not isinstance(value, type))) and \
             _untraced_library(value):
         g(IdMatch(source, value))
