@@ -510,3 +510,59 @@ def test_super_recompiles_when_the_class_bases_change():
     def restore():
         _Q.__bases__ = (_P1,)
     _same_after(g, (torch.zeros(1),), rebase, restore)
+
+
+# ---- bool() of an object passed in: its class's __bool__ / __len__ ----------------------
+class Cache:
+    """The shape of transformers' DynamicCache (5.1x): truth is len(self.layers) != 0."""
+
+    def __init__(self, n):
+        self.layers = list(range(n))
+
+    def __len__(self):
+        return len(self.layers)
+
+
+class Flag:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+def _branch(x, obj):
+    if obj:
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.parametrize("make", [lambda: (Cache(0), Cache(2)), lambda: (Flag(False), Flag(True))],
+                         ids=["__len__", "__bool__"])
+def test_bool_of_an_object_runs_its_class_method_and_guards_what_it_read(make):
+    empty, full = make()
+    x = torch.randn(3)
+    c = tracer.compile(_branch)
+    with traced() as t:
+        torch.testing.assert_close(c(x, full), _branch(x, full))
+    assert_captured(t, min_ops=1, graphs=1, breaks=0)
+    assert_warm(c, x, full)
+    with traced() as t:
+        torch.testing.assert_close(c(x, empty), _branch(x, empty))
+    assert t.recompiles == 1, str(t)
+    if isinstance(full, Cache):
+        full.layers.clear()  # what __len__ read changed: the object is now false
+    else:
+        full.on = False
+    torch.testing.assert_close(c(x, full), _branch(x, full))
+
+
+def test_bool_follows_a_bool_method_added_to_the_class_later():
+    x, cache = torch.randn(3), Cache(2)
+    c = tracer.compile(_branch)
+    torch.testing.assert_close(c(x, cache), x + 1)
+    with mock.patch.object(Cache, "__bool__", lambda self: False, create=True):
+        with traced() as t:
+            torch.testing.assert_close(c(x, cache), _branch(x, cache))
+        assert t.recompiles == 1, str(t)
+    torch.testing.assert_close(c(x, cache), x + 1)

@@ -279,18 +279,27 @@ class UserObjectVariable(ObjectVariable):
             return self.dict_contents(tx).iterate(tx)
         return super().iterate(tx)
 
-    def __init__(self, value, source=None):
-        super().__init__(value, source)
-
-
-
-
     def truthy(self, tx):
+        """As CPython's bool(): the class's __bool__, else __len__() != 0, else True; which
+        of them the class defines is guarded (Python methods are traced)."""
+        from .functions import UserFunctionVariable
         cls = type(self.value)
-        if "__bool__" not in dir(cls) and "__len__" not in dir(cls):
-            guard_type_entries(tx, self, ("__bool__", "__len__"))  # true while it defines neither
-            return True
-        raise Unsupported(f"bool() of {cls.__name__} object")
+        guard_type_entries(tx, self, ("__bool__", "__len__"))
+        if lookup_type_attr(cls, "__bool__")[0] is None and self._plain_dict("__len__"):
+            return self.length(tx) != 0
+        for name in ("__bool__", "__len__"):
+            attr = lookup_type_attr(cls, name)[0]
+            if attr is None:
+                continue
+            if not isinstance(attr, types.FunctionType):
+                raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
+            r = UserFunctionVariable(attr).call(tx, [self], {})
+            if name == "__bool__":
+                return tx.truthy(r)
+            if not (r.is_constant() and isinstance(r.as_constant(), int)):
+                raise Unsupported(f"bool() of {cls.__name__} object: its __len__() is not a constant int")
+            return r.as_constant() != 0
+        return True
 
     def getattr(self, tx, name):
         cls = type(self.value)
