@@ -315,15 +315,6 @@ def _db_on_device():
 DB = _db_on_device()
 
 
-class _Caller(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, *args, **kwargs):
-        return self.m(*args, **kwargs)
-
-
 def _assert_same_tree(got, want, tol):
     from torch.utils._pytree import tree_flatten
     g, gspec = tree_flatten(got)
@@ -347,11 +338,11 @@ def test_module_db_samples_inlined_on_the_device(case, backend):
     """Every module_db sample with its module and inputs on the device, traced into (a stock
     module's forward is inlined as torch.compile does): equal to eager on the same device,
     captured, and a warm call traces nothing."""
-    from capture_zoo import _call
+    from capture_zoo import Caller, _call
     m, args, kwargs = case.make()
     with torch.no_grad():
         want = _call(m, args, kwargs)
-        c = tracer.compile(_Caller(copy.deepcopy(m)), backend=backend)
+        c = tracer.compile(Caller(copy.deepcopy(m)), backend=backend)
         with traced() as first:
             got = _call(c, args, kwargs)
         _assert_same_tree(got, want, 1e-5 if backend == "eager" else 1e-3)

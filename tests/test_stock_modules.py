@@ -168,15 +168,6 @@ def test_leaves_when_switched_off(monkeypatch):
 
 
 # ---- every module_db sample, called from a user module (so that it is inlined) --------------
-class _Caller(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, *args, **kwargs):
-        return self.m(*args, **kwargs)
-
-
 def _db():
     from capture_zoo import _db_cases
     return _db_cases()
@@ -187,10 +178,10 @@ DB = _db()
 
 @pytest.mark.parametrize("case", DB, ids=[c.name for c in DB])
 def test_every_module_db_sample_inlined_equals_eager(case):
-    from capture_zoo import _call, same
+    from capture_zoo import Caller, _call, same
     m, args, kwargs = case.make()
     ref = _call(m, args, kwargs)
-    c = tracer.compile(_Caller(copy.deepcopy(m)))
+    c = tracer.compile(Caller(copy.deepcopy(m)))
     with traced() as first:
         out = _call(c, args, kwargs)
     assert same(ref, out), f"{case.name}: compiled differs from eager"
