@@ -9,6 +9,7 @@ import torch.nn as nn
 
 import tracer
 from helpers import assert_captured, assert_recompiled, assert_warm, traced
+from semantics_helpers import dynamo_graphs
 
 pytestmark = pytest.mark.usefixtures("fresh_tracer")
 
@@ -43,16 +44,6 @@ class Stack(nn.Module):
         return x.sum(-1)
 
 
-def _tc_graphs(model, x):
-    import torch._dynamo
-    from torch._dynamo.testing import CompileCounter
-    torch._dynamo.reset()
-    cnt = CompileCounter()
-    torch.compile(model, backend=cnt)(x)
-    torch._dynamo.reset()
-    return cnt.frame_count
-
-
 def test_layers_with_their_own_call_are_one_graph_like_torch_compile():
     model = Stack().eval()
     x = torch.randn(2, 8)
@@ -61,7 +52,7 @@ def test_layers_with_their_own_call_are_one_graph_like_torch_compile():
         got = c(x)
     torch.testing.assert_close(got, model(x))
     assert_captured(t, min_ops=9, graphs=1, breaks=0)
-    assert t.graphs == _tc_graphs(model, x) == 1
+    assert t.graphs == dynamo_graphs(model, x) == 1
     x2 = torch.randn(2, 8)
     same, fresh = assert_warm(c, x, fresh=(x2,))
     torch.testing.assert_close(same, model(x))

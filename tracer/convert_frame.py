@@ -72,19 +72,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                     e = h
     except (Unsupported, BackendError) as e:
         caught.append(e)
-        if isinstance(e, BackendError) and policy.made_float_symbols:
-            # the backend refused SymFloat inputs (inductor's and AOTAutograd's lowering of
-            # some float ops): this code's floats stay constants from now on, trace again
-            policy.frame.static_floats = True
-            policy.frame.notes.append(f"backend refused symbolic floats ({e}): floats are constants")
-            _release(ctx)
-            _forget_frames(caught, handled)
-            return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
-        breaks = cache_for(code).leaf_breaks
-        if isinstance(e, BackendError) and not leaves <= breaks:
-            # the graph held stock modules as leaves (they could not be inlined) and the
-            # backend failed: those run as Python from now on, as torch.compile runs the RNNs
-            breaks |= leaves
+        if isinstance(e, BackendError) and _learn_from_refusal(e, code, policy, leaves):
             _release(ctx)
             _forget_frames(caught, handled)
             return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
@@ -107,6 +95,22 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     _release(ctx)
     _forget_frames(caught, handled)
     return entry
+
+
+def _learn_from_refusal(e, code, policy, leaves):
+    """What a backend's failure on this trace's graph changes for the next trace of the code,
+    if anything (True: trace again). SymFloat inputs it refused (inductor's and AOTAutograd's
+    lowering of some float ops) become constants; stock modules the graph held as leaves
+    (they could not be inlined) are called as Python, as torch.compile runs the RNNs."""
+    if policy.made_float_symbols:
+        policy.frame.static_floats = True
+        policy.frame.notes.append(f"backend refused symbolic floats ({e}): floats are constants")
+        return True
+    breaks = cache_for(code).leaf_breaks
+    if leaves <= breaks:
+        return False
+    breaks |= leaves
+    return True
 
 
 def _release(ctx):

@@ -174,27 +174,13 @@ def _effect(node, modules):
     if "writes" not in node.meta and ((name.endswith("_") and not name.endswith("__")) or
                                        "out" in node.kwargs or name in ("__setitem__", "setitem")):
         return "unknown"  # a node made without the aten spy (output_graph.create_node)
-    if node.meta.get("random") or (name in _RANDOM and not _draws_nothing(node, name)):
+    # the aten spy says whether a node drew (a dropout switched off draws nothing); the names
+    # stand in only for nodes made without it
+    if node.meta["random"] if "random" in node.meta else name in _RANDOM:
         if any(isinstance(a, torch.Generator) for a in (*node.args, *node.kwargs.values())):
             return "unknown"  # a generator of the user's own: its state is not saved
         return "random"
     return None
-
-
-def _draws_nothing(node, name):
-    """A dropout in eval mode or with p == 0, an attention with dropout_p == 0: no random
-    draw, whatever the name says (inlined torch.nn modules put F.dropout(x, p, False) in eval
-    graphs). Only constant arguments count; anything else may draw."""
-    def arg(i, key, default):
-        v = node.args[i] if len(node.args) > i else node.kwargs.get(key, default)
-        return v if isinstance(v, (bool, int, float)) else None
-    if name == "scaled_dot_product_attention":
-        return arg(4, "dropout_p", 0.0) == 0
-    if "dropout" in name and name != "native_dropout":
-        p = arg(1, "p", 0.5)
-        train = arg(2, "train" if "train" in node.kwargs else "training", True)
-        return train is False or p == 0
-    return False
 
 
 # In-place ops that change a tensor's shape or storage: a snapshot cannot be copied back.

@@ -285,21 +285,21 @@ class UserObjectVariable(ObjectVariable):
         from .functions import UserFunctionVariable
         cls = type(self.value)
         guard_type_entries(tx, self, ("__bool__", "__len__"))
-        if lookup_type_attr(cls, "__bool__")[0] is None and self._plain_dict("__len__"):
-            return self.length(tx) != 0
-        for name in ("__bool__", "__len__"):
-            attr = lookup_type_attr(cls, name)[0]
+        name, attr = "__bool__", lookup_type_attr(cls, "__bool__")[0]
+        if attr is None:
+            if self._plain_dict("__len__"):
+                return self.length(tx) != 0
+            name, attr = "__len__", lookup_type_attr(cls, "__len__")[0]
             if attr is None:
-                continue
-            if not isinstance(attr, types.FunctionType):
-                raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
-            r = UserFunctionVariable(attr).call(tx, [self], {})
-            if name == "__bool__":
-                return tx.truthy(r)
-            if not (r.is_constant() and isinstance(r.as_constant(), int)):
-                raise Unsupported(f"bool() of {cls.__name__} object: its __len__() is not a constant int")
-            return r.as_constant() != 0
-        return True
+                return True
+        if not isinstance(attr, types.FunctionType):
+            raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
+        r = UserFunctionVariable(attr).call(tx, [self], {})
+        if name == "__bool__":
+            return tx.truthy(r)
+        if not (r.is_constant() and isinstance(r.as_constant(), int)):
+            raise Unsupported(f"bool() of {cls.__name__} object: its __len__() is not a constant int")
+        return r.as_constant() != 0
 
     def getattr(self, tx, name):
         cls = type(self.value)
