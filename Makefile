@@ -21,14 +21,18 @@ check-python:
 # torch on its own (the long download), so that CI can fetch it for several versions at once.
 # (pip byte-compiles what it installs, ~20 s of CPU for torch. Keep it: where
 # PYTHONDONTWRITEBYTECODE is set, as on these machines, nothing else writes the .pyc files, and
-# every process, the suite's subprocesses included, would compile torch from source.)
+# every process, the suite's subprocesses included, would compile torch from source. A disk
+# that fills up during the install writes some of them short, silently: .ci/check-pyc reads
+# them all and rewrites the ones that cannot load.)
 $(TORCH_STAMP): constraints.txt | check-python
 	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt "torch==2.13.0" setuptools wheel
+	$(PY) .ci/check-pyc
 	touch $(TORCH_STAMP)
 
 $(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
 	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"
+	$(PY) .ci/check-pyc
 	touch $(STAMP)
 
 torch: $(TORCH_STAMP)
