@@ -687,6 +687,21 @@ static PyObject *program_stats(Program *p, PyObject *noargs)
         "active_ops", p->n_active, "disabled", p->disabled, "busy", p->busy);
 }
 
+static PyObject *program_steps(Program *p, PyObject *noargs)
+{
+    /* the snapshot's steps as (kind, level, address of what it reads), in run order */
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 0; out && k < p->n_steps; k++) {
+        Step *s = &p->steps[k];
+        void *what = s->kind == S_DICT || s->kind == S_INSTDICT ? s->ptr : (void *)s->obj;
+        PyObject *t = Py_BuildValue("(inK)", s->kind, s->level, (unsigned long long)(uintptr_t)what);
+        if (t == NULL || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
 static PyObject *program_invalidate(Program *p, PyObject *noargs)
 {
     p->state = SNAP_NONE;
@@ -725,6 +740,8 @@ static PyMethodDef program_methods[] = {
     {"active_guards", (PyCFunction)program_active_guards, METH_NOARGS,
      "set of guard indices re-checked on every call under the current snapshot"},
     {"stats", (PyCFunction)program_stats, METH_NOARGS, "counters and sizes, for tests"},
+    {"steps", (PyCFunction)program_steps, METH_NOARGS,
+     "the snapshot's steps as (kind, level, address read), for tests"},
     {"invalidate", (PyCFunction)program_invalidate, METH_NOARGS, "drop the snapshot"},
     {NULL}};
 
@@ -779,7 +796,8 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
         K(N_GENERIC_ATTR) || K(N_ITEM) || K(N_TYPE) || K(N_PY) || K(O_ID) || K(O_TYPE) ||
         K(O_IS) || K(O_EQ) || K(O_LEN) || K(O_DICTKEYS) || K(O_SAME) || K(O_DISTINCT) ||
         K(O_TENSORS) || K(O_CALL_IS) || K(O_KEY_ABSENT) || K(O_PY1) || K(O_PYLGC) ||
-        K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) ||
+        K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) || K(S_FETCH) || K(S_ANCHOR) || K(S_TYPEPIN) ||
+        K(S_CLASSTAG) || K(S_INSTDICT) || K(S_SLOT) || K(S_DICT) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
         K(R_LACKS_GENERIC) || K(R_CLASS_ENTRY)) {
         Py_DECREF(m);

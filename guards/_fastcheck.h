@@ -71,7 +71,7 @@ enum { O_ID, O_TYPE, O_IS, O_EQ, O_LEN, O_DICTKEYS, O_SAME, O_DISTINCT, O_TENSOR
 enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS, R_LACKS_GENERIC, R_CLASS_ENTRY };
 
 /* snapshot steps, run in order on the fast path */
-enum { S_FETCH, S_ANCHOR, S_TYPE, S_TYPEPIN, S_CLASSTAG, S_INSTDICT, S_SLOT, S_DICT };
+enum { S_FETCH, S_ANCHOR, S_TYPEPIN, S_CLASSTAG, S_INSTDICT, S_SLOT, S_DICT };
 
 /* snapshot states */
 enum { SNAP_NONE, SNAP_POS, SNAP_NEG };
@@ -129,8 +129,9 @@ enum { S_DICTS = S_DICT + 1 };
 typedef struct {
     int32_t kind;
     int32_t weak;        /* S_ANCHOR */
-    Py_ssize_t node;     /* S_FETCH, S_ANCHOR; S_DICTS: first index into Program.pins */
-    void *a;             /* S_TYPE/S_TYPEPIN/S_CLASSTAG obj, S_INSTDICT/S_SLOT dictslot,
+    Py_ssize_t node;     /* S_FETCH, S_ANCHOR; S_DICTS: first index into Program.pins;
+                          * first of a run of TYPEPIN/CLASSTAG/INSTDICT/SLOT: its length */
+    void *a;             /* S_TYPEPIN/S_CLASSTAG obj, S_INSTDICT/S_SLOT dictslot,
                           * S_ANCHOR ref; S_DICTS: count */
     void *ptr;           /* recorded dict or type */
     uint64_t tag;
@@ -160,7 +161,7 @@ typedef struct Program {
     PyObject **rec;      /* per node: recorded value (borrowed) of a frozen node */
     Py_ssize_t *slot;    /* per node: index into the per-call fetched values, or -1 */
     char *frozen;        /* per node */
-    char *has_step;      /* per node: bit 1 S_TYPE/S_TYPEPIN, 2 S_INSTDICT, 4 S_DICT */
+    char *has_step;      /* per node: bit 1 S_TYPEPIN/S_CLASSTAG, 2 S_INSTDICT, 4 S_DICT */
     Py_ssize_t *depth;   /* per node: steps from its root */
     Py_ssize_t cur_level; /* capture: level of the op being frozen (its extra dicts' is +1) */
     Py_ssize_t n_fetch;

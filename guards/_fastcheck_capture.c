@@ -75,7 +75,9 @@ static int add_step(Program *p, int kind, Py_ssize_t node, void *ptr, uint64_t t
 
 /* ---- pins ----------------------------------------------------------------------------------- */
 
-/* type(obj) and its attribute lookup are what they were: S_TYPE (class + version tag). */
+/* type(obj) and its attribute lookup are what they were: S_TYPEPIN (obj's class) and
+ * S_CLASSTAG (that class's version tag: one step per class, however many objects it has,
+ * see sort_steps; the class is held, so the step is valid at any level). */
 static int pin_type(Program *p, Py_ssize_t node, PyObject *obj)
 {
     if (p->has_step[node] & H_TYPE)
@@ -87,8 +89,10 @@ static int pin_type(Program *p, Py_ssize_t node, PyObject *obj)
         return 0;
     if (PyList_Append(p->held, (PyObject *)t) < 0)
         return -1;
-    if (add_step(p, S_TYPE, node, t, t->tp_version_tag, NULL, 0) < 0)
+    if (add_step(p, S_TYPEPIN, node, t, 0, NULL, 0) < 0 ||
+        add_step(p, S_CLASSTAG, node, NULL, t->tp_version_tag, NULL, 0) < 0)
         return -1;
+    p->steps[p->n_steps - 1].obj = (PyObject *)t;
     p->has_step[node] |= H_TYPE;
     return 1;
 }
@@ -548,32 +552,44 @@ static int cmp_step(const void *a, const void *b)
     return x->kind < y->kind ? -1 : x->kind > y->kind;
 }
 
+/* What a step that can be shared reads: the dict of an S_DICT, the class of an S_CLASSTAG
+ * (NULL: a step of its own). */
+static void *shared_key(const Step *s)
+{
+    return s->kind == S_DICT ? s->ptr : s->kind == S_CLASSTAG ? (void *)s->obj : NULL;
+}
+
 /* Steps by (level, kind): a step only dereferences objects that steps of lower levels (or
  * the fetch and anchor steps of its own level, whose kinds sort first) proved valid, and
  * grouping by kind keeps the dispatch predictable.  Steps with equal keys do not depend on
  * each other, so their order does not matter. */
-static int cmp_dict_step(const void *a, const void *b)
+static int cmp_shared_step(const void *a, const void *b)
 {
     const Step *x = a, *y = b;
-    int dx = x->kind == S_DICT, dy = y->kind == S_DICT;
+    void *kx = shared_key(x), *ky = shared_key(y);
+    int dx = kx != NULL, dy = ky != NULL;
     if (dx != dy)
         return dx - dy;
     if (!dx)
         return 0;
-    if (x->ptr != y->ptr)
-        return (uintptr_t)x->ptr < (uintptr_t)y->ptr ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (kx != ky)
+        return (uintptr_t)kx < (uintptr_t)ky ? -1 : 1;
     return x->level < y->level ? -1 : x->level > y->level;
 }
 
 static void sort_steps(Program *p)
 {
-    /* one S_DICT per dict (a hook dict is read by its guards and by "has no hooks"): keep
-     * the earliest level, where what holds it was already proved unchanged */
-    qsort(p->steps, p->n_steps, sizeof(Step), cmp_dict_step);
+    /* one S_DICT per dict (a hook dict is read by its guards and by "has no hooks") and one
+     * S_CLASSTAG per class (a model's modules share a few classes): keep the earliest level,
+     * where what holds it was already proved unchanged */
+    qsort(p->steps, p->n_steps, sizeof(Step), cmp_shared_step);
     Py_ssize_t w = 0;
     for (Py_ssize_t k = 0; k < p->n_steps; k++) {
-        if (w > 0 && p->steps[k].kind == S_DICT && p->steps[w - 1].kind == S_DICT &&
-            p->steps[k].ptr == p->steps[w - 1].ptr)
+        void *key = shared_key(&p->steps[k]);
+        if (w > 0 && key != NULL && p->steps[k].kind == p->steps[w - 1].kind &&
+            key == shared_key(&p->steps[w - 1]))
             continue;
         p->steps[w++] = p->steps[k];
     }
@@ -613,6 +629,15 @@ static int build_hot(Program *p)
         h->kind = s->kind;
         h->weak = s->weak;
         h->node = s->node;
+        if (s->kind == S_TYPEPIN || s->kind == S_CLASSTAG || s->kind == S_INSTDICT ||
+            s->kind == S_SLOT) {
+            /* a run of steps of one kind is checked in one loop (see fc_run_steps): its first
+             * step holds the run's length */
+            Py_ssize_t first = p->n_hot - 1;
+            while (first > 0 && p->hot[first - 1].kind == s->kind)
+                first--;
+            p->hot[first].node = p->n_hot - first;
+        }
         h->ptr = s->ptr;
         h->tag = s->tag;
         h->a = s->kind == S_ANCHOR ? (void *)s->ref
@@ -807,31 +832,36 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
                 return R_FAIL;
             break;
         }
-        case S_TYPE: {
-            PyTypeObject *t = Py_TYPE((PyObject *)s->a);
-            if ((void *)t != s->ptr || t->tp_version_tag != s->tag)
-                return R_UNSURE;
-            break;
-        }
+        /* runs of one kind (node: the run's length, build_hot), in one loop each: in order,
+         * so a step still runs only after every step before it passed */
         case S_TYPEPIN:
-            if ((void *)Py_TYPE((PyObject *)s->a) != s->ptr)
-                return R_UNSURE;
+            for (const HotStep *e = s + s->node; s < e; s++)
+                if ((void *)Py_TYPE((PyObject *)s->a) != s->ptr)
+                    return R_UNSURE;
+            k += p->hot[k].node - 1;
             break;
         case S_SLOT:
-            if ((void *)*(PyObject **)s->a != s->ptr)
-                return R_UNSURE;
+            for (const HotStep *e = s + s->node; s < e; s++)
+                if ((void *)*(PyObject **)s->a != s->ptr)
+                    return R_UNSURE;
+            k += p->hot[k].node - 1;
             break;
         case S_CLASSTAG:
-            if (((PyTypeObject *)s->a)->tp_version_tag != s->tag)
-                return R_UNSURE;
+            for (const HotStep *e = s + s->node; s < e; s++)
+                if (((PyTypeObject *)s->a)->tp_version_tag != s->tag)
+                    return R_UNSURE;
+            k += p->hot[k].node - 1;
             break;
         case S_INSTDICT:
-            if ((void *)*(PyObject **)s->a != s->ptr)
-                return R_UNSURE;
+            for (const HotStep *e = s + s->node; s < e; s++) {
+                if ((void *)*(PyObject **)s->a != s->ptr)
+                    return R_UNSURE;
 #if !FC_WATCHERS
-            if (FC_DICT_TAG(s->ptr) != s->tag)
-                return R_UNSURE;
+                if (FC_DICT_TAG(s->ptr) != s->tag)
+                    return R_UNSURE;
 #endif
+            }
+            k += p->hot[k].node - 1;
             break;
 #if !FC_WATCHERS
         case S_DICTS: {

@@ -66,35 +66,57 @@ void tm_tls(uint64_t* included, uint64_t* excluded) {
   *excluded = tls.excluded_.raw_repr();
 }
 
+// The fast path of a model's check: ~150 parameters per call, so every instruction counts
+// (callgrind: 95 per tensor before this was inlined into the batch loop and the size/stride
+// loop unrolled for the common one- and two-dimensional case).
+inline __attribute__((always_inline)) bool fields_match(PyObject* obj, const TMeta* m) {
+  if (static_cast<void*>(Py_TYPE(obj)) != m->type) return false;  // a tensor of that exact type
+  c10::TensorImpl* impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  if (impl->key_set().raw_repr() != m->keys || impl->has_symbolic_sizes_strides()) return false;
+  c10::IntArrayRef sizes = impl->sizes();
+  if (static_cast<int32_t>(sizes.size()) != m->ndim) return false;
+  const int64_t* sz = sizes.data();
+  const int64_t* st = impl->strides().data();
+  const int64_t* ss = m->ss;
+  uint64_t diff = 0;
+  switch (m->ndim) {
+    case 0:
+      break;
+    case 1:
+      diff = (sz[0] ^ ss[0]) | (st[0] ^ ss[1]);
+      break;
+    case 2:
+      diff = (sz[0] ^ ss[0]) | (st[0] ^ ss[1]) | (sz[1] ^ ss[2]) | (st[1] ^ ss[3]);
+      break;
+    default:
+      for (int32_t i = 0; i < m->ndim; i++) diff |= (sz[i] ^ ss[2 * i]) | (st[i] ^ ss[2 * i + 1]);
+  }
+  if (diff) return false;
+  if (static_cast<int16_t>(impl->dtype().toScalarType()) != m->dtype) return false;
+  c10::Device dev = impl->device();
+  if (static_cast<int8_t>(dev.type()) != m->device_type || dev.index() != m->device_index)
+    return false;
+  // last: two out-of-line calls (TensorImpl, then its autograd meta's virtual)
+  return impl->requires_grad() == static_cast<bool>(m->requires_grad);
+}
+
 int tm_match_fields(PyObject* obj, const TMeta* m) {
-  if (static_cast<void*>(Py_TYPE(obj)) != m->type) return 0;  // a tensor of that exact type
   try {
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    if (impl->key_set().raw_repr() != m->keys || impl->has_symbolic_sizes_strides()) return 0;
-    auto sizes = impl->sizes();
-    if (static_cast<int32_t>(sizes.size()) != m->ndim) return 0;
-    auto strides = impl->strides();
-    const int64_t* ss = m->ss;
-    for (int32_t i = 0; i < m->ndim; i++) {
-      if (sizes[i] != ss[2 * i] || strides[i] != ss[2 * i + 1]) return 0;
-    }
-    if (static_cast<int16_t>(impl->dtype().toScalarType()) != m->dtype) return 0;
-    c10::Device dev = impl->device();
-    if (static_cast<int8_t>(dev.type()) != m->device_type || dev.index() != m->device_index)
-      return 0;
-    // last: two out-of-line calls (TensorImpl, then its autograd meta's virtual)
-    return impl->requires_grad() == static_cast<bool>(m->requires_grad);
+    return fields_match(obj, m);
   } catch (...) {
     return 0;
   }
 }
 
 int tm_match_fields_n(PyObject* const* objs, const TMeta* ms, Py_ssize_t n) {
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (!tm_match_fields(objs[i], &ms[i])) return 0;
+  try {
+    for (Py_ssize_t i = 0; i < n; i++) {
+      if (!fields_match(objs[i], &ms[i])) return 0;
+    }
+    return 1;
+  } catch (...) {
+    return 0;
   }
-  return 1;
 }
 
 int tm_match(PyObject* obj, const TMeta* m) {

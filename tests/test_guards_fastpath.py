@@ -357,3 +357,41 @@ def test_tensor_records_load_where_built():
         pytest.skip("guards._tensormeta is not built for this Python")
     from guards import _tensormeta  # noqa: F401 - an ImportError here is the failure
     assert fastpath._tensor_records() is not None
+
+
+class _Lin(nn.Linear):
+    """A class of its own, so that changing it leaves nn.Linear alone."""
+
+
+DEEP_MUTATIONS = {  # each on the last of many objects checked by one run of steps
+    "__class__ assignment": lambda m: setattr(m[-1], "__class__", type("Lin2", (_Lin,), {})),
+    "replace an instance __dict__": lambda m: setattr(m[-1], "__dict__", {**m[-1].__dict__, "in_features": 5}),
+    "the shared class gains a property": lambda m: setattr(_Lin, "_forward_hooks", property(lambda s: {0: print})),
+}
+
+
+@pytest.mark.parametrize("name", list(DEEP_MUTATIONS))
+def test_steps_shared_by_many_objects(name):
+    """A model of many modules of one class: the class's version tag is one step, and the
+    steps of one kind run as one loop; a change on the last object of such a run, or to the
+    shared class, still fails the check."""
+    torch.manual_seed(0)
+    m = nn.Sequential(*[_Lin(4, 4) for _ in range(6)])
+    m.scale = 0.5  # (guards_for reads it)
+    x = torch.randn(3, 4)
+    gs = compile_guards(guards_for(m, x), builtins=B)
+    L = (m, x)
+    try:
+        assert gs.check(L, {}, None) and gs.check(L, {}, None)
+        steps = gs.check.steps()
+        from guards import _fastcheck as fc
+        tags = [a for kind, _, a in steps if kind == fc.S_CLASSTAG]
+        assert len(tags) == len(set(tags)), steps  # one per class
+        assert id(_Lin) in tags
+        pins = [a for kind, _, a in steps if kind == fc.S_TYPEPIN]
+        assert {id(mod) for mod in m} <= set(pins)  # each object's class, still per object
+        DEEP_MUTATIONS[name](m)
+        agree(gs, L, expect=False)
+    finally:
+        if "_forward_hooks" in _Lin.__dict__:
+            del _Lin._forward_hooks
