@@ -271,7 +271,7 @@ class Frame:
         library = _is_library_globals(self.f_globals)
         if name in self.f_globals:
             src = GlobalSource(name) if root else ItemSource(ConstSource(self.f_globals), name)
-            if library:  # library module globals are treated as immutable: not guarded
+            if library:  # library module globals are code, treated as immutable: not guarded
                 return self._wrap_unguarded(self.f_globals[name], src)
             return self.wrap(self.f_globals[name], src)
         builtins_dict = self.f_globals.get("__builtins__", self.ctx.f_builtins)
@@ -288,8 +288,10 @@ class Frame:
         return self.wrap(builtins_dict[name], bsrc)
 
     def _wrap_unguarded(self, value, source):
-        if isinstance(value, torch.Tensor):
-            return self.wrap(value, source)  # data, not code: always guarded
+        # data, not code, is always guarded: a tensor, and a constant, which is how a library
+        # keeps a switch (torch.backends.mha's _is_fastpath_enabled, set by a setter function)
+        if isinstance(value, torch.Tensor) or is_constant_value(value):
+            return self.wrap(value, source)
         saved, self.ctx.guards = self.ctx.guards, []
         try:
             return self.wrap(value, source)

@@ -4,6 +4,8 @@ A torch function or Tensor method call becomes one FX node; its example value is
 by calling the same function on fake tensors, which also tells us whether it returns a
 tensor, a structure of tensors, or a metadata constant (folded out of the graph).
 """
+import types
+
 import torch
 
 from ..exc import Unsupported, attribute_error
@@ -77,6 +79,17 @@ class TorchFunctionVariable(ObjectVariable):
         from .checkpoint import CHECKPOINT, checkpoint_call
         if fn is CHECKPOINT:
             return checkpoint_call(tx, args, kwargs)
+        if isinstance(fn, types.FunctionType) and all(v.is_constant() for v in (*args, *kwargs.values())):
+            # a torch Python helper on constants: inlined, it guards what it reads instead of
+            # being asked again in every guard check (speculate.py); refused, called as before.
+            # (Sourced as this very object, which the trace already resolved: what its defaults
+            # and closure hold is reached from it, and a write to them is replayed there.)
+            from guards import ConstSource
+            from ..speculate import inline_on_trial
+            from .functions import UserFunctionVariable
+            out = inline_on_trial(tx, UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
+            if out is not None:
+                return out
         return tx.call_torch("call_function", fn, args, kwargs)
 
     def getattr(self, tx, name):
