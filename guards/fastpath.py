@@ -251,9 +251,15 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
             # the recorded metadata does not match (a record is never of a nested tensor)
             known = {g.source for g in first if isinstance(g, IdMatch)}
             ask = tuple(k for k, t in enumerate(members) if t.source not in known)
-            plan.op(fc.O_TENSORS, [index[id(t)] for t in members],
+            # a NoAliasing over batch members only is implied by the batch passing (its
+            # objects are pairwise distinct: the C records demand it, TensorGuards too), so
+            # the batch op answers for it instead of comparing the same pairs again
+            srcs = {t.source for t in members}
+            implied = [g for g in rest if type(g) is NoAliasing and set(g.sources()) <= srcs]
+            plan.op(fc.O_TENSORS, [index[id(t)] for t in members + implied],
                     tuple(plan.node(t.source) for t in members), tg_check,
                     none_nested if ask else None, ask)
+            rest = [g for g in rest if not any(g is h for h in implied)]
         else:
             for t in members:
                 add(t)

@@ -395,3 +395,22 @@ def test_steps_shared_by_many_objects(name):
     finally:
         if "_forward_hooks" in _Lin.__dict__:
             del _Lin._forward_hooks
+
+
+def test_no_aliasing_of_batch_tensors_is_answered_by_the_batch():
+    """A NoAliasing over tensors of the batch is implied by the batch passing (the records
+    and TensorGuards both demand distinct objects): no op of its own, and one tensor passed
+    twice still fails, with failures() naming the aliasing."""
+    from guards import NoAliasing
+    srcs = [LocalSource(f"a{k}", k) for k in range(4)]
+    xs = [torch.randn(3) for _ in srcs]
+    gs = compile_guards([TensorMatch(s, x) for s, x in zip(srcs, xs)] + [NoAliasing(srcs)], builtins=B)
+    covered = [g for g in gs._op_guards if len(g) > 1]
+    assert len(covered) == 1 and len(covered[0]) == 5, gs._op_guards  # batch + NoAliasing
+    L = tuple(xs)
+    assert gs.check(L, {}, None) and gs.check(L, {}, None)
+    assert gs.check.stats()["fast_hits"] >= 1
+    twice = (xs[0], xs[1], xs[0], xs[3])
+    agree(gs, twice, expect=False)
+    assert gs.failures(twice, {}, None), "failures() must name what failed"
+    agree(gs, L, expect=True)
