@@ -160,14 +160,27 @@ static int tensors_match(Program *p, Op *op, PyObject **cur)
         op->tobjs[op->vol[j]] = VAL(op->nodes[op->vol[j]]);
     if (!tm_api->match_fields_n(op->tobjs, fps, op->n))
         return 0;
-    PyObject *seen[64];
     if (op->n_vol > 64)
         return 0;  /* very many tensors passed per call: TensorGuards decides */
+    /* pairwise distinct: by pairs for a few, else in a small open-addressing set (16
+     * arguments are 120 pairs, ~800 instructions; the set is ~150) */
+    PyObject *seen[128];
+    int hashed = op->n_vol > 8;
+    if (hashed)
+        memset(seen, 0, sizeof seen);
     for (Py_ssize_t j = 0; j < op->n_vol; j++) {
         PyObject *v = op->tobjs[op->vol[j]];
         if (op->n_fp_frozen &&
             bsearch(&v, op->fp_frozen, op->n_fp_frozen, sizeof(void *), fc_cmp_ptr))
             return 0;
+        if (hashed) {
+            size_t h = ((uintptr_t)v >> 4) & 127;
+            for (; seen[h] != NULL; h = (h + 1) & 127)
+                if (seen[h] == v)
+                    return 0;
+            seen[h] = v;
+            continue;
+        }
         for (Py_ssize_t i = 0; i < j; i++)
             if (seen[i] == v)
                 return 0;
