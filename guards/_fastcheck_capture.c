@@ -329,12 +329,19 @@ static int freeze_node(Program *p, Py_ssize_t i, PyObject *P, PyObject **out)
                 return 0;
             v = d;
         }
-        else if (descr != NULL) {  /* a plain class attribute the instance does not shadow */
+        else if (descr != NULL) {
+            /* a plain class attribute (no descriptor): the instance's own value if it has
+             * one (a dataclass field with a default), else the class's */
             if (!plain_class_attr(descr))
                 return 0;
-            if ((r = PyDict_Contains(d, n->arg)) != 0)
-                return r < 0 ? (PyErr_Clear(), 0) : 0;
-            v = descr;
+            v = PyDict_GetItemWithError(d, n->arg);
+            if (v == NULL) {
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                v = descr;
+            }
         }
         else {
             v = PyDict_GetItemWithError(d, n->arg);
@@ -520,6 +527,19 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
         switch (op->rule) {
         case R_NODE:
             return 1;
+        case R_NODE_PASSING: {
+            /* an op of a guard that also has active ops (GlobalStateMatch's stance read):
+             * the slow path's Python check of frozen guards never covers it, so it is frozen
+             * only if it passes now (then it passes for as long as its node is unchanged) */
+            PyObject *r = PyObject_CallOneArg(op->a, v);
+            if (r == NULL)
+                return fc_swallow() ? 0 : -1;
+            int t = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (t < 0)
+                return fc_swallow() ? 0 : -1;
+            return t;
+        }
         case R_ODICT_EMPTY:
             return Py_IS_TYPE(v, &PyODict_Type) ? watch_dict(p, n0, v) : 0;
         case R_ATTRS:

@@ -182,8 +182,8 @@ class Plan:
             # last passed (_tensormeta.h says what it reads); the others are called each time
             read = []
             for fn, expected in g.calls():
-                if fn is not_forced_eager:  # its reads, without a Python frame
-                    self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
+                if fn is not_forced_eager:
+                    self._stance(i)
                 elif fn is _FUNCTORCH_PEEK:
                     self.op(fc.O_CALL_IS, i, (), fn, expected)
                 else:
@@ -197,6 +197,22 @@ class Plan:
             self.op(fc.O_CALL_IS, i, (), g.fn, g.value)  # fn() is value: _same_result's answer
         else:  # a guard kind this module does not know: its own Python condition
             self.op(fc.O_PYLGC, i, (), slow_fn())
+
+    def _stance(self, i: int) -> None:
+        """not_forced_eager()'s reads. While its module is imported they are nodes,
+        sys.modules[m]._stance.stance, which the snapshot freezes (sys.modules, the module's
+        and the stance object's dicts: watched on 3.12+, tagged on 3.11), so a hit reads
+        nothing; otherwise (or if they cannot be frozen) the reads are made in C each call.
+        The op is frozen only while it passes (R_NODE_PASSING): GlobalStateMatch's other ops
+        stay active, so the slow path's check of frozen guards does not cover this one."""
+        module, chain, forced = STANCE_READ
+        if module not in sys.modules:
+            self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
+            return
+        src = ItemSource(ConstSource(sys.modules), module)
+        for name in chain:
+            src = AttrSource(src, name)
+        self.op(fc.O_PY1, i, (self.node(src),), forced.__ne__, rule=fc.R_NODE_PASSING)
 
     def _predicate(self, g: Predicate, i: int) -> None:
         n = self.node(g.source)

@@ -419,3 +419,66 @@ def test_no_aliasing_of_batch_tensors_is_answered_by_the_batch(n):
         assert gs.failures(twice, {}, None), "failures() must name what failed"
     agree(gs, L, expect=True)
     assert gs.check.stats()["fast_hits"] > hits  # the distinct inputs pass on the fast path
+
+
+def _stance_object(stance):
+    ef = __import__("torch._dynamo.eval_frame", fromlist=["_stance"])
+    return type(ef._stance)(stance)
+
+
+STANCE_CHANGES = {  # every way the stance a hit reads can become force_eager
+    "the stance attribute": lambda ef: setattr(ef._stance, "stance", "force_eager"),
+    "a new stance object": lambda ef: setattr(ef, "_stance", _stance_object("force_eager")),
+    "set_stance": lambda ef: torch.compiler.set_stance("force_eager").__enter__(),
+}
+
+
+@pytest.mark.parametrize("name", list(STANCE_CHANGES))
+def test_the_stance_read_is_frozen_and_fails_when_forced_eager(name):
+    """not_forced_eager() reads sys.modules[...]._stance.stance: nodes the snapshot freezes
+    (no read on a hit), frozen only while they pass (GlobalStateMatch's other ops stay
+    active, so the slow path's check of frozen guards does not cover this one)."""
+    import torch._dynamo.eval_frame as ef
+    saved = ef._stance
+    ef._stance = _stance_object("default")
+    gs = compile_guards([GlobalStateMatch()], builtins=B)
+    L = (None, None)
+    try:
+        for _ in range(3):
+            assert agree(gs, L, expect=True)
+        st = gs.check.stats()
+        assert st["active_ops"] == st["ops"] - 1, st  # the stance op is the frozen one
+        STANCE_CHANGES[name](ef)
+        for _ in range(3):
+            agree(gs, L, expect=False)
+        ef._stance = _stance_object("default")
+        for _ in range(3):
+            agree(gs, L, expect=True)
+    finally:
+        ef._stance = saved
+
+
+def test_an_instance_value_over_a_plain_class_default_is_frozen_and_followed():
+    """A dataclass-like object: `depth` is a class default the instance sets itself. The
+    attribute read is frozen (nothing re-run on a hit) and each way its value can change
+    fails the check: the instance value, deleting it (the class default shows through), the
+    class default once it shows, a property on the class, a new instance dict."""
+    C0 = LocalSource("c", 0)
+    changes = [
+        (lambda c: setattr(c, "depth", 3), False),
+        (lambda c: delattr(c, "depth"), False),                                 # class's 1
+        (lambda c: (delattr(c, "depth"), setattr(type(c), "depth", 2)), True),  # class's 2
+        (lambda c: setattr(type(c), "depth", property(lambda s: 5)), False),
+        (lambda c: setattr(c, "__dict__", {"depth": 4}), False),
+        (lambda c: setattr(type(c), "other", 1), True),                         # unrelated
+    ]
+    for change, still in changes:
+        cls = type("Cfg", (), {"depth": 1})
+        c = cls()
+        c.depth = 2
+        gs = compile_guards([IdMatch(C0, c), ConstMatch(AttrSource(C0, "depth"), 2)], builtins=B)
+        assert agree(gs, (c,), expect=True) and agree(gs, (c,), expect=True)
+        st = gs.check.stats()
+        assert st["state"] == "positive" and st["active_ops"] == 0, st
+        change(c)
+        agree(gs, (c,), expect=still)
