@@ -586,6 +586,8 @@ class QueryMatch(Guard):
 
     def describe(self):
         name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        if name.startswith("pybind11_"):  # a pybind11 function's qualname names pybind's record type
+            name = getattr(self.fn, "__name__", name)
         mod = getattr(self.fn, "__module__", None)
         call = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs])
         return f"{mod + '.' if mod else ''}{name}({call}) == {self.value!r}"

@@ -136,3 +136,11 @@ def test_transformer_encoder_guards_ask_nothing_on_a_hit():
         assert_captured(t, min_ops=1, graphs=1, breaks=0)
         assert _query_guards(c._compiled_forward) == []
         assert_warm(c, x)
+
+
+def test_a_query_guard_on_a_pybind_function_reads_as_its_torch_name():
+    """Inlined, torch.jit.is_tracing() leaves a query of torch._C._is_tracing (a pybind11
+    function, whose __qualname__ names pybind's record type): described by its own name."""
+    from guards import QueryMatch
+    g = QueryMatch(torch._C._is_tracing, (), (), False)
+    assert g.describe() == "torch._C._is_tracing() == False", g.describe()
