@@ -812,7 +812,7 @@ PyMODINIT_FUNC PyInit__fastcheck(void)
         K(O_FUNC) || K(O_STATE) || K(O_MODULE_NE) || K(S_FETCH) || K(S_ANCHOR) || K(S_TYPEPIN) ||
         K(S_CLASSTAG) || K(S_INSTDICT) || K(S_SLOT) || K(S_DICT) ||
         K(R_NEVER) || K(R_NODE) || K(R_ODICT_EMPTY) || K(R_ATTRS) || K(R_FALSY) || K(R_LACKS) ||
-        K(R_LACKS_GENERIC) || K(R_CLASS_ENTRY) || K(R_NODE_PASSING)) {
+        K(R_LACKS_GENERIC) || K(R_CLASS_ENTRY)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -68,11 +68,13 @@ enum { O_ID, O_TYPE, O_IS, O_EQ, O_LEN, O_DICTKEYS, O_SAME, O_DISTINCT, O_TENSOR
        O_KEY_ABSENT, O_PY1, O_PYLGC, O_FUNC, O_STATE, O_MODULE_NE };
 
 /* freeze rules of O_PY1 ops (what makes the Python condition's answer unchangeable) */
-enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS, R_LACKS_GENERIC, R_CLASS_ENTRY,
-       R_NODE_PASSING };
+enum { R_NEVER, R_NODE, R_ODICT_EMPTY, R_ATTRS, R_FALSY, R_LACKS, R_LACKS_GENERIC, R_CLASS_ENTRY };
 
 /* snapshot steps, run in order on the fast path */
 enum { S_FETCH, S_ANCHOR, S_TYPEPIN, S_CLASSTAG, S_INSTDICT, S_SLOT, S_DICT };
+
+/* kinds whose consecutive steps run as one loop (the first one's node: the run's length) */
+#define FC_RUN_KIND(kind) ((kind) >= S_TYPEPIN && (kind) <= S_SLOT)
 
 /* snapshot states */
 enum { SNAP_NONE, SNAP_POS, SNAP_NEG };

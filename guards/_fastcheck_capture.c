@@ -527,19 +527,6 @@ static int freeze_op(Program *p, Op *op, PyObject **capv)
         switch (op->rule) {
         case R_NODE:
             return 1;
-        case R_NODE_PASSING: {
-            /* an op of a guard that also has active ops (GlobalStateMatch's stance read):
-             * the slow path's Python check of frozen guards never covers it, so it is frozen
-             * only if it passes now (then it passes for as long as its node is unchanged) */
-            PyObject *r = PyObject_CallOneArg(op->a, v);
-            if (r == NULL)
-                return fc_swallow() ? 0 : -1;
-            int t = PyObject_IsTrue(r);
-            Py_DECREF(r);
-            if (t < 0)
-                return fc_swallow() ? 0 : -1;
-            return t;
-        }
         case R_ODICT_EMPTY:
             return Py_IS_TYPE(v, &PyODict_Type) ? watch_dict(p, n0, v) : 0;
         case R_ATTRS:
@@ -629,6 +616,7 @@ static int build_hot(Program *p)
         PyErr_NoMemory();
         return -1;
     }
+    Py_ssize_t run = -1;  /* the hot step that starts the current run (FC_RUN_KIND) */
     for (Py_ssize_t k = 0; k < p->n_steps; k++) {
         Step *s = &p->steps[k];
         if (s->kind == S_DICT) {
@@ -649,14 +637,10 @@ static int build_hot(Program *p)
         h->kind = s->kind;
         h->weak = s->weak;
         h->node = s->node;
-        if (s->kind == S_TYPEPIN || s->kind == S_CLASSTAG || s->kind == S_INSTDICT ||
-            s->kind == S_SLOT) {
-            /* a run of steps of one kind is checked in one loop (see fc_run_steps): its first
-             * step holds the run's length */
-            Py_ssize_t first = p->n_hot - 1;
-            while (first > 0 && p->hot[first - 1].kind == s->kind)
-                first--;
-            p->hot[first].node = p->n_hot - first;
+        if (FC_RUN_KIND(s->kind)) {  /* its run's first step holds the run's length */
+            if (run < 0 || p->hot[p->n_hot - 2].kind != s->kind)
+                run = p->n_hot - 1;
+            p->hot[run].node = p->n_hot - run;
         }
         h->ptr = s->ptr;
         h->tag = s->tag;
@@ -836,7 +820,11 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
         return R_UNSURE;
 #endif
     for (Py_ssize_t k = 0; k < p->n_hot; k++) {
-        const HotStep *s = &p->hot[k];
+        const HotStep *s = &p->hot[k], *e = s + 1;
+        if (FC_RUN_KIND(s->kind)) {  /* a run of one kind, checked in one loop below */
+            e = s + s->node;
+            k += s->node - 1;
+        }
         switch (s->kind) {
         case S_FETCH: {
             Node *nd = &p->nodes[s->node];
@@ -852,28 +840,25 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
                 return R_FAIL;
             break;
         }
-        /* runs of one kind (node: the run's length, build_hot), in one loop each: in order,
-         * so a step still runs only after every step before it passed */
+        /* runs (s..e, build_hot), in order: a step still runs only after every step
+         * before it passed */
         case S_TYPEPIN:
-            for (const HotStep *e = s + s->node; s < e; s++)
+            for (; s < e; s++)
                 if ((void *)Py_TYPE((PyObject *)s->a) != s->ptr)
                     return R_UNSURE;
-            k += p->hot[k].node - 1;
             break;
         case S_SLOT:
-            for (const HotStep *e = s + s->node; s < e; s++)
+            for (; s < e; s++)
                 if ((void *)*(PyObject **)s->a != s->ptr)
                     return R_UNSURE;
-            k += p->hot[k].node - 1;
             break;
         case S_CLASSTAG:
-            for (const HotStep *e = s + s->node; s < e; s++)
+            for (; s < e; s++)
                 if (((PyTypeObject *)s->a)->tp_version_tag != s->tag)
                     return R_UNSURE;
-            k += p->hot[k].node - 1;
             break;
         case S_INSTDICT:
-            for (const HotStep *e = s + s->node; s < e; s++) {
+            for (; s < e; s++) {
                 if ((void *)*(PyObject **)s->a != s->ptr)
                     return R_UNSURE;
 #if !FC_WATCHERS
@@ -881,7 +866,6 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
                     return R_UNSURE;
 #endif
             }
-            k += p->hot[k].node - 1;
             break;
 #if !FC_WATCHERS
         case S_DICTS: {

@@ -182,8 +182,10 @@ class Plan:
             # last passed (_tensormeta.h says what it reads); the others are called each time
             read = []
             for fn, expected in g.calls():
-                if fn is not_forced_eager:
-                    self._stance(i)
+                if fn is not_forced_eager:  # its reads in C, without a Python frame. (Not
+                    # snapshot nodes: torch.compile writes torch._dynamo.eval_frame's globals
+                    # on every call, which would send each hit to the slow path.)
+                    self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
                 elif fn is _FUNCTORCH_PEEK:
                     self.op(fc.O_CALL_IS, i, (), fn, expected)
                 else:
@@ -197,22 +199,6 @@ class Plan:
             self.op(fc.O_CALL_IS, i, (), g.fn, g.value)  # fn() is value: _same_result's answer
         else:  # a guard kind this module does not know: its own Python condition
             self.op(fc.O_PYLGC, i, (), slow_fn())
-
-    def _stance(self, i: int) -> None:
-        """not_forced_eager()'s reads. While its module is imported they are nodes,
-        sys.modules[m]._stance.stance, which the snapshot freezes (sys.modules, the module's
-        and the stance object's dicts: watched on 3.12+, tagged on 3.11), so a hit reads
-        nothing; otherwise (or if they cannot be frozen) the reads are made in C each call.
-        The op is frozen only while it passes (R_NODE_PASSING): GlobalStateMatch's other ops
-        stay active, so the slow path's check of frozen guards does not cover this one."""
-        module, chain, forced = STANCE_READ
-        if module not in sys.modules:
-            self.op(fc.O_MODULE_NE, i, (), *STANCE_READ)
-            return
-        src = ItemSource(ConstSource(sys.modules), module)
-        for name in chain:
-            src = AttrSource(src, name)
-        self.op(fc.O_PY1, i, (self.node(src),), forced.__ne__, rule=fc.R_NODE_PASSING)
 
     def _predicate(self, g: Predicate, i: int) -> None:
         n = self.node(g.source)
@@ -275,7 +261,8 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
             plan.op(fc.O_TENSORS, [index[id(t)] for t in members + implied],
                     tuple(plan.node(t.source) for t in members), tg_check,
                     none_nested if ask else None, ask)
-            rest = [g for g in rest if not any(g is h for h in implied)]
+            dropped = {id(g) for g in implied}
+            rest = [g for g in rest if id(g) not in dropped]
         else:
             for t in members:
                 add(t)

@@ -434,20 +434,25 @@ STANCE_CHANGES = {  # every way the stance a hit reads can become force_eager
 
 
 @pytest.mark.parametrize("name", list(STANCE_CHANGES))
-def test_the_stance_read_is_frozen_and_fails_when_forced_eager(name):
-    """not_forced_eager() reads sys.modules[...]._stance.stance: nodes the snapshot freezes
-    (no read on a hit), frozen only while they pass (GlobalStateMatch's other ops stay
-    active, so the slow path's check of frozen guards does not cover this one)."""
+def test_the_stance_read_fails_when_forced_eager_and_survives_torch_compile(name):
+    """not_forced_eager() reads sys.modules[...]._stance.stance in C on every check: each way
+    the stance becomes force_eager fails it. It is not a snapshot node: torch.compile writes
+    torch._dynamo.eval_frame's globals on every call (`_in_optimized_module`), and a snapshot
+    through that module's dict went to the slow path on each hit after one (a 12-layer
+    encoder's warm call took 1.5 ms instead of 1.0 beside torch.compile)."""
     import torch._dynamo.eval_frame as ef
     saved = ef._stance
     ef._stance = _stance_object("default")
-    gs = compile_guards([GlobalStateMatch()], builtins=B)
-    L = (None, None)
+    m = nn.Sequential(nn.Linear(4, 4))
+    gs = compile_guards([GlobalStateMatch(), IdMatch(M, m)], builtins=B)
+    L = (m, None)
     try:
         for _ in range(3):
             assert agree(gs, L, expect=True)
-        st = gs.check.stats()
-        assert st["active_ops"] == st["ops"] - 1, st  # the stance op is the frozen one
+        slow = gs.check.stats()["slow_calls"]
+        # what each torch.compile call does: a write to eval_frame's globals
+        ef._in_optimized_module = getattr(ef, "_in_optimized_module", False)
+        assert gs.check(L, {}, None) and gs.check.stats()["slow_calls"] == slow
         STANCE_CHANGES[name](ef)
         for _ in range(3):
             agree(gs, L, expect=False)

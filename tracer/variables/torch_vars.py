@@ -7,6 +7,7 @@ tensor, a structure of tensors, or a metadata constant (folded out of the graph)
 import types
 
 import torch
+from guards import ConstSource
 
 from ..exc import Unsupported, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
@@ -84,7 +85,6 @@ class TorchFunctionVariable(ObjectVariable):
             # being asked again in every guard check (speculate.py); refused, called as before.
             # (Sourced as this very object, which the trace already resolved: what its defaults
             # and closure hold is reached from it, and a write to them is replayed there.)
-            from guards import ConstSource
             from ..speculate import inline_on_trial
             from .functions import UserFunctionVariable
             out = inline_on_trial(tx, UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
