@@ -23,6 +23,7 @@ from .exc import Unsupported
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
                                   load_key, set_list_iter)
 from .variables.collections_vars import DequeVariable
+from .variables.dict_storage import refill_storage
 from .variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
@@ -197,7 +198,8 @@ def side_effect_values(cg, frame):
     for var, attrs in se.attr_stores.values():
         target = _target_into_tmp(cg, var)
         for name, value in attrs.items():
-            stores.append(("attr", var, name, _value_into_tmp(cg, value), target))
+            raw = (se.key(var), name) in se.raw_attr_stores
+            stores.append(("raw_attr" if raw else "attr", var, name, _value_into_tmp(cg, value), target))
     for g, names in se.global_stores.values():
         for name, value in names.items():
             stores.append(("global", g, name, _value_into_tmp(cg, value)))
@@ -308,6 +310,13 @@ def _emit_store(cg, frame, st):
             cg.emit("LOAD_FAST", tmp)
             cg.call(2)
             cg.emit("POP_TOP")
+        elif getattr(var, "storage_base", None) is not None:  # a dict subclass's storage
+            cg.extend(versions.load_const_callable(refill_storage))
+            cg.load_const(var.storage_base)
+            _load_target(cg, var, target)
+            cg.emit("LOAD_FAST", tmp)
+            cg.call(3)
+            cg.emit("POP_TOP")
         else:  # dict / set / deque: clear then refill in place, keeping identity
             refill = "extend" if isinstance(var, DequeVariable) else "update"
             _call_methods(cg, var, target, (("clear", None), (refill, tmp)))
@@ -316,6 +325,14 @@ def _emit_store(cg, frame, st):
         cg.emit("LOAD_FAST", tmp)
         _load_target(cg, var, target)
         cg.emit("STORE_ATTR", name)
+    elif kind == "raw_attr":  # object.__setattr__(target, name, value)
+        _, var, name, tmp, target = st
+        cg.extend(versions.load_const_callable(object.__setattr__))
+        _load_target(cg, var, target)
+        cg.load_const(name)
+        cg.emit("LOAD_FAST", tmp)
+        cg.call(3)
+        cg.emit("POP_TOP")
     elif kind == "global":
         _, g, name, tmp = st
         cg.emit("LOAD_FAST", tmp)

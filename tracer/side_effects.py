@@ -11,6 +11,7 @@ class SideEffects:
     def __init__(self):
         self.mutated_containers = []   # Variables with a source whose contents changed
         self.attr_stores = {}          # id(var) -> (var, {name: Variable})
+        self.raw_attr_stores = set()   # (id(var), name) of stores replayed by object.__setattr__
         self.global_stores = {}        # id(globals) -> (globals dict, {name: Variable})
         self.cell_stores = {}          # id(CellBox) -> CellBox: real closure cells of called functions
         self.deferred_calls = []       # (fn, [Variable], {name: Variable}): made natively after the writes
@@ -21,11 +22,15 @@ class SideEffects:
             if var.source is not None:
                 self.mutated_containers.append(var)
 
-    def store_attr(self, var, name, value):
+    def store_attr(self, var, name, value, raw=False):
+        """`raw`: replayed as object.__setattr__(obj, name, value), for a store the trace made
+        from inside the class's own __setattr__ (which a plain store would run again)."""
         if var.source is None:
             from .exc import Unsupported
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
         self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
+        if raw:
+            self.raw_attr_stores.add((self.key(var), name))
 
     def pending_attr(self, var, name):
         entry = self.attr_stores.get(self.key(var))

@@ -39,6 +39,7 @@ class _Checkpoint:
         self.n_marks = len(ctx.shape_marks)
         self.cell_boxes = dict(ctx.cell_boxes)
         self.attr_stores = {k: (v, dict(d)) for k, (v, d) in fx.attr_stores.items()}
+        self.raw_attr_stores = set(fx.raw_attr_stores)
         self.global_stores = {k: (g, dict(d)) for k, (g, d) in fx.global_stores.items()}
         self.flags = (ctx.module_hooks_guarded, ctx.ops_under_handler, ctx.history_write_at)
         self.effects = _effects_mark(fx)
@@ -61,6 +62,8 @@ class _Checkpoint:
         ctx.cell_boxes.update(self.cell_boxes)
         fx.attr_stores.clear()
         fx.attr_stores.update(self.attr_stores)
+        fx.raw_attr_stores.clear()
+        fx.raw_attr_stores.update(self.raw_attr_stores)
         fx.global_stores.clear()
         fx.global_stores.update(self.global_stores)
         ctx.module_hooks_guarded, ctx.ops_under_handler, ctx.history_write_at = self.flags

@@ -6,14 +6,14 @@ other class attributes. Anything else (custom __getattr__/__getattribute__, meta
 magic) is Unsupported rather than guessed.
 """
 import abc
-import collections
 import types
 
 from guards import IdMatch, Predicate
-from guards.sources import AttrSource, ConstSource, DictItemSource, GenericAttrSource, ItemSource, TypeSource
+from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException, attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
+from .dict_storage import DictStorage
 
 
 def lookup_type_attr(cls, name, start_after=None):
@@ -147,13 +147,11 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
         from guards.sources import ConstSource
         return ClassVariable(cls, ConstSource(cls))
-    if hasattr(obj_var, "slot_call"):  # object/dict slot methods on a new object act on its state
+    if hasattr(obj_var, "slot_call"):  # object/dict slot methods act on the object's state
         from .new_objects import slot_method
         slot = slot_method(attr)
         if slot is not None:
             return BoundMethodVariable(slot, obj_var)
-    if _is_dict_read(attr) and isinstance(obj_var, UserObjectVariable) and isinstance(obj_var.value, dict):
-        return DictReadMethod(obj_var, attr.__name__)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -176,98 +174,8 @@ def _binds(attr):
         hasattr(type(attr), "__get__")
 
 
-_DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values", "items", "__len__",
-                         "__iter__", "copy"})
-
-
-def _is_dict_read(attr):
-    """dict's read methods, or OrderedDict's (transformers' ModelOutput is an OrderedDict:
-    generate() passes encoder_outputs in, and ModelOutput.__getitem__ calls self.items())."""
-    return isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
-        getattr(attr, "__objclass__", None) in (dict, collections.OrderedDict) and \
-        attr.__name__ in _DICT_READS
-
-
-class DictReadMethod(Variable):
-    """A read-only `dict` method (get, [], in, keys, ...) reached on a dict-subclass input,
-    e.g. through `super().get(k)`: it reads the object's items, whose keys are guarded."""
-
-    def __init__(self, obj, name):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call(self, tx, args, kwargs):
-        name = self.name
-        if name in ("__getitem__", "get", "__contains__") and args and args[0].is_constant() and not kwargs:
-            # one item: only its value is wrapped (and guarded), not the whole dict's
-            key = args[0].as_constant()
-            keys = self.obj.dict_keys(tx)
-            if name == "__contains__":
-                return ConstantVariable(key in keys)
-            if key in keys:
-                return self.obj.dict_item(tx, key)
-            if name == "get":
-                return args[1] if len(args) > 1 else ConstantVariable(None)
-            from ..exc import user_error
-            raise user_error(KeyError, key)
-        if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
-            keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]
-            if name == "__len__":
-                return ConstantVariable(len(keys))
-            from .containers import IteratorVariable
-            return IteratorVariable(keys) if name == "__iter__" else \
-                self.obj.dict_contents(tx).call_method(tx, "keys", [], {})
-        return self.obj.dict_contents(tx).call_method(tx, name, args, kwargs)
-
-
-class UserObjectVariable(ObjectVariable):
+class UserObjectVariable(DictStorage, ObjectVariable):
     mutable = True
-
-    def dict_keys(self, tx):
-        """The keys of a dict-subclass input (guarded once, in order)."""
-        cached = getattr(self, "_keys", None)
-        if cached is not None:
-            return cached
-        from guards import DictKeysMatch
-        d, t = self.value, type(self.value)
-        if self.source is None:
-            raise Unsupported(f"reading items of a {t.__name__} that has no source")
-        if t.keys is not dict.keys and t.keys is not collections.OrderedDict.keys:
-            raise Unsupported(f"reading items of a {t.__name__} with its own keys()")
-        keys = tuple(d.keys())
-        try:
-            tx.guard(DictKeysMatch(self.source, keys, t))
-        except TypeError:
-            raise Unsupported(f"{t.__name__} has keys that cannot be guarded")
-        self._keys = keys
-        self._items = {}
-        return keys
-
-    def dict_item(self, tx, key):
-        """One stored item, wrapped (and guarded) on first read. Items are read as the dict
-        stores them: a subclass's own __getitem__ is not the storage (transformers'
-        ClassInstantier builds an object per lookup), so it must not run in guards."""
-        self.dict_keys(tx)
-        hit = self._items.get(key)
-        if hit is None:
-            t = type(self.value)
-            item_source = ItemSource if t.__getitem__ is dict.__getitem__ else DictItemSource
-            hit = self._items[key] = tx.wrap(dict.__getitem__(self.value, key), item_source(self.source, key))
-        return hit
-
-    def dict_contents(self, tx):
-        """The items of a dict-subclass input, as a read-only DictVariable (keys guarded)."""
-        cached = getattr(self, "_contents", None)
-        if cached is not None:
-            return cached
-        from .containers import DictVariable
-        keys = self.dict_keys(tx)
-        self._contents = DictVariable({k: self.dict_item(tx, k) for k in keys}, None)
-        return self._contents
-
-    def _plain_dict(self, slot):
-        t = type(self.value)
-        return isinstance(self.value, dict) and getattr(t, slot) is getattr(dict, slot)
 
     def length(self, tx):
         if self._plain_dict("__len__"):
@@ -364,12 +272,41 @@ class UserObjectVariable(ObjectVariable):
 
     def setattr(self, tx, name, value):
         cls = type(self.value)
+        custom = cls.__setattr__
+        if custom is not object.__setattr__ and custom is not _NAMESPACE_SETATTR:
+            if not isinstance(custom, types.FunctionType):
+                raise Unsupported(f"{cls.__name__} customises __setattr__ ({type(custom).__name__})")
+            # A Python __setattr__ (ModelOutput's) is inlined; its super().__setattr__ or
+            # object.__setattr__(self, ...) reaches generic_setattr.
+            from .functions import UserFunctionVariable
+            guard_class_lookup(tx, self, "__setattr__", custom, instance_dict=False)
+            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
+            return
+        self.generic_setattr(tx, name, value, raw=False)
+
+    def generic_setattr(self, tx, name, value, raw=True):
+        """object.__setattr__(obj, name, value). `raw`: replayed as that call, not as a
+        store through the class's own __setattr__ (which the trace inlined)."""
+        cls = type(self.value)
         attr, _ = lookup_type_attr(cls, name)
-        if attr is not None and hasattr(type(attr), "__set__"):
+        if attr is not None and hasattr(type(attr), "__set__") or name in ("__class__", "__dict__"):
             raise Unsupported(f"setting {cls.__name__}.{name} runs a descriptor")
-        if cls.__setattr__ is not object.__setattr__ and cls.__setattr__ is not _NAMESPACE_SETATTR:
-            raise Unsupported(f"{cls.__name__} customises __setattr__")
-        tx.side_effects.store_attr(self, name, value)
+        tx.side_effects.store_attr(self, name, value, raw=raw)
+
+    def slot_call(self, tx, owner, name, args, kwargs):
+        """object's/dict's/OrderedDict's C method applied to this object (`super().__setattr__`,
+        `dict.__setitem__(self, k, v)`, `super().get(k)`)."""
+        if owner is object and not kwargs:
+            if name == "__setattr__" and len(args) == 2:
+                from .new_objects import _attr_name
+                self.generic_setattr(tx, _attr_name(args[0]), args[1])
+                return ConstantVariable(None)
+            if name == "__getattribute__" and len(args) == 1:
+                from .new_objects import _attr_name
+                return self.generic_getattr(tx, _attr_name(args[0]))
+        if owner is not object and isinstance(self.value, dict):
+            return self.storage_call(tx, owner, name, args, kwargs)
+        raise Unsupported(f"{owner.__name__}.{name} on a {type(self.value).__name__} object")
 
     def hasattr(self, tx, name):
         try:
@@ -387,11 +324,24 @@ class UserObjectVariable(ObjectVariable):
             return False
 
     def getitem(self, tx, key):
-        attr, _ = lookup_type_attr(type(self.value), "__getitem__")
-        if not isinstance(attr, types.FunctionType):  # a Python __getitem__ is inlined
-            raise Unsupported(f"subscript of {self}")
-        guard_class_lookup(tx, self, "__getitem__", attr, instance_dict=False)
-        return bind_class_attr(tx, attr, self, type(self.value)).call(tx, [key], {})
+        return self._item_method(tx, "__getitem__", [key], "subscript")
+
+    def setitem(self, tx, key, value):
+        self._item_method(tx, "__setitem__", [key, value], "item assignment")
+
+    def delitem(self, tx, key):
+        self._item_method(tx, "__delitem__", [key], "item deletion")
+
+    def _item_method(self, tx, name, args, what):
+        """obj[k], obj[k] = v, del obj[k]: a Python method of the class is inlined; dict's
+        own (a dict subclass that does not override it) acts on the object's storage."""
+        from .dict_storage import is_storage_method
+        cls = type(self.value)
+        attr, _ = lookup_type_attr(cls, name)
+        if not (isinstance(attr, types.FunctionType) or is_storage_method(attr) and isinstance(self.value, dict)):
+            raise Unsupported(f"{what} of {self}")
+        guard_class_lookup(tx, self, name, attr, instance_dict=False)
+        return bind_class_attr(tx, attr, self, cls).call(tx, args, {})
 
     def call(self, tx, args, kwargs):
         attr, _ = lookup_type_attr(type(self.value), "__call__")
