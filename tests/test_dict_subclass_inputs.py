@@ -171,3 +171,24 @@ def test_refused_writes_are_breaks_with_reasons_and_stay_correct():
     assert d.breaks == 1 and "OrderedDict" in d.break_reasons[0]
     _, d = run(tracer.compile(missing), missing, Missing(), torch.ones(2))
     assert d.breaks == 1 and "__missing__" in d.break_reasons[0]
+
+
+def test_dicts_own_getitem_through_super_calls_missing():
+    """dict.__getitem__ on a subclass calls its __missing__ for an absent key (it used to
+    raise KeyError in the trace: a wrong result)."""
+    class Missing(dict):
+        def __missing__(self, key):
+            return 7
+
+        def __getitem__(self, key):
+            return super().__getitem__(key)
+
+    def f(d, x):
+        try:
+            v = d["nope"]
+        except KeyError:
+            v = -1
+        return x + d["a"] + v
+
+    _, d = run(tracer.compile(f), f, Missing(a=1), torch.ones(2))
+    assert d.fallbacks == 0 and d.graphs >= 1
