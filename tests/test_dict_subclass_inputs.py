@@ -192,3 +192,26 @@ def test_dicts_own_getitem_through_super_calls_missing():
 
     _, d = run(tracer.compile(f), f, Missing(a=1), torch.ones(2))
     assert d.fallbacks == 0 and d.graphs >= 1
+
+
+def test_ordered_dicts_update_setdefault_pop_run_the_subclass_setitem():
+    """On an OrderedDict subclass, CPython's __init__/update/setdefault/pop go through the
+    object's own item methods: Mirrored.__setitem__ runs for each stored item. They stored
+    into the items directly, for objects made in the frame and passed in (no attribute:
+    `getattr(r, "k", None)` gave None where eager gives 2; found by the fuzzer)."""
+    def made_here(x):
+        r = Mirrored(a=1)
+        r.update(z=3)
+        r.update([("w", 4)])
+        r.setdefault("k", 2)
+        r.setdefault("k", 5)
+        return x + 1, r, getattr(r, "a", None), getattr(r, "k", None), getattr(r, "z", None), r.w
+
+    def passed_in(r, x):
+        r.setdefault("k", x * 2)
+        v = r.pop("a")
+        r.update(q=x + 1)
+        return x + v, getattr(r, "k", None), r.q, r.pop("nope", 7)
+
+    check(made_here, torch.ones(2), graphs=1)
+    check(passed_in, Mirrored(a=1), torch.ones(2), graphs=1)

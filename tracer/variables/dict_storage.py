@@ -23,7 +23,7 @@ from .base import ConstantVariable, Variable
 
 _DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values", "items", "__len__",
                          "__iter__", "copy"})
-_DICT_WRITES = frozenset({"__setitem__", "__delitem__", "pop", "setdefault", "clear"})
+_DICT_WRITES = frozenset({"__setitem__", "__delitem__", "pop", "setdefault", "clear", "update"})
 
 
 def storage_base(value):
@@ -119,6 +119,8 @@ class DictStorage:
             if name == "copy" and owner is collections.OrderedDict:
                 raise Unsupported("OrderedDict.copy of a subclass (it constructs the subclass)")
             return DictReadMethod(self, name).call(tx, args, kwargs)
+        if owner is collections.OrderedDict and name in ODICT_THROUGH_SELF:
+            return odict_through_self(tx, self, self.dict_contents(tx), name, args, kwargs)
         if name in _DICT_WRITES:
             contents = self.writable_contents(tx, owner, name)
             if name == "__setitem__" and len(args) == 2 and not kwargs:
@@ -128,9 +130,58 @@ class DictStorage:
                 contents.delitem(tx, args[0])
                 return ConstantVariable(None)
             if name in ("pop", "setdefault") and 1 <= len(args) <= 2 and not kwargs or \
-                    name == "clear" and not args and not kwargs:
+                    name == "clear" and not args and not kwargs or name == "update":
                 return contents.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{owner.__name__}.{name} on a {type(self.value).__name__} object")
+
+
+# OrderedDict's methods that CPython runs through the object's own item methods
+# (PyObject_SetItem, PySequence_Contains, PyObject_GetItem, PyObject_DelItem) unless the type
+# is exactly OrderedDict: on a subclass, its __setitem__ runs for each item they store.
+ODICT_THROUGH_SELF = frozenset({"__init__", "update", "setdefault", "pop"})
+
+
+def odict_through_self(tx, obj, items, name, args, kwargs):
+    """OrderedDict.`name` applied to `obj`, an instance of a subclass (a new object or an
+    input): writes go through `obj.setitem`/`obj.delitem` (the class's own methods, inlined,
+    or the storage), reads of `items` (its storage, a DictVariable) stand for `in` and `[]`,
+    which the class must then not override."""
+    from .containers import DictVariable, _const_key, key_error, key_variable
+    cls = obj.python_type()
+    if name in ("__init__", "update"):
+        if len(args) > 1:
+            raise Unsupported(f"OrderedDict.{name} with more than one positional argument "
+                              "(the user code raises TypeError)")
+        pairs = []
+        if args and isinstance(args[0], DictVariable):
+            pairs = [(key_variable(k), v) for k, v in args[0].items.items()]
+        elif args:
+            for pair in args[0].iterate(tx):
+                k, v = pair.iterate(tx)
+                pairs.append((k, v))
+        pairs += [(ConstantVariable(k), v) for k, v in kwargs.items()]
+        for k, v in pairs:
+            obj.setitem(tx, k, v)
+        return ConstantVariable(None)
+    for slot in ("__contains__", "__getitem__", "__delitem__"):
+        if not is_storage_method(getattr(cls, slot, None)):
+            raise Unsupported(f"OrderedDict.{name} on a {cls.__name__} with its own {slot}")
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported(f"OrderedDict.{name} with these arguments (the user code raises TypeError)")
+    key = _const_key(tx, args[0])
+    if name == "setdefault":
+        if key in items.items:
+            return items.items[key]
+        default = args[1] if len(args) > 1 else ConstantVariable(None)
+        obj.setitem(tx, args[0], default)
+        return default
+    if key in items.items:  # pop
+        value = items.items[key]
+        obj.delitem(tx, args[0])
+        return value
+    if len(args) > 1:
+        return args[1]
+    raise key_error(key)
 
 
 def is_storage_method(attr):

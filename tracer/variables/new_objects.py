@@ -25,6 +25,7 @@ from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable
+from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 
 _HEAPTYPE = 1 << 9
 _DICT_BASES = (dict, collections.OrderedDict)
@@ -369,6 +370,8 @@ class NewObjectVariable(Variable):
             raise Unsupported(f"{owner.__name__}.{name} on a {self.cls.__name__} object")
         if owner is collections.OrderedDict and name not in _ODICT_AS_DICT:
             raise Unsupported(f"OrderedDict.{name} on a new object")
+        if owner is collections.OrderedDict and name in ODICT_THROUGH_SELF:
+            return odict_through_self(tx, self, self.items, name, args, kwargs)
         if name in ("__init__", "update"):
             self._update(tx, args, kwargs)
             return ConstantVariable(None)
