@@ -441,12 +441,38 @@ def shape_reads(g, env, ind, depth, top):
     return True
 
 
+def dict_items(g, env, ind, depth, top):
+    """Reads and writes of the dict argument, which is a plain dict or a subclass (one that
+    mirrors its items as attributes, or one that overrides nothing: fuzz_harness.DICT_CLASSES)."""
+    if not env.get("D"):
+        return False
+    d, t, i = g.pick(env["D"]), g.pick(env["T"]), g.pick(env["I"])
+    k = g.r(0, 6)
+    if k == 0:
+        g.emit(ind, f"{d}[{g.pick(['a', 'b', 'c'])!r}] = {g.tensor_expr(env, depth + 1)}")
+    elif k == 1:
+        g.emit(ind, f"{d}[{g.pick(['k', 'z'])!r}] = {g.int_expr(env, 1)}")
+    elif k == 2:
+        g.emit(ind, f"{i} = (len({d}) + int({g.pick(['a', 'k', 'z'])!r} in {d})) % 1000")
+    elif k == 3:
+        g.emit(ind, f"{t} = {t} + ({d}['a'] if torch.is_tensor({d}.get('a')) else {d}.get('k', 1))")
+    elif k == 4:
+        g.emit(ind, f"{d}.setdefault({g.pick(['k', 'z'])!r}, {g.int_expr(env, 1)})")
+    elif k == 5:
+        g.emit(ind, f"{d}.pop({g.pick(['b', 'k', 'z'])!r}, None)")
+    else:
+        key = g.pick(["b", "k", "z"])
+        g.emit(ind, f"if {key!r} in {d}:")
+        g.emit(ind + 1, f"del {d}[{key!r}]")
+    return True
+
+
 SHAPES = {
     "user_class": user_class, "decorators": decorated_helper, "context_managers": context_manager,
     "generators": generator, "exceptions": exceptions, "exception_chains": exception_chains,
     "break_in_try": break_in_try,
     "view_mutation": view_mutation, "int_bool": masks_and_ints, "return_types": return_types,
-    "tensor_attributes": tensor_attributes, "shape_reads": shape_reads,
+    "tensor_attributes": tensor_attributes, "shape_reads": shape_reads, "dict_items": dict_items,
 }
 
 # Which shapes are generated. Expression-level kinds: views, cat_stack, int_bool,
