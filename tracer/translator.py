@@ -314,6 +314,16 @@ class Frame:
         return var.truthy(self)
 
     def values_equal(self, a, b):
+        """Two items compared by a container's `==` (PyObject_RichCompareBool): an object is
+        equal to itself without its `__eq__` being asked, so a NaN held twice compares equal.
+        One Variable is one object; two Variables holding NaNs may or may not be one object,
+        which only an identity guard could tell: refused."""
+        if a is b:
+            return True
+        for v in (a, b):
+            if v.is_constant() and isinstance(v.as_constant(), (float, complex)) and \
+                    v.as_constant() != v.as_constant():
+                raise Unsupported("a container comparison of NaN items (their identity decides)")
         result = self.compare("==", a, b)
         return result.truthy(self)
 

@@ -4,13 +4,14 @@ One dispatch for all of them: tensors become graph ops (`operator.add` etc. as t
 target), constants are folded with the real operator, sequences are combined item-wise,
 and anything else is Unsupported rather than guessed.
 """
+import collections
 import operator
 
 from bytecode_utils import BINARY_OP_NAMES, versions
 
 from ..exc import Unsupported, folding_error
 from ..variables.base import ConstantVariable, rely_on_identity
-from ..variables.containers import BaseSequence, ListVariable, SizeVariable, TupleVariable
+from ..variables.containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
 from ..variables.sym import is_sym, sym_binary, sym_compare, sym_unary
 from ..variables.tensor import TensorVariable
 from . import handler
@@ -153,6 +154,13 @@ def compare(f, op, a, b):
         if a.python_type() is not b.python_type() and not (
                 issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple)):
             same = False
+        return ConstantVariable(same if op == "==" else not same)
+    if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op in ("==", "!="):
+        # dict's ==: the same keys, each value equal; two OrderedDicts: in the same order too
+        same = a.items.keys() == b.items.keys() and all(
+            f.values_equal(a.items[k], b.items[k]) for k in a.items)
+        if same and all(issubclass(v.python_type(), collections.OrderedDict) for v in (a, b)):
+            same = list(a.items) == list(b.items)
         return ConstantVariable(same if op == "==" else not same)
     if op in ("==", "!="):
         ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)

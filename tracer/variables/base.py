@@ -228,10 +228,22 @@ class ConstantVariable(Variable):
         return hasattr(self.value, name)
 
     def reconstruct(self, cg):
+        if self.source is not None and not _one_of_a_kind(self.value):
+            # The object this call was given, not the equal one the trace saw: code run
+            # natively after a break (`a is b`, id(), a NaN compared in a list) and the
+            # caller see identity, which the value guards do not pin. (Loaded before any
+            # write of the frame's effects: codegen's phase 1.)
+            return cg.load_source(self.source)
         cg.load_const(self.value)
 
     def __repr__(self):
         return f"Constant({self.value!r})"
+
+
+def _one_of_a_kind(value):
+    """A value CPython keeps one object of: every equal value is that object."""
+    return value is None or value is Ellipsis or value is NotImplemented or isinstance(value, bool) or \
+        type(value) is int and -5 <= value <= 256 or type(value) in (tuple, str, bytes) and len(value) == 0
 
 
 def rely_on_identity(tx, var):

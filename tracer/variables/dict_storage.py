@@ -107,8 +107,11 @@ class DictStorage:
         return contents
 
     def _plain_dict(self, slot):
-        t = type(self.value)
-        return isinstance(self.value, dict) and getattr(t, slot) is getattr(dict, slot)
+        """Whether the class leaves `slot` (__len__, __iter__) to its storage base."""
+        if not isinstance(self.value, dict):
+            return False
+        own = getattr(type(self.value), slot)
+        return own is getattr(dict, slot) or own is getattr(storage_base(self.value), slot)
 
     def storage_call(self, tx, owner, name, args, kwargs):
         """dict's or OrderedDict's own method `name` applied to this object (reached through

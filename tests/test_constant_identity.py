@@ -1,0 +1,63 @@
+"""A constant that came from the frame's inputs is handed on as that object, not as the equal
+object the trace saw: value guards pin equality, not identity, so code run natively after a
+break (`a is b`, id()), the caller, and container `==` (which calls an object equal to itself)
+see the objects of this call.
+
+Before, such a value was rebuilt from the trace's copy at a graph break: `a is b` between
+two equal strings, and `[a] == [b]` of one NaN passed twice, gave the first call's answer on
+later calls (wrong results; the first and last tests). The two in between already held (a
+returned argument, a value copied within an input dict) and keep the mechanism honest.
+"""
+import torch
+
+import tracer
+
+
+def _pair():
+    s = "ab" * 40
+    return s, "".join(["ab"] * 40)   # equal, distinct objects
+
+
+def test_is_between_equal_strings_follows_this_calls_objects():
+    def f(x, a, b):
+        return x + (1 if a is b else 2)
+
+    s, t = _pair()
+    c = tracer.compile(f)
+    for a, b in ((s, s), (s, t), (t, t), (t, s), (s, s)):
+        assert torch.equal(c(torch.zeros(1), a, b), f(torch.zeros(1), a, b))
+
+
+def test_a_returned_argument_is_the_argument():
+    def f(x, name, scale):
+        return x * 2, name, scale
+
+    c = tracer.compile(f)
+    for _ in range(3):
+        s, _t = _pair()
+        k = 1e-3 * 7
+        _, name, scale = c(torch.ones(1), s, k)
+        assert name is s and scale is k
+
+
+def test_a_value_copied_within_an_input_dict_keeps_its_identity():
+    def f(x, d):
+        d["copy"] = d["name"]
+        print("a break", file=open("/dev/null", "w"))
+        return x + 1, d["copy"] is d["name"]
+
+    c = tracer.compile(f)
+    for _ in range(3):
+        d = {"name": _pair()[1]}
+        _, same = c(torch.ones(1), d)
+        assert same and d["copy"] is d["name"]
+
+
+def test_the_same_nan_passed_twice_then_two_nans():
+    def f(x, a, b):
+        return x + 1, [a] == [b], a is b
+
+    n1, n2 = float("nan"), float("nan")
+    c = tracer.compile(f)
+    for a, b in ((n1, n1), (n1, n2), (n2, n2)):
+        assert c(torch.ones(1), a, b)[1:] == f(torch.ones(1), a, b)[1:]

@@ -1,0 +1,58 @@
+"""`==` between containers, as CPython compares them: item by item with
+PyObject_RichCompareBool, which calls an object equal to itself without asking its `__eq__`
+(a NaN held by two lists), and dicts by keys and values, OrderedDicts also by order.
+
+Before: two lists holding the same NaN compared unequal in the trace (a wrong result), and
+`==` between two dicts was a graph break.
+"""
+import collections
+
+import torch
+
+import tracer
+from semantics_helpers import check, run
+
+
+def test_the_same_nan_in_two_lists_compares_equal():
+    def made_here(x):
+        v = float("nan")
+        return x + 1, [v] == [v], [v, 1] != [v, 1], [v, 2] == [v, 3]
+
+    def passed_in(x, v):
+        a, b = [v, 1], [v, 1]
+        return x + 1, a == b, a != b, (v,) == (v,)
+
+    check(made_here, torch.ones(2), graphs=1)
+    c = tracer.compile(passed_in)
+    for _ in range(2):  # (semantics_helpers.same compares floats with ==: a NaN input fails it)
+        want, got = passed_in(torch.ones(2), float("nan")), c(torch.ones(2), float("nan"))
+        assert torch.equal(want[0], got[0]) and want[1:] == got[1:] == (True, False, True)
+
+
+def test_distinct_nans_are_not_guessed():
+    def f(x, a, b):
+        return x + 1, [a] == [b]
+
+    nan = float("nan")
+    for a, b in ((nan, nan), (nan, float("nan"))):
+        want, got = f(torch.ones(2), a, b), tracer.compile(f)(torch.ones(2), a, b)
+        assert want[1] == got[1]
+
+
+def test_dict_equality_by_keys_and_values_and_ordered_dicts_by_order():
+    def f(x):
+        a, b = {"p": 1, "q": 2}, {"q": 2, "p": 1}
+        oa, ob = collections.OrderedDict(a), collections.OrderedDict(b)
+        return (x + 1, a == b, a != b, oa == ob, oa != ob, oa == b, a == {"p": 1}, {} == {},
+                {"t": x} == {"t": x})
+
+    _, d = check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_dict_items_compared_by_value_follow_the_values():
+    def f(x, d):
+        return x + 1, d == {"a": 1, "b": [2, 3]}, {"n": len(d)} == {"n": 2}
+
+    c = tracer.compile(f)
+    for d in ({"a": 1, "b": [2, 3]}, {"a": 1, "b": [2, 4]}, {"a": 1, "b": [2, 3]}):
+        run(c, f, torch.ones(2), d)
