@@ -215,3 +215,15 @@ def test_ordered_dicts_update_setdefault_pop_run_the_subclass_setitem():
 
     check(made_here, torch.ones(2), graphs=1)
     check(passed_in, Mirrored(a=1), torch.ones(2), graphs=1)
+
+
+def test_update_from_pairs_and_from_another_mapping():
+    """update()/__init__ take a dict's items or an iterable of pairs; another mapping is read
+    through its own keys() and [] (a break). Its keys were unpacked as pairs before."""
+    def f(r, other, x):
+        r.update([("p", 1), "qz"])          # a 2-character string is a pair too
+        s = Mirrored(other)
+        return x + 1, r, s, dict(s)
+
+    check(f, Mirrored(a=1), Doubling(ab=2, cd=3), torch.ones(2), breaks=1)
+    check(fresh(f), Mirrored(a=1), Mirrored(ab=2), torch.ones(2), breaks=1)

@@ -25,7 +25,7 @@ from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable
-from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
+from .dict_storage import ODICT_THROUGH_SELF, odict_through_self, update_pairs
 
 _HEAPTYPE = 1 << 9
 _DICT_BASES = (dict, collections.OrderedDict)
@@ -389,20 +389,12 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
 
     def _update(self, tx, args, kwargs):
-        from .containers import DictVariable, _const_key
+        from .containers import _const_key
         if len(args) > 1:
             raise Unsupported("dict update with more than one positional argument (the user code raises TypeError)")
         if args:
-            src = args[0]
-            if isinstance(src, DictVariable):
-                pairs = list(src.items.items())
-            else:
-                pairs = []
-                for pair in src.iterate(tx):
-                    k, v = pair.iterate(tx)
-                    pairs.append((_const_key(tx, k), v))
-            for k, v in pairs:
-                self.items.items[k] = v
+            for k, v in update_pairs(tx, args[0]):
+                self.items.items[_const_key(tx, k)] = v
         for k, v in kwargs.items():
             self.items.items[k] = v
 
