@@ -227,3 +227,13 @@ def test_update_from_pairs_and_from_another_mapping():
 
     check(f, Mirrored(a=1), Doubling(ab=2, cd=3), torch.ones(2), breaks=1)
     check(fresh(f), Mirrored(a=1), Mirrored(ab=2), torch.ones(2), breaks=1)
+
+
+def test_dict_and_ordered_dict_of_a_subclass_object_copy_its_items():
+    """dict(...)/OrderedDict(...) of a dict-subclass object (passed in or made here) unpacked
+    its keys as pairs: OrderedDict(D(ab=2)) gave {'a': 'b'} (a wrong result on 2931631)."""
+    def f(d, x):
+        return x + 1, collections.OrderedDict(d), dict(d), dict(Doubling(ab=1))
+
+    _, d = run(tracer.compile(f), f, Doubling(ab=2, cd=3), torch.ones(2))
+    assert d.fallbacks == 0 and d.graphs >= 1

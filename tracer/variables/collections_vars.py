@@ -165,9 +165,17 @@ def popitem(tx, d, args, kwargs):
 
 # ---- constructors ------------------------------------------------------------------------------
 def _pairs(tx, src):
-    """Items of a mapping or of an iterable of pairs, as (constant key, Variable)."""
+    """Items of a dict or of an iterable of pairs, as (constant key, Variable). Another
+    mapping (a dict subclass, an object with keys()) is read by CPython through its own
+    keys() and []: refused (its keys were once unpacked as pairs)."""
     if isinstance(src, DictVariable):
         return list(src.items.items())
+    try:
+        mapping = hasattr(src.python_type(), "keys")
+    except Unsupported:
+        mapping = True
+    if mapping:
+        raise Unsupported(f"dict items from {src} (read through its own keys())")
     out = []
     for pair in src.iterate(tx):
         kv = pair.iterate(tx)

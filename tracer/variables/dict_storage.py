@@ -149,13 +149,14 @@ def odict_through_self(tx, obj, items, name, args, kwargs):
     input): writes go through `obj.setitem`/`obj.delitem` (the class's own methods, inlined,
     or the storage), reads of `items` (its storage, a DictVariable) stand for `in` and `[]`,
     which the class must then not override."""
-    from .containers import _const_key, key_error
+    from .collections_vars import _pairs
+    from .containers import _const_key, key_error, key_variable
     cls = obj.python_type()
     if name in ("__init__", "update"):
         if len(args) > 1:
             raise Unsupported(f"OrderedDict.{name} with more than one positional argument "
                               "(the user code raises TypeError)")
-        pairs = update_pairs(tx, args[0]) if args else []
+        pairs = [(key_variable(k), v) for k, v in _pairs(tx, args[0])] if args else []
         pairs += [(ConstantVariable(k), v) for k, v in kwargs.items()]
         for k, v in pairs:
             obj.setitem(tx, k, v)
@@ -179,28 +180,6 @@ def odict_through_self(tx, obj, items, name, args, kwargs):
     if len(args) > 1:
         return args[1]
     raise key_error(key)
-
-
-def update_pairs(tx, arg):
-    """(key Variable, value Variable) pairs of `update(arg)`/`__init__(arg)`: a dict's items,
-    or an iterable of pairs. Another mapping (a dict subclass, an object with keys()) is read
-    through its own keys() and [] by CPython: refused."""
-    from .containers import DictVariable, key_variable
-    if isinstance(arg, DictVariable):
-        return [(key_variable(k), v) for k, v in arg.items.items()]
-    try:
-        mapping = hasattr(arg.python_type(), "keys")
-    except Unsupported:
-        mapping = True
-    if mapping:
-        raise Unsupported(f"update from {arg} (read through its own keys())")
-    pairs = []
-    for pair in arg.iterate(tx):
-        items = pair.iterate(tx)
-        if len(items) != 2:
-            raise Unsupported("dict update from an item that is not a pair (the user code raises ValueError)")
-        pairs.append(tuple(items))
-    return pairs
 
 
 def is_storage_method(attr):

@@ -25,7 +25,7 @@ from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException, attribute_error
 from .base import ConstantVariable, Variable
-from .dict_storage import ODICT_THROUGH_SELF, odict_through_self, update_pairs
+from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 
 _HEAPTYPE = 1 << 9
 _DICT_BASES = (dict, collections.OrderedDict)
@@ -389,12 +389,11 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
 
     def _update(self, tx, args, kwargs):
-        from .containers import _const_key
+        from .collections_vars import _pairs
         if len(args) > 1:
             raise Unsupported("dict update with more than one positional argument (the user code raises TypeError)")
         if args:
-            for k, v in update_pairs(tx, args[0]):
-                self.items.items[_const_key(tx, k)] = v
+            self.items.items.update(_pairs(tx, args[0]))
         for k, v in kwargs.items():
             self.items.items[k] = v
 
