@@ -237,3 +237,32 @@ def test_dict_and_ordered_dict_of_a_subclass_object_copy_its_items():
 
     _, d = run(tracer.compile(f), f, Doubling(ab=2, cd=3), torch.ones(2))
     assert d.fallbacks == 0 and d.graphs >= 1
+
+
+def test_dict_of_a_subclass_that_changes_iteration_reads_through_its_getitem():
+    """CPython's dict(obj) copies the storage only when the class keeps dict's iteration;
+    otherwise (an OrderedDict subclass, an own __iter__) it reads keys() and the class's []:
+    dict(O(a=1)) is {'a': 3} below; the trace copied the storage ({'a': 1} on 2931631)."""
+    class O(collections.OrderedDict):
+        def __getitem__(self, k):
+            return 3 * super().__getitem__(k)
+
+    class T(dict):
+        def __iter__(self):
+            return iter(sorted(super().keys(), reverse=True))
+
+        def __getitem__(self, k):
+            return 2 * super().__getitem__(k)
+
+    class P(dict):   # dict's iteration: the storage is copied, its [] is not asked
+        def __getitem__(self, k):
+            return 5 * super().__getitem__(k)
+
+    def f(d, x):
+        return x + 1, dict(d)
+
+    for make in (lambda: O(a=1), lambda: T(a=1, b=2), lambda: P(a=1)):
+        c = tracer.compile(fresh(f))
+        for _ in range(2):
+            want, got = f(make(), torch.ones(2)), c(make(), torch.ones(2))
+            assert torch.equal(want[0], got[0]) and want[1] == got[1]

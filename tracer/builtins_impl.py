@@ -425,7 +425,13 @@ def _dict(tx, *args, **kwargs):
     from .variables.collections_vars import make_dict
     from .variables.objects import UserObjectVariable
     if args and isinstance(args[0], UserObjectVariable) and isinstance(args[0].value, dict):
-        args = (args[0].dict_contents(tx), *args[1:])  # a dict subclass from the frame: its items
+        # a dict subclass from the frame: CPython copies its storage unless the class changes
+        # iteration, then reads it through keys() and the class's own []
+        from .variables.dict_storage import is_storage_method
+        t = type(args[0].value)
+        if not (t.__iter__ is dict.__iter__ or args[0]._plain_dict("__iter__") and is_storage_method(t.__getitem__)):
+            raise Unsupported(f"dict() of a {t.__name__} (read through its own iteration and [])")
+        args = (args[0].dict_contents(tx), *args[1:])
     return make_dict(tx, dict, list(args), kwargs)
 
 
