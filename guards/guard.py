@@ -11,6 +11,7 @@ merging facts that only look equal (``x == 1`` vs ``x == True`` vs ``x == 1.0``)
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -261,9 +262,14 @@ class DictKeysMatch(Guard):
         # key types first (by id: no user __eq__ can run), then the keys themselves
         ctx.const(tuple(type(k) for k in self.keys))  # keeps the types (and ids) alive
         kt_ids = tuple(id(type(k)) for k in self.keys)
-        return [f"type({v}) is {ctx.const(self.type)} and len({v}) == {len(self.keys)}",
-                f"tuple(map(id, map(type, {v}))) == {ctx.const(kt_ids)}"
-                f" and tuple({v}) == {ctx.const(self.keys)}"]
+        if self.type is dict:
+            n, keys = f"len({v})", v
+        else:  # a subclass: its storage, never its own __len__/__iter__ (user code in a guard)
+            base = collections.OrderedDict if issubclass(self.type, collections.OrderedDict) else dict
+            n, keys = f"{ctx.const(base.__len__)}({v})", f"{ctx.const(base.keys)}({v})"
+        return [f"type({v}) is {ctx.const(self.type)} and {n} == {len(self.keys)}",
+                f"tuple(map(id, map(type, {keys}))) == {ctx.const(kt_ids)}"
+                f" and tuple({keys}) == {ctx.const(self.keys)}"]
 
     def describe(self):
         return f"{self.source.name()} is a {_tname(self.type)} with keys {list(self.keys)!r}"
