@@ -146,9 +146,12 @@ def _const_cond(ctx, e: str, value: Any) -> str:
             return f"{base} and {e} != {e} and {sign}"
         return f"{base} and {e} == {ctx.const(value)} and {sign}"  # 0.0 vs -0.0
     if t is complex:
-        if not (_is_plain_float(value.real) and _is_plain_float(value.imag)):
-            raise TypeError(f"ConstMatch: complex with zero/nan part not supported: {value!r}")
-        return f"type({e}) is {ctx.const(complex)} and {e} == {ctx.const(value)}"
+        if _is_plain_float(value.real) and _is_plain_float(value.imag):
+            return f"type({e}) is {ctx.const(complex)} and {e} == {ctx.const(value)}"
+        # a zero or nan part: each part as a float (0.0 and -0.0 differ, nan matches nan)
+        parts = [_const_cond(ctx, f"getattr({e}, {ctx.const(attr)})", getattr(value, attr))
+                 for attr in ("real", "imag")]
+        return f"type({e}) is {ctx.const(complex)} and ({parts[0]}) and ({parts[1]})"
     if t is slice:
         parts = [f"type({e}) is {ctx.const(slice)}"]
         for attr in ("start", "stop", "step"):
@@ -169,6 +172,22 @@ def _const_cond(ctx, e: str, value: Any) -> str:
             parts.append(_const_cond(ctx, f"{e}[{i}]", x))
         return " and ".join(f"({p})" for p in parts)
     raise TypeError(f"ConstMatch: unsupported constant type {_tname(t)}")
+
+
+def exact_equal(a: Any, b: Any) -> bool:
+    """Whether two constants are indistinguishable to the code that reads them: the same types
+    all the way down, items in the same iteration order (two equal sets may iterate
+    differently), 0.0 and -0.0 apart, nan equal to nan. For the constants ConstMatch cannot
+    write as a condition (frozensets, sets, tuples holding them)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, frozenset, set)):
+        return len(a) == len(b) and all(exact_equal(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        return (a != a and b != b) or (a == b and math.copysign(1.0, a) == math.copysign(1.0, b))
+    if type(a) is complex:
+        return exact_equal(a.real, b.real) and exact_equal(a.imag, b.imag)
+    return a == b
 
 
 def check_const_supported(value: Any) -> bool:

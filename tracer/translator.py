@@ -564,7 +564,8 @@ _PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, tor
 # left in it, is a context manager's effect too; autocast's nesting counter is state)
 _EFFECT_NAME = __import__("re").compile(
     r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize"
-    r"|_enter__$|_exit__$|autocast_(increment|decrement)_nesting)")
+    r"|_enter__$|_exit__$|enter_|exit_|push_|pop_|increment_version"
+    r"|\w*(increment|decrement)_nesting)")
 
 
 def _shallow_leaf_copy(module):

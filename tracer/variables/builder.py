@@ -18,7 +18,7 @@ import operator
 import types
 
 import torch
-from guards import (ConstMatch, check_const_supported, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
+from guards import (ConstMatch, check_const_supported, exact_equal, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
                           TensorMatch, TypeMatch)
 from guards.sources import AttrSource, ItemSource, LocalSource, Source
 
@@ -174,8 +174,7 @@ def const_guard(source, value):
     """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
     if check_const_supported(value):
         return ConstMatch(source, value)
-    t = type(value)
-    return Predicate(source, lambda v: type(v) is t and v == value, f"== {value!r}")
+    return Predicate(source, lambda v: exact_equal(v, value), f"== {value!r}")
 
 
 def _same_kind_of_tensor(value):
@@ -206,6 +205,8 @@ def _maybe_symbolic_number(tx, value, source):
     hit = out.sym_inputs.get(source)
     if hit is not None:
         return hit
+    if type(value) is float and (value == 0.0 or not math.isfinite(value)):
+        return None  # 0.0 and -0.0 (and inf, nan) are one value to the ShapeEnv: kept exact
     if not out.shapes.policy.int_dynamic(value, source):
         return None
     node = out.add_sym_input(value, source)
@@ -298,8 +299,8 @@ def _wrap_fresh(tx, value, source):
         if not all(is_constant_value(k) for k in value):
             raise Unsupported("set of non-constant values")
         g(TypeMatch(source, t))
-        frozen = frozenset(value)
-        g(Predicate(source, lambda v, _s=frozen: v == _s, f"set == {set(frozen)!r}"))
+        frozen = tuple(value)  # in iteration order: equal sets may iterate differently
+        g(Predicate(source, lambda v, _s=frozen: exact_equal(tuple(v), _s), f"set == {set(frozen)!r}"))
         var = SetVariable([ConstantVariable(v) for v in value], source)
         return var
     if t is type(iter([])):

@@ -154,6 +154,11 @@ def sym_minmax(tx, fn, items):
     parts = [_sym_arg(i) for i in items]
     if any(p is None for p in parts) or not parts:
         raise Unsupported(f"{fn.__name__}() of symbolic sizes and non-numbers")
+    if len({i.python_type() for i in items}) > 1:
+        # max(7, 0.5) is the int 7: which item wins decides the type (torch.sym_max would
+        # give a float), so the values are specialised
+        from ..builtins_impl import _fold
+        return _fold(fn, [ConstantVariable(tuple(specialized(i).as_constant() for i in items))], {})
     out = items[0]
     for p in parts[1:]:
         out = sym_apply(tx, target, [_sym_arg(out), p])
@@ -176,6 +181,9 @@ def sym_math(tx, fn, args):
     return None
 
 
+_COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
+
+
 def sym_apply(tx, fn, parts):
     """Apply `fn` to sym values, recording one FX node; a constant result folds."""
     nodes, values = [p[0] for p in parts], [p[1] for p in parts]
@@ -186,6 +194,12 @@ def sym_apply(tx, fn, parts):
     except Exception as e:
         raise _NotSymbolic(f"{getattr(fn, '__name__', fn)} on symbolic sizes: {type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    if isinstance(result, torch.SymFloat) and fn not in _COMPARISONS and \
+            any(isinstance(v, torch.SymFloat) for v in values):
+        # Float arithmetic is not algebra: sympy would simplify (a + b) - b to a, or fold it
+        # to a constant, and decide comparisons on it the same way. The result is an opaque
+        # symbol, computed by its node at run time; what needs its value is a break.
+        result = tx.output.shapes.env.create_unbacked_symfloat()
     if not isinstance(result, SYM_TYPES):
         return ConstantVariable(result)
     if constant_of(result) is not None:

@@ -63,8 +63,8 @@ class TensorVariable(Variable):
             return tx.call_torch("call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             raise Unsupported("reading .grad inside a traced frame")
-        if name == "data":
-            return tx.call_torch("call_method", "detach", [self], {})
+        if name == "data":  # not detach(): .data has a version counter of its own
+            return tx.call_torch("call_function", torch._C._autograd._get_data_attr, [self], {})
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):

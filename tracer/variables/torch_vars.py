@@ -148,7 +148,8 @@ class GradModeVariable(ContextManagerVariable):
         super().__init__(None)
         self.mode = bool(mode)
         self.prev = None
-        if immediate is not None:
+        self.immediate = immediate is not None
+        if self.immediate:
             self.prev = torch.is_grad_enabled()
             _set_grad(immediate, self.mode)
 
@@ -156,7 +157,9 @@ class GradModeVariable(ContextManagerVariable):
         return torch.autograd.grad_mode.set_grad_enabled
 
     def enter(self, tx):
-        if self.prev is None:
+        # no_grad()/enable_grad() save the mode and switch on every entry (one object may be
+        # entered again); set_grad_enabled(b) switched at the call, its __enter__ does nothing
+        if not self.immediate:
             self.prev = torch.is_grad_enabled()
             _set_grad(tx, self.mode)
         return ConstantVariable(None)
