@@ -84,9 +84,15 @@ def test_const_match_property(a, b):
 
 
 def test_unsupported_const_rejected():
-    for v in ([1], {1: 2}, Obj(), complex(0, 1), (1, [2])):
+    for v in ([1], {1: 2}, Obj(), (1, [2])):
         with pytest.raises(TypeError):
             ConstMatch(x, v)
+
+
+def test_complex_with_zero_parts_keeps_their_signs():
+    gs = cg(ConstMatch(x, complex(0, 1)))
+    assert gs.check((complex(0, 1),), {}, None)
+    assert not gs.check((complex(-0.0, 1),), {}, None) and not gs.check((1j + 1,), {}, None)
 
 
 def test_dedupe_keeps_distinct_constants():
