@@ -56,3 +56,69 @@ def test_dict_items_compared_by_value_follow_the_values():
     c = tracer.compile(f)
     for d in ({"a": 1, "b": [2, 3]}, {"a": 1, "b": [2, 4]}, {"a": 1, "b": [2, 3]}):
         run(c, f, torch.ones(2), d)
+
+
+def test_dict_iteration_reads_the_live_dict():
+    """A loop over d.items() sees a value stored during the loop, a key removed and added
+    again comes last, and next() after the dict grew raises CPython's RuntimeError; the
+    iterators copied the items when made (wrong results on 4ae4eb4)."""
+    def values_set_in_the_loop(x, d):
+        out = []
+        for k, v in d.items():
+            out.append(v)
+            if k == "a":
+                d["b"] = 100
+        return x + 1, out
+
+    def moved_to_the_end(x, d):
+        seen = []
+        for k in d:
+            seen.append(k)
+            if k == "a":
+                d.pop("b")
+                d["b"] = 9
+        return x + 1, seen
+
+    def next_after_growth(x, d, s):
+        it, si = iter(d), iter(s)
+        next(it), next(si)
+        d["new"] = 1
+        s.add(99)
+        out = []
+        for i in (it, si):
+            try:
+                out.append(next(i))
+            except RuntimeError as e:
+                out.append(str(e))
+        return x + 1, out
+
+    check(values_set_in_the_loop, torch.ones(2), {"a": 1, "b": 2}, graphs=1)
+    check(moved_to_the_end, torch.ones(2), {"a": 1, "b": 2, "c": 3}, graphs=1)
+    check(next_after_growth, torch.ones(2), {"a": 1, "b": 2}, {1, 2, 3}, graphs=1)
+
+
+def test_a_set_iterates_in_cpythons_order_for_its_history():
+    def f(x, lst):
+        s = set(lst)
+        s.add(100)
+        s.discard(64)
+        t = {1, 9, 17}
+        t.add("new")
+        t.add(7)
+        return x + 1, list(s), list(t), sorted(t, key=str)
+
+    check(f, torch.ones(2), [64, 32, 0, 128], graphs=1)
+
+
+def test_reversed_list_reads_the_live_list():
+    """reversed(lst) reads by index from the end: an insert at the front during the loop is
+    seen, as in CPython (it copied the list: [3, 2, 1] where eager gives [2, 1, -5])."""
+    def f(x, lst):
+        out = []
+        for i, v in enumerate(reversed(lst)):
+            out.append(v)
+            if i == 0:
+                lst.insert(0, -5)
+        return x + 1, out
+
+    check(f, torch.ones(2), [1, 2, 3], graphs=1)

@@ -337,16 +337,16 @@ def _zip(tx, *iterables, strict=None):
 
 @impl(reversed)
 def _reversed(tx, seq):
+    if type(seq) is ListVariable:
+        from .variables.containers import ReversedListIteratorVariable
+        return ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
 
 
 @impl(iter)
 def _iter(tx, obj):
-    if isinstance(obj, IteratorVariable):
-        return obj
-    if isinstance(obj, ListVariable):
-        return ListIteratorVariable(obj)
-    return IteratorVariable(obj.iterate(tx), py_type=iter_type(obj))
+    from .variables.containers import iterator_over
+    return iterator_over(tx, obj)
 
 
 def iter_type(obj):

@@ -132,7 +132,7 @@ def SET_UPDATE(f, inst):
     items = v.iterate(f)
     target = _target(f, inst)
     for item in items:
-        target.items[item.as_constant()] = item
+        target.add_item(item)
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")

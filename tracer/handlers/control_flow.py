@@ -7,7 +7,7 @@ it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then P
 """
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..variables.containers import DictVariable, DictViewVariable, SetVariable, IteratorVariable, ListIteratorVariable, ListVariable
+from ..variables.containers import iterator_over
 from ..variables.tensor import TensorVariable
 from . import PY311, PY312, PY313, SINCE_312, handler
 
@@ -67,18 +67,7 @@ def JUMP_IF_FALSE_OR_POP(f, inst):
 
 @handler("GET_ITER")
 def GET_ITER(f, inst):
-    v = f.pop()
-    if isinstance(v, IteratorVariable):
-        f.push(v)
-    elif isinstance(v, ListVariable):
-        f.push(ListIteratorVariable(v))  # live view: appends/pops during the loop are seen
-    else:
-        from ..builtins_impl import iter_type
-        it = IteratorVariable(v.iterate(f), py_type=iter_type(v))
-        base = v.dict_var if isinstance(v, DictViewVariable) else v
-        if isinstance(base, (DictVariable, SetVariable)):
-            it.sized = (base, len(base.items))
-        f.push(it)
+    f.push(iterator_over(f, f.pop()))
 
 
 def _for_iter(f, inst, exhausted):

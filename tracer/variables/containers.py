@@ -547,8 +547,19 @@ class SetVariable(Variable):
     def __init__(self, items, source=None):
         super().__init__(source)
         self.items = {}  # const -> Variable, insertion-ordered
-        for it in items:
-            self.items[it.as_constant()] = it
+        self.table = set()  # the same constants in a real set, changed in the same order:
+        for it in items:     # its iteration order is CPython's for this history
+            self.add_item(it)
+
+    def add_item(self, var):
+        k = var.as_constant()
+        if k not in self.table:  # (an equal member stays: {1}.add(True) keeps 1)
+            self.table.add(k)
+            self.items[k] = var
+
+    def discard_item(self, k):
+        self.table.discard(k)
+        self.items.pop(k, None)
 
     def python_type(self):
         return set
@@ -560,24 +571,23 @@ class SetVariable(Variable):
         return bool(self.items)
 
     def iterate(self, tx):
-        # set iteration order is Python's order for these constant values
-        return [ConstantVariable(v) for v in set(self.items)]
+        return [ConstantVariable(v) for v in self.table]
 
     def call_method(self, tx, name, args, kwargs):
         if name == "add":
             tx.side_effects.mutated(self)
-            self.items[args[0].as_constant()] = args[0]
+            self.add_item(args[0])
             return ConstantVariable(None)
         if name == "__contains__":
             return ConstantVariable(args[0].as_constant() in self.items)
         if name == "discard":
             tx.side_effects.mutated(self)
-            self.items.pop(args[0].as_constant(), None)
+            self.discard_item(args[0].as_constant())
             return ConstantVariable(None)
         raise Unsupported(f"set.{name}")
 
     def as_constant(self):
-        return set(self.items)
+        return set(self.table)
 
     def reconstruct(self, cg):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
@@ -653,6 +663,110 @@ class IteratorVariable(Variable):
             cg.reconstruct(item)
         cg.build(tuple, len(self.items) - self.pos)
         cg.call_on_stack(iter)
+
+
+class DictIteratorVariable(IteratorVariable):
+    """`iter(d)`, `iter(d.items())`... over a dict made or passed in: a real iterator over the
+    Variable's own storage (a Python dict changed by the trace exactly as the program changes
+    the real one), so a value stored during the loop is seen, a size change raises CPython's
+    RuntimeError at the next step, and a key removed and added again moves to the end."""
+
+    _TYPES = {"keys": type(iter({})), "values": type(iter({}.values())), "items": type(iter({}.items()))}
+
+    def __init__(self, dict_var, kind):
+        super().__init__([], py_type=self._TYPES[kind])
+        self.dict_var, self.kind = dict_var, kind
+        self._storage = dict_var.items
+        self._it = iter(getattr(dict_var.items, kind)())
+
+    def lazy(self):
+        return True
+
+    def _variable(self, entry):
+        if self.kind == "keys":
+            return key_variable(entry)
+        if self.kind == "values":
+            return entry
+        return TupleVariable([key_variable(entry[0]), entry[1]])
+
+    def next(self, tx):
+        if self.dict_var.items is not self._storage:
+            raise Unsupported("a dict rebuilt while an iterator over it is live")
+        try:
+            entry = next(self._it)
+        except StopIteration:
+            return None
+        except RuntimeError as e:  # "dictionary changed size during iteration", as CPython's
+            raise user_error(RuntimeError, str(e)) from None
+        return self._variable(entry)
+
+    def iterate(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def reconstruct(self, cg):
+        """At a break: an iterator over what this one has left (a copy of its state, as
+        pickling reads it): the rest of the loop reads that, not the live dict (a real dict
+        iterator could not be wrapped as the resume function's input)."""
+        try:
+            rest = self._it.__reduce__()[1][0]
+        except RuntimeError as e:
+            raise Unsupported(f"a dict iterator that would raise {e} crosses a graph break") from None
+        for entry in rest:
+            cg.reconstruct(self._variable(entry))
+        cg.build(tuple, len(rest))
+        cg.call_on_stack(iter)
+
+
+class ReversedListIteratorVariable(IteratorVariable):
+    """`reversed(some_list)`: reads the list by index from the end at each step, as CPython's
+    list_reverseiterator does (an insert at the front during the loop is seen)."""
+
+    def __init__(self, lst):
+        super().__init__([], py_type=type(reversed([])))
+        self.lst, self.index = lst, len(lst.items) - 1
+
+    def lazy(self):
+        return True
+
+    def next(self, tx):
+        if self.lst is None or not 0 <= self.index < len(self.lst.items):
+            self.lst = None  # exhausted for good
+            return None
+        self.index -= 1
+        return self.lst.items[self.index + 1]
+
+    def iterate(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def reconstruct(self, cg):
+        """At a break: an iterator over the items it has left, as they are now."""
+        rest = [] if self.lst is None else self.lst.items[:self.index + 1][::-1]
+        for item in rest:
+            cg.reconstruct(item)
+        cg.build(tuple, len(rest))
+        cg.call_on_stack(iter)
+
+
+def iterator_over(tx, v):
+    """`iter(v)` (GET_ITER, the iter() builtin) for a Variable that is not an iterator."""
+    from ..builtins_impl import iter_type
+    if isinstance(v, IteratorVariable):
+        return v
+    if isinstance(v, ListVariable):
+        return ListIteratorVariable(v)  # live view: appends/pops during the loop are seen
+    base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
+    if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
+        return DictIteratorVariable(base, kind)
+    it = IteratorVariable(v.iterate(tx), py_type=iter_type(v))
+    if isinstance(base, (DictVariable, SetVariable)):
+        it.sized = (base, len(base.items))  # (an OrderedDict's: its own, order-keeping checks)
+    return it
 
 
 class ListIteratorVariable(IteratorVariable):
