@@ -79,3 +79,24 @@ def test_forward_mode_ad_levels_are_entered_natively():
     want = f(x)
     for fn in (c, c, f):
         assert torch.allclose(fn(x), want)
+
+
+def test_a_torch_function_handed_to_autograd_functional_or_torch_func():
+    """jacobian(torch.sin, x) put the builtin into a graph node as an argument, which FX
+    writes with repr() (`<built-in method sin ...>`: a SyntaxError, an internal error); jvp
+    called a frame with functorch-wrapped tensors, which cannot be fakified (another). Both are
+    breaks now, and the suite fails on any internal error."""
+    def f(x):
+        return torch.autograd.functional.jacobian(torch.sin, x)
+
+    def g(x):
+        return torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),))
+
+    x = torch.tensor([0.0, 1.0])
+    for fn in (f, g):
+        c = tracer.compile(fn)
+        want = fn(x)
+        for _ in range(2):
+            got = c(x)
+            assert all(torch.allclose(a, b) for a, b in zip(torch.utils._pytree.tree_leaves(want),
+                                                           torch.utils._pytree.tree_leaves(got)))

@@ -10,6 +10,7 @@ torch ops, wrapping real values) live here so there is exactly one implementatio
 """
 import dis
 import operator
+import types
 
 import torch
 from bytecode_utils import decode, versions
@@ -685,6 +686,9 @@ def _to_fx(value):
         return c, c
     from .variables.torch_vars import TorchFunctionVariable
     if isinstance(value, TorchFunctionVariable):
+        if isinstance(value.fn, (types.BuiltinFunctionType, types.FunctionType)):
+            # FX writes a function argument with repr(): `<built-in method sin ...>` is no code
+            raise Unsupported(f"the function {getattr(value.fn, '__name__', value.fn)} passed to a torch op")
         return value.fn, value.fn
     raise Unsupported(f"{value} passed to a torch op")
 

@@ -224,6 +224,8 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, torch.Tensor):
         if t not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.Parameter):
             raise Unsupported(f"tensor subclass {t.__name__}")
+        if torch._C._functorch.is_functorch_wrapped_tensor(value):  # a frame torch.func calls
+            raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as input")
         if source is None:
             raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
         if value.is_nested or value.layout is not torch.strided:
