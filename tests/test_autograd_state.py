@@ -100,3 +100,14 @@ def test_a_torch_function_handed_to_autograd_functional_or_torch_func():
             got = c(x)
             assert all(torch.allclose(a, b) for a, b in zip(torch.utils._pytree.tree_leaves(want),
                                                            torch.utils._pytree.tree_leaves(got)))
+
+
+def test_torch_cond_with_torch_functions_runs_as_eager():
+    """torch.cond(pred, torch.sin, torch.cos, (x,)) raised torch._dynamo's Unsupported through
+    the compiled call (the builtins reached a graph node as arguments)."""
+    def f(x):
+        return torch.cond(x.sum() > 0, torch.sin, torch.cos, (x,))
+
+    c = tracer.compile(f)
+    for x in (torch.tensor([0.0, 1.0, 2.0]), torch.tensor([-1.0, -2.0, 0.5])):
+        assert torch.allclose(c(x), f(x))
