@@ -44,15 +44,23 @@ _TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m
 
 
 def _package_dir(name):
+    """The package's directory, found without importing it."""
+    import importlib.util
     try:
-        module = __import__(name)
-    except ImportError:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
         return None
-    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(list(spec.submodule_search_locations)[0]) + os.sep
 
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in ("numpy", "scipy", "pandas")) if p) + (
+# numerical libraries with no tensors, those torch's compilers call back into (sympy for
+# symbolic shapes, networkx for partitioning), and test runners (pytest's log capture
+# formats torch.compile's log records): never worth a trace
+DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in (
+    "numpy", "scipy", "pandas", "sympy", "mpmath", "networkx", "_pytest", "pluggy")) if p) + (
     _TORCH_DIR,
     sysconfig.get_paths()["stdlib"] + os.sep,
     *_TRACER_DIRS,
@@ -75,11 +83,26 @@ def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     filename = code.co_filename
     if filename.startswith("<") and filename != "<string>":
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
+    if code.co_name == "<module>":
+        return SKIP  # a module body, run once by an import (a lazy import inside a call)
     if not filename.startswith(prefixes):
         return TRACE
     if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
         return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
     return SKIP
+
+
+def _importing():
+    """Whether an import is running on this thread (a lazy import inside a call): frames it
+    runs (decorators, registrations) are left alone. Tracing them could import, through the
+    tracer's own lazy imports, a module that is itself still half-initialised. (Read only
+    when a frame is about to be traced, never on a cache hit.)"""
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        f = f.f_back
+    return False
 
 
 def should_skip(code, prefixes=DEFAULT_SKIP_PREFIXES, args=None):
@@ -124,6 +147,10 @@ class FrameCallback:
         return self._compile(code, frame)
 
     def _compile(self, code, frame):
+        if _importing() or torch._guards.TracingContext.try_get() is not None:
+            # this once: an import is running, or a compiler (torch.compile inside torch.cond,
+            # a backend) is tracing and called back into Python (sympy, registrations)
+            return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
         entry = cache.lookup_or_compile(
             code, L, G, C, self.backend, self.fullgraph,
