@@ -659,10 +659,15 @@ class IteratorVariable(Variable):
             raise Unsupported("a partly consumed generator/lazy iterator escapes the frame")
         if self.source is not None:
             return cg.load_source(self.source)  # the real iterator, advanced by the replay
-        for item in self.items[self.pos:]:
-            cg.reconstruct(item)
-        cg.build(tuple, len(self.items) - self.pos)
-        cg.call_on_stack(iter)
+        emit_iter_over(cg, self.items[self.pos:])
+
+
+def emit_iter_over(cg, items):
+    """`iter((item, ...))`: an iterator rebuilt over the Variables it has left."""
+    for item in items:
+        cg.reconstruct(item)
+    cg.build(tuple, len(items))
+    cg.call_on_stack(iter)
 
 
 class DictIteratorVariable(IteratorVariable):
@@ -700,12 +705,6 @@ class DictIteratorVariable(IteratorVariable):
             raise user_error(RuntimeError, str(e)) from None
         return self._variable(entry)
 
-    def iterate(self, tx):
-        rest = []
-        while (item := self.next(tx)) is not None:
-            rest.append(item)
-        return rest
-
     def reconstruct(self, cg):
         """At a break: an iterator over what this one has left (a copy of its state, as
         pickling reads it): the rest of the loop reads that, not the live dict (a real dict
@@ -714,10 +713,7 @@ class DictIteratorVariable(IteratorVariable):
             rest = self._it.__reduce__()[1][0]
         except RuntimeError as e:
             raise Unsupported(f"a dict iterator that would raise {e} crosses a graph break") from None
-        for entry in rest:
-            cg.reconstruct(self._variable(entry))
-        cg.build(tuple, len(rest))
-        cg.call_on_stack(iter)
+        emit_iter_over(cg, [self._variable(entry) for entry in rest])
 
 
 class ReversedListIteratorVariable(IteratorVariable):
@@ -738,19 +734,9 @@ class ReversedListIteratorVariable(IteratorVariable):
         self.index -= 1
         return self.lst.items[self.index + 1]
 
-    def iterate(self, tx):
-        rest = []
-        while (item := self.next(tx)) is not None:
-            rest.append(item)
-        return rest
-
     def reconstruct(self, cg):
         """At a break: an iterator over the items it has left, as they are now."""
-        rest = [] if self.lst is None else self.lst.items[:self.index + 1][::-1]
-        for item in rest:
-            cg.reconstruct(item)
-        cg.build(tuple, len(rest))
-        cg.call_on_stack(iter)
+        emit_iter_over(cg, [] if self.lst is None else self.lst.items[:self.index + 1][::-1])
 
 
 def iterator_over(tx, v):
