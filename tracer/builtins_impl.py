@@ -338,14 +338,14 @@ def _zip(tx, *iterables, strict=None):
 @impl(reversed)
 def _reversed(tx, seq):
     if type(seq) is ListVariable:
-        from .variables.containers import ReversedListIteratorVariable
+        from .variables.live_iterators import ReversedListIteratorVariable
         return ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
 
 
 @impl(iter)
 def _iter(tx, obj):
-    from .variables.containers import iterator_over
+    from .variables.live_iterators import iterator_over
     return iterator_over(tx, obj)
 
 

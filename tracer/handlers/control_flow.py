@@ -7,7 +7,7 @@ it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then P
 """
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..variables.containers import iterator_over
+from ..variables.live_iterators import iterator_over
 from ..variables.tensor import TensorVariable
 from . import PY311, PY312, PY313, SINCE_312, handler
 

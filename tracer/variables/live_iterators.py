@@ -1,0 +1,94 @@
+"""Iterators that read their container live, as CPython's do: a dict's (a real iterator over the
+Variable's own storage) and reversed(list)'s (by index from the end); `iterator_over` picks the
+iterator `iter(v)` gives (GET_ITER, the iter() builtin). A list's is ListIteratorVariable
+(containers.py)."""
+import collections
+
+from ..exc import Unsupported, user_error
+from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListIteratorVariable, ListVariable,
+                         SetVariable, TupleVariable, emit_iter_over, key_variable)
+
+
+class DictIteratorVariable(IteratorVariable):
+    """`iter(d)`, `iter(d.items())`... over a dict made or passed in: a real iterator over the
+    Variable's own storage (a Python dict changed by the trace exactly as the program changes
+    the real one), so a value stored during the loop is seen, a size change raises CPython's
+    RuntimeError at the next step, and a key removed and added again moves to the end."""
+
+    _TYPES = {"keys": type(iter({})), "values": type(iter({}.values())), "items": type(iter({}.items()))}
+
+    def __init__(self, dict_var, kind):
+        super().__init__([], py_type=self._TYPES[kind])
+        self.dict_var, self.kind = dict_var, kind
+        self._storage = dict_var.items
+        self._it = iter(getattr(dict_var.items, kind)())
+
+    def lazy(self):
+        return True
+
+    def _variable(self, entry):
+        if self.kind == "keys":
+            return key_variable(entry)
+        if self.kind == "values":
+            return entry
+        return TupleVariable([key_variable(entry[0]), entry[1]])
+
+    def next(self, tx):
+        if self.dict_var.items is not self._storage:
+            raise Unsupported("a dict rebuilt while an iterator over it is live")
+        try:
+            entry = next(self._it)
+        except StopIteration:
+            return None
+        except RuntimeError as e:  # "dictionary changed size during iteration", as CPython's
+            raise user_error(RuntimeError, str(e)) from None
+        return self._variable(entry)
+
+    def reconstruct(self, cg):
+        """At a break: an iterator over what this one has left (a copy of its state, as
+        pickling reads it): the rest of the loop reads that, not the live dict (a real dict
+        iterator could not be wrapped as the resume function's input)."""
+        try:
+            rest = self._it.__reduce__()[1][0]
+        except RuntimeError as e:
+            raise Unsupported(f"a dict iterator that would raise {e} crosses a graph break") from None
+        emit_iter_over(cg, [self._variable(entry) for entry in rest])
+
+
+class ReversedListIteratorVariable(IteratorVariable):
+    """`reversed(some_list)`: reads the list by index from the end at each step, as CPython's
+    list_reverseiterator does (an insert at the front during the loop is seen)."""
+
+    def __init__(self, lst):
+        super().__init__([], py_type=type(reversed([])))
+        self.lst, self.index = lst, len(lst.items) - 1
+
+    def lazy(self):
+        return True
+
+    def next(self, tx):
+        if self.lst is None or not 0 <= self.index < len(self.lst.items):
+            self.lst = None  # exhausted for good
+            return None
+        self.index -= 1
+        return self.lst.items[self.index + 1]
+
+    def reconstruct(self, cg):
+        """At a break: an iterator over the items it has left, as they are now."""
+        emit_iter_over(cg, [] if self.lst is None else self.lst.items[:self.index + 1][::-1])
+
+
+def iterator_over(tx, v):
+    """`iter(v)` (GET_ITER, the iter() builtin) for a Variable that is not an iterator."""
+    from ..builtins_impl import iter_type
+    if isinstance(v, IteratorVariable):
+        return v
+    if isinstance(v, ListVariable):
+        return ListIteratorVariable(v)  # live view: appends/pops during the loop are seen
+    base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
+    if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
+        return DictIteratorVariable(base, kind)
+    it = IteratorVariable(v.iterate(tx), py_type=iter_type(v))
+    if isinstance(base, (DictVariable, SetVariable)):
+        it.sized = (base, len(base.items))  # (an OrderedDict's: its own, order-keeping checks)
+    return it
