@@ -61,3 +61,25 @@ def test_the_same_nan_passed_twice_then_two_nans():
     c = tracer.compile(f)
     for a, b in ((n1, n1), (n1, n2), (n2, n2)):
         assert c(torch.ones(1), a, b)[1:] == f(torch.ones(1), a, b)[1:]
+
+
+def test_identity_of_values_the_frame_computes():
+    """`n + 1000` computed twice is two objects, `float(v)` of a float and `t[:]` of a tuple are
+    the argument itself, as in CPython (the first was True, the others False, on 4ae4eb4)."""
+    def f(x, n, v, t):
+        a, b = n + 1000, n + 1000
+        return x + 1, a is b, float(v) is v, t[:] is t, tuple(t) is t
+
+    c = tracer.compile(f)
+    for n in (3, 4):
+        args = (n, 2.5 + n, (1, "a"))
+        assert c(torch.ones(1), *args)[1:] == f(torch.ones(1), *args)[1:] == (False, True, True, True)
+
+
+def test_a_full_slice_of_a_tuple_built_here_is_the_tuple():
+    def g(x, lst):
+        t = tuple(lst)
+        return x + 1, t[:] is t, t[0:] is t, t[::1] is t, t[1:] is t
+
+    c = tracer.compile(g)
+    assert c(torch.ones(1), [1, 2])[1:] == g(torch.ones(1), [1, 2])[1:] == (True, True, True, False)

@@ -103,6 +103,9 @@ def _fold(fn, args, kwargs):
         value = fn(*cargs, **ckw)
     except Exception as e:  # noqa: BLE001 - the user's call raises it
         raise folding_error(e, f"{getattr(fn, '__name__', fn)}(...)") from None
+    for a in args:  # float(v), tuple(t), str(s) give the argument itself: keep its identity
+        if a.as_constant() is value:
+            return a
     return ConstantVariable(value)
 
 
@@ -415,8 +418,9 @@ def _list(tx, iterable=None):
 
 @impl(tuple)
 def _tuple(tx, iterable=None):
-    if isinstance(iterable, TupleVariable) and type(iterable) is TupleVariable:
-        return iterable
+    if isinstance(iterable, TupleVariable) and type(iterable) is TupleVariable or \
+            iterable is not None and iterable.is_constant() and type(iterable.as_constant()) is tuple:
+        return iterable  # tuple(t) is t
     return TupleVariable(iterable.iterate(tx) if iterable is not None else [])
 
 

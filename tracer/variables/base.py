@@ -204,7 +204,8 @@ class ConstantVariable(Variable):
 
     def getitem(self, tx, key):
         try:
-            return ConstantVariable(self.value[key.as_constant()])
+            item = self.value[key.as_constant()]
+            return self if item is self.value else ConstantVariable(item)  # t[:] is t
         except Exception as e:  # noqa: BLE001 - "abc"[7], (1, 2)["x"]: the user code raises it
             from ..exc import folding_error
             raise folding_error(e, f"{type(self.value).__name__}[...]") from None

@@ -100,6 +100,8 @@ class BaseSequence(Variable):
     def getitem(self, tx, key):
         idx = _index(key)
         if isinstance(idx, slice):
+            if type(self) is TupleVariable and idx.indices(len(self.items)) == (0, len(self.items), 1):
+                return self  # t[:] is t (a tuple is immutable; CPython gives it back)
             return type(self)(self.items[idx])
         try:
             return self.items[idx]
