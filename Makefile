@@ -30,7 +30,7 @@ $(TORCH_STAMP): constraints.txt | check-python
 	$(PY) .ci/check-pyc
 	touch $(TORCH_STAMP)
 
-$(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
+$(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/runtime/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
 	$(PY) -m pip install -q -c constraints.txt --no-build-isolation -e ".[test]"
 	$(PY) .ci/check-pyc
 	touch $(STAMP)
@@ -52,4 +52,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info tracer/*.so
+	rm -rf $(VENV) build *.egg-info tracer/runtime/*.so

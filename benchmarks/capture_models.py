@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 import tracer  # noqa: E402
 from capture_zoo import zoo  # noqa: E402
-from tracer.frame_hook import skip_code  # noqa: E402
+from tracer.runtime.frame_hook import skip_code  # noqa: E402
 
 # CPU time of this thread, not wall time: the machine is shared (load far above its cores),
 # and time spent descheduled is not the code's cost. Torch runs on one thread here.

@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from guards import GlobalStateMatch, LocalSource, TensorMatch, compile_guards  # noqa: E402
-from tracer import frame_hook as fh  # noqa: E402
-from tracer.frame_hook import flatten_code, hook  # noqa: E402
+from tracer.runtime import frame_hook as fh  # noqa: E402
+from tracer.runtime.frame_hook import flatten_code, hook  # noqa: E402
 
 
 def per_call_ns(fn, arg, n, repeats):

@@ -23,7 +23,7 @@ import time
 
 import tracer
 from torch._dynamo.utils import counters
-from tracer.frame_hook import skip_code
+from tracer.runtime.frame_hook import skip_code
 
 
 def calls_per_block(eager_ns, target_ns=4_000_000, lo=5, hi=2_000):

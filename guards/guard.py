@@ -463,7 +463,7 @@ def _immutable(v: Any) -> bool:
 
 
 # the devices whose autocast state GlobalStateMatch compares (a folded query of another
-# device's autocast state is guarded on its own: tracer/translator.py)
+# device's autocast state is guarded on its own: tracer/trace/frame.py)
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 

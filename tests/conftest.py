@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import tracer
-from tracer import config, records
+from tracer.runtime import config, records
 
 config.verify_guards = True
 

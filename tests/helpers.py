@@ -13,7 +13,7 @@ the tracer did:
                                              # inputs): nothing traced, every call a cache hit
     assert_recompiled(t, "x.shape")          # a fact changed: recompiled, naming the guard
 
-Counts come from `tracer.stats()` (tracer/records.py), which every frame the tracer handles
+Counts come from `tracer.stats()` (tracer/runtime/records.py), which every frame the tracer handles
 reports to: compile(), capture(), the frame hook's resume functions.
 """
 from __future__ import annotations

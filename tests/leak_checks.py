@@ -11,7 +11,7 @@ import types
 import torch
 
 import tracer
-from tracer import cache
+from tracer.runtime import cache
 
 import capture_helpers
 
@@ -63,7 +63,7 @@ def dropped_functions_leak_nothing():
     GraphModule (`<eval_with_key>.N` in linecache and fx's eval cache: torch's own,
     torch.compile makes them too)."""
     import linecache
-    from tracer import records
+    from tracer.runtime import records
     records.MAX_EVENTS = 50
     tracer.reset_stats()
     src = "def f(x, n):\n    return x * n + 1\n"

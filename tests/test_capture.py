@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tracer
-from tracer.frame_hook import get_eval_frame
+from tracer.runtime.frame_hook import get_eval_frame
 
 import capture_helpers
 from helpers import assert_captured, run_leak_check, traced

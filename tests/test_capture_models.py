@@ -16,7 +16,7 @@ import capture_helpers
 import tracer
 from capture_zoo import run_case, same, zoo
 from tracer.capture import DEFAULT_SKIP_PREFIXES, SKIP, SKIP_ONCE, TRACE, frame_rule
-from tracer.frame_hook import is_rule_skipped, is_skipped
+from tracer.runtime.frame_hook import is_rule_skipped, is_skipped
 
 CASES = zoo()
 

@@ -88,7 +88,7 @@ def test_a_mutated_input_is_compared():
     assert len(acc) == 1, "the eager run used a copy: the user's list got exactly one item"
     assert c.entries[0].ops >= 2
 
-    from tracer.cache import Entry
+    from tracer.runtime.cache import Entry
     from tracer.check import checked
 
     def wrong_run(x, acc):  # a rewritten frame that replays the append twice

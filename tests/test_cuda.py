@@ -122,7 +122,7 @@ def test_moving_an_input_between_devices_recompiles_and_both_entries_stay():
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_in_place_on_an_input_then_a_raising_op_reruns_once(backend):
-    """tracer/rerun.py on the GPU: the graph writes its input through a working copy, raises
+    """tracer/rewrite/rerun.py on the GPU: the graph writes its input through a working copy, raises
     (relu of a bool tensor: checked at dispatch, also on CUDA), and the frame reruns as
     Python: the write before it happens, the input changes once. (Inductor's kernel for it
     does not raise, in torch.compile too: no backend runs it there.)"""

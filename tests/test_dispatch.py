@@ -1,4 +1,4 @@
-"""CompiledFunction's cache-hit path in C (tracer/_dispatch.c): a plain positional call is
+"""CompiledFunction's cache-hit path in C (tracer/runtime/_dispatch.c): a plain positional call is
 checked and run without the Python `_slow`; everything else goes there. Results always
 equal eager's, hits are counted, and entries dropped or added in Python are seen by C."""
 import pytest
@@ -7,7 +7,7 @@ import torch
 import tracer
 from tracer.api import _DispatchBase
 
-pytestmark = pytest.mark.skipif(_DispatchBase is None, reason="tracer._dispatch is not built")
+pytestmark = pytest.mark.skipif(_DispatchBase is None, reason="tracer.runtime._dispatch is not built")
 
 
 def counted(c):

@@ -12,7 +12,7 @@ import tracer
 from tools import dump
 from tools.pyrender import render_code
 from tools.text import render_text
-from tracer import cache
+from tracer.runtime import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "dump_target.py")
@@ -161,7 +161,7 @@ def test_future_breaks_list_is_reported():
 
     class E:
         code, reason, location, breaks = object(), None, None, [Brk()]
-    from tracer.logs import breaks_of
+    from tracer.runtime.logs import breaks_of
     assert breaks_of(E()) == [{"reason": "data-dependent branch", "filename": __file__, "lineno": 3,
                                "user_stack": ["f at x.py:1"]}]
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tracer
-from tracer import logs
+from tracer.runtime import logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

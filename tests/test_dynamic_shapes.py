@@ -278,7 +278,7 @@ def test_guard_code_binds_every_name_as_a_constant():
 
 @pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.one_version)])
 def test_backends_compile_the_symbolic_graph_once(backend):
-    from tracer.backends import NAMED
+    from tracer.graph.backends import NAMED
     calls = []
 
     def counting(gm, example_inputs):

@@ -3,7 +3,7 @@ caught at the frame boundary (convert_frame), logged once with the reason, and t
 call returns the eager result; with fullgraph=True it is a FullGraphError instead.
 
 Stages (each monkeypatched to raise): the interpreter loop (Frame.run), one instruction
-handler, guard building (guards.compile_guards as used by tracer.convert_frame), the backend,
+handler, guard building (guards.compile_guards as used by tracer.trace.convert_frame), the backend,
 codegen.generate and codegen.assemble; also a backend returning a non-callable.
 """
 import logging
@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import tracer
-from tracer import codegen, convert_frame, translator
+from tracer.rewrite import codegen
+from tracer.trace import convert_frame, frame as translator
 from tracer.exc import BackendError, FullGraphError
-from tracer.handlers import HANDLERS
+from tracer.trace.handlers import HANDLERS
 
 
 class Boom(Exception):

@@ -1,4 +1,4 @@
-"""Tests for the PEP 523 frame hook: tracer/_eval_frame.c and tracer/frame_hook.py."""
+"""Tests for the PEP 523 frame hook: tracer/runtime/_eval_frame.c and tracer/runtime/frame_hook.py."""
 import asyncio
 import builtins
 import gc
@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from tracer import frame_hook as fh
-from tracer.frame_hook import flatten_code, hook, set_eval_frame
+from tracer.runtime import frame_hook as fh
+from tracer.runtime.frame_hook import flatten_code, hook, set_eval_frame
 
 C = fh._C
 
@@ -921,7 +921,7 @@ def test_recycled_objects_are_safe_and_retain_no_user_values():
 def test_import_without_the_hook_built_says_how_to_build():
     import subprocess
 
-    probe = ("import sys; sys.modules['tracer._eval_frame'] = None\n"  # as if it was never built
+    probe = ("import sys; sys.modules['tracer.runtime._eval_frame'] = None\n"  # as if it was never built
              "try:\n    import tracer\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert "not built" in out.stdout and "build_ext --inplace" in out.stdout, out.stdout + out.stderr

@@ -311,7 +311,7 @@ def test_guard_change_after_break_recompiles_resume():
 
 
 def test_resume_functions_are_cached_per_code_and_offset():
-    from tracer import graph_break
+    from tracer.rewrite import graph_break
 
     def f(x):
         y = x + 1

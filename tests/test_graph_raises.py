@@ -1,7 +1,7 @@
 """A graph op that raises at run time (fake tensors let it through, the real kernel raises):
 the writes the program made before that op must have happened, as in eager. The rewritten
 code calls the graph first and replays writes after it, so it reruns the frame as Python
-when a graph with no effects of its own raises (tracer/rerun.py). Found by the fuzzer on
+when a graph with no effects of its own raises (tracer/rewrite/rerun.py). Found by the fuzzer on
 3.12 (seed 301557): an attribute set on an input tensor was lost."""
 import sys
 
@@ -292,7 +292,7 @@ def test_large_written_tensors_are_not_snapshotted_on_every_call():
     copy of that state per call (rerun.SNAPSHOT_LIMIT), so such a graph does not rerun when it
     raises (the known gap, as in torch.compile: the write before the raising op is lost, the
     state changed once). Small states are snapshotted and rerun."""
-    from tracer import rerun
+    from tracer.rewrite import rerun
 
     def step(state, lst):
         state.mul_(0.9).add_(1.0)
@@ -341,7 +341,7 @@ def test_dropout_switched_off_draws_nothing(p, training, random):
     """A graph's RNG state is saved before every call only when it draws: dropout in eval mode
     or with p == 0, and attention kernels without dropout (tagged as random for their
     dropout_p) do not. Inlined torch.nn modules put such nodes in every eval graph."""
-    from tracer import rerun
+    from tracer.rewrite import rerun
 
     def r(x, lst):
         y = torch.nn.functional.dropout(x, p, training=training)

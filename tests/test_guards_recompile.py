@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import tracer
-from tracer import cache
+from tracer.runtime import cache
 
 from helpers import assert_captured, assert_warm
 

@@ -108,7 +108,7 @@ def test_resume_function_of_a_torch_frame_is_traced():
     s = tracer.stats()
     resumed = [e for e in s.of("frame")[-(s.frames_traced - before.frames_traced):] if "<resume@" in e.frame]
     assert resumed and torch.allclose(out, expected, atol=1e-5, equal_nan=True)
-    from tracer.graph_break import _RESUME_CACHE
+    from tracer.rewrite.graph_break import _RESUME_CACHE
     resumes = [c for made in _RESUME_CACHE.get(torch.nn.TransformerEncoder.forward.__code__, {}).values()
                for c in [made]]
     assert resumes and not any(should_skip(c, DEFAULT_SKIP_PREFIXES) for c in resumes)
@@ -163,7 +163,7 @@ def test_break_in_a_long_loop_is_bounded():
     before = tracer.stats()
     assert torch.equal(tracer.compile(f)(torch.zeros(2)), torch.full((2,), 300.0))
     s = tracer.stats()
-    from tracer.graph_break import LOOP_RESUME_LIMIT
+    from tracer.rewrite.graph_break import LOOP_RESUME_LIMIT
     assert s.frames_traced - before.frames_traced == LOOP_RESUME_LIMIT + 1
     assert s.fallbacks - before.fallbacks == 1
 
@@ -172,7 +172,7 @@ def test_several_breaks_per_iteration_count_iterations_not_breaks():
     """Three breaks in each iteration: the loop is captured for LOOP_RESUME_LIMIT iterations
     (one resume per break, none calling itself), then the rest runs as Python. The limit
     used to count breaks, so a 3-item loop with three breaks per item fell back."""
-    from tracer.graph_break import LOOP_RESUME_LIMIT
+    from tracer.rewrite.graph_break import LOOP_RESUME_LIMIT
 
     def f(x, n):
         for i in range(n):
@@ -201,7 +201,7 @@ def test_several_breaks_per_iteration_count_iterations_not_breaks():
 def test_many_breaks_in_one_loop_body_nest_a_bounded_number_of_frames():
     """A body with 40 breaks reaches LOOP_NEST_LIMIT resume frames before LOOP_RESUME_LIMIT
     iterations: the nesting stays far below the recursion limit."""
-    from tracer.graph_break import LOOP_NEST_LIMIT
+    from tracer.rewrite.graph_break import LOOP_NEST_LIMIT
 
     src = "def f(x, n):\n    for i in range(n):\n" + "        print(end='')\n        x = x + 1\n" * 40
     src += "    return x\n"

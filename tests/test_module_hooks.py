@@ -65,7 +65,7 @@ def test_eager_backend_calls_leaf_forward_directly(monkeypatch):
     dispatch costs about a microsecond per module per call); the entry's guards (no hooks)
     make the two the same, and a hook registered later recompiles and runs. (Leaves: stock
     modules with inline_stock_modules off, or one whose forward could not be inlined.)"""
-    from tracer.backends import call_forward, direct_module_calls
+    from tracer.graph.backends import call_forward, direct_module_calls
     monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
     tracer.reset()
     m = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.ReLU())

@@ -10,8 +10,8 @@ import torch
 
 from bytecode_utils import decode, versions
 from tracer.exc import Unsupported
-from tracer.handlers import HANDLERS
-from tracer.translator import Frame, TraceContext, opnames_without_handler
+from tracer.trace.handlers import HANDLERS
+from tracer.trace.frame import Frame, TraceContext, opnames_without_handler
 
 #: Names in this version's dis.opmap that never appear in decoded code, so they have no
 #: handler: pseudo-instructions (the compiler's, >= MIN_PSEUDO_OPCODE, never in co_code;

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tracer
-from tracer import cache
+from tracer.runtime import cache
 
 from helpers import assert_captured, run_leak_check, traced
 
@@ -73,7 +73,7 @@ def _recursion_capacity_under_a_frame_hook():
     hook, CPython 3.12 runs every Python call as a C call, which counts against its C
     recursion limit (1500): ~750 levels at the default recursion limit of 1000. 3.11 and
     3.13 keep the full depth. The tracer must not cost depth beyond that."""
-    from tracer import frame_hook as fh
+    from tracer.runtime import frame_hook as fh
 
     def probe(n):
         return 0 if n == 0 else probe(n - 1)

@@ -19,7 +19,7 @@ from bytecode_utils import versions
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("tracer", "bytecode_utils", "guards", "tools")
 VERSION_DIR = ROOT / "bytecode_utils" / "versions"
-HANDLERS_DIR = ROOT / "tracer" / "handlers"
+HANDLERS_DIR = ROOT / "tracer" / "trace" / "handlers"
 
 EMITTED = re.compile(
     r"""(?:Instr|emit)\(\s*["'](CALL|CALL_KW|PRECALL|KW_NAMES|PUSH_NULL|LOAD_METHOD|LOAD_ATTR|"""

@@ -139,7 +139,7 @@ def describe_value(v):
 def trace_call(obj, args, kwargs, backend="eager"):
     """Compile `obj`, call it once; returns (output, [(code, entry)] traced during the call)."""
     import tracer
-    from tracer import logs
+    from tracer.runtime import logs
     tracer.reset()
     compiled = tracer.compile(obj, backend=backend)
     with logs.record() as recorded, contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report
@@ -202,7 +202,7 @@ def _code_lines(code):
 
 
 def frame_report(index, code, entry):
-    from tracer import cache, logs
+    from tracer.runtime import cache, logs
     from .pyrender import render_code
     entries = cache.cache_for(code).entries
     graphs = getattr(entry, "graphs", None) or ([entry.graph] if entry.graph is not None else [])

@@ -1,5 +1,5 @@
 """Terminal rendering of a tracer-dump report (the dict built by tools.dump.build_report)."""
-from tracer.logs import caret, source_line
+from tracer.runtime.logs import caret, source_line
 
 _CODES = {"title": "1;36", "head": "1", "ok": "32", "bad": "1;31", "dim": "2", "warn": "33"}
 

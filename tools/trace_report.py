@@ -1,5 +1,5 @@
 """`tracer-dump --trace trace.jsonl --html out.html`: a whole program run, from the structured
-trace that `TRACER_TRACE=dir` writes (tracer/records.py: one JSON object per event).
+trace that `TRACER_TRACE=dir` writes (tracer/runtime/records.py: one JSON object per event).
 
 The page: counts by kind; a timeline (time across, one row per frame, a mark per event:
 frame traced, graph, graph break, fallback, recompile, recompile limit, internal error;

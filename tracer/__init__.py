@@ -9,26 +9,27 @@
 See README.md and ../shared/DESIGN.md for the data flow.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
-from .cache import RecompileLimitWarning
-from .records import reset_stats, stats
+from .runtime.cache import RecompileLimitWarning
+from .runtime.records import reset_stats, stats
 from .capture import capture
 from .check import CheckError
 from .explain import explain
 from .export import ExportAssumptionWarning, ExportError, export
-from .frame_hook import disable
+from .runtime.frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
-from .shapes import mark_dynamic, mark_static
-from . import logs as _logs
+from .graph.shapes import mark_dynamic, mark_static
+from .runtime import config
+from .runtime import logs as _logs
 # Every module of the tracer is imported now, none lazily while a frame is being traced: an
 # import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
 # must not touch (capture() tracing pytest's import hook saw the hook's cache change under
 # the guards it had just built, when tracing first reached these two modules).
-from . import builtins_impl as _builtins_impl  # noqa: E402,F401
+from .variables import builtins_impl as _builtins_impl  # noqa: E402,F401
 from .variables import new_objects as _new_objects  # noqa: E402,F401
 
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
-__all__ = ["compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
+__all__ = ["config", "compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
            "mark_static", "CompiledFunction",
            "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
            "ExportAssumptionWarning"]

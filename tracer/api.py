@@ -10,18 +10,18 @@ import types
 import torch
 from bytecode_utils import arg_count, make_binder, make_function
 
-from . import cache
-from .records import HITS
-from .backends import resolve
+from .runtime import cache
+from .runtime.records import HITS
+from .graph.backends import resolve
 from .check import checked
-from .convert_frame import convert_frame
-from .frame_hook import hook, skip_code
+from .trace.convert_frame import convert_frame
+from .runtime.frame_hook import hook, skip_code
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
 
 try:  # the cache-hit path in C (optional: without the extension, __call__ is _slow)
-    from ._dispatch import Dispatch as _DispatchBase, enable_vectorcall as _enable_vectorcall
+    from .runtime._dispatch import Dispatch as _DispatchBase, enable_vectorcall as _enable_vectorcall
 except ImportError:
     _DispatchBase = None
 
@@ -29,7 +29,7 @@ except ImportError:
 class CompiledFunction(_DispatchBase or object):
     """A Python function whose frames are traced, guarded and cached. A call with the
     function's positional parameters that an entry's guards accept runs in C
-    (tracer/_dispatch.c); every other call is `_slow`."""
+    (tracer/runtime/_dispatch.c); every other call is `_slow`."""
 
     def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5,
                  dynamic=None):
@@ -313,5 +313,5 @@ def _trampoline(target):
 def reset():
     """Drop every cache entry (and the frame hook's per-thread recycled objects)."""
     cache.reset()
-    from .frame_hook import clear_thread_caches
+    from .runtime.frame_hook import clear_thread_caches
     clear_thread_caches()

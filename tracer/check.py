@@ -20,7 +20,7 @@ import math
 import torch
 import torch.utils._pytree as pytree
 
-from .frame_hook import hook
+from .runtime.frame_hook import hook
 
 log = logging.getLogger("tracer")
 

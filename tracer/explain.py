@@ -10,7 +10,7 @@ import dataclasses
 
 import torch
 
-from . import logs
+from .runtime import logs
 from .api import compile as _compile
 
 

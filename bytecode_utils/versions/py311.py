@@ -65,7 +65,7 @@ def compare_to_bool(inst):
 
 def break_shape(inst):
     """(values popped, values pushed) of the instructions only some versions have that a
-    graph break may be placed at (the shared ones: tracer/graph_break.py); None otherwise."""
+    graph break may be placed at (the shared ones: tracer/rewrite/graph_break.py); None otherwise."""
     return None
 
 

@@ -81,7 +81,7 @@ class AutogradFunctionApplyVariable(Variable):
         example = _with_autograd_flags(outputs, any(needs))
         fx_args = [a.node if isinstance(a, TensorVariable) else a.as_constant() for a in args]
         node = tx.output.graph.create_node("call_function", apply_fn(cls), tuple(fx_args), {})
-        from .. import node_meta
+        from ..graph import node_meta
         node_meta.annotate(tx, node, example, cls.apply)
         return tx.wrap_result(node, example)
 
@@ -102,7 +102,7 @@ def _static_function(cls, name):
 
 def _scratch_forward(tx, cls, forward, args, needs):
     """Trace F.forward(ctx, *args) into a throw-away graph; the fake outputs."""
-    from ..side_effects import SideEffects
+    from ..graph.side_effects import SideEffects
     from .base import ConstantVariable
     from .containers import BaseSequence
     from .functions import UserFunctionVariable

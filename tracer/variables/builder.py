@@ -70,7 +70,7 @@ def _is_builtin_callable(value):
     # identity tests only: user values (numpy arrays, tensors) may have an ambiguous __eq__
     if value is functools.partial or value is functools.reduce:
         return True
-    from ..builtins_impl import is_known_builtin
+    from .builtins_impl import is_known_builtin
     if is_known_builtin(value):  # itertools, sys.exc_info, ...
         return True
     if isinstance(value, types.BuiltinFunctionType):

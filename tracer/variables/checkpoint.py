@@ -84,7 +84,7 @@ def checkpoint_call(tx, args, kwargs):
 
 def _trace_into(tx, scratch, fn, args):
     """Call fn symbolically with the trace's graph swapped for `scratch`."""
-    from ..side_effects import SideEffects
+    from ..graph.side_effects import SideEffects
     ctx = tx.ctx
     saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
              list(ctx.mutable_inputs))

@@ -139,7 +139,7 @@ class BaseSequence(Variable):
 
 def _bounded(tx):
     """Steps of a loop the tracer runs for the user's program (counted like instructions)."""
-    from ..translator import MAX_STEPS
+    from ..trace.frame import MAX_STEPS
     while True:
         tx.ctx.steps += 1
         if tx.ctx.steps > MAX_STEPS:
@@ -367,7 +367,7 @@ class ListVariable(BaseSequence):
         elif name == "copy":
             return ListVariable(self.items)
         elif name == "sort":
-            from ..builtins_impl import sort_variables
+            from .builtins_impl import sort_variables
             if args or any(k not in ("key", "reverse") for k in kwargs):
                 raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
             rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False

@@ -173,7 +173,7 @@ class UserFunctionVariable(BaseFunctionVariable):
     def call(self, tx, args, kwargs):
         """Inlined, unless the function carries a torch.compile annotation (see
         compile_annotations.py): those are honoured as torch.compile honours them."""
-        from .. import compile_annotations as ann
+        from ..runtime import compile_annotations as ann
         fn = self.fn
         if ann.is_graph_break(fn):
             raise Unsupported("torch._dynamo.graph_break()")
@@ -412,7 +412,7 @@ class BuiltinVariable(ObjectVariable):
         return False
 
     def call(self, tx, args, kwargs):
-        from ..builtins_impl import call_builtin
+        from .builtins_impl import call_builtin
         return call_builtin(tx, self.fn, args, kwargs)
 
     def getattr(self, tx, name):
@@ -422,7 +422,7 @@ class BuiltinVariable(ObjectVariable):
             if slot is not None:
                 return slot
         if self.fn is itertools.chain and name == "from_iterable":
-            from ..itertools_impl import chain_from_iterable
+            from .itertools_impl import chain_from_iterable
             return BuiltinVariable(chain_from_iterable)
         if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
             from .objects import ClassVariable

@@ -196,7 +196,7 @@ class GeneratorVariable(IteratorVariable):
         from bytecode_utils import live_locals
         from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL,
                                            make_generator_resume_code)
-        from ..handlers.load_store import NullVariable
+        from ..trace.handlers.load_store import NullVariable
         from .base import TempVariable
         from .containers import TupleVariable
         from .exceptions import ExcInfoSlot
@@ -381,7 +381,7 @@ def _reachable(ctx, extra_roots):
 
 def _walk(todo, foreign):
     """ids of the GeneratorVariables (and foreign generator Variables) reachable from todo."""
-    from ..translator import Frame
+    from ..trace.frame import Frame
     from .containers import _IdKey
     from .functions import CellBox
     seen, found = set(), set()

@@ -80,7 +80,7 @@ class ReversedListIteratorVariable(IteratorVariable):
 
 def iterator_over(tx, v):
     """`iter(v)` (GET_ITER, the iter() builtin) for a Variable that is not an iterator."""
-    from ..builtins_impl import iter_type
+    from .builtins_impl import iter_type
     if isinstance(v, IteratorVariable):
         return v
     if isinstance(v, ListVariable):

@@ -16,7 +16,7 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
-from .. import config
+from ..runtime import config
 from ..exc import StockLeaf, Unsupported, UserException, attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr

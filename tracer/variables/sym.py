@@ -17,7 +17,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import guard_scalar
 
 from ..exc import Unsupported
-from ..shapes import SYM_TYPES, constant_of
+from ..graph.shapes import SYM_TYPES, constant_of
 from .base import ConstantVariable, Variable
 
 _PY_TYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -157,7 +157,7 @@ def sym_minmax(tx, fn, items):
     if len({i.python_type() for i in items}) > 1:
         # max(7, 0.5) is the int 7: which item wins decides the type (torch.sym_max would
         # give a float), so the values are specialised
-        from ..builtins_impl import _fold
+        from .builtins_impl import _fold
         return _fold(fn, [ConstantVariable(tuple(specialized(i).as_constant() for i in items))], {})
     out = items[0]
     for p in parts[1:]:
@@ -244,7 +244,7 @@ def wrap_sym_result(tx, node, example):
     symbolic items (`torch.broadcast_shapes`)."""
     if isinstance(example, SYM_TYPES):
         return SymNodeVariable.create(tx, node, example)
-    from ..output_graph import getitem_node
+    from ..graph.output_graph import getitem_node
     from .containers import SizeVariable
     items = []
     for i, v in enumerate(example):

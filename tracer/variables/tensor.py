@@ -14,7 +14,7 @@ import torch
 from guards import AttrSource, Predicate
 
 from ..exc import Unsupported, UserException, attribute_error
-from ..shapes import SYM_TYPES, constant_of, is_symbolic
+from ..graph.shapes import SYM_TYPES, constant_of, is_symbolic
 from .base import ConstantVariable, Variable, is_constant_value
 
 

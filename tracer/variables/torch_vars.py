@@ -85,7 +85,7 @@ class TorchFunctionVariable(ObjectVariable):
             # being asked again in every guard check (speculate.py); refused, called as before.
             # (Sourced as this very object, which the trace already resolved: what its defaults
             # and closure hold is reached from it, and a write to them is replayed there.)
-            from ..speculate import inline_on_trial
+            from ..trace.speculate import inline_on_trial
             from .functions import UserFunctionVariable
             out = inline_on_trial(tx, UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
             if out is not None:

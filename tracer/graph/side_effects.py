@@ -26,7 +26,7 @@ class SideEffects:
         """`raw`: replayed as object.__setattr__(obj, name, value), for a store the trace made
         from inside the class's own __setattr__ (which a plain store would run again)."""
         if var.source is None:
-            from .exc import Unsupported
+            from ..exc import Unsupported
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
         self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
         if raw:

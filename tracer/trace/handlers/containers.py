@@ -1,8 +1,8 @@
 """Building and unpacking tuples, lists, dicts, sets, slices and strings."""
-from ..exc import Unsupported
-from ..variables.base import ConstantVariable
-from ..variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
-from ..variables.sym import SliceVariable, is_sym, specialized
+from ...exc import Unsupported
+from ...variables.base import ConstantVariable
+from ...variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
+from ...variables.sym import SliceVariable, is_sym, specialized
 from . import PY313, UNTIL_312, handler
 
 

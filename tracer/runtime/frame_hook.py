@@ -1,4 +1,4 @@
-"""Python side of the PEP 523 frame hook (the C part is tracer/_eval_frame.c).
+"""Python side of the PEP 523 frame hook (the C part is tracer/runtime/_eval_frame.c).
 
 API (callbacks are per thread; see the C file's header for the details):
 
@@ -43,7 +43,7 @@ try:
     from . import _eval_frame as _C
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
-        "tracer._eval_frame (the C frame hook, tracer/_eval_frame.c) is not built for this "
+        "tracer.runtime._eval_frame (the C frame hook, tracer/runtime/_eval_frame.c) is not built for this "
         "Python or failed to load. It needs CPython 3.11, 3.12 or 3.13. Build it with "
         "`python setup.py build_ext --inplace` from the repository root, or install the project "
         f"with `pip install -e .` (or `make install`) (original error: {e})"

@@ -352,7 +352,7 @@ static PyGetSetDef view_getset[] = {
 
 static PyTypeObject FrameView_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tracer._eval_frame.FrameView",
+    .tp_name = "tracer.runtime._eval_frame.FrameView",
     .tp_basicsize = sizeof(FrameView),
     .tp_dealloc = (destructor)view_dealloc,
     .tp_repr = (reprfunc)view_repr,
@@ -789,7 +789,7 @@ static PyMemberDef untraced_members[] = {
 
 static PyTypeObject Untraced_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tracer._eval_frame.untraced",
+    .tp_name = "tracer.runtime._eval_frame.untraced",
     .tp_basicsize = sizeof(Untraced),
     .tp_dealloc = (destructor)untraced_dealloc,
     .tp_vectorcall_offset = offsetof(Untraced, vectorcall),
@@ -983,7 +983,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "tracer._eval_frame",
+    PyModuleDef_HEAD_INIT, "tracer.runtime._eval_frame",
     "PEP 523 frame hook for frametracer (CPython 3.11-3.13). See tracer/frame_hook.py.", -1, methods};
 
 PyMODINIT_FUNC
@@ -992,7 +992,7 @@ PyInit__eval_frame(void)
     static int initialized = 0; /* static state: one interpreter, one load */
     if (initialized) {
         PyErr_SetString(PyExc_ImportError,
-                        "tracer._eval_frame cannot be initialized twice (sub-interpreters are not "
+                        "tracer.runtime._eval_frame cannot be initialized twice (sub-interpreters are not "
                         "supported)");
         return NULL;
     }
@@ -1001,7 +1001,7 @@ PyInit__eval_frame(void)
     }
     extra_index = REQUEST_CODE_EXTRA_INDEX(NULL); /* flags only: nothing to free */
     if (extra_index < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "tracer._eval_frame: no free code-extra slot");
+        PyErr_SetString(PyExc_RuntimeError, "tracer.runtime._eval_frame: no free code-extra slot");
         return NULL;
     }
     PyObject *m = PyModule_Create(&moduledef);

@@ -46,7 +46,7 @@ class Entry:
 
 class CodeCache:
     def __init__(self):
-        from .shapes import FrameSizes
+        from ..graph.shapes import FrameSizes
         self.entries = []
         self.compiles = 0
         self.warned = False

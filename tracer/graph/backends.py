@@ -6,7 +6,7 @@ differentiates), "inductor" is torch's own compiler. A callable is used as is.
 """
 import torch
 
-from .exc import BackendError
+from ..exc import BackendError
 
 
 def eager(gm, example_inputs):
@@ -33,7 +33,7 @@ def direct_module_calls(gm):
     """A GraphModule running gm's graph with each call_module node calling the module's
     forward through call_forward. gm itself (the graph users see in dumps and explain())
     keeps its call_module nodes; other backends get it as it is."""
-    from .variables.nn_module import module_dispatch_is_torchs
+    from ..variables.nn_module import module_dispatch_is_torchs
     if not any(n.op == "call_module" for n in gm.graph.nodes) or not module_dispatch_is_torchs():
         return gm
     graph = torch.fx.Graph()
@@ -95,7 +95,7 @@ def _unhooked(compiled):
     Python frames its kernels start (a custom op's Python implementation, an autograd
     Function) are the graph's own work, not user frames to trace. Marks the callable's code
     (a GraphModule's generated forward) or, for other callables, wraps it once."""
-    from .frame_hook import skip_code
+    from ..runtime.frame_hook import skip_code
     code = getattr(getattr(compiled, "__func__", compiled), "__code__", None)
     if code is not None:
         skip_code(code, recursive=True)
@@ -107,7 +107,7 @@ def _unhooked(compiled):
 
 
 def _mark_wrapper():
-    from .frame_hook import skip_code
+    from ..runtime.frame_hook import skip_code
     skip_code(_unhooked(len).__code__, recursive=True)  # the one code object of run_graph
 
 

@@ -1,8 +1,8 @@
 """Attribute and subscript access."""
 from bytecode_utils import versions
 
-from ..exc import Unsupported
-from ..variables.base import check_builtin_attr
+from ...exc import Unsupported
+from ...variables.base import check_builtin_attr
 from . import SINCE_312, handler
 from .containers import slice_of
 from .load_store import NULL
@@ -33,7 +33,7 @@ def LOAD_METHOD(f, inst):
 @handler("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD", versions=SINCE_312)
 def LOAD_SUPER_ATTR(f, inst):
     """3.12+: `super().name` / `super(C, o).name` in one instruction: [super, class, self]."""
-    from ..variables.objects import SuperVariable
+    from ...variables.objects import SuperVariable
     obj, cls, fn = f.pop(), f.pop(), f.pop()
     try:
         is_super = f.python_object(fn) is super
@@ -50,7 +50,7 @@ def LOAD_SUPER_ATTR(f, inst):
 
 
 
-from ..variables.base import Variable  # noqa: E402
+from ...variables.base import Variable  # noqa: E402
 
 
 class _MethodRef(Variable):  # noqa: F811

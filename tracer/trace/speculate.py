@@ -15,7 +15,7 @@ returns None, so the caller goes on as before. If the refused inline already cha
 cannot be restored (a graph node, a container of the frame mutated in place, a closure cell
 written), the refusal propagates: a graph break with its reason, never a wrong trace.
 """
-from .exc import Unsupported
+from ..exc import Unsupported
 
 
 def _effects_mark(effects):

@@ -4,9 +4,9 @@ MATCH_KEYS, MATCH_CLASS. (GET_LEN, UNPACK_*, COPY and the jumps are shared with 
 Each decides on what the trace knows exactly: the subject's type (guarded), the keys of a
 dict, the attributes of an object. A subject whose type is not known is Unsupported.
 """
-from ..exc import Unsupported, UserException, user_error
-from ..variables.base import ConstantVariable
-from ..variables.containers import TupleVariable
+from ...exc import Unsupported, UserException, user_error
+from ...variables.base import ConstantVariable
+from ...variables.containers import TupleVariable
 from . import handler
 
 _TPFLAGS_SEQUENCE = 1 << 5
@@ -60,7 +60,7 @@ def MATCH_CLASS(f, inst):
     subject = f.pop()
     if not isinstance(cls, type):
         raise user_error(TypeError, "called match pattern must be a class")
-    from ..builtins_impl import call_builtin
+    from ...variables.builtins_impl import call_builtin
     if not f.truthy(call_builtin(f, isinstance, [subject, f.wrap(cls, None)], {})):
         f.push(ConstantVariable(None))
         return

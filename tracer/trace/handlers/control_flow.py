@@ -5,10 +5,10 @@ Per version: 3.11 FOR_ITER pops the exhausted iterator; 3.12+ jumps to END_FOR, 
 it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then POP_TOP).
 3.13 converts to bool explicitly (TO_BOOL) before conditional jumps and `not`.
 """
-from ..exc import Unsupported
-from ..variables.base import ConstantVariable
-from ..variables.live_iterators import iterator_over
-from ..variables.tensor import TensorVariable
+from ...exc import Unsupported
+from ...variables.base import ConstantVariable
+from ...variables.live_iterators import iterator_over
+from ...variables.tensor import TensorVariable
 from . import PY311, PY312, PY313, SINCE_312, handler
 
 

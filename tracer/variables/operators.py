@@ -1,4 +1,4 @@
-"""Binary, unary, comparison, identity and membership operators.
+"""Binary, unary, comparison, identity and membership operators on Variables.
 
 One dispatch for all of them: tensors become graph ops (`operator.add` etc. as the FX
 target), constants are folded with the real operator, sequences are combined item-wise,
@@ -7,30 +7,14 @@ and anything else is Unsupported rather than guessed.
 import collections
 import operator
 
-from bytecode_utils import BINARY_OP_NAMES, versions
-
 from ..exc import Unsupported, folding_error
-from ..variables.base import ConstantVariable, rely_on_identity
-from ..variables.containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
-from ..variables.sym import is_sym, sym_binary, sym_compare, sym_unary
-from ..variables.tensor import TensorVariable
-from . import handler
+from .base import ConstantVariable, rely_on_identity
+from .containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
+from .sym import is_sym, sym_binary, sym_compare, sym_unary
+from .tensor import TensorVariable
 
-_SYMBOL_TO_NAME = {
-    "+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
-    "**": "pow", "@": "matmul", "&": "and_", "|": "or_", "^": "xor", "<<": "lshift",
-    ">>": "rshift",
-}
 _CMP = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
         ">": operator.gt, ">=": operator.ge}
-
-
-def _opname(arg):
-    sym = BINARY_OP_NAMES[arg]
-    if sym.endswith("=") and sym not in ("==",):
-        base = _SYMBOL_TO_NAME[sym[:-1]]
-        return "i" + base.rstrip("_") if base.endswith("_") else "i" + base
-    return _SYMBOL_TO_NAME[sym]
 
 
 def _fold(fn, *values):
@@ -193,7 +177,7 @@ def _guard_default_eq(f, var, op):
     """An identity answer holds while the class still defines no __eq__ (nor __ne__ for
     `!=`): one added later (assigned, patched) must recompile."""
     if not var.is_constant():
-        from ..variables.objects import guard_type_entries
+        from .objects import guard_type_entries
         guard_type_entries(f, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
 
 
@@ -203,47 +187,3 @@ def contains(f, container, item):
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, container.as_constant(), item.as_constant())
     return container.call_method(f, "__contains__", [item], {})
-
-
-@handler("BINARY_OP")
-def BINARY_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    f.push(binary_op(f, _opname(inst.arg), a, b))
-
-
-@handler("COMPARE_OP")
-def COMPARE_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    result = compare(f, inst.argval, a, b)
-    if versions.compare_to_bool(inst) and not isinstance(result, TensorVariable):
-        result = ConstantVariable(f.truthy(result))
-    # (a tensor result stays a tensor: the jump or `not` that reads it breaks the graph, and
-    # its native form converts it, so the comparison itself stays in the graph)
-    f.push(result)
-
-
-@handler("IS_OP")
-def IS_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    f.push(compare(f, "is not" if inst.arg else "is", a, b))
-
-
-@handler("CONTAINS_OP")
-def CONTAINS_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    result = contains(f, b, a)
-    if inst.arg:
-        result = ConstantVariable(not f.truthy(result))
-    f.push(result)
-
-
-def _unary(name):
-    def h(f, inst):
-        f.push(unary_op(f, name, f.pop()))
-    return h
-
-
-handler("UNARY_NEGATIVE")(_unary("neg"))
-handler("UNARY_POSITIVE")(_unary("pos"))  # (3.12+: CALL_INTRINSIC_1 INTRINSIC_UNARY_POSITIVE)
-handler("UNARY_INVERT")(_unary("invert"))
-handler("UNARY_NOT")(_unary("not_"))

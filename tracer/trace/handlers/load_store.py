@@ -1,9 +1,9 @@
 """Loads and stores: locals, constants, globals, closure cells."""
 from bytecode_utils import versions
 
-from ..exc import Unsupported
-from ..variables.base import ConstantVariable
-from ..variables.functions import CellBox
+from ...exc import Unsupported
+from ...variables.base import ConstantVariable
+from ...variables.functions import CellBox
 from . import PY313, SINCE_312, UNTIL_312, handler
 
 
@@ -156,7 +156,7 @@ def NAME_OPS(f, inst):
     raise Unsupported(f"{inst.opname}: module or class body code is not traced")
 
 
-from ..variables.base import Variable  # noqa: E402
+from ...variables.base import Variable  # noqa: E402
 
 
 class NullVariable(Variable):

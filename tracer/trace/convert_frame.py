@@ -18,17 +18,18 @@ import torch
 from bytecode_utils import arg_names, decode
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
-from . import codegen, config, records
-from .backends import compile_graph
-from .cache import Entry, cache_for
-from .exc import BackendError, FullGraphError, StockLeaf, Unsupported
-from .graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
-from .rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
-from .shapes import SizePolicy, tensor_guards_with_dynamic_dims
-from .translator import BREAK, Frame, TraceContext
-from .variables.functions import real_cell_box
-from .variables.generators import collect_generators
-from .variables.torch_vars import leave_autocast
+from ..rewrite import codegen
+from ..runtime import config, records
+from ..graph.backends import compile_graph
+from ..runtime.cache import Entry, cache_for
+from ..exc import BackendError, FullGraphError, StockLeaf, Unsupported
+from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
+from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
+from ..graph.shapes import SizePolicy, tensor_guards_with_dynamic_dims
+from .frame import BREAK, Frame, TraceContext
+from ..variables.functions import real_cell_box
+from ..variables.generators import collect_generators
+from ..variables.torch_vars import leave_autocast
 
 log = logging.getLogger("tracer")
 
@@ -392,7 +393,7 @@ def _fallback(code, ctx, state, builtins, reason, location):
 def _never_intercept(code):
     """Rewritten code must not be handed to the frame hook again (it would be traced)."""
     try:
-        from .frame_hook import skip_code
+        from ..runtime.frame_hook import skip_code
     except ImportError:  # the C hook is not built: nothing can intercept it
         return
     skip_code(code)

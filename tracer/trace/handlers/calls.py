@@ -8,9 +8,9 @@ are CALL_KW's top operand (3.13). MAKE_FUNCTION takes its flags from the oparg u
 """
 from bytecode_utils import versions
 
-from ..exc import Unsupported
-from ..variables.containers import DictVariable
-from ..variables.functions import NestedFunctionVariable
+from ...exc import Unsupported
+from ...variables.containers import DictVariable
+from ...variables.functions import NestedFunctionVariable
 from . import PY311, PY313, UNTIL_312, handler
 from .load_store import NULL, NullVariable
 

@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .exc import Unsupported
+from ..exc import Unsupported
 from .node_meta import derived, set_value
 from .shapes import SYM_TYPES, Shapes
 
@@ -231,7 +231,7 @@ class _AtenSpy(TorchDispatchMode):
 
     `writes`: the storages (storage_id) the node writes, read off each op's schema (`Tensor(a!)`), so
     that a write hidden in an op's name (`batch_norm`'s running stats, `inplace=True`, `out=`)
-    counts as one (tracer/rerun.py asks which graph inputs a graph changes).
+    counts as one (tracer/rewrite/rerun.py asks which graph inputs a graph changes).
 
     `random`: an op drew random numbers (tagged `nondeterministic_seeded`: `uniform_`,
     dropout, a leaf module's `rrelu`), so running the node again would draw others."""

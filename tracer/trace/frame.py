@@ -17,23 +17,23 @@ from bytecode_utils import decode, versions
 from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate, QueryMatch
 from guards.sources import GlobalsDictSource, Source
 
-from . import node_meta
-from .exc import Unsupported, UserException
-from .frame_hook import is_skipped
+from ..graph import node_meta
+from ..exc import Unsupported, UserException
+from ..runtime.frame_hook import is_skipped
 from .handlers import HANDLERS
-from .output_graph import OutputGraph, getitem_node, storage_id
-from .side_effects import SideEffects
-from .variables.base import ConstantVariable, Variable, is_constant_value
-from .variables.builder import wrap
-from .variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
-                                   SizeVariable, StructSeqVariable, TupleVariable, is_structseq)
-from .variables.functions import CellBox
-from .variables.exceptions import OuterException, set_context
-from .variables.generators import GeneratorVariable, collect_generators
-from .variables.nn_module import NNModuleVariable, guard_module
-from .shapes import SYM_TYPES, is_symbolic
-from .variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
-from .variables.tensor import TensorVariable
+from ..graph.output_graph import getitem_node, storage_id
+from ..variables.base import ConstantVariable, Variable, is_constant_value
+from ..variables.builder import wrap
+from ..variables.containers import (BaseSequence, DictVariable, ListVariable, NamedTupleVariable,
+                                    SizeVariable, StructSeqVariable, TupleVariable, is_structseq)
+from ..variables.functions import CellBox
+from ..variables.exceptions import set_context
+from ..variables.generators import GeneratorVariable, collect_generators
+from ..variables.nn_module import NNModuleVariable, guard_module
+from ..graph.shapes import SYM_TYPES, is_symbolic
+from .context import TraceContext  # noqa: F401  (re-exported: Frame's callers build one)
+from ..variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
+from ..variables.tensor import TensorVariable
 
 MAX_INLINE_DEPTH = 32
 MAX_STEPS = 500_000
@@ -41,52 +41,6 @@ MAX_STEPS = 500_000
 # loop eager runs in milliseconds); past this many instructions with no op, the frame runs as
 # Python (not a graph break: its resume function would trace the rest of the loop again).
 MAX_STEPS_WITHOUT_OPS = 40_000
-
-
-class TraceContext:
-    """State shared by the root frame and every inlined frame of one trace."""
-
-    def __init__(self, code, f_globals, f_builtins, size_policy=None):
-        self.code = code
-        self.root_frame = None
-        self.f_globals = f_globals
-        self.f_builtins = f_builtins
-        self.output = OutputGraph(size_policy)
-        self.guards = []
-        self.side_effects = SideEffects()
-        self.wrap_memo = {}
-        self.input_tensor_sources = []
-        self.mutable_inputs = []
-        self.steps = 0
-        self.module_hooks_guarded = False
-        self.root_steps = 0       # instructions executed by the root frame
-        self.break_at = None      # stop the root frame before this step (graph break)
-        self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
-        self.autocast_stack = []  # AutocastVariables entered (for real too) and not left yet
-        self.autocast_at_stop = []  # ... when the trace stopped
-        self.entry_dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
-                                   torch._C._dispatch_tls_local_exclude_set())
-        self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
-        self.stock_leaves = set()  # types of stock nn modules kept as call_module (StockLeaf)
-        self.leaf_breaks = set()  # stock nn module types to call as Python (CodeCache.leaf_breaks)
-        self.frames = []          # every Frame of this trace
-        self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
-        self.frame_stack = []     # frames whose run() is executing, innermost last
-        self.generators = []      # GeneratorVariables made by the trace, not finished
-        self.foreign_generators = []  # real generators from outside that would run code on close
-        self.finalizing = False   # closing an unreachable generator (variables/generators.py)
-        # the handled exception per exception state (variables/exceptions.py): the thread's,
-        # then one per running generator; the caller's is not known until needed
-        self.exc_stack = [OuterException()]
-        self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
-        self.shape_marks = []     # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
-        self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
-        # an op was traced where a try/with of the traced code would catch its exception:
-        # if the graph raises there, the frame must rerun as Python (rerun.py)
-        self.ops_under_handler = False
-        # (root step, root instruction) of the first op that wrote a graph input in place
-        # while recording autograd history: where to break if the graph must rerun (rerun.py)
-        self.history_write_at = None
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -235,7 +189,7 @@ class Frame:
         if source is not None:
             from guards import TensorMatch
             self.guard(IdMatch(source, tensor))
-            from .variables.torch_vars import tensor_match
+            from ..variables.torch_vars import tensor_match
             self.guard(tensor_match(self.ctx, source, tensor))
         node = self.output.get_attr(tensor, path)
         var = TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
@@ -258,8 +212,8 @@ class Frame:
             self.ctx.module_hooks_guarded = True
             from torch.nn.modules import module as m
 
-            from .variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
-            from .variables.objects import guarded_type_lookup
+            from ..variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
+            from ..variables.objects import guarded_type_lookup
             self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOK_DICTS, "no global nn.Module hooks"))
             for name in _DISPATCH:  # torch's own call dispatch (module_dispatch_is_torchs)
                 guarded_type_lookup(self, ConstSource(torch.nn.Module), torch.nn.Module, name)
@@ -382,7 +336,7 @@ class Frame:
         module_guard): another object passing those guards may be the one passed next time,
         and the traced object may change meanwhile (`a.eval()`, a hook added). The graph then
         calls a private copy made now, whose state is exactly what the guards require."""
-        from .variables.nn_module import _stateless
+        from ..variables.nn_module import _stateless
         module = mod_var.module
         if mod_var.source is None or not _stateless(module) or module.__dict__.get("_modules"):
             return module
@@ -400,7 +354,7 @@ class Frame:
         owner = "_parameters" if isinstance(tensor, torch.nn.Parameter) else "_buffers"
         src = ItemSource(AttrSource(src, owner), parts[-1])
         self.guard(IdMatch(src, tensor))
-        from .variables.torch_vars import tensor_match
+        from ..variables.torch_vars import tensor_match
         self.guard(tensor_match(self.ctx, src, tensor))
 
     def _guard_leaf_attrs(self, mod_var):
@@ -413,7 +367,7 @@ class Frame:
             for sub in (mod_path.split(".") if mod_path else []):
                 src = ItemSource(AttrSource(src, "_modules"), sub)
             if mod_path:
-                from .variables.nn_module import module_guard
+                from ..variables.nn_module import module_guard
                 self.guard(module_guard(src, m))
             attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
             if attrs:  # one guard per module for all its plain attributes (cheaper per call)
@@ -469,27 +423,27 @@ class Frame:
             return ConstantVariable(example)
         if type(example) in (torch.no_grad, torch.enable_grad):
             # e.g. the `ctx_factory()` of @torch.no_grad(): a fresh grad-mode context manager
-            from .variables.torch_vars import GradModeVariable
+            from ..variables.torch_vars import GradModeVariable
             return GradModeVariable(type(example) is torch.enable_grad)
         raise Unsupported(f"torch op returned {type(example).__name__}, which has no graph meaning")
 
     def binary_op(self, name, a, b):
-        from .handlers.operators import binary_op
+        from ..variables.operators import binary_op
         return binary_op(self, name, a, b)
 
     def unary_op(self, name, a):
-        from .handlers.operators import unary_op
+        from ..variables.operators import unary_op
         return unary_op(self, name, a)
 
     def compare(self, op, a, b):
-        from .handlers.operators import compare
+        from ..variables.operators import compare
         return compare(self, op, a, b)
 
     def getitem(self, obj, key):
         return obj.getitem(self, key)
 
     def contains(self, container, item):
-        from .handlers.operators import contains
+        from ..variables.operators import contains
         return contains(self, container, item)
 
     # ---- calls ------------------------------------------------------------------------------
@@ -518,7 +472,7 @@ class Frame:
         return child.run()
 
     def zero_arg_super(self):
-        from .variables.objects import SuperVariable
+        from ..variables.objects import SuperVariable
         if "__class__" not in self.cells or self.code.co_argcount == 0:
             raise Unsupported("super() outside a method")
         cls = self.python_object(self.cells["__class__"].get(self))
@@ -684,7 +638,7 @@ def _to_fx(value):
     if value.is_constant():
         c = graph_constant(value.as_constant())
         return c, c
-    from .variables.torch_vars import TorchFunctionVariable
+    from ..variables.torch_vars import TorchFunctionVariable
     if isinstance(value, TorchFunctionVariable):
         if isinstance(value.fn, (types.BuiltinFunctionType, types.FunctionType)):
             # FX writes a function argument with repr(): `<built-in method sin ...>` is no code

@@ -26,8 +26,8 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateful
 
 from guards import ShapeMatch, TensorMatch, TensorPropSource
 
-from . import config
-from .exc import Unsupported
+from ..runtime import config
+from ..exc import Unsupported
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 

@@ -26,7 +26,7 @@ MAX_EVENTS = 10_000
 # One-element lists: the hot paths increment them without a global statement or lookup.
 HITS = [0]
 
-try:  # CompiledFunction's hits taken in C (tracer/_dispatch.c) are counted there
+try:  # CompiledFunction's hits taken in C (tracer/runtime/_dispatch.c) are counted there
     from ._dispatch import hits as _c_hits, reset_hits as _reset_c_hits
 except ImportError:
     def _c_hits():

@@ -34,8 +34,8 @@ import torch
 from bytecode_utils import arg_names, flatten_signature, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
 
-from . import records
-from .output_graph import UNKNOWN_STORAGE, storage_id
+from ..runtime import records
+from ..graph.output_graph import UNKNOWN_STORAGE, storage_id
 
 
 HISTORY = "the graph writes an input in place while recording autograd history"
@@ -229,7 +229,7 @@ class Plan:
                 if states is not None:
                     _set_rng_states(cuda, states)
                 raise
-        from .frame_hook import skip_code
+        from ..runtime.frame_hook import skip_code
         skip_code(run_restoring_on_error.__code__)
         run_restoring_on_error.__wrapped__ = compiled  # (tools/pyrender names the graph through it)
         return run_restoring_on_error
@@ -265,7 +265,7 @@ def _plain(code):
     the cache that holds the rewritten code (a reference back would keep both alive)."""
     plain = flatten_signature(code)
     try:
-        from .frame_hook import skip_code
+        from ..runtime.frame_hook import skip_code
         skip_code(plain)
     except ImportError:
         pass

@@ -11,9 +11,9 @@ are the specification followed here.
 import itertools
 import sys
 
-from .exc import Unsupported, user_error
-from .variables.base import ConstantVariable
-from .variables.containers import IteratorVariable, TupleVariable
+from ..exc import Unsupported, user_error
+from .base import ConstantVariable
+from .containers import IteratorVariable, TupleVariable
 
 IMPLS = {}
 
@@ -300,8 +300,8 @@ def _pairwise(tx, iterable):
 # ---- sys ------------------------------------------------------------------------------------
 @impl(sys.exc_info)
 def _exc_info(tx):
-    from .variables.exceptions import TracebackVariable, handled_exception
-    from .variables.objects import ClassVariable
+    from .exceptions import TracebackVariable, handled_exception
+    from .objects import ClassVariable
     exc = handled_exception(tx)
     if exc is None:
         return TupleVariable([ConstantVariable(None)] * 3)
@@ -311,7 +311,7 @@ def _exc_info(tx):
 if hasattr(sys, "exception"):
     @impl(sys.exception)
     def _exception(tx):
-        from .variables.exceptions import handled_exception
+        from .exceptions import handled_exception
         exc = handled_exception(tx)
         return exc if exc is not None else ConstantVariable(None)
 

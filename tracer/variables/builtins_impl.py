@@ -11,13 +11,13 @@ import operator
 
 import torch
 
-from .exc import Unsupported, UserException, folding_error, user_error
-from .variables.base import ConstantVariable, Variable, check_builtin_attr
-from .variables.functions import library_object
-from .variables.containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
-                                   TupleVariable)
-from .variables.sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
-from .variables.tensor import TensorVariable
+from ..exc import Unsupported, UserException, folding_error, user_error
+from .base import ConstantVariable, Variable, check_builtin_attr
+from .functions import library_object
+from .containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
+                         TupleVariable)
+from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
+from .tensor import TensorVariable
 
 _IMPLS = {}
 
@@ -208,8 +208,8 @@ def _custom_check(meta):
 
 @impl(callable)
 def _callable(tx, obj):
-    from .variables.functions import BaseFunctionVariable, BoundMethodVariable, BuiltinVariable, PartialVariable
-    from .variables.new_objects import NewObjectVariable
+    from .functions import BaseFunctionVariable, BoundMethodVariable, BuiltinVariable, PartialVariable
+    from .new_objects import NewObjectVariable
     if isinstance(obj, (BaseFunctionVariable, BuiltinVariable, BoundMethodVariable, PartialVariable)):
         return ConstantVariable(True)
     if isinstance(obj, NewObjectVariable):
@@ -270,7 +270,7 @@ def _delattr(tx, obj, name):
 
 @impl(type)
 def _type(tx, obj):
-    from .variables.objects import ClassVariable
+    from .objects import ClassVariable
     return ClassVariable(obj.python_type())
 
 
@@ -341,14 +341,14 @@ def _zip(tx, *iterables, strict=None):
 @impl(reversed)
 def _reversed(tx, seq):
     if type(seq) is ListVariable:
-        from .variables.live_iterators import ReversedListIteratorVariable
+        from .live_iterators import ReversedListIteratorVariable
         return ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
 
 
 @impl(iter)
 def _iter(tx, obj):
-    from .variables.live_iterators import iterator_over
+    from .live_iterators import iterator_over
     return iterator_over(tx, obj)
 
 
@@ -381,7 +381,7 @@ def _reversed_type(seq):
 def _next(tx, it, *default):
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it}")
-    from .variables.generators import GeneratorVariable
+    from .generators import GeneratorVariable
     if isinstance(it, GeneratorVariable):  # StopIteration carries the return value
         try:
             return it.call_method(tx, "__next__", [], {})
@@ -426,12 +426,12 @@ def _tuple(tx, iterable=None):
 
 @impl(dict)
 def _dict(tx, *args, **kwargs):
-    from .variables.collections_vars import make_dict
-    from .variables.objects import UserObjectVariable
+    from .collections_vars import make_dict
+    from .objects import UserObjectVariable
     if args and isinstance(args[0], UserObjectVariable) and isinstance(args[0].value, dict):
         # a dict subclass from the frame: CPython copies its storage unless the class changes
         # iteration, then reads it through keys() and the class's own []
-        from .variables.dict_storage import is_storage_method
+        from .dict_storage import is_storage_method
         t = type(args[0].value)
         if not (t.__iter__ is dict.__iter__ or args[0]._plain_dict("__iter__") and is_storage_method(t.__getitem__)):
             raise Unsupported(f"dict() of a {t.__name__} (read through its own iteration and [])")
@@ -501,7 +501,7 @@ def _make_ctor(cls):
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{cls.__name__}() of a tensor needs its value")
         if cls is str and len(args) == 1 and not args[0].is_constant():
-            from .variables.objects import ClassVariable
+            from .objects import ClassVariable
             meta = type(args[0].cls) if isinstance(args[0], ClassVariable) else None
             if meta is not None and meta.__repr__ is type.__repr__ and meta.__str__ is object.__str__:
                 # "<class 'm.C'>": fixed by the class's identity
@@ -517,7 +517,7 @@ def _make_ctor(cls):
 def _exception_str(var):
     """str(e) for a builtin exception with constant arguments (e.g. the AttributeError of a
     traced attribute miss, caught by `except AttributeError as e`); None otherwise."""
-    from .variables.objects import ExceptionVariable, is_builtin_exception
+    from .objects import ExceptionVariable, is_builtin_exception
     if not isinstance(var, ExceptionVariable) or not is_builtin_exception(var.cls):
         return None
     if not all(a.is_constant() for a in var.args):
@@ -527,7 +527,7 @@ def _exception_str(var):
 
 def _constant_exception(var):
     """A real exception equal to an ExceptionVariable whose args are constants (for str/repr)."""
-    from .variables.exceptions import ExceptionVariable
+    from .exceptions import ExceptionVariable
     if isinstance(var, ExceptionVariable) and all(a.is_constant() for a in var.args):
         return var.cls(*(a.as_constant() for a in var.args))
     return None
@@ -600,7 +600,7 @@ _IMPLS[all] = _make_anyall(False)
 
 @impl(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
-    from .variables.functions import PartialVariable
+    from .functions import PartialVariable
     return PartialVariable(fn, args, kwargs)
 
 
@@ -615,7 +615,7 @@ def _reduce(tx, fn, iterable, *initial):
 
 @impl(super)
 def _super(tx, *args):
-    from .variables.objects import SuperVariable
+    from .objects import SuperVariable
     if args:
         return SuperVariable(tx.python_object(args[0]), args[1])
     return tx.zero_arg_super()

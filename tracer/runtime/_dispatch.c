@@ -1,4 +1,4 @@
-/* tracer._dispatch: the cache-hit path of a compiled function, in C.
+/* tracer.runtime._dispatch: the cache-hit path of a compiled function, in C.
  *
  * CompiledFunction (tracer/api.py) derives from Dispatch. A call with exactly the function's
  * positional parameters (no keywords; a signature without star parameters) runs here: the
@@ -139,7 +139,7 @@ static PyMethodDef dispatch_methods[] = {
 
 static PyTypeObject DispatchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tracer._dispatch.Dispatch",
+    .tp_name = "tracer.runtime._dispatch.Dispatch",
     .tp_basicsize = sizeof(Dispatch),
     .tp_dealloc = (destructor)dispatch_dealloc,
     .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
@@ -190,7 +190,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "tracer._dispatch",
+    PyModuleDef_HEAD_INIT, "tracer.runtime._dispatch",
     "The cache-hit path of CompiledFunction in C (see the comment at the top of _dispatch.c).",
     -1, module_methods,
 };
