@@ -1,4 +1,4 @@
-"""A torch Python helper called with constants is inlined on trial (tracer/trace/speculate.py):
+"""A torch Python helper called with constants is inlined on trial (tracer/variables/speculate.py):
 folded without a guard that re-calls it on every cache hit, guarded on the switch it read,
 and called the old way, with no graph break, when the tracer refuses its code."""
 import types

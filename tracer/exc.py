@@ -48,37 +48,6 @@ class UserException(Unsupported):
         self.fresh = fresh  # raised by an operation: takes the handled exception as __context__
 
 
-def attribute_error(type_name, name):
-    """The AttributeError CPython raises for a missing attribute, with CPython's message."""
-    from .variables.base import ConstantVariable
-    from .variables.exceptions import ExceptionVariable
-    message = f"{type_name!r} object has no attribute {name!r}"
-    return UserException(AttributeError, f"{message} (the user code raises AttributeError)",
-                         ExceptionVariable(AttributeError, [ConstantVariable(message)]), fresh=True)
-
-
-def user_error(exc_type, *args):
-    """`exc_type(*args)` raised by the traced user code (e.g. IndexError for a list index out
-    of range, KeyError for a missing key), catchable by a try block in traced code."""
-    from .variables.base import ConstantVariable
-    from .variables.exceptions import ExceptionVariable
-    shown = ", ".join(repr(a) for a in args)
-    return UserException(exc_type, f"{exc_type.__name__}({shown}) (the user code raises it)",
-                         ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]), fresh=True)
-
-
-def folding_error(e, what):
-    """What the tracer raises when folding `what` on constants raised `e`: the same exception,
-    raised by the traced user code (a UserException, catchable by a traced `try`), when it is
-    a builtin exception with constant arguments; otherwise Unsupported (a graph break: the
-    instruction then raises natively, inside the user's handlers)."""
-    from .variables.base import is_constant_value
-    cls = type(e)
-    if cls.__module__ == "builtins" and isinstance(e, Exception) and all(is_constant_value(a) for a in e.args):
-        return user_error(cls, *e.args)
-    return Unsupported(f"{what} raises {cls.__name__} (the user code raises it)")
-
-
 class FullGraphError(RuntimeError):
     """Raised to the user when fullgraph=True and the frame could not be captured whole."""
 

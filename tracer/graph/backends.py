@@ -29,11 +29,29 @@ def call_forward(module, *args, **kwargs):
 _jit_tracing = torch._C._get_tracing_state
 
 
+_DISPATCH = ("__call__", "_wrapped_call_impl", "_call_impl")  # nn.Module's call, in order
+
+
+def is_module_dispatch(fn):
+    """`fn` is one of nn.Module's call-dispatch functions (called on a module: dispatch())."""
+    return any(torch.nn.Module.__dict__.get(name) is fn for name in _DISPATCH)
+
+
+def module_dispatch_is_torchs():
+    """Whether nn.Module's call dispatch is torch's own, not patched process-wide (profilers
+    and debugging shims wrap `__call__` or `_call_impl`). The tracer models that dispatch
+    (hooks, then forward) and the eager backend skips it (backends.call_forward): both only
+    hold for torch's own."""
+    file = torch.nn.modules.module.__file__
+    return all(getattr(getattr(torch.nn.Module.__dict__.get(name), "__code__", None), "co_filename", None)
+               == file for name in _DISPATCH) and \
+        torch.nn.Module.__dict__["__call__"] is torch.nn.Module.__dict__["_wrapped_call_impl"]
+
+
 def direct_module_calls(gm):
     """A GraphModule running gm's graph with each call_module node calling the module's
     forward through call_forward. gm itself (the graph users see in dumps and explain())
     keeps its call_module nodes; other backends get it as it is."""
-    from ..variables.nn_module import module_dispatch_is_torchs
     if not any(n.op == "call_module" for n in gm.graph.nodes) or not module_dispatch_is_torchs():
         return gm
     graph = torch.fx.Graph()

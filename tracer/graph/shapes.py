@@ -27,6 +27,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateful
 from guards import ShapeMatch, TensorMatch, TensorPropSource
 
 from ..runtime import config
+from ..runtime.cache import FrameSizes
 from ..exc import Unsupported
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -50,53 +51,6 @@ def constant_of(value):
     return int(expr) if isinstance(value, torch.SymInt) else float(expr)
 
 
-class FrameSizes:
-    """What earlier traces of one code object saw, per source (automatic dynamic).
-
-    A tensor: its sizes, with None for a dimension that already differed between traces.
-    An int: its value, or None once it differed. `notes` says what became dynamic and why,
-    for the recompile record."""
-
-    def __init__(self):
-        self.seen = {}
-        self.notes = []
-        self.static_floats = False  # a backend refused SymFloat inputs: floats stay constants
-
-    def tensor_dims(self, source, sizes):
-        """Dimensions of `source` that differ from an earlier trace (now and for good)."""
-        prev = self.seen.get(source)
-        if prev is None or not isinstance(prev, list) or len(prev) != len(sizes):
-            self.seen[source] = list(sizes)
-            return set()
-        dims = set()
-        for i, (was, now) in enumerate(zip(prev, sizes)):
-            if was is None:
-                dims.add(i)
-            elif was != now:
-                prev[i] = None
-                dims.add(i)
-                self.notes.append(f"{source.name()}.size({i}) changed {was} -> {now}: now dynamic")
-        return dims
-
-    def int_dynamic(self, source, value):
-        prev = self.seen.get(source, _UNSEEN)
-        if prev is _UNSEEN or isinstance(prev, list):
-            self.seen[source] = value
-            return False
-        if prev is None:
-            return True
-        if prev != value:
-            self.seen[source] = None
-            self.notes.append(f"{source.name()} changed {prev} -> {value}: now a symbolic int")
-            return True
-        return False
-
-    def take_notes(self):
-        out, self.notes = self.notes, []
-        return out
-
-
-_UNSEEN = object()
 
 
 class SizePolicy:
@@ -360,4 +314,4 @@ def _shape_match(expr, sources):
         raise Unsupported(f"size guard {expr!r} cannot be checked: {e}") from e
 
 
-__all__ = ["Shapes", "SizePolicy", "FrameSizes", "is_symbolic", "constant_of", "SYM_TYPES"]
+__all__ = ["Shapes", "SizePolicy", "is_symbolic", "constant_of", "SYM_TYPES"]

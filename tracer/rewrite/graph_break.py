@@ -30,9 +30,9 @@ from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NUL
 from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
 from ..exc import Unsupported
 from ..variables.base import ConstantVariable
-from ..trace.handlers.load_store import NullVariable
 from ..variables.exceptions import ExcInfoSlot, OuterException
 from ..variables.generators import holders_of_pending_generators
+from ..variables.stack_values import NullVariable
 
 # opname -> (values popped, values pushed); CALL/CALL_FUNCTION_EX computed from the arg.
 _SHAPES = {

@@ -22,3 +22,11 @@ import os
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
+
+# Limits of one trace (constants, not switches).
+MAX_INLINE_DEPTH = 32  # nested inlined calls (recursion is a graph break past this)
+MAX_STEPS = 500_000
+# Unrolling a long loop of plain Python into an empty graph only costs time (seconds for a
+# loop eager runs in milliseconds); past this many instructions with no op, the frame runs as
+# Python (not a graph break: its resume function would trace the rest of the loop again).
+MAX_STEPS_WITHOUT_OPS = 40_000

@@ -19,6 +19,7 @@ from guards.sources import GlobalsDictSource, Source
 
 from ..graph import node_meta
 from ..exc import Unsupported, UserException
+from ..runtime import config
 from ..runtime.frame_hook import is_skipped
 from .handlers import HANDLERS
 from ..graph.output_graph import getitem_node, storage_id
@@ -35,12 +36,6 @@ from .context import TraceContext  # noqa: F401  (re-exported: Frame's callers b
 from ..variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
 from ..variables.tensor import TensorVariable
 
-MAX_INLINE_DEPTH = 32
-MAX_STEPS = 500_000
-# Unrolling a long loop of plain Python into an empty graph only costs time (seconds for a
-# loop eager runs in milliseconds); past this many instructions with no op, the frame runs as
-# Python (not a graph break: its resume function would trace the rest of the loop again).
-MAX_STEPS_WITHOUT_OPS = 40_000
 
 
 BREAK = object()  # returned by Frame.run when it stopped at ctx.break_at
@@ -99,9 +94,9 @@ class Frame:
                 self.ctx.root_steps += 1
             self.ip += 1
             self.ctx.steps += 1
-            if self.ctx.steps > MAX_STEPS:
-                raise Unsupported(f"trace longer than {MAX_STEPS} instructions (unbounded loop?)", breakable=False)
-            if ctx.steps % 4096 == 0 and ctx.steps >= MAX_STEPS_WITHOUT_OPS and not ctx.output.count_ops():
+            if self.ctx.steps > config.MAX_STEPS:
+                raise Unsupported(f"trace longer than {config.MAX_STEPS} instructions (unbounded loop?)", breakable=False)
+            if ctx.steps % 4096 == 0 and ctx.steps >= config.MAX_STEPS_WITHOUT_OPS and not ctx.output.count_ops():
                 raise Unsupported(f"{ctx.steps} instructions traced and not one tensor operation: "
                                   f"a loop of plain Python runs as Python", breakable=False)
             handler = HANDLERS.get(inst.opname)
@@ -452,8 +447,8 @@ class Frame:
 
     def inline_call(self, fn_var, args, kwargs):
         code = fn_var.get_code()
-        if self.depth + 1 > MAX_INLINE_DEPTH:
-            raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
+        if self.depth + 1 > config.MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining deeper than {config.MAX_INLINE_DEPTH} calls (recursion?)")
         if code.co_flags & (0x80 | 0x100 | 0x200):
             raise Unsupported(f"call to coroutine/async generator function {code.co_name}")
         if is_skipped(code):

@@ -102,7 +102,7 @@ def check_builtin_attr(var, name):
         return
     if (type(t) is type and t.__module__ == "builtins" and not t.__dictoffset__
             and not hasattr(t, name)):
-        from ..exc import attribute_error
+        from .exceptions import attribute_error
         raise attribute_error(t.__name__, name)
 
 
@@ -207,7 +207,7 @@ class ConstantVariable(Variable):
             item = self.value[key.as_constant()]
             return self if item is self.value else ConstantVariable(item)  # t[:] is t
         except Exception as e:  # noqa: BLE001 - "abc"[7], (1, 2)["x"]: the user code raises it
-            from ..exc import folding_error
+            from .exceptions import folding_error
             raise folding_error(e, f"{type(self.value).__name__}[...]") from None
 
     def iterate(self, tx):
@@ -222,7 +222,7 @@ class ConstantVariable(Variable):
         try:
             return len(self.value)
         except Exception as e:  # noqa: BLE001 - len(range(1 << 100)) raises OverflowError, as in the user code
-            from ..exc import folding_error
+            from .exceptions import folding_error
             raise folding_error(e, "len(...)") from None
 
     def hasattr(self, tx, name):

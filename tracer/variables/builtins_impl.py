@@ -11,7 +11,8 @@ import operator
 
 import torch
 
-from ..exc import Unsupported, UserException, folding_error, user_error
+from ..exc import Unsupported, UserException
+from .exceptions import folding_error, user_error
 from .base import ConstantVariable, Variable, check_builtin_attr
 from .functions import library_object
 from .containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,

@@ -10,7 +10,8 @@ new item is a mutation like any other). An OrderedDict is a DictVariable with
 import collections
 import types
 
-from ..exc import Unsupported, attribute_error, user_error
+from ..exc import Unsupported
+from .exceptions import attribute_error, user_error
 from .base import ConstantVariable, Variable
 from .containers import DictVariable, ListVariable, _const_key, key_error, key_variable, method_of
 

@@ -8,7 +8,9 @@ rebuilt only if they escape (returned, stored).
 """
 import collections
 
-from ..exc import Unsupported, user_error
+from ..exc import Unsupported
+from .exceptions import user_error
+from ..runtime import config
 from .base import ConstantVariable, TempVariable, Variable, rely_on_identity
 
 
@@ -139,11 +141,10 @@ class BaseSequence(Variable):
 
 def _bounded(tx):
     """Steps of a loop the tracer runs for the user's program (counted like instructions)."""
-    from ..trace.frame import MAX_STEPS
     while True:
         tx.ctx.steps += 1
-        if tx.ctx.steps > MAX_STEPS:
-            raise Unsupported(f"trace longer than {MAX_STEPS} steps (an endless iterator?)")
+        if tx.ctx.steps > config.MAX_STEPS:
+            raise Unsupported(f"trace longer than {config.MAX_STEPS} steps (an endless iterator?)")
         yield
 
 

@@ -210,7 +210,7 @@ class DictReadMethod(Variable):
                 return args[1] if len(args) > 1 else ConstantVariable(None)
             if hasattr(type(self.obj.value), "__missing__"):  # dict's [] calls it (defaultdict)
                 raise Unsupported(f"missing key of a {type(self.obj.value).__name__} with __missing__")
-            from ..exc import user_error
+            from .exceptions import user_error
             raise user_error(KeyError, key)
         if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
             keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]

@@ -17,8 +17,8 @@ handled exception in the rewritten frame and in the resume function (graph_break
 """
 import sys
 
-from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from ..exc import Unsupported, UserException
+from .base import ConstantVariable, Variable, is_constant_value
 
 
 def is_builtin_exception(cls):
@@ -197,3 +197,31 @@ def set_context(tx, exc):
 def outer_handled():
     """At run time, in the rewritten frame: the exception its caller is handling."""
     return sys.exc_info()[1]
+
+
+# ---- the exceptions traced code raises, as CPython raises them -----------------------------
+
+def attribute_error(type_name, name):
+    """The AttributeError CPython raises for a missing attribute, with CPython's message."""
+    message = f"{type_name!r} object has no attribute {name!r}"
+    return UserException(AttributeError, f"{message} (the user code raises AttributeError)",
+                         ExceptionVariable(AttributeError, [ConstantVariable(message)]), fresh=True)
+
+
+def user_error(exc_type, *args):
+    """`exc_type(*args)` raised by the traced user code (e.g. IndexError for a list index out
+    of range, KeyError for a missing key), catchable by a try block in traced code."""
+    shown = ", ".join(repr(a) for a in args)
+    return UserException(exc_type, f"{exc_type.__name__}({shown}) (the user code raises it)",
+                         ExceptionVariable(exc_type, [ConstantVariable(a) for a in args]), fresh=True)
+
+
+def folding_error(e, what):
+    """What the tracer raises when folding `what` on constants raised `e`: the same exception,
+    raised by the traced user code (a UserException, catchable by a traced `try`), when it is
+    a builtin exception with constant arguments; otherwise Unsupported (a graph break: the
+    instruction then raises natively, inside the user's handlers)."""
+    cls = type(e)
+    if cls.__module__ == "builtins" and isinstance(e, Exception) and all(is_constant_value(a) for a in e.args):
+        return user_error(cls, *e.args)
+    return Unsupported(f"{what} raises {cls.__name__} (the user code raises it)")

@@ -14,7 +14,8 @@ import types
 
 from guards.sources import AttrSource, ItemSource
 
-from ..exc import Unsupported, UserException, attribute_error
+from ..exc import Unsupported, UserException
+from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 
@@ -475,7 +476,7 @@ def _call_constant_method(tx, obj, name, args, kwargs):
     try:
         result = getattr(obj.as_constant(), name)(*cargs, **ckw)
     except Exception as e:  # noqa: BLE001 - the user's call raises it
-        from ..exc import folding_error
+        from .exceptions import folding_error
         raise folding_error(e, f"{type(obj.as_constant()).__name__}.{name}(...)") from None
     if not is_constant_value(result) and not isinstance(result, list):
         raise Unsupported(f"{type(obj.as_constant()).__name__}.{name} result")

@@ -22,7 +22,8 @@ import types
 from bytecode_utils.instructions import closing_runs_code
 from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
-from ..exc import Unsupported, UserException, user_error
+from ..exc import Unsupported, UserException
+from .exceptions import user_error
 from .base import ConstantVariable, Variable
 from .containers import IteratorVariable
 
@@ -196,7 +197,7 @@ class GeneratorVariable(IteratorVariable):
         from bytecode_utils import live_locals
         from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL,
                                            make_generator_resume_code)
-        from ..trace.handlers.load_store import NullVariable
+        from .stack_values import NullVariable
         from .base import TempVariable
         from .containers import TupleVariable
         from .exceptions import ExcInfoSlot
@@ -362,7 +363,7 @@ def holders_of_pending_generators(ctx, local_vars, already):
 def _reaches_pending(ctx, var):
     foreign = {id(v) for v in ctx.foreign_generators}
     pending = {id(g) for g in ctx.generators if g.needs_finalizer()} | foreign
-    return bool(_walk([var], foreign) & pending)
+    return bool(_walk([var], foreign, ctx.frames) & pending)
 
 
 def _reachable(ctx, extra_roots):
@@ -376,12 +377,14 @@ def _reachable(ctx, extra_roots):
             [v for _var, attrs in se.attr_stores.values() for v in (_var, *attrs.values())],
             [v for _g, names in se.global_stores.values() for v in names.values()],
             [var for _value, var in ctx.wrap_memo.values() if id(var) not in foreign]]
-    return _walk(todo, foreign)
+    return _walk(todo, foreign, ctx.frames)
 
 
-def _walk(todo, foreign):
-    """ids of the GeneratorVariables (and foreign generator Variables) reachable from todo."""
-    from ..trace.frame import Frame
+def _walk(todo, foreign, frames):
+    """ids of the GeneratorVariables (and foreign generator Variables) reachable from todo;
+    `frames` are the trace's interpreter frames (a generator's body is one), whose stack,
+    locals and cells are followed."""
+    frame_ids = {id(fr) for fr in frames}
     from .containers import _IdKey
     from .functions import CellBox
     seen, found = set(), set()
@@ -399,7 +402,7 @@ def _walk(todo, foreign):
         elif isinstance(o, dict):
             todo.extend(o.keys())
             todo.extend(o.values())
-        elif isinstance(o, Frame):
+        elif id(o) in frame_ids:
             todo.extend(o.stack)
             todo.extend(o.locals.values())
             todo.extend(o.cells.values())

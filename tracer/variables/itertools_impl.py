@@ -11,7 +11,8 @@ are the specification followed here.
 import itertools
 import sys
 
-from ..exc import Unsupported, user_error
+from ..exc import Unsupported
+from .exceptions import user_error
 from .base import ConstantVariable
 from .containers import IteratorVariable, TupleVariable
 

@@ -10,7 +10,8 @@ own source, or the key's absence. Anything else (iteration, mutation) is Unsuppo
 from guards import LengthMatch, Predicate
 from guards.sources import ItemSource
 
-from ..exc import Unsupported, user_error
+from ..exc import Unsupported
+from .exceptions import user_error
 from .base import ConstantVariable, Variable
 
 _MISSING = object()

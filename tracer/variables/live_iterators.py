@@ -4,7 +4,8 @@ iterator `iter(v)` gives (GET_ITER, the iter() builtin). A list's is ListIterato
 (containers.py)."""
 import collections
 
-from ..exc import Unsupported, user_error
+from ..exc import Unsupported
+from .exceptions import user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListIteratorVariable, ListVariable,
                          SetVariable, TupleVariable, emit_iter_over, key_variable)
 

@@ -23,7 +23,8 @@ import types
 from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
-from ..exc import Unsupported, UserException, attribute_error
+from ..exc import Unsupported, UserException
+from .exceptions import attribute_error
 from .base import ConstantVariable, Variable
 from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 

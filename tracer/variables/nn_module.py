@@ -16,8 +16,10 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
+from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
 from ..runtime import config
-from ..exc import StockLeaf, Unsupported, UserException, attribute_error
+from ..exc import StockLeaf, Unsupported, UserException
+from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr
 
@@ -407,25 +409,6 @@ class NNModuleVariable(ObjectVariable):
 
     def __repr__(self):
         return f"NNModule({self.path}: {type(self.module).__name__})"
-
-
-_DISPATCH = ("__call__", "_wrapped_call_impl", "_call_impl")  # nn.Module's call, in order
-
-
-def is_module_dispatch(fn):
-    """`fn` is one of nn.Module's call-dispatch functions (called on a module: dispatch())."""
-    return any(torch.nn.Module.__dict__.get(name) is fn for name in _DISPATCH)
-
-
-def module_dispatch_is_torchs():
-    """Whether nn.Module's call dispatch is torch's own, not patched process-wide (profilers
-    and debugging shims wrap `__call__` or `_call_impl`). The tracer models that dispatch
-    (hooks, then forward) and the eager backend skips it (backends.call_forward): both only
-    hold for torch's own."""
-    file = torch.nn.modules.module.__file__
-    return all(getattr(getattr(torch.nn.Module.__dict__.get(name), "__code__", None), "co_filename", None)
-               == file for name in _DISPATCH) and \
-        torch.nn.Module.__dict__["__call__"] is torch.nn.Module.__dict__["_wrapped_call_impl"]
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")

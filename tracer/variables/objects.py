@@ -11,7 +11,8 @@ import types
 from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
-from ..exc import Unsupported, UserException, attribute_error, user_error
+from ..exc import Unsupported, UserException
+from .exceptions import attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
 from .dict_storage import DictStorage
 

@@ -7,7 +7,8 @@ and anything else is Unsupported rather than guessed.
 import collections
 import operator
 
-from ..exc import Unsupported, folding_error
+from ..exc import Unsupported
+from .exceptions import folding_error
 from .base import ConstantVariable, rely_on_identity
 from .containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
 from .sym import is_sym, sym_binary, sym_compare, sym_unary

@@ -13,7 +13,8 @@ import torch
 
 from guards import AttrSource, Predicate
 
-from ..exc import Unsupported, UserException, attribute_error
+from ..exc import Unsupported, UserException
+from .exceptions import attribute_error
 from ..graph.shapes import SYM_TYPES, constant_of, is_symbolic
 from .base import ConstantVariable, Variable, is_constant_value
 

@@ -9,7 +9,8 @@ import types
 import torch
 from guards import ConstSource
 
-from ..exc import Unsupported, attribute_error
+from ..exc import Unsupported
+from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
@@ -85,7 +86,7 @@ class TorchFunctionVariable(ObjectVariable):
             # being asked again in every guard check (speculate.py); refused, called as before.
             # (Sourced as this very object, which the trace already resolved: what its defaults
             # and closure hold is reached from it, and a write to them is replayed there.)
-            from ..trace.speculate import inline_on_trial
+            from .speculate import inline_on_trial
             from .functions import UserFunctionVariable
             out = inline_on_trial(tx, UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
             if out is not None:

@@ -3,9 +3,9 @@ from bytecode_utils import versions
 
 from ...exc import Unsupported
 from ...variables.base import check_builtin_attr
+from ...variables.stack_values import NULL, MethodRef
 from . import SINCE_312, handler
 from .containers import slice_of
-from .load_store import NULL
 
 
 def _push_callable(f, fn):
@@ -27,7 +27,7 @@ def LOAD_METHOD(f, inst):
     # NULL and a reference that binds when called, which CALL reads the same way.
     obj = f.pop()
     check_builtin_attr(obj, inst.argval)  # raises here, as CPython does, not at the call
-    _push_callable(f, _MethodRef(obj, inst.argval))
+    _push_callable(f, MethodRef(obj, inst.argval))
 
 
 @handler("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD", versions=SINCE_312)
@@ -43,35 +43,11 @@ def LOAD_SUPER_ATTR(f, inst):
         raise Unsupported(f"LOAD_SUPER_ATTR with {fn} instead of the builtin super")
     sup = SuperVariable(f.python_object(cls), obj)
     if inst.opname == "LOAD_SUPER_METHOD":  # bound when called, as LOAD_METHOD (3.11's
-        _push_callable(f, _MethodRef(sup, inst.argval))  # `super().m` is LOAD_METHOD)
+        _push_callable(f, MethodRef(sup, inst.argval))  # `super().m` is LOAD_METHOD)
     else:
         f.push(sup.getattr(f, inst.argval))
 
 
-
-
-from ...variables.base import Variable  # noqa: E402
-
-
-class _MethodRef(Variable):  # noqa: F811
-    """obj.name before the call: calling it goes through obj.call_method (no attribute object
-    is materialised, which is what lets Tensor/list/dict methods dispatch directly)."""
-
-    def __init__(self, obj, name):
-        super().__init__(None)
-        self.obj, self.name = obj, name
-
-    def call(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-    def getattr(self, tx, name):
-        return self.obj.getattr(tx, self.name).getattr(tx, name)
-
-    def reconstruct(self, cg):
-        """At a graph break between LOAD_METHOD and CALL: the bound attribute (with the NULL
-        below it, CALL then treats it as a plain callable)."""
-        cg.reconstruct(self.obj)
-        cg.load_attr(self.name)
 
 
 @handler("STORE_ATTR")

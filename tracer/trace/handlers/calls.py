@@ -11,8 +11,8 @@ from bytecode_utils import versions
 from ...exc import Unsupported
 from ...variables.containers import DictVariable
 from ...variables.functions import NestedFunctionVariable
+from ...variables.stack_values import NULL, NullVariable
 from . import PY311, PY313, UNTIL_312, handler
-from .load_store import NULL, NullVariable
 
 
 def _is_null(v):

@@ -8,7 +8,8 @@ traced code does not raise; a `raise` is Unsupported (graph breaks come in a lat
 """
 import dis
 
-from ...exc import Unsupported, UserException, user_error
+from ...exc import Unsupported, UserException
+from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable
 from ...variables.base import Variable
 from . import handler

@@ -4,6 +4,7 @@ from bytecode_utils import versions
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.functions import CellBox
+from ...variables.stack_values import NULL, CellRef, NullVariable
 from . import PY313, SINCE_312, UNTIL_312, handler
 
 
@@ -154,25 +155,3 @@ def DELETE_DEREF(f, inst):
 @handler("LOAD_LOCALS", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS", versions=SINCE_312)
 def NAME_OPS(f, inst):
     raise Unsupported(f"{inst.opname}: module or class body code is not traced")
-
-
-from ...variables.base import Variable  # noqa: E402
-
-
-class NullVariable(Variable):
-    """The NULL of a call's stack layout (PUSH_NULL, LOAD_GLOBAL/LOAD_ATTR with the low bit),
-    or a saved unbound local (LOAD_FAST_AND_CLEAR)."""
-
-    def __repr__(self):
-        return "NULL"
-
-
-class CellRef(Variable):
-    """What LOAD_CLOSURE pushes: the cell itself, consumed by MAKE_FUNCTION's closure tuple."""
-
-    def __init__(self, box):
-        super().__init__(None)
-        self.box = box
-
-
-NULL = NullVariable()

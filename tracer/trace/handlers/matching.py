@@ -4,7 +4,8 @@ MATCH_KEYS, MATCH_CLASS. (GET_LEN, UNPACK_*, COPY and the jumps are shared with 
 Each decides on what the trace knows exactly: the subject's type (guarded), the keys of a
 dict, the attributes of an object. A subject whose type is not known is Unsupported.
 """
-from ...exc import Unsupported, UserException, user_error
+from ...exc import Unsupported, UserException
+from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable
 from ...variables.containers import TupleVariable
 from . import handler
