@@ -14,6 +14,7 @@ import types
 from typing import Iterable, Sequence
 
 from .instructions import Instruction, PerCode, decode, is_jump, is_terminator
+from .codegen import arg_names
 
 __all__ = [
     "jump_targets",
@@ -194,7 +195,6 @@ def _live_locals(code_or_instrs, cellvars, argnames, values_only):
         if cellvars is None:
             cellvars = code.co_cellvars
         if argnames is None:
-            from .codegen import arg_names
 
             argnames = arg_names(code)
     else:

@@ -17,6 +17,7 @@ import bytecode as _bc
 from . import versions
 from .codegen import GENERATOR_FLAGS, check_slots
 from .instructions import PerCode
+from .instructions import decode
 
 
 CO_VARARGS = 0x04
@@ -56,7 +57,6 @@ def resume_arg_order(code: types.CodeType, args: list[str]) -> list[str]:
 def _keep_try_depths(code, items):
     """Set each TryBegin's stack depth from the compiler's exception table, since the dead
     prefix of the stream makes flow-based recomputation impossible."""
-    from .instructions import decode
     decoded = decode(code)
     n_real = 0
     pending = []
@@ -218,7 +218,6 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
                    else _bc.Instr("YIELD_VALUE", lineno=lineno),
                    _bc.Instr("RESUME", resume_ins.arg, lineno=lineno)]
         if covering is not None:
-            from .instructions import decode
             tb = _bc.TryBegin(covering.target, push_lasti=covering.push_lasti,
                               stack_depth=decode(code)[target - 1].exn.depth)
             priming = [tb, *priming[:2], _bc.TryEnd(tb), priming[2]]

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from .sources import Source, const_key
+from .codegen import ExprContext
 
 
 class Guard:
@@ -192,7 +193,6 @@ def exact_equal(a: Any, b: Any) -> bool:
 
 def check_const_supported(value: Any) -> bool:
     """True if ConstMatch can guard ``value`` exactly."""
-    from .codegen import ExprContext
 
     try:
         _const_cond(ExprContext(), "L", value)

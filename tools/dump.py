@@ -43,6 +43,13 @@ import importlib.util
 import json
 import os
 import sys
+from tracer.runtime import logs
+from tracer.runtime import cache, logs
+from .pyrender import render_code
+from .trace_report import write_trace_html
+from .text import render_text
+from .html_report import write_html
+from .export import export_graphs
 
 SCHEMA_VERSION = 1
 _TENSOR_FNS = ("randn", "rand", "zeros", "ones", "arange", "randint")
@@ -139,7 +146,6 @@ def describe_value(v):
 def trace_call(obj, args, kwargs, backend="eager"):
     """Compile `obj`, call it once; returns (output, [(code, entry)] traced during the call)."""
     import tracer
-    from tracer.runtime import logs
     tracer.reset()
     compiled = tracer.compile(obj, backend=backend)
     with logs.record() as recorded, contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report
@@ -202,8 +208,6 @@ def _code_lines(code):
 
 
 def frame_report(index, code, entry):
-    from tracer.runtime import cache, logs
-    from .pyrender import render_code
     entries = cache.cache_for(code).entries
     graphs = getattr(entry, "graphs", None) or ([entry.graph] if entry.graph is not None else [])
     breaks = []
@@ -264,7 +268,6 @@ def main(argv=None):
     if opts.trace:
         if not opts.html:
             parser.error("--trace needs --html OUT.html")
-        from .trace_report import write_trace_html
         n = write_trace_html(opts.trace, opts.html)
         print(f"tracer-dump: wrote {opts.html} ({n} events)", file=sys.stderr)
         return 0
@@ -281,11 +284,9 @@ def main(argv=None):
     if opts.json:
         print(json.dumps(report, indent=1))
     else:
-        from .text import render_text
         color = sys.stdout.isatty() and not opts.no_color and not os.environ.get("NO_COLOR")
         sys.stdout.write(render_text(report, color=color))
     if opts.html:
-        from .html_report import write_html
         write_html(report, recorded, opts.html)
         print(f"tracer-dump: wrote {opts.html}", file=sys.stderr)
     if opts.export and opts.export.endswith(".pt2"):
@@ -299,7 +300,6 @@ def main(argv=None):
         print(f"tracer-dump: wrote {opts.export} (torch.export.load it; "
               f"{len(ep.tracer_assumptions)} assumptions export does not check)", file=sys.stderr)
     elif opts.export:
-        from .export import export_graphs
         written = export_graphs(recorded, opts.export, target=opts.target)
         print(f"tracer-dump: wrote {', '.join(written)}", file=sys.stderr)
     return 0

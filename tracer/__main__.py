@@ -1,5 +1,6 @@
 """`python -m tracer dump TARGET [options]`: the same as the `tracer-dump` command."""
 import sys
+from tools.dump import main as dump_main
 
 
 def main(argv=None):
@@ -8,7 +9,6 @@ def main(argv=None):
         print("usage: python -m tracer dump TARGET [options]   (see: python -m tracer dump --help)",
               file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    from tools.dump import main as dump_main
     return dump_main(argv[1:])
 
 

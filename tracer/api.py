@@ -16,6 +16,8 @@ from .graph.backends import resolve
 from .check import checked
 from .trace.convert_frame import convert_frame
 from .runtime.frame_hook import hook, skip_code
+from .runtime.frame_hook import clear_thread_caches
+from .capture import FrameCallback
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
@@ -152,7 +154,6 @@ class CompiledFunction(_DispatchBase or object):
                          for c, r in self._hits]
 
     def _fallback_callback(self):
-        from .capture import FrameCallback
         return FrameCallback(self._backend, self._fullgraph, dynamic=self._dynamic)
 
     def _unflatten(self, L):
@@ -313,5 +314,4 @@ def _trampoline(target):
 def reset():
     """Drop every cache entry (and the frame hook's per-thread recycled objects)."""
     cache.reset()
-    from .runtime.frame_hook import clear_thread_caches
     clear_thread_caches()

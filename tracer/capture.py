@@ -36,6 +36,7 @@ from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
 from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type
+from .runtime.frame_hook import skip_code
 
 log = logging.getLogger("tracer")
 
@@ -212,7 +213,6 @@ def _report_callback_error(exc, code):
 
 
 def _skip_own_frames():
-    from .runtime.frame_hook import skip_code
     for fn in (capture.__enter__, capture.__exit__, FrameCallback.__call__, FrameCallback._compile,
                FrameCallback._refresh, frame_rule, should_skip, _report_callback_error):
         skip_code(fn.__code__)
@@ -227,7 +227,6 @@ def _skip_native_regions():
     its function eagerly in backward and checks that the recomputation saves the same
     tensors as the first run, which traced code need not (the traced case is a subgraph:
     variables/checkpoint.py)."""
-    from .runtime.frame_hook import skip_code
     import torch.utils.checkpoint as ckpt
     fn = getattr(ckpt.checkpoint, "__wrapped__", ckpt.checkpoint)
     skip_code(fn.__code__, recursive=True)

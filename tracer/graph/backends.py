@@ -7,6 +7,7 @@ differentiates), "inductor" is torch's own compiler. A callable is used as is.
 import torch
 
 from ..exc import BackendError
+from ..runtime.frame_hook import skip_code
 
 
 def eager(gm, example_inputs):
@@ -113,7 +114,6 @@ def _unhooked(compiled):
     Python frames its kernels start (a custom op's Python implementation, an autograd
     Function) are the graph's own work, not user frames to trace. Marks the callable's code
     (a GraphModule's generated forward) or, for other callables, wraps it once."""
-    from ..runtime.frame_hook import skip_code
     code = getattr(getattr(compiled, "__func__", compiled), "__code__", None)
     if code is not None:
         skip_code(code, recursive=True)
@@ -125,7 +125,6 @@ def _unhooked(compiled):
 
 
 def _mark_wrapper():
-    from ..runtime.frame_hook import skip_code
     skip_code(_unhooked(len).__code__, recursive=True)  # the one code object of run_graph
 
 

@@ -5,6 +5,7 @@ here: containers that came from the frame and were changed, attributes stored on
 objects/modules, globals assigned. Reads during the rest of the trace see the pending
 values; the rewritten code replays the final state after the graph has run (codegen.py).
 """
+from ..exc import Unsupported
 
 
 class SideEffects:
@@ -26,7 +27,6 @@ class SideEffects:
         """`raw`: replayed as object.__setattr__(obj, name, value), for a store the trace made
         from inside the class's own __setattr__ (which a plain store would run again)."""
         if var.source is None:
-            from ..exc import Unsupported
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
         self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
         if raw:

@@ -25,6 +25,9 @@ from ..variables.containers import (DictVariable, IteratorVariable, ListVariable
 from ..variables.collections_vars import DequeVariable
 from ..variables.dict_storage import refill_storage
 from ..variables.tensor import TensorVariable
+from ..variables.containers import DictVariable, TupleVariable
+from ..runtime.frame_hook import untraced
+from .rerun import graph_raised
 
 GRAPH_OUT = "___graph_out"
 
@@ -209,7 +212,6 @@ def side_effect_values(cg, frame):
         elif box.dirty and name in frame.code.co_cellvars:  # the frame's own cells: closures made
             stores.append(("cellvar", name, _value_into_tmp(cg, box.get(frame))))  # here read them
     for fn, args, kwargs in se.deferred_calls:
-        from ..variables.containers import DictVariable, TupleVariable
         stores.append(("call", fn, _value_into_tmp(cg, TupleVariable(args)),
                        _value_into_tmp(cg, DictVariable(kwargs))))
     root_boxes = {id(b) for b in frame.cells.values()}
@@ -385,8 +387,6 @@ def assemble(code, instrs, slot, compiled_fn, rerun=None):
     `rerun` (a rerun.Plan): an exception from the graph becomes rerun.RERUN, which the code
     checks for."""
     if slot is not None:
-        from ..runtime.frame_hook import untraced
-        from .rerun import graph_raised
         on_error = graph_raised(code.co_qualname, rerun.grad_mode) if rerun is not None else None
         graph_fn = untraced(compiled_fn, on_error)
         for ins in instrs:

@@ -36,6 +36,7 @@ from bytecode_utils.codegen import GENERATOR_FLAGS
 
 from ..runtime import records
 from ..graph.output_graph import UNKNOWN_STORAGE, storage_id
+from ..runtime.frame_hook import skip_code
 
 
 HISTORY = "the graph writes an input in place while recording autograd history"
@@ -229,7 +230,6 @@ class Plan:
                 if states is not None:
                     _set_rng_states(cuda, states)
                 raise
-        from ..runtime.frame_hook import skip_code
         skip_code(run_restoring_on_error.__code__)
         run_restoring_on_error.__wrapped__ = compiled  # (tools/pyrender names the graph through it)
         return run_restoring_on_error

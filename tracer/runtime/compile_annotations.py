@@ -27,6 +27,7 @@ Nothing here imports torch._dynamo: the annotations can only exist if the user's
 imported it, so each check looks the module up in sys.modules.
 """
 import sys
+from .frame_hook import skip_code
 
 
 def _dynamo_attr(module, name):
@@ -88,5 +89,4 @@ def skip_disabled_frames(fn):
     code = getattr(getattr(info[0], "__func__", info[0]), "__code__", None)
     if code is None:
         return
-    from .frame_hook import skip_code
     skip_code(code, recursive=bool(info[1]))

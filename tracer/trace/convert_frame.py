@@ -30,6 +30,7 @@ from .frame import BREAK, Frame, TraceContext
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
 from ..variables.torch_vars import leave_autocast
+from bytecode_utils import versions
 
 log = logging.getLogger("tracer")
 
@@ -358,7 +359,6 @@ def _hand_grad_mode_to_bytecode(ctx, instrs):
     rewritten code then sets the mode the traced code had reached (e.g. a break inside
     `with torch.no_grad()`), right after the graph call."""
     import bytecode as bc
-    from bytecode_utils import versions
     ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
     at = next(i for i, ins in enumerate(instrs)
               if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)

@@ -35,6 +35,23 @@ from ..graph.shapes import SYM_TYPES, is_symbolic
 from .context import TraceContext  # noqa: F401  (re-exported: Frame's callers build one)
 from ..variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
 from ..variables.tensor import TensorVariable
+from guards.guard import AUTOCAST_DEVICES
+from ..variables.torch_vars import TorchFunctionVariable
+from .handlers.exceptions import exception_value
+from ..variables.nn_module import _stateless
+from guards import AttrSource, TensorMatch
+from ..variables.torch_vars import tensor_match
+from guards import AttrSource
+from ..variables.operators import binary_op
+from ..variables.operators import unary_op
+from ..variables.operators import compare
+from ..variables.operators import contains
+from ..variables.objects import SuperVariable
+from guards import TensorMatch
+from ..variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
+from ..variables.objects import guarded_type_lookup
+from ..variables.torch_vars import GradModeVariable
+from ..variables.nn_module import module_guard
 
 
 
@@ -124,7 +141,6 @@ class Frame:
     def _to_handler(self, entry, exc):
         """Unwind to an exception-table handler the way CPython does: stack cut to the entry's
         depth, [lasti], then the exception."""
-        from .handlers.exceptions import exception_value
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(self.current.offset))
@@ -182,9 +198,7 @@ class Frame:
                 self.guard(IdMatch(source, tensor))
             return var
         if source is not None:
-            from guards import TensorMatch
             self.guard(IdMatch(source, tensor))
-            from ..variables.torch_vars import tensor_match
             self.guard(tensor_match(self.ctx, source, tensor))
         node = self.output.get_attr(tensor, path)
         var = TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
@@ -207,8 +221,6 @@ class Frame:
             self.ctx.module_hooks_guarded = True
             from torch.nn.modules import module as m
 
-            from ..variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
-            from ..variables.objects import guarded_type_lookup
             self.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOK_DICTS, "no global nn.Module hooks"))
             for name in _DISPATCH:  # torch's own call dispatch (module_dispatch_is_torchs)
                 guarded_type_lookup(self, ConstSource(torch.nn.Module), torch.nn.Module, name)
@@ -331,7 +343,6 @@ class Frame:
         module_guard): another object passing those guards may be the one passed next time,
         and the traced object may change meanwhile (`a.eval()`, a hook added). The graph then
         calls a private copy made now, whose state is exactly what the guards require."""
-        from ..variables.nn_module import _stateless
         module = mod_var.module
         if mod_var.source is None or not _stateless(module) or module.__dict__.get("_modules"):
             return module
@@ -341,7 +352,6 @@ class Frame:
         return copies[id(module)][1]
 
     def _guard_module_state(self, mod_var, dotted, tensor):
-        from guards import AttrSource, TensorMatch
         src = mod_var.source
         parts = dotted.split(".")
         for sub in parts[:-1]:
@@ -349,12 +359,10 @@ class Frame:
         owner = "_parameters" if isinstance(tensor, torch.nn.Parameter) else "_buffers"
         src = ItemSource(AttrSource(src, owner), parts[-1])
         self.guard(IdMatch(src, tensor))
-        from ..variables.torch_vars import tensor_match
         self.guard(tensor_match(self.ctx, src, tensor))
 
     def _guard_leaf_attrs(self, mod_var):
         """A leaf module's forward reads its plain attributes (training, eps, p, ...): guard them."""
-        from guards import AttrSource
         if mod_var.source is None:
             return
         for mod_path, m in mod_var.module.named_modules():
@@ -362,7 +370,6 @@ class Frame:
             for sub in (mod_path.split(".") if mod_path else []):
                 src = ItemSource(AttrSource(src, "_modules"), sub)
             if mod_path:
-                from ..variables.nn_module import module_guard
                 self.guard(module_guard(src, m))
             attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
             if attrs:  # one guard per module for all its plain attributes (cheaper per call)
@@ -418,27 +425,22 @@ class Frame:
             return ConstantVariable(example)
         if type(example) in (torch.no_grad, torch.enable_grad):
             # e.g. the `ctx_factory()` of @torch.no_grad(): a fresh grad-mode context manager
-            from ..variables.torch_vars import GradModeVariable
             return GradModeVariable(type(example) is torch.enable_grad)
         raise Unsupported(f"torch op returned {type(example).__name__}, which has no graph meaning")
 
     def binary_op(self, name, a, b):
-        from ..variables.operators import binary_op
         return binary_op(self, name, a, b)
 
     def unary_op(self, name, a):
-        from ..variables.operators import unary_op
         return unary_op(self, name, a)
 
     def compare(self, op, a, b):
-        from ..variables.operators import compare
         return compare(self, op, a, b)
 
     def getitem(self, obj, key):
         return obj.getitem(self, key)
 
     def contains(self, container, item):
-        from ..variables.operators import contains
         return contains(self, container, item)
 
     # ---- calls ------------------------------------------------------------------------------
@@ -467,7 +469,6 @@ class Frame:
         return child.run()
 
     def zero_arg_super(self):
-        from ..variables.objects import SuperVariable
         if "__class__" not in self.cells or self.code.co_argcount == 0:
             raise Unsupported("super() outside a method")
         cls = self.python_object(self.cells["__class__"].get(self))
@@ -498,7 +499,6 @@ _AUTOCAST_QUERIES = {torch.is_autocast_enabled}
 def _autocast_device_guarded(args, kwargs):
     """The device an autocast query asks about is one GlobalStateMatch compares
     (is_autocast_enabled() without one asks about cuda)."""
-    from guards.guard import AUTOCAST_DEVICES
     kw = dict(kwargs)
     if len(args) + len(kw) > 1 or set(kw) - {"device_type"}:
         return False
@@ -633,7 +633,6 @@ def _to_fx(value):
     if value.is_constant():
         c = graph_constant(value.as_constant())
         return c, c
-    from ..variables.torch_vars import TorchFunctionVariable
     if isinstance(value, TorchFunctionVariable):
         if isinstance(value.fn, (types.BuiltinFunctionType, types.FunctionType)):
             # FX writes a function argument with repr(): `<built-in method sin ...>` is no code

@@ -7,3 +7,13 @@ a user function builds lists): those imports are module objects imported at the 
 module (see docs/design.md). Above this layer sits the interpreter, which this package reaches
 only through the `tx` it is handed; below it, the graph, the runtime, guards and bytecode_utils.
 """
+
+# The package loads its modules in one fixed order, whichever module a caller names: `base`
+# first (every other module derives from it, and its own last lines start the chain of the
+# rest), then each module. tests/test_layers.py checks that this order loads the package in a
+# fresh process and that no module of it imports a layer above.
+from . import base  # noqa: E402,F401  (first)
+from . import (autograd_function, builder, builtins_impl, checkpoint, collections_vars, containers,  # noqa: E402,F401
+               copying, dict_storage, exceptions, folds, functions, generators, introspection,
+               itertools_impl, keyed_dict, live_iterators, new_objects, nn_module, objects, operators,
+               speculate, stack_values, sym, tensor, torch_vars)

@@ -19,6 +19,8 @@ import torch
 
 from ..exc import Unsupported
 from .base import Variable
+from ..graph.side_effects import SideEffects
+from ..graph import node_meta
 
 _FUNCTION_BASE_SETUP = torch.autograd.Function.setup_context
 _APPLY_FNS = weakref.WeakKeyDictionary()
@@ -60,8 +62,6 @@ class AutogradFunctionApplyVariable(Variable):
         self.fn_cls = fn_cls
 
     def call(self, tx, args, kwargs):
-        from .base import ConstantVariable
-        from .tensor import TensorVariable
         cls = self.fn_cls
         name = cls.__name__
         if kwargs:
@@ -72,16 +72,15 @@ class AutogradFunctionApplyVariable(Variable):
         if forward is None:
             raise Unsupported(f"{name}.forward is not a Python staticmethod")
         for a in args:
-            if not (isinstance(a, TensorVariable) or a.is_constant()):
+            if not (isinstance(a, tensor.TensorVariable) or a.is_constant()):
                 raise Unsupported(f"{name}.apply with an argument that is not a tensor or a constant")
         grad = torch.is_grad_enabled()
-        needs = tuple(bool(isinstance(a, TensorVariable) and a.example.requires_grad and grad)
+        needs = tuple(bool(isinstance(a, tensor.TensorVariable) and a.example.requires_grad and grad)
                       for a in args)
         outputs = _scratch_forward(tx, cls, forward, args, needs)
         example = _with_autograd_flags(outputs, any(needs))
-        fx_args = [a.node if isinstance(a, TensorVariable) else a.as_constant() for a in args]
+        fx_args = [a.node if isinstance(a, tensor.TensorVariable) else a.as_constant() for a in args]
         node = tx.output.graph.create_node("call_function", apply_fn(cls), tuple(fx_args), {})
-        from ..graph import node_meta
         node_meta.annotate(tx, node, example, cls.apply)
         return tx.wrap_result(node, example)
 
@@ -102,13 +101,6 @@ def _static_function(cls, name):
 
 def _scratch_forward(tx, cls, forward, args, needs):
     """Trace F.forward(ctx, *args) into a throw-away graph; the fake outputs."""
-    from ..graph.side_effects import SideEffects
-    from .base import ConstantVariable
-    from .containers import BaseSequence
-    from .functions import UserFunctionVariable
-    from .new_objects import construct
-    from .objects import ClassVariable
-    from .tensor import TensorVariable
     ctx = tx.ctx
     saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
              list(ctx.mutable_inputs))
@@ -118,18 +110,18 @@ def _scratch_forward(tx, cls, forward, args, needs):
     prev_grad = torch.is_grad_enabled()
     torch._C._set_grad_enabled(False)  # forward runs under no_grad
     try:
-        fctx = construct(tx, ClassVariable(TraceCtx), [ConstantVariable(needs)], {})
-        result = UserFunctionVariable(forward).call(tx, [fctx, *args], {})
+        fctx = new_objects.construct(tx, objects.ClassVariable(TraceCtx), [base.ConstantVariable(needs)], {})
+        result = functions.UserFunctionVariable(forward).call(tx, [fctx, *args], {})
         if not ctx.side_effects.is_empty():
             raise Unsupported(f"{cls.__name__}.forward changes state outside itself")
     finally:
         torch._C._set_grad_enabled(prev_grad)
         ctx.output, ctx.side_effects, ctx.wrap_memo = saved[:3]
         ctx.input_tensor_sources[:], ctx.mutable_inputs[:] = saved[3], saved[4]
-    if isinstance(result, TensorVariable):
+    if isinstance(result, tensor.TensorVariable):
         return result.example
-    if isinstance(result, BaseSequence) and result.python_type() is tuple and \
-            all(isinstance(r, TensorVariable) for r in result.items):
+    if isinstance(result, containers.BaseSequence) and result.python_type() is tuple and \
+            all(isinstance(r, tensor.TensorVariable) for r in result.items):
         return tuple(r.example for r in result.items)
     raise Unsupported(f"{cls.__name__}.forward returns {result}, not tensors")
 
@@ -144,3 +136,9 @@ def _with_autograd_flags(outputs, any_needs_grad):
     if isinstance(outputs, tuple):
         return tuple(one(t) for t in outputs)
     return one(outputs)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import base, containers, functions, new_objects, objects, tensor  # noqa: E402

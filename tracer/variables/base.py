@@ -102,8 +102,7 @@ def check_builtin_attr(var, name):
         return
     if (type(t) is type and t.__module__ == "builtins" and not t.__dictoffset__
             and not hasattr(t, name)):
-        from .exceptions import attribute_error
-        raise attribute_error(t.__name__, name)
+        raise exceptions.attribute_error(t.__name__, name)
 
 
 MAX_UNROLL = 50_000  # items of a constant sequence a loop over it may be unrolled into
@@ -191,7 +190,6 @@ class ConstantVariable(Variable):
         return bool(self.value)
 
     def getattr(self, tx, name):
-        from .functions import BuiltinMethodVariable
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
@@ -199,7 +197,7 @@ class ConstantVariable(Variable):
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr):
-            return BuiltinMethodVariable(self, name)
+            return functions.BuiltinMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of constant {type(self.value).__name__}")
 
     def getitem(self, tx, key):
@@ -258,3 +256,9 @@ def rely_on_identity(tx, var):
         pin(tx)
     elif var.source is not None and getattr(var, "identity_key", None) is not None:
         tx.must_stay_distinct(var)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import exceptions, functions  # noqa: E402

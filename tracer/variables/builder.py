@@ -32,6 +32,8 @@ from .nn_module import NNModuleVariable, is_module_dispatch
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
+from bytecode_utils import versions
+from . import containers
 
 _BUILTIN_MODULES = (builtins, math, operator)
 _GRAD_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
@@ -70,8 +72,7 @@ def _is_builtin_callable(value):
     # identity tests only: user values (numpy arrays, tensors) may have an ambiguous __eq__
     if value is functools.partial or value is functools.reduce:
         return True
-    from .builtins_impl import is_known_builtin
-    if is_known_builtin(value):  # itertools, sys.exc_info, ...
+    if builtins_impl.is_known_builtin(value):  # itertools, sys.exc_info, ...
         return True
     if isinstance(value, types.BuiltinFunctionType):
         owner = getattr(value, "__self__", None)
@@ -135,13 +136,10 @@ class IterRestSource(Source):
         return f"rest({self.base_.name()})"
 
     def guard_expr(self, ctx):
-        from .containers import iter_rest
-        return f"{ctx.const(iter_rest)}({ctx.value(self.base_)})"
+        return f"{ctx.const(containers_mod.iter_rest)}({ctx.value(self.base_)})"
 
     def reconstruct(self):
-        from bytecode_utils import versions
-        from .containers import iter_rest
-        return [*versions.load_const_callable(iter_rest), *self.base_.reconstruct(), *versions.call(1)]
+        return [*versions.load_const_callable(containers_mod.iter_rest), *self.base_.reconstruct(), *versions.call(1)]
 
 
 class IterSeqSource(IterRestSource):
@@ -156,12 +154,9 @@ class IterSeqSource(IterRestSource):
         return f"{self.fn_name}({self.base_.name()})"
 
     def guard_expr(self, ctx):
-        from . import containers
         return f"{ctx.const(getattr(containers, self.fn_name))}({ctx.value(self.base_)})"
 
     def reconstruct(self):
-        from bytecode_utils import versions
-        from . import containers
         return [*versions.load_const_callable(getattr(containers, self.fn_name)),
                 *self.base_.reconstruct(), *versions.call(1)]
 
@@ -212,9 +207,8 @@ def _maybe_symbolic_number(tx, value, source):
     node = out.add_sym_input(value, source)
     if node is None:  # 0 or 1: specialised by the ShapeEnv, an ordinary constant
         return None
-    from .sym import SymNodeVariable
     tx.guard(TypeMatch(source, type(value)))
-    var = out.sym_inputs[source] = SymNodeVariable(node, node.meta["example_value"], source)
+    var = out.sym_inputs[source] = sym.SymNodeVariable(node, node.meta["example_value"], source)
     return var
 
 
@@ -233,8 +227,7 @@ def _wrap_fresh(tx, value, source):
             # only (guarded, so a dense tensor later is traced).
             g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
             raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
-        from .torch_vars import tensor_match
-        g(tensor_match(tx.ctx, source, value))
+        g(torch_vars.tensor_match(tx.ctx, source, value))
         tx.register_input_tensor(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
@@ -264,13 +257,12 @@ def _wrap_fresh(tx, value, source):
             return StructSeqVariable(items, t, source)
         return NamedTupleVariable(items, t, source)
     if t is collections.deque:
-        from .collections_vars import DequeVariable
         g(TypeMatch(source, t))
         g(LengthMatch(source, len(value), t))
         if source is not None:
             g(const_guard(AttrSource(source, "maxlen"), value.maxlen))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        var = DequeVariable(items, source, maxlen=value.maxlen)
+        var = collections_vars.DequeVariable(items, source, maxlen=value.maxlen)
         if source is not None:
             tx.register_mutable_input(var)
         return var
@@ -280,8 +272,7 @@ def _wrap_fresh(tx, value, source):
         if not all(is_constant_value(k) for k in keys):
             if source is None:
                 raise Unsupported("dict with non-constant keys")
-            from .keyed_dict import ObjectKeyedDictVariable
-            return ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
+            return keyed_dict.ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
         try:
             g(DictKeysMatch(source, keys, t))
         except TypeError:
@@ -289,9 +280,8 @@ def _wrap_fresh(tx, value, source):
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
                  for k, v in value.items()}
         if t is collections.defaultdict:
-            from .collections_vars import DefaultDictVariable
             factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
-            var = DefaultDictVariable(items, factory, source)
+            var = collections_vars.DefaultDictVariable(items, factory, source)
         else:
             var = DictVariable(items, source, user_cls=t)
         if source is not None:
@@ -308,32 +298,29 @@ def _wrap_fresh(tx, value, source):
     if t is type(iter([])):
         # live: the list is wrapped (memo by id: the same Variable as a local holding it), so
         # the loop body's appends/pops are seen, as by CPython's list iterator
-        from .containers import ListIteratorVariable, iter_pos, iter_seq
         if source is None:
             raise Unsupported("an iterator without a source")
         g(TypeMatch(source, t))
-        pos = iter_pos(value)
+        pos = containers_mod.iter_pos(value)
         g(ConstMatch(IterPosSource(source), pos))
-        lst = wrap(tx, iter_seq(value), IterSeqSource(source))
+        lst = wrap(tx, containers_mod.iter_seq(value), IterSeqSource(source))
         if pos >= 0 and not isinstance(lst, ListVariable):  # a list subclass: its items are not modelled
-            raise Unsupported(f"iterator over a {type(iter_seq(value)).__name__}")
-        return ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
+            raise Unsupported(f"iterator over a {type(containers_mod.iter_seq(value)).__name__}")
+        return containers_mod.ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
     if t in _SEQ_ITERATORS:
-        from .containers import IteratorVariable, iter_rest
         left = value.__length_hint__()
         if left > MAX_ITERATOR_ITEMS:  # its items would be Variables each
             raise Unsupported(f"an iterator with {left} items left is too long to model")
-        rest = iter_rest(value)
+        rest = containers_mod.iter_rest(value)
         if source is None:
             raise Unsupported("an iterator without a source")
         g(TypeMatch(source, t))
         rest_src = IterRestSource(source)
         g(LengthMatch(rest_src, len(rest), tuple))
         items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
-        return IteratorVariable(items, source=source, py_type=t)
+        return containers_mod.IteratorVariable(items, source=source, py_type=t)
     if isinstance(value, torch.nn.Module):
-        from .nn_module import module_guard
-        g(module_guard(source, value))
+        g(nn_module.module_guard(source, value))
         return tx.wrap_module(value, source, None, guarded=True)
     if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
         g(IdMatch(source, value))
@@ -401,15 +388,13 @@ def _wrap_fresh(tx, value, source):
         return OpaqueVariable(value, source)
     if t is types.BuiltinMethodType and type(getattr(value, "__self__", None)) in _CONTAINER_TYPES:
         # `lst.append` as a value (a callback, or on the stack at a graph break)
-        from .functions import BuiltinMethodVariable
         g(TypeMatch(source, t))
         g(const_guard(AttrSource(source, "__name__"), value.__name__))
         owner = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
-        return BuiltinMethodVariable(owner, value.__name__)
-    from .torch_vars import AutocastReentry, AutocastReentryVariable
-    if t is AutocastReentry:
+        return functions.BuiltinMethodVariable(owner, value.__name__)
+    if t is torch_vars.AutocastReentry:
         g(IdMatch(source, value))
-        return AutocastReentryVariable(value, source)
+        return torch_vars.AutocastReentryVariable(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
                           types.MethodDescriptorType, types.WrapperDescriptorType)):
         # A C function the tracer does not model (zlib.crc32): a value like any other; calling
@@ -421,8 +406,7 @@ def _wrap_fresh(tx, value, source):
         # advancing it is a graph break; it can be passed around and compared
         g(TypeMatch(source, t))
         var = OpaqueVariable(value, source)
-        from .generators import real_generator_needs_finalizer
-        if real_generator_needs_finalizer(value):
+        if generators.real_generator_needs_finalizer(value):
             tx.ctx.foreign_generators.append(var)  # its drop must not move (generators.py)
         return var
     if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
@@ -440,3 +424,9 @@ def _wrap_fresh(tx, value, source):
         raise Unsupported(f"value of type {t.__qualname__}")
     g(TypeMatch(source, t))
     return UserObjectVariable(value, source)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import builtins_impl, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict  # noqa: E402

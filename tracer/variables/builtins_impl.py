@@ -19,6 +19,7 @@ from .containers import (DictVariable, IteratorVariable, ListIteratorVariable, L
                          TupleVariable)
 from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .tensor import TensorVariable
+from guards import ConstSource, Predicate
 
 _IMPLS = {}
 
@@ -184,7 +185,6 @@ def _guarded_subclass(tx, t, cls):
     result = issubclass(t, cls)
     classes = cls if isinstance(cls, tuple) else (cls,)
     if any(_custom_check(type(c)) and not library_object(c) for c in classes):
-        from guards import ConstSource, Predicate
         tx.guard(Predicate(ConstSource(cls), lambda c, _t=t, _r=result: issubclass(_t, c) is _r,
                            f"issubclass({getattr(t, '__name__', t)}, ...) is {result}"))
     return result
@@ -209,11 +209,9 @@ def _custom_check(meta):
 
 @impl(callable)
 def _callable(tx, obj):
-    from .functions import BaseFunctionVariable, BoundMethodVariable, BuiltinVariable, PartialVariable
-    from .new_objects import NewObjectVariable
-    if isinstance(obj, (BaseFunctionVariable, BuiltinVariable, BoundMethodVariable, PartialVariable)):
+    if isinstance(obj, (functions.BaseFunctionVariable, functions.BuiltinVariable, functions.BoundMethodVariable, functions.PartialVariable)):
         return ConstantVariable(True)
-    if isinstance(obj, NewObjectVariable):
+    if isinstance(obj, new_objects.NewObjectVariable):
         return ConstantVariable(any("__call__" in k.__dict__ for k in obj.cls.__mro__))
     return ConstantVariable(callable(tx.python_object(obj)))
 
@@ -271,8 +269,7 @@ def _delattr(tx, obj, name):
 
 @impl(type)
 def _type(tx, obj):
-    from .objects import ClassVariable
-    return ClassVariable(obj.python_type())
+    return objects.ClassVariable(obj.python_type())
 
 
 @impl(vars)
@@ -342,15 +339,13 @@ def _zip(tx, *iterables, strict=None):
 @impl(reversed)
 def _reversed(tx, seq):
     if type(seq) is ListVariable:
-        from .live_iterators import ReversedListIteratorVariable
-        return ReversedListIteratorVariable(seq)
+        return live_iterators.ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
 
 
 @impl(iter)
 def _iter(tx, obj):
-    from .live_iterators import iterator_over
-    return iterator_over(tx, obj)
+    return live_iterators.iterator_over(tx, obj)
 
 
 def iter_type(obj):
@@ -382,8 +377,7 @@ def _reversed_type(seq):
 def _next(tx, it, *default):
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() on {it}")
-    from .generators import GeneratorVariable
-    if isinstance(it, GeneratorVariable):  # StopIteration carries the return value
+    if isinstance(it, generators.GeneratorVariable):  # StopIteration carries the return value
         try:
             return it.call_method(tx, "__next__", [], {})
         except UserException as e:
@@ -427,17 +421,14 @@ def _tuple(tx, iterable=None):
 
 @impl(dict)
 def _dict(tx, *args, **kwargs):
-    from .collections_vars import make_dict
-    from .objects import UserObjectVariable
-    if args and isinstance(args[0], UserObjectVariable) and isinstance(args[0].value, dict):
+    if args and isinstance(args[0], objects.UserObjectVariable) and isinstance(args[0].value, dict):
         # a dict subclass from the frame: CPython copies its storage unless the class changes
         # iteration, then reads it through keys() and the class's own []
-        from .dict_storage import is_storage_method
         t = type(args[0].value)
-        if not (t.__iter__ is dict.__iter__ or args[0]._plain_dict("__iter__") and is_storage_method(t.__getitem__)):
+        if not (t.__iter__ is dict.__iter__ or args[0]._plain_dict("__iter__") and dict_storage.is_storage_method(t.__getitem__)):
             raise Unsupported(f"dict() of a {t.__name__} (read through its own iteration and [])")
         args = (args[0].dict_contents(tx), *args[1:])
-    return make_dict(tx, dict, list(args), kwargs)
+    return collections_vars.make_dict(tx, dict, list(args), kwargs)
 
 
 @impl(set)
@@ -502,8 +493,7 @@ def _make_ctor(cls):
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{cls.__name__}() of a tensor needs its value")
         if cls is str and len(args) == 1 and not args[0].is_constant():
-            from .objects import ClassVariable
-            meta = type(args[0].cls) if isinstance(args[0], ClassVariable) else None
+            meta = type(args[0].cls) if isinstance(args[0], objects.ClassVariable) else None
             if meta is not None and meta.__repr__ is type.__repr__ and meta.__str__ is object.__str__:
                 # "<class 'm.C'>": fixed by the class's identity
                 return ConstantVariable(str(args[0].cls))
@@ -518,8 +508,7 @@ def _make_ctor(cls):
 def _exception_str(var):
     """str(e) for a builtin exception with constant arguments (e.g. the AttributeError of a
     traced attribute miss, caught by `except AttributeError as e`); None otherwise."""
-    from .objects import ExceptionVariable, is_builtin_exception
-    if not isinstance(var, ExceptionVariable) or not is_builtin_exception(var.cls):
+    if not isinstance(var, objects.ExceptionVariable) or not objects.is_builtin_exception(var.cls):
         return None
     if not all(a.is_constant() for a in var.args):
         return None
@@ -528,8 +517,7 @@ def _exception_str(var):
 
 def _constant_exception(var):
     """A real exception equal to an ExceptionVariable whose args are constants (for str/repr)."""
-    from .exceptions import ExceptionVariable
-    if isinstance(var, ExceptionVariable) and all(a.is_constant() for a in var.args):
+    if isinstance(var, exceptions.ExceptionVariable) and all(a.is_constant() for a in var.args):
         return var.cls(*(a.as_constant() for a in var.args))
     return None
 
@@ -601,8 +589,7 @@ _IMPLS[all] = _make_anyall(False)
 
 @impl(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
-    from .functions import PartialVariable
-    return PartialVariable(fn, args, kwargs)
+    return functions.PartialVariable(fn, args, kwargs)
 
 
 @impl(functools.reduce)
@@ -616,9 +603,8 @@ def _reduce(tx, fn, iterable, *initial):
 
 @impl(super)
 def _super(tx, *args):
-    from .objects import SuperVariable
     if args:
-        return SuperVariable(tx.python_object(args[0]), args[1])
+        return objects.SuperVariable(tx.python_object(args[0]), args[1])
     return tx.zero_arg_super()
 
 
@@ -685,3 +671,9 @@ _SPECIALISING = {int, float, str, complex, repr, format, hash, chr, ord, hex, oc
 def is_known_builtin(fn):
     """Identity lookup (a user value's __eq__/__hash__ is never called)."""
     return _IMPL_IDS.get(id(fn)) is fn or any(fn is f for f in _OPERATOR_FUNCS)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage  # noqa: E402

@@ -20,14 +20,13 @@ import torch.fx as fx
 
 from ..exc import Unsupported
 from .base import ConstantVariable
+from ..graph.side_effects import SideEffects
 
 CHECKPOINT = torch.utils.checkpoint.checkpoint
 _PLAIN_KWARGS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug"}
 
 
 def checkpoint_call(tx, args, kwargs):
-    from .containers import TupleVariable
-    from .tensor import TensorVariable
     if not args:
         raise Unsupported("checkpoint() without a function")
     ckw = {}
@@ -45,12 +44,12 @@ def checkpoint_call(tx, args, kwargs):
     inputs = []  # main TensorVariables, in placeholder order
 
     def lift(var):
-        if isinstance(var, TensorVariable):
+        if isinstance(var, tensor.TensorVariable):
             hit = lifted.get(id(var))
             if hit is None:
                 node = scratch.graph.placeholder(f"arg{len(inputs)}")
                 node.meta["example_value"] = var.example
-                hit = lifted[id(var)] = TensorVariable(node, var.example)
+                hit = lifted[id(var)] = tensor.TensorVariable(node, var.example)
                 inputs.append(var)
             return hit
         return _map_structure(var, lift)
@@ -59,7 +58,7 @@ def checkpoint_call(tx, args, kwargs):
     if inputs:  # tensors the subgraph reads by source become placeholders after these
         scratch._last_placeholder = lifted[id(inputs[-1])].node
     result = _trace_into(tx, scratch, sub_fn, sub_args)
-    if not isinstance(result, (TensorVariable, TupleVariable)) and \
+    if not isinstance(result, (tensor.TensorVariable, containers.TupleVariable)) and \
             not (hasattr(result, "items") and result.python_type() in (tuple, list)):
         raise Unsupported(f"checkpointed function returns {result}, not tensors")
     out_tensors = []
@@ -84,7 +83,6 @@ def checkpoint_call(tx, args, kwargs):
 
 def _trace_into(tx, scratch, fn, args):
     """Call fn symbolically with the trace's graph swapped for `scratch`."""
-    from ..graph.side_effects import SideEffects
     ctx = tx.ctx
     saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
              list(ctx.mutable_inputs))
@@ -105,44 +103,45 @@ def _trace_into(tx, scratch, fn, args):
 
 def _map_structure(var, fn):
     """var with every Variable inside a call's arguments mapped by fn (tensors lifted)."""
-    from .containers import DictVariable, ListVariable, TupleVariable
-    from .functions import BoundMethodVariable, PartialVariable
-    if isinstance(var, PartialVariable):
-        return PartialVariable(fn(var.func), [fn(a) for a in var.args],
+    if isinstance(var, functions.PartialVariable):
+        return functions.PartialVariable(fn(var.func), [fn(a) for a in var.args],
                                {k: fn(v) for k, v in var.kwargs.items()}, var.source)
-    if isinstance(var, BoundMethodVariable):
-        return BoundMethodVariable(fn(var.func), fn(var.obj), var.source)
-    if type(var) is TupleVariable:
-        return TupleVariable([fn(v) for v in var.items])
-    if type(var) is ListVariable and var.source is None:
-        return ListVariable([fn(v) for v in var.items])
-    if type(var) is DictVariable and var.source is None:
-        return DictVariable({k: fn(v) for k, v in var.items.items()}, user_cls=var.user_cls)
+    if isinstance(var, functions.BoundMethodVariable):
+        return functions.BoundMethodVariable(fn(var.func), fn(var.obj), var.source)
+    if type(var) is containers.TupleVariable:
+        return containers.TupleVariable([fn(v) for v in var.items])
+    if type(var) is containers.ListVariable and var.source is None:
+        return containers.ListVariable([fn(v) for v in var.items])
+    if type(var) is containers.DictVariable and var.source is None:
+        return containers.DictVariable({k: fn(v) for k, v in var.items.items()}, user_cls=var.user_cls)
     return var
 
 
 def _flatten(var, out):
-    from .containers import BaseSequence
-    from .tensor import TensorVariable
-    if isinstance(var, TensorVariable):
+    if isinstance(var, tensor.TensorVariable):
         out.append(var)
         return ("tensor",)
     if var.is_constant():
         return ("const", var)
-    if isinstance(var, BaseSequence) and var.python_type() in (tuple, list):
+    if isinstance(var, containers.BaseSequence) and var.python_type() in (tuple, list):
         return (var.python_type(), [_flatten(v, out) for v in var.items])
     raise Unsupported(f"checkpointed function returns {var}")
 
 
 def _unflatten(spec, outs):
-    from .containers import ListVariable, TupleVariable
     kind = spec[0]
     if kind == "tensor":
         return next(outs)
     if kind == "const":
         return spec[1]
     items = [_unflatten(s, outs) for s in spec[1]]
-    return ListVariable(items) if kind is list else TupleVariable(items)
+    return containers.ListVariable(items) if kind is list else containers.TupleVariable(items)
 
 
 __all__ = ["checkpoint_call", "CHECKPOINT", "ConstantVariable"]
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, tensor, functions  # noqa: E402

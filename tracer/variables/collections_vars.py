@@ -11,9 +11,8 @@ import collections
 import types
 
 from ..exc import Unsupported
-from .exceptions import attribute_error, user_error
 from .base import ConstantVariable, Variable
-from .containers import DictVariable, ListVariable, _const_key, key_error, key_variable, method_of
+from .containers import DictVariable, ListVariable
 
 
 class DequeVariable(ListVariable):
@@ -49,7 +48,7 @@ class DequeVariable(ListVariable):
                 raise Unsupported(f"deque.{name} takes no arguments (the user code raises TypeError)")
             self._mutate(tx)
             if not self.items:
-                raise user_error(IndexError, f"{name} from an empty deque")
+                raise exceptions.user_error(IndexError, f"{name} from an empty deque")
             return self.items.pop(-1 if name == "pop" else 0)
         elif name == "extend":
             self._mutate(tx)
@@ -78,18 +77,17 @@ class DequeVariable(ListVariable):
     def getattr(self, tx, name):
         if name == "maxlen":
             return ConstantVariable(self.maxlen)
-        return method_of(self, name)
+        return containers.method_of(self, name)
 
     def getitem(self, tx, key):
         if not isinstance(key.as_constant(), int):
-            raise user_error(TypeError, "sequence index must be integer, not 'slice'")
+            raise exceptions.user_error(TypeError, "sequence index must be integer, not 'slice'")
         return super().getitem(tx, key)
 
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.load_source(self.source)
-        from .containers import TupleVariable
-        cg.call_with(collections.deque, [TupleVariable(self.items), ConstantVariable(self.maxlen)])
+        cg.call_with(collections.deque, [containers.TupleVariable(self.items), ConstantVariable(self.maxlen)])
 
     def __repr__(self):
         return f"dequeVar({self.items!r})"
@@ -103,11 +101,11 @@ class DefaultDictVariable(DictVariable):
         self.factory = factory  # a callable Variable, or Constant(None)
 
     def getitem(self, tx, key):
-        k = _const_key(tx, key)
+        k = containers._const_key(tx, key)
         if k in self.items:
             return self.items[k]
         if self.factory.is_constant() and self.factory.as_constant() is None:
-            raise key_error(k)
+            raise containers.key_error(k)
         value = self.factory.call(tx, [], {})
         self.setitem(tx, key, value)
         return value
@@ -115,7 +113,7 @@ class DefaultDictVariable(DictVariable):
     def getattr(self, tx, name):
         if name == "default_factory":
             return self.factory
-        return method_of(self, name)
+        return containers.method_of(self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
@@ -135,9 +133,9 @@ class DefaultDictVariable(DictVariable):
 def move_to_end(tx, d, args, kwargs):
     """OrderedDict.move_to_end(key, last=True)."""
     last = kwargs.get("last", args[1] if len(args) > 1 else ConstantVariable(True)).as_constant()
-    k = _const_key(tx, args[0])
+    k = containers._const_key(tx, args[0])
     if k not in d.items:
-        raise key_error(k)
+        raise containers.key_error(k)
     tx.side_effects.mutated(d)
     value = d.items.pop(k)
     if last:
@@ -155,13 +153,12 @@ def popitem(tx, d, args, kwargs):
     elif args or kwargs:
         raise Unsupported("dict.popitem() takes no arguments (the user code raises TypeError)")
     if not d.items:
-        raise user_error(KeyError, "dictionary is empty" if d.user_cls is collections.OrderedDict
+        raise exceptions.user_error(KeyError, "dictionary is empty" if d.user_cls is collections.OrderedDict
                          else "popitem(): dictionary is empty")
     tx.side_effects.mutated(d)
     k = next(reversed(d.items)) if last else next(iter(d.items))
     value = d.items.pop(k)
-    from .containers import TupleVariable
-    return TupleVariable([key_variable(k), value])
+    return containers.TupleVariable([containers.key_variable(k), value])
 
 
 # ---- constructors ------------------------------------------------------------------------------
@@ -181,8 +178,8 @@ def _pairs(tx, src):
     for pair in src.iterate(tx):
         kv = pair.iterate(tx)
         if len(kv) != 2:
-            raise user_error(ValueError, f"dictionary update sequence element has length {len(kv)}; 2 is required")
-        out.append((_const_key(tx, kv[0]), kv[1]))
+            raise exceptions.user_error(ValueError, f"dictionary update sequence element has length {len(kv)}; 2 is required")
+        out.append((containers._const_key(tx, kv[0]), kv[1]))
     return out
 
 
@@ -209,10 +206,9 @@ def make_deque(tx, args, kwargs):
 
 def make_method(tx, args, kwargs):
     """types.MethodType(fn, obj): fn bound to obj."""
-    from .functions import BoundMethodVariable
     if len(args) != 2 or kwargs:
         raise Unsupported("types.MethodType() takes a function and an object")
-    return BoundMethodVariable(args[0], args[1])
+    return functions.BoundMethodVariable(args[0], args[1])
 
 
 class NamespaceVariable(Variable):
@@ -235,7 +231,7 @@ class NamespaceVariable(Variable):
             return self.attrs.items[name]
         if name == "__dict__":
             return self.attrs
-        raise attribute_error("types.SimpleNamespace", name)
+        raise exceptions.attribute_error("types.SimpleNamespace", name)
 
     def hasattr(self, tx, name):
         return name in self.attrs.items
@@ -245,13 +241,12 @@ class NamespaceVariable(Variable):
 
     def delattr(self, tx, name):
         if name not in self.attrs.items:
-            raise attribute_error("types.SimpleNamespace", name)
+            raise exceptions.attribute_error("types.SimpleNamespace", name)
         del self.attrs.items[name]
 
     def reconstruct(self, cg):
-        from .containers import TupleVariable
         names = tuple(self.attrs.items)
-        cg.call_with(make_namespace, [ConstantVariable(names), TupleVariable([self.attrs.items[n] for n in names])])
+        cg.call_with(make_namespace, [ConstantVariable(names), containers.TupleVariable([self.attrs.items[n] for n in names])])
 
 
 def make_namespace(names, values):
@@ -281,3 +276,9 @@ def constructor(cls):
     if cls is types.SimpleNamespace:
         return _make_namespace_var
     return None
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, functions, exceptions  # noqa: E402

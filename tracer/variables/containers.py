@@ -9,16 +9,15 @@ rebuilt only if they escape (returned, stored).
 import collections
 
 from ..exc import Unsupported
-from .exceptions import user_error
 from ..runtime import config
 from .base import ConstantVariable, TempVariable, Variable, rely_on_identity
+from guards import ItemSource, LengthMatch
 
 
 def _const_key(tx, key):
     """A dict key or set member: a compile-time constant, or an object compared by identity
     (`_IdKey`, which iteration gives back as the object)."""
-    from .sym import specialized
-    key = specialized(key)  # a symbolic size as a key: its value, guarded
+    key = sym.specialized(key)  # a symbolic size as a key: its value, guarded
     if key.is_constant():
         return key.as_constant()
     ident = _identity_key(tx, key)
@@ -31,8 +30,7 @@ def _identity_key(tx, key):
     """An object whose hash and == are object's (modules, functions, plain instances), or a
     tensor (its hash is its id, and two live tensors never share one, so == is never asked):
     as a key it is found exactly when the same object is used."""
-    from .tensor import TensorVariable
-    if isinstance(key, TensorVariable):
+    if isinstance(key, tensor.TensorVariable):
         return _IdKey(key, ("tensor", id(key.node)))
     ident = getattr(key, "identity_key", None)
     if ident is None:
@@ -40,8 +38,7 @@ def _identity_key(tx, key):
     t = key.python_type()
     if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
         return None
-    from .objects import guard_type_entries
-    guard_type_entries(tx, key, ("__hash__", "__eq__"))  # (one defined later changes lookups)
+    objects.guard_type_entries(tx, key, ("__hash__", "__eq__"))  # (one defined later changes lookups)
     rely_on_identity(tx, key)
     return _IdKey(key, ident())
 
@@ -64,7 +61,7 @@ def key_error(key):
     exception would have to carry the object), a break where the code raises it."""
     if isinstance(key, _IdKey):
         return Unsupported(f"KeyError for the object key {key.var} (the user code raises KeyError)")
-    return user_error(KeyError, key)
+    return exceptions.user_error(KeyError, key)
 
 
 def _index(key):
@@ -108,7 +105,7 @@ class BaseSequence(Variable):
         try:
             return self.items[idx]
         except IndexError:
-            raise user_error(IndexError, f"{self.kind.__name__} index out of range")
+            raise exceptions.user_error(IndexError, f"{self.kind.__name__} index out of range")
 
     def call_method(self, tx, name, args, kwargs):
         if name == "index" and len(args) == 1:
@@ -151,12 +148,11 @@ def _bounded(tx):
 def method_of(var, name):
     """`container.method` as a value (`f = lst.append`): a bound builtin method whose call is
     the container's call_method."""
-    from .functions import BuiltinMethodVariable
     attr = getattr(var.python_type(), name, None)
     if attr is None or not callable(attr) or name.startswith("__") and name not in ("__len__", "__contains__",
                                                                                         "__getitem__"):
         raise Unsupported(f"{var.python_type().__name__} attribute {name!r}")
-    return BuiltinMethodVariable(var, name)
+    return functions.BuiltinMethodVariable(var, name)
 
 
 def tx_mutated(var):
@@ -294,12 +290,10 @@ class ListVariable(BaseSequence):
         return list(self._appended)
 
     def _read(self):
-        from guards import ItemSource, LengthMatch
-        from .builder import wrap
         unread, self._unread = self._unread, None
         tx, value = unread.tx, unread.value
         tx.guard(LengthMatch(self.source, len(value), list))
-        self._items = [wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)]
+        self._items = [builder.wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)]
         self._items += self._appended
         self._appended = ()
 
@@ -349,7 +343,7 @@ class ListVariable(BaseSequence):
         elif name == "pop":
             self._mutate(tx)
             if not self.items:
-                raise user_error(IndexError, "pop from empty list")
+                raise exceptions.user_error(IndexError, "pop from empty list")
             return self.items.pop(args[0].as_constant() if args else -1)
         elif name == "clear":
             self._mutate(tx)
@@ -368,11 +362,10 @@ class ListVariable(BaseSequence):
         elif name == "copy":
             return ListVariable(self.items)
         elif name == "sort":
-            from .builtins_impl import sort_variables
             if args or any(k not in ("key", "reverse") for k in kwargs):
                 raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
             rev = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
-            ordered = sort_variables(tx, list(self.items), kwargs.get("key"), rev)
+            ordered = builtins_impl.sort_variables(tx, list(self.items), kwargs.get("key"), rev)
             self._mutate(tx)
             self.items[:] = ordered
         elif name == "__setitem__":
@@ -420,7 +413,6 @@ class DictVariable(Variable):
         del self.items[_const_key(tx, key)]
 
     def call_method(self, tx, name, args, kwargs):
-        from .functions import iterator_of
         if name == "get":
             k = _const_key(tx, args[0])
             return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
@@ -438,11 +430,9 @@ class DictVariable(Variable):
         if name == "copy":
             return DictVariable(self.items, user_cls=self.user_cls)
         if name == "move_to_end" and self.user_cls is collections.OrderedDict:
-            from .collections_vars import move_to_end
-            return move_to_end(tx, self, args, kwargs)
+            return collections_vars.move_to_end(tx, self, args, kwargs)
         if name == "popitem":
-            from .collections_vars import popitem
-            return popitem(tx, self, args, kwargs)
+            return collections_vars.popitem(tx, self, args, kwargs)
         if name in ("pop", "setdefault", "update", "clear"):
             tx.side_effects.mutated(self)
             if name == "pop":
@@ -629,7 +619,7 @@ class IteratorVariable(Variable):
         if self.sized is not None and len(self.sized[0].items) != self.sized[1]:
             # CPython checks this on every step of a dict/set iterator
             kind = "dictionary" if isinstance(self.sized[0], DictVariable) else "Set"
-            raise user_error(RuntimeError, f"{kind} changed size during iteration")
+            raise exceptions.user_error(RuntimeError, f"{kind} changed size during iteration")
         if self.pos >= len(self.items):
             if self._more is None:
                 return None
@@ -653,7 +643,7 @@ class IteratorVariable(Variable):
         if name == "__next__":
             item = self.next(tx)
             if item is None:
-                raise user_error(StopIteration)
+                raise exceptions.user_error(StopIteration)
             return item
         raise Unsupported(f"iterator.{name}")
 
@@ -764,3 +754,9 @@ def advance(it, n):
     """Replay of a traced iterator's consumption: advance the real one by n items."""
     for _ in range(n):
         next(it)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, exceptions  # noqa: E402

@@ -65,44 +65,38 @@ class _Copier:
         return out
 
     def _copy(self, var, key):
-        from .containers import DictVariable, ListVariable, SetVariable, TupleVariable
-        from .new_objects import NewObjectVariable
-        from .objects import UserObjectVariable
-        from .tensor import TensorVariable
         if var.is_constant():
             return var
-        if isinstance(var, TensorVariable):
+        if isinstance(var, tensor.TensorVariable):
             raise Unsupported("copy of a tensor")
         real = _real(var)
         if real is not None and isinstance(real, _ATOMIC_TYPES):
             return var
         t = var.python_type()
-        if t is list and isinstance(var, ListVariable):
-            new = ListVariable([])
+        if t is list and isinstance(var, containers.ListVariable):
+            new = containers.ListVariable([])
             self.memo[key] = new  # a list may contain itself
             new.items = [self.item(v) for v in var.items]
             return new
-        if t is tuple and isinstance(var, TupleVariable):
+        if t is tuple and isinstance(var, containers.TupleVariable):
             items = [self.item(v) for v in var.items]
-            return var if all(a is b for a, b in zip(items, var.items)) else TupleVariable(items)
-        if isinstance(var, DictVariable) and t in (dict, __import__("collections").OrderedDict):
-            new = DictVariable({}, user_cls=t)
+            return var if all(a is b for a, b in zip(items, var.items)) else containers.TupleVariable(items)
+        if isinstance(var, containers.DictVariable) and t in (dict, __import__("collections").OrderedDict):
+            new = containers.DictVariable({}, user_cls=t)
             self.memo[key] = new
             for k, v in var.items.items():
                 if not isinstance(k, (str, int, float, bool, bytes, type(None))):
                     raise Unsupported("copy of a dict with keys that are not plain constants")
                 new.items[k] = self.item(v)
             return new
-        if isinstance(var, SetVariable) and t is set:
-            return SetVariable(list(var.items.values()))  # items are constants: copies are themselves
-        if isinstance(var, (UserObjectVariable, NewObjectVariable)):
+        if isinstance(var, containers.SetVariable) and t is set:
+            return containers.SetVariable(list(var.items.values()))  # items are constants: copies are themselves
+        if isinstance(var, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
             return self._copy_object(var, key)
-        from .new_objects import InstanceAttrsVariable
-        from .objects import InstanceDictVariable
-        if isinstance(var, InstanceAttrsVariable):  # new_obj.__dict__
+        if isinstance(var, new_objects.InstanceAttrsVariable):  # new_obj.__dict__
             return self._copy(var.obj.attrs, key)
-        if isinstance(var, InstanceDictVariable):    # input_obj.__dict__
-            new = DictVariable({})
+        if isinstance(var, objects.InstanceDictVariable):    # input_obj.__dict__
+            new = containers.DictVariable({})
             self.memo[key] = new
             for k, v in self._input_state(var.obj):
                 new.items[k] = self.item(v)
@@ -111,8 +105,6 @@ class _Copier:
 
     # ---- objects: the default reduce protocol -----------------------------------------------
     def _copy_object(self, var, key):
-        from .new_objects import NewObjectVariable, constructible_reason
-        from .objects import UserObjectVariable
         cls = var.python_type()
         hook = "__deepcopy__" if self.deep else "__copy__"
         if self._has_attr(var, hook):
@@ -120,15 +112,15 @@ class _Copier:
         for name in ("__reduce_ex__", "__reduce__", "__getstate__"):
             if _class_attr(cls, name) is not _class_attr(object, name):
                 raise Unsupported(f"copy of a {cls.__name__}, which defines {name}")
-        if isinstance(var, NewObjectVariable) and var.items is not None or isinstance(cls, type) and \
+        if isinstance(var, new_objects.NewObjectVariable) and var.items is not None or isinstance(cls, type) and \
                 issubclass(cls, (dict, list, set, tuple)):
             raise Unsupported(f"copy of a {cls.__name__} (a container subclass)")
-        reason = constructible_reason(cls)
+        reason = new_objects.constructible_reason(cls)
         if reason is not None:
             raise Unsupported(f"copy of a {cls.__name__}: {reason}")
-        new = NewObjectVariable(cls)
+        new = new_objects.NewObjectVariable(cls)
         self.memo[key] = new
-        if isinstance(var, UserObjectVariable):
+        if isinstance(var, objects.UserObjectVariable):
             state = self._input_state(var)
         else:
             state = list(var.attrs.items.items())
@@ -140,14 +132,13 @@ class _Copier:
 
     def _input_state(self, var):
         """The items of an input object's __dict__: keys guarded, each value from its source."""
-        from .objects import _generic_attr_source
         obj = var.value
         d = getattr(obj, "__dict__", None)
         if not isinstance(d, dict) or var.source is None:
             raise Unsupported(f"copy of a {type(obj).__name__} without a readable __dict__")
         if var.mutable and self.tx.side_effects.attr_stores.get(self.tx.side_effects.key(var)):
             raise Unsupported(f"copy of a {type(obj).__name__} after attribute stores in the trace")
-        src = _generic_attr_source(var, "__dict__")
+        src = objects._generic_attr_source(var, "__dict__")
         keys = tuple(d.keys())
         if not all(type(k) is str for k in keys):
             raise Unsupported("copy of an object whose __dict__ has keys that are not strings")
@@ -191,3 +182,9 @@ def _identity(var):
 
 
 __all__ = ["fold_deepcopy", "fold_copy", "Variable", "ConstantVariable"]
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, new_objects, objects, tensor  # noqa: E402

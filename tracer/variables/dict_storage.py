@@ -20,6 +20,7 @@ from guards.sources import DictItemSource, ItemSource
 
 from ..exc import Unsupported
 from .base import ConstantVariable, Variable
+from guards import DictKeysMatch
 
 _DICT_READS = frozenset({"get", "__getitem__", "__contains__", "keys", "values", "items", "__len__",
                          "__iter__", "copy"})
@@ -50,7 +51,6 @@ class DictStorage:
         cached = getattr(self, "_keys", None)
         if cached is not None:
             return cached
-        from guards import DictKeysMatch
         d, t = self.value, type(self.value)
         if self.source is None:
             raise Unsupported(f"reading items of a {t.__name__} that has no source")
@@ -86,9 +86,8 @@ class DictStorage:
         cached = getattr(self, "_contents", None)
         if cached is not None:
             return cached
-        from .containers import DictVariable
         keys = self.dict_keys(tx)
-        contents = DictVariable({k: self.dict_item(tx, k) for k in keys}, None)
+        contents = containers.DictVariable({k: self.dict_item(tx, k) for k in keys}, None)
         self._contents = contents
         return contents
 
@@ -149,14 +148,12 @@ def odict_through_self(tx, obj, items, name, args, kwargs):
     input): writes go through `obj.setitem`/`obj.delitem` (the class's own methods, inlined,
     or the storage), reads of `items` (its storage, a DictVariable) stand for `in` and `[]`,
     which the class must then not override."""
-    from .collections_vars import _pairs
-    from .containers import _const_key, key_error, key_variable
     cls = obj.python_type()
     if name in ("__init__", "update"):
         if len(args) > 1:
             raise Unsupported(f"OrderedDict.{name} with more than one positional argument "
                               "(the user code raises TypeError)")
-        pairs = [(key_variable(k), v) for k, v in _pairs(tx, args[0])] if args else []
+        pairs = [(containers.key_variable(k), v) for k, v in collections_vars._pairs(tx, args[0])] if args else []
         pairs += [(ConstantVariable(k), v) for k, v in kwargs.items()]
         for k, v in pairs:
             obj.setitem(tx, k, v)
@@ -166,7 +163,7 @@ def odict_through_self(tx, obj, items, name, args, kwargs):
             raise Unsupported(f"OrderedDict.{name} on a {cls.__name__} with its own {slot}")
     if kwargs or not 1 <= len(args) <= 2:
         raise Unsupported(f"OrderedDict.{name} with these arguments (the user code raises TypeError)")
-    key = _const_key(tx, args[0])
+    key = containers._const_key(tx, args[0])
     if name == "setdefault":
         if key in items.items:
             return items.items[key]
@@ -179,7 +176,7 @@ def odict_through_self(tx, obj, items, name, args, kwargs):
         return value
     if len(args) > 1:
         return args[1]
-    raise key_error(key)
+    raise containers.key_error(key)
 
 
 def is_storage_method(attr):
@@ -210,13 +207,17 @@ class DictReadMethod(Variable):
                 return args[1] if len(args) > 1 else ConstantVariable(None)
             if hasattr(type(self.obj.value), "__missing__"):  # dict's [] calls it (defaultdict)
                 raise Unsupported(f"missing key of a {type(self.obj.value).__name__} with __missing__")
-            from .exceptions import user_error
-            raise user_error(KeyError, key)
+            raise exceptions.user_error(KeyError, key)
         if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
             keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]
             if name == "__len__":
                 return ConstantVariable(len(keys))
-            from .containers import IteratorVariable
-            return IteratorVariable(keys) if name == "__iter__" else \
+            return containers.IteratorVariable(keys) if name == "__iter__" else \
                 self.obj.dict_contents(tx).call_method(tx, "keys", [], {})
         return self.obj.dict_contents(tx).call_method(tx, name, args, kwargs)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import collections_vars, containers, exceptions  # noqa: E402

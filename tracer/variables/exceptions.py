@@ -19,6 +19,7 @@ import sys
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, Variable, is_constant_value
+from guards import QueryMatch
 
 
 def is_builtin_exception(cls):
@@ -47,9 +48,8 @@ class ExceptionVariable(Variable):
         return True
 
     def getattr(self, tx, name):
-        from .containers import TupleVariable
         if name == "args":
-            return TupleVariable(self.args)
+            return containers.TupleVariable(self.args)
         if name == "__cause__":
             return self.cause or ConstantVariable(None)
         if name == "__context__":
@@ -59,8 +59,7 @@ class ExceptionVariable(Variable):
         if name == "__suppress_context__":
             return ConstantVariable(self.suppress_context)
         if name == "__class__":
-            from .objects import ClassVariable
-            return ClassVariable(self.cls)
+            return objects.ClassVariable(self.cls)
         if name == "__traceback__":
             return TracebackVariable()
         if name == "value" and issubclass(self.cls, StopIteration):
@@ -81,9 +80,8 @@ class ExceptionVariable(Variable):
             raise Unsupported(f"setting attribute {name!r} of a {self.cls.__name__}")
 
     def reconstruct(self, cg):
-        from .containers import TupleVariable
         none = ConstantVariable(None)
-        cg.call_with(make_exception, [ConstantVariable(self.cls), TupleVariable(self.args), self.cause or none,
+        cg.call_with(make_exception, [ConstantVariable(self.cls), containers.TupleVariable(self.args), self.cause or none,
                                       self.context or none, ConstantVariable(self.suppress_context)])
 
     def __repr__(self):
@@ -128,7 +126,6 @@ class OuterException(Variable):
 
     def resolve(self, tx):
         """None, guarded: this frame is not called while an exception is being handled."""
-        from guards import QueryMatch
         if tx.ctx.handled_at_entry is not None:
             raise Unsupported("the frame runs while its caller handles an exception, and reads it")
         tx.guard(QueryMatch(no_exception_handled, (), (), True))
@@ -225,3 +222,9 @@ def folding_error(e, what):
     if cls.__module__ == "builtins" and isinstance(e, Exception) and all(is_constant_value(a) for a in e.args):
         return user_error(cls, *e.args)
     return Unsupported(f"{what} raises {cls.__name__} (the user code raises it)")
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, objects  # noqa: E402

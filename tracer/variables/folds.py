@@ -18,8 +18,5 @@ def folds(fn):
     return register
 
 
-def _load():
-    from . import copying, introspection  # noqa: F401  (they register themselves)
-
-
-_load()
+# the modules that register folds (they import this one for `folds`)
+from . import copying, introspection  # noqa: E402,F401

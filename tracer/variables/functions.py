@@ -15,8 +15,12 @@ import types
 from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported, UserException
-from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
+from bytecode_utils import arg_names, make_binder
+from ..runtime import compile_annotations as ann
+from guards import Predicate
+from bytecode_utils import versions
+from guards import IdMatch
 
 
 class CellBox:
@@ -69,8 +73,7 @@ def real_cell_box(tx, cell, source):
 
 
 def iterator_of(items):
-    from .containers import IteratorVariable
-    return IteratorVariable(items)
+    return containers.IteratorVariable(items)
 
 
 class BaseFunctionVariable(Variable):
@@ -89,8 +92,6 @@ class BaseFunctionVariable(Variable):
     def bind_args(self, tx, args, kwargs):
         """Map call arguments onto parameter names, defaults filled, exactly as CPython does
         (the binder is a real function with the same signature; see bytecode_utils)."""
-        from bytecode_utils import arg_names, make_binder
-        from .containers import DictVariable, TupleVariable
         code = self.get_code()
         binder = make_binder(code, tuple(self.default_vars(tx)) or None, self.kwdefault_vars(tx) or None)
         try:
@@ -101,10 +102,10 @@ class BaseFunctionVariable(Variable):
         result = dict(zip(names, slots))
         i = code.co_argcount + code.co_kwonlyargcount
         if code.co_flags & 0x04:
-            result[names[i]] = TupleVariable(list(slots[i]))
+            result[names[i]] = containers.TupleVariable(list(slots[i]))
             i += 1
         if code.co_flags & 0x08:
-            result[names[i]] = DictVariable(dict(slots[i]))
+            result[names[i]] = containers.DictVariable(dict(slots[i]))
         return result
 
     def getattr(self, tx, name):
@@ -164,7 +165,6 @@ class UserFunctionVariable(BaseFunctionVariable):
     def pin_identity(self, tx):
         """The trace compares this function's identity: guard it from now on."""
         if not self.identity_guarded and self.source is not None:
-            from guards import IdMatch
             tx.guard(IdMatch(self.source, self.fn))
             self.identity_guarded = True
 
@@ -174,7 +174,6 @@ class UserFunctionVariable(BaseFunctionVariable):
     def call(self, tx, args, kwargs):
         """Inlined, unless the function carries a torch.compile annotation (see
         compile_annotations.py): those are honoured as torch.compile honours them."""
-        from ..runtime import compile_annotations as ann
         fn = self.fn
         if ann.is_graph_break(fn):
             raise Unsupported("torch._dynamo.graph_break()")
@@ -189,11 +188,9 @@ class UserFunctionVariable(BaseFunctionVariable):
             tx.ctx.shape_marks.append((fn.__name__, args, kwargs))  # for dynamic shapes (issue 12)
             tx.side_effects.defer_call(fn, args, kwargs)
             return ConstantVariable(None)
-        from .nn_module import NNModuleVariable, is_module_dispatch
-        if args and isinstance(args[0], NNModuleVariable) and is_module_dispatch(fn):
+        if args and isinstance(args[0], nn_module.NNModuleVariable) and nn_module.is_module_dispatch(fn):
             return args[0].dispatch(tx, args[1:], kwargs)  # nn.Module.__call__(m), super().__call__()
-        from .folds import FOLDED
-        fold = FOLDED.get(fn)
+        fold = folds.FOLDED.get(fn)
         if fold is not None:  # library bookkeeping evaluated by the trace (folds.py)
             return fold(tx, args, kwargs)
         inner = _dynamo_wrapped(fn)
@@ -218,12 +215,11 @@ class UserFunctionVariable(BaseFunctionVariable):
             if self.source is not None:
                 from guards import Predicate
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
-            raise attribute_error("function", name)
+            raise exceptions.attribute_error("function", name)
         if name == "__dict__":
             if self.source is None and value:
                 raise Unsupported("__dict__ of a function reached without a source")
-            from .containers import DictVariable
-            return tx.wrap(value, AttrSource(self.source, "__dict__")) if self.source else DictVariable({})
+            return tx.wrap(value, AttrSource(self.source, "__dict__")) if self.source else containers.DictVariable({})
         return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
 
     def setattr(self, tx, name, value):
@@ -243,14 +239,13 @@ class UserFunctionVariable(BaseFunctionVariable):
 def _constant_result(fn, args, kwargs):
     """torch.compiler.assume_constant_result: called now, its result is a constant of the
     trace (unguarded: the annotation promises it never changes)."""
-    from .base import is_constant_value
     try:
         cargs = [a.as_constant() for a in args]
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
     except Unsupported:
         raise Unsupported(f"{fn.__qualname__} (assume_constant_result) called with non-constant arguments")
     value = fn(*cargs, **ckw)
-    if not is_constant_value(value):
+    if not base.is_constant_value(value):
         raise Unsupported(f"{fn.__qualname__} (assume_constant_result) returned a {type(value).__name__}")
     return ConstantVariable(value)
 
@@ -280,7 +275,6 @@ class NestedFunctionVariable(BaseFunctionVariable):
     mutable = True  # one function object: rebuilt once, attributes can be set
 
     def __init__(self, code, f_globals, defaults, kwdefaults, closure, qualname):
-        from .containers import DictVariable
         super().__init__(None)
         self.code = code
         self.f_globals = f_globals
@@ -294,11 +288,10 @@ class NestedFunctionVariable(BaseFunctionVariable):
         module = f_globals.get("__name__")
         self.slots = {"__name__": ConstantVariable(code.co_name), "__qualname__": ConstantVariable(qualname),
                       "__doc__": ConstantVariable(doc), "__module__": tx_wrap_constant(module)}
-        self.attrs = DictVariable({})
-        self.annotations = DictVariable({})
+        self.attrs = containers.DictVariable({})
+        self.annotations = containers.DictVariable({})
 
     def getattr(self, tx, name):
-        from .containers import TupleVariable
         if name in self.slots:
             return self.slots[name]
         if name == "__annotations__":
@@ -308,15 +301,14 @@ class NestedFunctionVariable(BaseFunctionVariable):
         if name in self.attrs.items:
             return self.attrs.items[name]
         if name == "__defaults__":
-            return TupleVariable(self.defaults) if self.defaults else ConstantVariable(None)
+            return containers.TupleVariable(self.defaults) if self.defaults else ConstantVariable(None)
         if name == "__kwdefaults__":
-            from .containers import DictVariable
-            return DictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
+            return containers.DictVariable(self.kwdefaults) if self.kwdefaults else ConstantVariable(None)
         if name == "__code__":
             return ConstantVariable(self.code)
         if name in _FUNCTION_SLOTS:
             raise Unsupported(f"function attribute {name!r} of a function made in the frame")
-        raise attribute_error("function", name)
+        raise exceptions.attribute_error("function", name)
 
     def setattr(self, tx, name, value):
         if name in ("__name__", "__qualname__"):
@@ -326,8 +318,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
         elif name in ("__doc__", "__module__"):
             self.slots[name] = value
         elif name == "__annotations__":
-            from .containers import DictVariable
-            if not isinstance(value, DictVariable):
+            if not isinstance(value, containers.DictVariable):
                 raise Unsupported("__annotations__ must be set to a dict (the user code raises TypeError)")
             self.annotations = value
         elif name in _FUNCTION_SLOTS:
@@ -354,15 +345,13 @@ class NestedFunctionVariable(BaseFunctionVariable):
         """The real function: the same code, globals, defaults and attributes, and a closure of
         the same cells (the frame's own cells, or cells made once here for those of inlined
         frames), so that it shares its variables with the code that runs after the graph."""
-        from .base import TempVariable
-        from .containers import DictVariable, TupleVariable
         for box in self.closure:
             cg.load_cell(box)
         cg.build(tuple, len(self.closure))
-        closure = TempVariable(cg.store_tmp())
-        slots = DictVariable(dict(self.slots))
+        closure = base.TempVariable(cg.store_tmp())
+        slots = containers.DictVariable(dict(self.slots))
         cg.call_with(make_function, [ConstantVariable(self.code), _GlobalsVariable(self.f_globals),
-                                     TupleVariable(self.defaults), DictVariable(self.kwdefaults), closure,
+                                     containers.TupleVariable(self.defaults), containers.DictVariable(self.kwdefaults), closure,
                                      slots, self.attrs, self.annotations])
 
     def __repr__(self):
@@ -394,8 +383,7 @@ def make_function(code, f_globals, defaults, kwdefaults, closure, slots, attrs, 
 
 
 def tx_wrap_constant(value):
-    from .base import is_constant_value
-    if not is_constant_value(value):
+    if not base.is_constant_value(value):
         raise Unsupported(f"a function's __module__ is {type(value).__name__}")
     return ConstantVariable(value)
 
@@ -413,21 +401,17 @@ class BuiltinVariable(ObjectVariable):
         return False
 
     def call(self, tx, args, kwargs):
-        from .builtins_impl import call_builtin
-        return call_builtin(tx, self.fn, args, kwargs)
+        return builtins_impl.call_builtin(tx, self.fn, args, kwargs)
 
     def getattr(self, tx, name):
         if self.fn is object or self.fn is dict:  # object.__setattr__(obj, ...), dict.__setitem__(obj, ...)
-            from .new_objects import slot_method
-            slot = slot_method(getattr(self.fn, name, None))
+            slot = new_objects.slot_method(getattr(self.fn, name, None))
             if slot is not None:
                 return slot
         if self.fn is itertools.chain and name == "from_iterable":
-            from .itertools_impl import chain_from_iterable
-            return BuiltinVariable(chain_from_iterable)
+            return BuiltinVariable(itertools_impl.chain_from_iterable)
         if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
-            from .objects import ClassVariable
-            return ClassVariable(self.fn, self.source).getattr(tx, name)
+            return objects.ClassVariable(self.fn, self.source).getattr(tx, name)
         return super().getattr(tx, name)
 
 
@@ -465,7 +449,6 @@ class BuiltinMethodVariable(Variable):
 
 
 def _call_constant_method(tx, obj, name, args, kwargs):
-    from .base import is_constant_value
     try:
         cargs = [a.as_constant() for a in args]
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
@@ -478,11 +461,10 @@ def _call_constant_method(tx, obj, name, args, kwargs):
     except Exception as e:  # noqa: BLE001 - the user's call raises it
         from .exceptions import folding_error
         raise folding_error(e, f"{type(obj.as_constant()).__name__}.{name}(...)") from None
-    if not is_constant_value(result) and not isinstance(result, list):
+    if not base.is_constant_value(result) and not isinstance(result, list):
         raise Unsupported(f"{type(obj.as_constant()).__name__}.{name} result")
     if isinstance(result, list):
-        from .containers import ListVariable
-        return ListVariable([ConstantVariable(r) for r in result])
+        return containers.ListVariable([ConstantVariable(r) for r in result])
     return ConstantVariable(result)
 
 
@@ -535,11 +517,9 @@ class PartialVariable(Variable):
         if name == "func":
             return self.func
         if name == "args":
-            from .containers import TupleVariable
-            return TupleVariable(self.args)
+            return containers.TupleVariable(self.args)
         if name == "keywords":
-            from .containers import DictVariable
-            return DictVariable(self.kwargs)
+            return containers.DictVariable(self.kwargs)
         raise Unsupported(f"partial attribute {name!r}")
 
     def hasattr(self, tx, name):
@@ -547,7 +527,6 @@ class PartialVariable(Variable):
             return True
         if self.source is None:  # made in the frame: a fresh partial has no other attributes
             return False
-        from guards import Predicate
         present = hasattr(self.real, name)
         tx.guard(Predicate(self.source, _has_attr(name) if present else _lacks_attr(name),
                            f"{'has' if present else 'has no'} attribute {name!r}"))
@@ -557,7 +536,6 @@ class PartialVariable(Variable):
         if self.source is not None:
             return cg.load_source(self.source)
         # functools.partial(func, *args, **kwargs), from the parts (each rebuilt as usual)
-        from bytecode_utils import versions
         cg.extend(versions.load_const_callable(functools.partial))
         cg.reconstruct(self.func)
         for a in self.args:
@@ -590,8 +568,7 @@ class LruCacheVariable(ObjectVariable):
         if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
             raise Unsupported(f"lru_cache function {name} called with traced arguments")
         result = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-        from .base import is_constant_value
-        if not is_constant_value(result):
+        if not base.is_constant_value(result):
             raise Unsupported(f"lru_cache function {name} returned a {type(result).__name__}, not a constant")
         return ConstantVariable(result)
 
@@ -622,3 +599,9 @@ def library_object(obj):
     module = sys.modules.get(getattr(obj, "__module__", None) or "")
     f = getattr(module, "__file__", None)
     return f is None or library_file(f)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, base, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions  # noqa: E402

@@ -23,9 +23,11 @@ from bytecode_utils.instructions import closing_runs_code
 from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
 from ..exc import Unsupported, UserException
-from .exceptions import user_error
 from .base import ConstantVariable, Variable
 from .containers import IteratorVariable
+from bytecode_utils import decode
+from bytecode_utils import live_locals
+from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_generator_resume_code)
 
 CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "finished"
 
@@ -60,16 +62,15 @@ class GeneratorVariable(IteratorVariable):
         if self.state == FINISHED:
             return "return", ConstantVariable(None)
         if self.state == CREATED and value is not None and not _is_none(value):
-            raise user_error(TypeError, "can't send non-None value to a just-started generator")
+            raise exceptions.user_error(TypeError, "can't send non-None value to a just-started generator")
         if self.state == SUSPENDED and value is not None:
             self.frame.stack[-1] = value  # what the suspended `yield` expression evaluates to
         return self._run(tx)
 
     def throw(self, tx, exc):
         """Raise the ExceptionVariable `exc` where the generator is suspended."""
-        from .objects import ExceptionVariable
         if self.state == RUNNING:
-            raise user_error(ValueError, "generator already executing")
+            raise exceptions.user_error(ValueError, "generator already executing")
         error = UserException(exc.cls, f"{exc.cls.__name__} thrown into a generator", exc)
         if self.state != SUSPENDED:
             self.state = FINISHED
@@ -93,22 +94,21 @@ class GeneratorVariable(IteratorVariable):
                 return self._run(tx)
         # (the sent-value slot stays: the handler's depth trims the stack, and 3.12+'s
         # CLEANUP_THROW handler of a `yield from` reads it)
-        assert isinstance(exc, ExceptionVariable)
+        assert isinstance(exc, objects.ExceptionVariable)
         return self._run(tx, raise_here=error)
 
     def close(self, tx):
         if self.state in (CREATED, FINISHED):
             self.state = FINISHED
             return
-        from .objects import ExceptionVariable
         try:
-            kind, _ = self.throw(tx, ExceptionVariable(GeneratorExit, []))
+            kind, _ = self.throw(tx, objects.ExceptionVariable(GeneratorExit, []))
         except UserException as e:
             if issubclass(e.exc_type, (GeneratorExit, StopIteration)):
                 return
             raise
         if kind == "yield":
-            raise user_error(RuntimeError, "generator ignored GeneratorExit")
+            raise exceptions.user_error(RuntimeError, "generator ignored GeneratorExit")
 
     def _run(self, tx, raise_here=None):
         frame = self.frame
@@ -181,8 +181,7 @@ class GeneratorVariable(IteratorVariable):
 
     def getattr(self, tx, name):
         if name in ("send", "throw", "close", "__next__", "__iter__"):
-            from .functions import BuiltinMethodVariable
-            return BuiltinMethodVariable(self, name)
+            return functions.BuiltinMethodVariable(self, name)
         raise Unsupported(f"generator attribute {name!r}")
 
     def reconstruct(self, cg):
@@ -194,13 +193,6 @@ class GeneratorVariable(IteratorVariable):
             return cg.call_with(finished_generator, [])
         if self.state != SUSPENDED and self.state != CREATED:
             raise Unsupported("a running generator escapes the frame")
-        from bytecode_utils import live_locals
-        from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL,
-                                           make_generator_resume_code)
-        from .stack_values import NullVariable
-        from .base import TempVariable
-        from .containers import TupleVariable
-        from .exceptions import ExcInfoSlot
         frame = self.frame
         code = frame.code
         suspended = self.state == SUSPENDED
@@ -209,10 +201,10 @@ class GeneratorVariable(IteratorVariable):
         handled = self.exc_state
         live = set()
         for v in reversed(stack):  # the except bodies still running in the generator
-            if isinstance(v, ExcInfoSlot) and v.exc is handled:
+            if isinstance(v, exceptions.ExcInfoSlot) and v.exc is handled:
                 live.add(id(v))
                 handled = v.prev
-        kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live else STACK_ARG
+        kinds = [STACK_NULL if isinstance(v, stack_values.NullVariable) else STACK_EXC_INFO if id(v) in live else STACK_ARG
                  for v in stack]
         names = sorted(n for n in live_locals(code)[target] if n in frame.locals)
         try:
@@ -221,14 +213,13 @@ class GeneratorVariable(IteratorVariable):
             # (a stream the `bytecode` package cannot assemble: the frame runs as Python)
             raise Unsupported(f"a generator made in the traced frame escapes it and cannot be "
                               f"rebuilt here ({e})") from None
-        values = [v for v in stack if not isinstance(v, NullVariable)] + [frame.locals[n] for n in names]
+        values = [v for v in stack if not isinstance(v, stack_values.NullVariable)] + [frame.locals[n] for n in names]
         for box_name in rcode.co_freevars:
             cg.load_cell(frame.cells[box_name])
         cg.build(tuple, len(rcode.co_freevars))
-        closure = TempVariable(cg.store_tmp())
-        from .functions import _GlobalsVariable
-        cg.call_with(rebuild_generator, [ConstantVariable(rcode), _GlobalsVariable(frame.f_globals), closure,
-                                         TupleVariable(values), ConstantVariable(suspended)])
+        closure = base.TempVariable(cg.store_tmp())
+        cg.call_with(rebuild_generator, [ConstantVariable(rcode), functions._GlobalsVariable(frame.f_globals), closure,
+                                         containers.TupleVariable(values), ConstantVariable(suspended)])
 
     def __repr__(self):
         return f"Generator({self.frame.code.co_name}, {self.state})"
@@ -264,16 +255,14 @@ def _is_none(var):
 
 
 def _stop_iteration(value):
-    from .objects import ExceptionVariable
-    return ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
+    return objects.ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
 
 
 def runtime_error_for(stop):
     """The RuntimeError (an ExceptionVariable) that replaces the StopIteration `stop`
     escaping a generator body (PEP 479): 3.11 converts it in the caller (`_run`), 3.12+ in
     the body (CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR)."""
-    from .objects import ExceptionVariable
-    exc = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+    exc = objects.ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
     exc.cause = exc.context = stop
     exc.suppress_context = True
     return exc
@@ -286,15 +275,14 @@ def _runtime_error_from(stop):
 
 def _exception_of(tx, args):
     """gen.throw(typ[, val[, tb]]) arguments as one ExceptionVariable."""
-    from .objects import ClassVariable, ExceptionVariable, is_builtin_exception
     first = args[0]
-    if isinstance(first, ExceptionVariable):
+    if isinstance(first, objects.ExceptionVariable):
         return first
-    if isinstance(first, ClassVariable) and is_builtin_exception(first.cls):
+    if isinstance(first, objects.ClassVariable) and objects.is_builtin_exception(first.cls):
         rest = [args[1]] if len(args) > 1 and not _is_none(args[1]) else []
-        if rest and isinstance(rest[0], ExceptionVariable):
+        if rest and isinstance(rest[0], objects.ExceptionVariable):
             return rest[0]
-        return ExceptionVariable(first.cls, rest)
+        return objects.ExceptionVariable(first.cls, rest)
     raise Unsupported(f"generator.throw({first})")
 
 
@@ -304,7 +292,6 @@ def real_generator_needs_finalizer(gen):
     frame = getattr(gen, "gi_frame", None)
     if frame is None or gen.gi_running or frame.f_lasti < 0:
         return False
-    from bytecode_utils import decode
     instrs = decode(gen.gi_code)
     for inst in instrs:
         if inst.offset == frame.f_lasti:
@@ -385,8 +372,6 @@ def _walk(todo, foreign, frames):
     `frames` are the trace's interpreter frames (a generator's body is one), whose stack,
     locals and cells are followed."""
     frame_ids = {id(fr) for fr in frames}
-    from .containers import _IdKey
-    from .functions import CellBox
     seen, found = set(), set()
     while todo:
         o = todo.pop()
@@ -406,9 +391,9 @@ def _walk(todo, foreign, frames):
             todo.extend(o.stack)
             todo.extend(o.locals.values())
             todo.extend(o.cells.values())
-        elif isinstance(o, CellBox):
+        elif isinstance(o, functions.CellBox):
             todo.append(o._value)
-        elif isinstance(o, _IdKey):
+        elif isinstance(o, containers._IdKey):
             todo.append(o.var)
         elif isinstance(o, types.MethodType):
             todo.append(o.__self__)
@@ -419,3 +404,9 @@ def _walk(todo, foreign, frames):
                 except ValueError:
                     pass
     return found
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import objects, containers, functions, stack_values, base, exceptions  # noqa: E402

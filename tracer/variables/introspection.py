@@ -16,6 +16,7 @@ import typing
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, is_constant_value
 from .folds import folds
+from guards import IdMatch
 
 # Objects whose every attribute, item and method result is a pure function of the object
 # and which nothing mutates in place (Signature and Parameter are immutable; the mapping
@@ -85,8 +86,7 @@ def frozen(tx, value):
     if isinstance(value, FROZEN_TYPES):
         return FrozenVariable(value)
     if type(value) is tuple:
-        from .containers import TupleVariable
-        return TupleVariable([frozen(tx, v) for v in value])
+        return containers.TupleVariable([frozen(tx, v) for v in value])
     if isinstance(value, type) or callable(value):
         return tx.wrap(value, None)  # e.g. Parameter.empty, an annotation class
     raise Unsupported(f"{type(value).__name__} read from an inspect.Signature")
@@ -95,8 +95,7 @@ def frozen(tx, value):
 def real_callable(tx, var):
     """The real object a callable Variable stands for (a bound method is rebuilt on a
     stand-in instance: a signature does not depend on the instance)."""
-    from .functions import BoundMethodVariable
-    if isinstance(var, BoundMethodVariable):
+    if isinstance(var, functions.BoundMethodVariable):
         func = real_callable(tx, var.func)
         try:
             self_obj = tx.python_object(var.obj)
@@ -139,7 +138,6 @@ def _fold_typing(fn):
         tp = args[0]
         real = tp.as_constant() if tp.is_constant() else tx.python_object(tp)
         if tp.source is not None and not tp.is_constant():
-            from guards import IdMatch
             tx.guard(IdMatch(tp.source, real))
         return _wrap_typing(tx, fn(real))
     return fold
@@ -147,13 +145,17 @@ def _fold_typing(fn):
 
 def _wrap_typing(tx, value):
     if type(value) is tuple:
-        from .containers import TupleVariable
-        return TupleVariable([_wrap_typing(tx, v) for v in value])
+        return containers.TupleVariable([_wrap_typing(tx, v) for v in value])
     if type(value) is list:  # Callable[[args], ret] unflattened
-        from .containers import ListVariable
-        return ListVariable([_wrap_typing(tx, v) for v in value])
+        return containers.ListVariable([_wrap_typing(tx, v) for v in value])
     return tx.wrap(value, None)
 
 
 folds(typing.get_origin)(_fold_typing(typing.get_origin))
 folds(typing.get_args)(_fold_typing(typing.get_args))
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import functions, containers  # noqa: E402

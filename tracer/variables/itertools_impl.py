@@ -12,7 +12,6 @@ import itertools
 import sys
 
 from ..exc import Unsupported
-from .exceptions import user_error
 from .base import ConstantVariable
 from .containers import IteratorVariable, TupleVariable
 
@@ -27,8 +26,7 @@ def impl(fn):
 
 
 def _iter(tx, v):
-    from .builtins_impl import call_builtin
-    return call_builtin(tx, iter, [v], {})
+    return builtins_impl.call_builtin(tx, iter, [v], {})
 
 
 def _lazy(tx, gen, py_type):
@@ -76,7 +74,7 @@ def _islice(tx, iterable, *args):
     s = slice(*bounds)
     start, stop, step = s.start or 0, s.stop if s.stop is not None else sys.maxsize, s.step or 1
     if start < 0 or stop < 0 or step <= 0:
-        raise user_error(ValueError, "Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+        raise exceptions.user_error(ValueError, "Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
     it = _iter(tx, iterable)
 
     def gen():
@@ -301,18 +299,20 @@ def _pairwise(tx, iterable):
 # ---- sys ------------------------------------------------------------------------------------
 @impl(sys.exc_info)
 def _exc_info(tx):
-    from .exceptions import TracebackVariable, handled_exception
-    from .objects import ClassVariable
-    exc = handled_exception(tx)
+    exc = exceptions.handled_exception(tx)
     if exc is None:
         return TupleVariable([ConstantVariable(None)] * 3)
-    return TupleVariable([ClassVariable(exc.python_type()), exc, TracebackVariable()])
+    return TupleVariable([objects.ClassVariable(exc.python_type()), exc, exceptions.TracebackVariable()])
 
 
 if hasattr(sys, "exception"):
     @impl(sys.exception)
     def _exception(tx):
-        from .exceptions import handled_exception
-        exc = handled_exception(tx)
+        exc = exceptions.handled_exception(tx)
         return exc if exc is not None else ConstantVariable(None)
 
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import builtins_impl, exceptions, objects  # noqa: E402

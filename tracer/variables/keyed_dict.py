@@ -11,7 +11,6 @@ from guards import LengthMatch, Predicate
 from guards.sources import ItemSource
 
 from ..exc import Unsupported
-from .exceptions import user_error
 from .base import ConstantVariable, Variable
 
 _MISSING = object()
@@ -42,7 +41,7 @@ class ObjectKeyedDictVariable(Variable):
             return tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
         tx.guard(Predicate(self.source, _absent(k), f"has no key {k!r}"))
         if default is _MISSING:
-            raise user_error(KeyError, k)
+            raise exceptions.user_error(KeyError, k)
         return default
 
     def getitem(self, tx, key):
@@ -85,3 +84,9 @@ def _absent(k):
 
 def _present(k):
     return lambda d: dict.__contains__(d, k)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import exceptions  # noqa: E402

@@ -81,7 +81,6 @@ class ReversedListIteratorVariable(IteratorVariable):
 
 def iterator_over(tx, v):
     """`iter(v)` (GET_ITER, the iter() builtin) for a Variable that is not an iterator."""
-    from .builtins_impl import iter_type
     if isinstance(v, IteratorVariable):
         return v
     if isinstance(v, ListVariable):
@@ -89,7 +88,13 @@ def iterator_over(tx, v):
     base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
     if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
         return DictIteratorVariable(base, kind)
-    it = IteratorVariable(v.iterate(tx), py_type=iter_type(v))
+    it = IteratorVariable(v.iterate(tx), py_type=builtins_impl.iter_type(v))
     if isinstance(base, (DictVariable, SetVariable)):
         it.sized = (base, len(base.items))  # (an OrderedDict's: its own, order-keeping checks)
     return it
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import builtins_impl  # noqa: E402

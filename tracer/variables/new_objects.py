@@ -24,7 +24,6 @@ from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException
-from .exceptions import attribute_error
 from .base import ConstantVariable, Variable
 from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 
@@ -95,7 +94,6 @@ def _dict_base(cls):
 
 def construct(tx, cls_var, args, kwargs):
     """`cls(*args, **kwargs)` for a user class: a NewObjectVariable, __init__ inlined."""
-    from .functions import UserFunctionVariable
     cls = cls_var.cls
     reason = constructible_reason(cls)
     if reason is not None:
@@ -103,7 +101,7 @@ def construct(tx, cls_var, args, kwargs):
     obj = NewObjectVariable(cls)
     init = obj._class_attr(tx, "__init__")
     if isinstance(init, types.FunctionType):
-        ret = UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
+        ret = functions.UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
         if not (ret.is_constant() and ret.as_constant() is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returned a value (the user code raises TypeError)")
     elif init is object.__init__:
@@ -201,20 +199,18 @@ class NewObjectVariable(Variable):
     mutable = True
 
     def __init__(self, cls):
-        from .containers import DictVariable
         super().__init__(None)
         self.cls = cls
         self.cls_source = ConstSource(cls)
-        self.attrs = DictVariable({})       # instance __dict__: name -> Variable, in store order
+        self.attrs = containers.DictVariable({})       # instance __dict__: name -> Variable, in store order
         base = _dict_base(cls)
         self.dict_base = base
-        self.items = DictVariable({}) if base is not None else None
+        self.items = containers.DictVariable({}) if base is not None else None
 
     def _class_attr(self, tx, name, missing=None):
         """`name` as type(self)'s MRO holds it (or `missing`), guarded: the class is not the
         frame's own, and a method patched on it later must recompile."""
-        from .objects import guarded_type_lookup
-        attr, owner = guarded_type_lookup(tx, self.cls_source, self.cls, name)
+        attr, owner = objects.guarded_type_lookup(tx, self.cls_source, self.cls, name)
         return missing if owner is None else attr
 
     # ---- identity ------------------------------------------------------------------------
@@ -230,24 +226,22 @@ class NewObjectVariable(Variable):
         if any(ga is g for g in GENERIC_GETATTRIBUTE):
             return self.generic_getattr(tx, name)
         if isinstance(ga, types.FunctionType):
-            from .functions import UserFunctionVariable
-            return UserFunctionVariable(ga).call(tx, [self, ConstantVariable(name)], {})
+            return functions.UserFunctionVariable(ga).call(tx, [self, ConstantVariable(name)], {})
         raise Unsupported(f"{self.cls.__name__} customises attribute lookup")
 
     def _lookup(self, tx, name):
         """object.__getattribute__(self, name), or _MISSING (no __getattr__ fallback)."""
-        from .objects import ClassVariable, bind_class_attr
         if name == "__class__":
-            return ClassVariable(self.cls, self.cls_source)
+            return objects.ClassVariable(self.cls, self.cls_source)
         if name == "__dict__":
             return InstanceAttrsVariable(self)
         attr = self._class_attr(tx, name, _MISSING)
         if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
-            return bind_class_attr(tx, attr, self, self.cls)
+            return objects.bind_class_attr(tx, attr, self, self.cls)
         if name in self.attrs.items:
             return self.attrs.items[name]
         if attr is not _MISSING:  # (a class attribute may be None: nn.Module._compiled_call_impl)
-            return bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
+            return objects.bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
         return _MISSING
 
     def generic_getattr(self, tx, name):
@@ -256,11 +250,10 @@ class NewObjectVariable(Variable):
             return got
         fallback = self._class_attr(tx, "__getattr__")
         if isinstance(fallback, types.FunctionType):
-            from .functions import UserFunctionVariable
-            return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+            return functions.UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
         if fallback is not None:
             raise Unsupported(f"{self.cls.__name__}.__getattr__ is not a Python function")
-        raise attribute_error(self.cls.__name__, name)
+        raise exceptions.attribute_error(self.cls.__name__, name)
 
     def hasattr(self, tx, name):
         if self._class_attr(tx, "__getattr__") is None and \
@@ -279,8 +272,7 @@ class NewObjectVariable(Variable):
         if sa is object.__setattr__:
             return self.generic_setattr(tx, name, value)
         if isinstance(sa, types.FunctionType):
-            from .functions import UserFunctionVariable
-            UserFunctionVariable(sa).call(tx, [self, ConstantVariable(name), value], {})
+            functions.UserFunctionVariable(sa).call(tx, [self, ConstantVariable(name), value], {})
             return
         raise Unsupported(f"{self.cls.__name__}.__setattr__ is {type(sa).__name__}, not traced")
 
@@ -289,8 +281,7 @@ class NewObjectVariable(Variable):
         if da is object.__delattr__:
             return self.generic_delattr(tx, name)
         if isinstance(da, types.FunctionType):
-            from .functions import UserFunctionVariable
-            UserFunctionVariable(da).call(tx, [self, ConstantVariable(name)], {})
+            functions.UserFunctionVariable(da).call(tx, [self, ConstantVariable(name)], {})
             return
         raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
 
@@ -298,7 +289,7 @@ class NewObjectVariable(Variable):
         if hasattr(type(self._class_attr(tx, name)), "__delete__"):
             raise Unsupported(f"del of {self.cls.__name__}.{name} runs a descriptor")
         if name not in self.attrs.items:
-            raise attribute_error(self.cls.__name__, name)
+            raise exceptions.attribute_error(self.cls.__name__, name)
         del self.attrs.items[name]
 
     def generic_setattr(self, tx, name, value):
@@ -307,19 +298,17 @@ class NewObjectVariable(Variable):
         attr = self._class_attr(tx, name)
         if attr is not None and hasattr(type(attr), "__set__"):
             if isinstance(attr, property) and attr.fset is not None:
-                from .functions import UserFunctionVariable
-                UserFunctionVariable(attr.fset).call(tx, [self, value], {})
+                functions.UserFunctionVariable(attr.fset).call(tx, [self, value], {})
                 return
             raise Unsupported(f"setting {self.cls.__name__}.{name} runs a descriptor")
         self.attrs.items[name] = value
 
     # ---- special methods: looked up on the type ----------------------------------------------
     def _special(self, tx, name, args, what):
-        from .objects import bind_class_attr
         attr = self._class_attr(tx, name)
         if attr is None:
             raise Unsupported(f"{what} of a {self.cls.__name__} object (the user code raises TypeError)")
-        return bind_class_attr(tx, attr, self, self.cls).call(tx, args, {})
+        return objects.bind_class_attr(tx, attr, self, self.cls).call(tx, args, {})
 
     def getitem(self, tx, key):
         return self._special(tx, "__getitem__", [key], "subscript")
@@ -347,11 +336,10 @@ class NewObjectVariable(Variable):
         return True
 
     def call(self, tx, args, kwargs):
-        from .objects import bind_class_attr
         attr = self._class_attr(tx, "__call__")
         if attr is None:
             raise Unsupported(f"{self.cls.__name__} object is not callable (the user code raises TypeError)")
-        return bind_class_attr(tx, attr, self, self.cls).call(tx, args, kwargs)
+        return objects.bind_class_attr(tx, attr, self, self.cls).call(tx, args, kwargs)
 
     # ---- C slot methods of object / dict / OrderedDict ----------------------------------------
     def slot_call(self, tx, owner, name, args, kwargs):
@@ -377,31 +365,27 @@ class NewObjectVariable(Variable):
             self._update(tx, args, kwargs)
             return ConstantVariable(None)
         if name == "__iter__" and not args:
-            from .functions import iterator_of
-            return iterator_of(self.items.iterate(tx))
+            return functions.iterator_of(self.items.iterate(tx))
         if name == "__delitem__":
             self.items.delitem(tx, args[0])
             return ConstantVariable(None)
         if name == "copy":
-            from .containers import DictVariable
-            return DictVariable(self.items.items)
+            return containers.DictVariable(self.items.items)
         if name in _DICT_METHODS:
             return self.items.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
 
     def _update(self, tx, args, kwargs):
-        from .collections_vars import _pairs
         if len(args) > 1:
             raise Unsupported("dict update with more than one positional argument (the user code raises TypeError)")
         if args:
-            self.items.items.update(_pairs(tx, args[0]))
+            self.items.items.update(collections_vars._pairs(tx, args[0]))
         for k, v in kwargs.items():
             self.items.items[k] = v
 
     # ---- after the graph -------------------------------------------------------------------
     def reconstruct(self, cg):
         # (built once per rewritten code, and refused if it contains itself: CodeGen.reconstruct)
-        from .containers import load_key
         base = self.dict_base
         cg.extend(versions.load_const_callable(rebuild_object))
         cg.load_const(self.cls)
@@ -414,7 +398,7 @@ class NewObjectVariable(Variable):
         cg.load_const(base.__setitem__ if base is not None else None)
         pairs = list(self.items.items.items()) if self.items is not None else []
         for k, _ in pairs:
-            load_key(cg, k)
+            containers.load_key(cg, k)
         cg.build(tuple, len(pairs))
         for _, v in pairs:
             cg.reconstruct(v)
@@ -435,3 +419,9 @@ def _attr_name(var):
     if not (var.is_constant() and isinstance(var.as_constant(), str)):
         raise Unsupported("attribute name that is not a constant string")
     return var.as_constant()
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import functions, containers, objects, collections_vars, exceptions  # noqa: E402

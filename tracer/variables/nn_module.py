@@ -19,7 +19,6 @@ from guards.sources import AttrSource, ConstSource, ItemSource
 from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
 from ..runtime import config
 from ..exc import StockLeaf, Unsupported, UserException
-from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
 from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr
 
@@ -92,7 +91,7 @@ class NNModuleVariable(ObjectVariable):
             return bind_class_attr(tx, attr, self, cls, src)
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
             tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
-        raise attribute_error(cls.__name__, name)
+        raise exceptions.attribute_error(cls.__name__, name)
 
     def _tensor_attr(self, tx, value, source, name):
         if value is None:
@@ -153,10 +152,9 @@ class NNModuleVariable(ObjectVariable):
             keys = self._items(tx)
             if isinstance(k, slice):
                 sub = [self.getattr(tx, name) for name in keys[k]]
-                from .containers import ListVariable
                 if isinstance(m, torch.nn.Sequential):
                     raise Unsupported("slicing an nn.Sequential (creates a new module)")
-                return ListVariable(sub)
+                return containers.ListVariable(sub)
             return self.getattr(tx, keys[k])
         raise Unsupported(f"indexing {type(m).__name__}")
 
@@ -172,21 +170,19 @@ class NNModuleVariable(ObjectVariable):
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def _iter_method(self, tx, name, args=(), kwargs=None):
-        from .containers import TupleVariable
-        from .functions import iterator_of
         m = self.module
         if name in ("keys", "values", "items"):
             keys = self._items(tx)
             vals = [self.getattr(tx, k) for k in keys]
             if name == "keys":
-                return iterator_of([ConstantVariable(k) for k in keys])
+                return functions.iterator_of([ConstantVariable(k) for k in keys])
             if name == "values":
-                return iterator_of(vals)
-            return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, vals)])
+                return functions.iterator_of(vals)
+            return functions.iterator_of([containers.TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, vals)])
         items = self._walk_items(tx, name, args, kwargs)
         if name.startswith("named_"):
-            return iterator_of([TupleVariable([ConstantVariable(k), v]) for k, v in items])
-        return iterator_of([v for _, v in items])
+            return functions.iterator_of([containers.TupleVariable([ConstantVariable(k), v]) for k, v in items])
+        return functions.iterator_of([v for _, v in items])
 
     def _guard_keys(self, tx, dict_name):
         if self.source is not None:
@@ -269,9 +265,8 @@ class NNModuleVariable(ObjectVariable):
             # method; its `super().__call__(...)` comes back to dispatch() (functions.py)
             if not isinstance(own, types.FunctionType):
                 raise Unsupported(f"{type(m).__name__}.__call__ is a {type(own).__name__}, not a Python function")
-            from .functions import UserFunctionVariable
             guard_class_lookup(tx, self, "__call__", own, instance_dict=False)
-            return UserFunctionVariable(own).call(tx, [self, *args], kwargs)
+            return functions.UserFunctionVariable(own).call(tx, [self, *args], kwargs)
         return self.dispatch(tx, args, kwargs)
 
     def dispatch(self, tx, args, kwargs):
@@ -299,7 +294,6 @@ class NNModuleVariable(ObjectVariable):
         `always_call=True` hooks (run by _call_impl when forward raises) are Unsupported."""
         from torch.nn.modules import module as impl
 
-        from .containers import DictVariable, TupleVariable
         m = self.module
         if self.source is None:
             raise Unsupported(f"{type(m).__name__} with forward hooks and no source")
@@ -321,25 +315,25 @@ class NNModuleVariable(ObjectVariable):
                + _guarded_hooks(tx, self.source, m, "_forward_pre_hooks", pre_kw))
         post = (_guarded_hooks(tx, impl_src, impl, "_global_forward_hooks", post_kw)
                 + _guarded_hooks(tx, self.source, m, "_forward_hooks", post_kw))
-        args_var = TupleVariable(args)
+        args_var = containers.TupleVariable(args)
         for hook, with_kwargs in pre:
             if with_kwargs:
-                r = hook.call(tx, [self, args_var, DictVariable(kwargs)], {})
+                r = hook.call(tx, [self, args_var, containers.DictVariable(kwargs)], {})
                 if not _is_none(r):
                     pair = r.iterate(tx) if r.python_type() is tuple else None
-                    if pair is None or len(pair) != 2 or not isinstance(pair[1], DictVariable):
+                    if pair is None or len(pair) != 2 or not isinstance(pair[1], containers.DictVariable):
                         raise Unsupported("forward pre-hook returned something other than (args, kwargs)")
-                    args_var, kwargs = TupleVariable(pair[0].iterate(tx)), dict(pair[1].items)
+                    args_var, kwargs = containers.TupleVariable(pair[0].iterate(tx)), dict(pair[1].items)
             else:
                 r = hook.call(tx, [self, args_var], {})
                 if not _is_none(r):
-                    args_var = r if r.python_type() is tuple else TupleVariable([r])
+                    args_var = r if r.python_type() is tuple else containers.TupleVariable([r])
         # forward itself is inlined even for a leaf module: a call_module node would run the
         # module's __call__, and with it the hooks, a second time
         result = self._inline_forward(tx, args_var.iterate(tx), kwargs)
         for hook, with_kwargs in post:
             if with_kwargs:
-                r = hook.call(tx, [self, args_var, DictVariable(kwargs), result], {})
+                r = hook.call(tx, [self, args_var, containers.DictVariable(kwargs), result], {})
             else:
                 r = hook.call(tx, [self, args_var, result], {})
             if not _is_none(r):
@@ -378,14 +372,13 @@ class NNModuleVariable(ObjectVariable):
         if "forward" in m.__dict__:
             raise Unsupported(f"{type(m).__name__}.forward is replaced on the instance")
         forward = lookup_type_attr(type(m), "forward")[0]
-        from .functions import UserFunctionVariable
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
         guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
         try:
-            return UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
+            return functions.UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
         finally:
             calls.pop()
 
@@ -537,3 +530,9 @@ def _stateless(module):
                                          if not k.startswith("_")):
             return False  # a leaf forward may read an attribute no predicate would cover
     return True
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, functions, exceptions  # noqa: E402

@@ -12,9 +12,9 @@ from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException
-from .exceptions import attribute_error, user_error
 from .base import ConstantVariable, ObjectVariable, Variable
 from .dict_storage import DictStorage
+from guards.sources import ConstSource
 
 
 def lookup_type_attr(cls, name, start_after=None):
@@ -142,25 +142,22 @@ _NAMESPACE_SETATTR = types.SimpleNamespace.__setattr__  # generic, like object's
 
 def bind_class_attr(tx, attr, obj_var, cls, source=None):
     """What `obj.attr` gives when attr was found on the class."""
-    from .functions import BoundMethodVariable, UserFunctionVariable
     if isinstance(attr, types.FunctionType):
-        return BoundMethodVariable(UserFunctionVariable(attr), obj_var)
+        return functions.BoundMethodVariable(functions.UserFunctionVariable(attr), obj_var)
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
-        from guards.sources import ConstSource
         return ClassVariable(cls, ConstSource(cls))
     if hasattr(obj_var, "slot_call"):  # object/dict slot methods act on the object's state
-        from .new_objects import slot_method
-        slot = slot_method(attr)
+        slot = new_objects.slot_method(attr)
         if slot is not None:
-            return BoundMethodVariable(slot, obj_var)
+            return functions.BoundMethodVariable(slot, obj_var)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
-        return BoundMethodVariable(tx.wrap(attr.__func__, None), ClassVariable(cls))
+        return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), ClassVariable(cls))
     if isinstance(attr, property):
         if attr.fget is None:
             raise Unsupported("unreadable property")
-        return UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
+        return functions.UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
     if hasattr(type(attr), "__get__"):
         raise Unsupported(f"descriptor {type(attr).__name__} on {cls.__name__}")
     return tx.wrap(attr, source)
@@ -191,7 +188,6 @@ class UserObjectVariable(DictStorage, ObjectVariable):
     def truthy(self, tx):
         """As CPython's bool(): the class's __bool__, else __len__() != 0, else True; which
         of them the class defines is guarded (Python methods are traced)."""
-        from .functions import UserFunctionVariable
         cls = type(self.value)
         guard_type_entries(tx, self, ("__bool__", "__len__"))
         name, attr = "__bool__", lookup_type_attr(cls, "__bool__")[0]
@@ -203,7 +199,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
                 return True
         if not isinstance(attr, types.FunctionType):
             raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
-        r = UserFunctionVariable(attr).call(tx, [self], {})
+        r = functions.UserFunctionVariable(attr).call(tx, [self], {})
         if name == "__bool__":
             return tx.truthy(r)
         if not (r.is_constant() and isinstance(r.as_constant(), int)):
@@ -215,16 +211,14 @@ class UserObjectVariable(DictStorage, ObjectVariable):
         if type(cls).__getattribute__ is not type.__getattribute__:
             raise Unsupported(f"{cls.__name__} has a metaclass that customises attribute lookup")
         custom, _ = guarded_type_lookup(tx, class_source(self), cls, "__getattribute__")
-        from .new_objects import GENERIC_GETATTRIBUTE
-        if any(custom is g for g in GENERIC_GETATTRIBUTE):  # dict subclasses: dict's slot is generic
+        if any(custom is g for g in new_objects.GENERIC_GETATTRIBUTE):  # dict subclasses: dict's slot is generic
             return self.generic_getattr(tx, name)
         if not isinstance(custom, types.FunctionType):
             raise Unsupported(f"{cls.__name__} customises attribute lookup")
         # A Python __getattribute__ is inlined like any method; its super().__getattribute__
         # reaches generic_getattr. (An AttributeError it raises stops the trace, so a
         # __getattr__ fallback is never guessed.)
-        from .functions import UserFunctionVariable
-        return UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name)], {})
+        return functions.UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name)], {})
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__(obj, name): data descriptors, instance dict, class attributes."""
@@ -256,11 +250,10 @@ class UserObjectVariable(DictStorage, ObjectVariable):
             return bind_class_attr(tx, attr, self, cls, src)
         fallback, _ = lookup_type_attr(cls, "__getattr__")
         if isinstance(fallback, types.FunctionType):  # a Python __getattr__ is inlined
-            from .functions import UserFunctionVariable
             if self.source is not None:  # it stands in only while ordinary lookup finds nothing
                 guard_class_lookup(tx, self, "__getattr__", fallback, instance_dict=False)
                 tx.guard(Predicate.lacks_generic_attr(self.source, name, f"ordinary lookup finds no {name!r}"))
-            return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+            return functions.UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
         if fallback is not None:
             raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
@@ -269,7 +262,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
             else:  # reached from the class's own __getattribute__, inlined and guarded
                 tx.guard(Predicate.lacks_generic_attr(
                     self.source, name, f"object.__getattribute__ finds no {name!r}"))
-        raise attribute_error(cls.__name__, name)
+        raise exceptions.attribute_error(cls.__name__, name)
 
     def setattr(self, tx, name, value):
         cls = type(self.value)
@@ -279,9 +272,8 @@ class UserObjectVariable(DictStorage, ObjectVariable):
                 raise Unsupported(f"{cls.__name__} customises __setattr__ ({type(custom).__name__})")
             # A Python __setattr__ (ModelOutput's) is inlined; its super().__setattr__ or
             # object.__setattr__(self, ...) reaches generic_setattr.
-            from .functions import UserFunctionVariable
             guard_class_lookup(tx, self, "__setattr__", custom, instance_dict=False)
-            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
+            functions.UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
         self.generic_setattr(tx, name, value, raw=False)
 
@@ -299,12 +291,10 @@ class UserObjectVariable(DictStorage, ObjectVariable):
         `dict.__setitem__(self, k, v)`, `super().get(k)`)."""
         if owner is object and not kwargs:
             if name == "__setattr__" and len(args) == 2:
-                from .new_objects import _attr_name
-                self.generic_setattr(tx, _attr_name(args[0]), args[1])
+                self.generic_setattr(tx, new_objects._attr_name(args[0]), args[1])
                 return ConstantVariable(None)
             if name == "__getattribute__" and len(args) == 1:
-                from .new_objects import _attr_name
-                return self.generic_getattr(tx, _attr_name(args[0]))
+                return self.generic_getattr(tx, new_objects._attr_name(args[0]))
         if owner is not object and isinstance(self.value, dict):
             return self.storage_call(tx, owner, name, args, kwargs)
         raise Unsupported(f"{owner.__name__}.{name} on a {type(self.value).__name__} object")
@@ -336,10 +326,9 @@ class UserObjectVariable(DictStorage, ObjectVariable):
     def _item_method(self, tx, name, args, what):
         """obj[k], obj[k] = v, del obj[k]: a Python method of the class is inlined; dict's
         own (a dict subclass that does not override it) acts on the object's storage."""
-        from .dict_storage import is_storage_method
         cls = type(self.value)
         attr, _ = lookup_type_attr(cls, name)
-        if not (isinstance(attr, types.FunctionType) or is_storage_method(attr) and isinstance(self.value, dict)):
+        if not (isinstance(attr, types.FunctionType) or dict_storage.is_storage_method(attr) and isinstance(self.value, dict)):
             raise Unsupported(f"{what} of {self}")
         guard_class_lookup(tx, self, name, attr, instance_dict=False)
         return bind_class_attr(tx, attr, self, cls).call(tx, args, {})
@@ -388,9 +377,8 @@ class ClassVariable(ObjectVariable):
 
     def getattr(self, tx, name):
         if name == "apply":
-            from .autograd_function import AutogradFunctionApplyVariable, is_autograd_function_class
-            if is_autograd_function_class(self.cls):
-                return AutogradFunctionApplyVariable(self.cls)
+            if autograd_function.is_autograd_function_class(self.cls):
+                return autograd_function.AutogradFunctionApplyVariable(self.cls)
         # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
         # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
         meta_attr, _ = lookup_type_attr(type(self.cls), name)
@@ -403,7 +391,7 @@ class ClassVariable(ObjectVariable):
         if attr is None:
             if meta_attr is None and self.source is not None:
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
-                raise user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
+                raise exceptions.user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
             raise Unsupported(f"class {self.cls.__name__} has no attribute {name!r}")
         if self.source is None and class_can_change(self.cls):
             # type(o), a classmethod's cls, a new object's class: read through the class itself
@@ -416,10 +404,8 @@ class ClassVariable(ObjectVariable):
         if isinstance(attr, staticmethod):
             return tx.wrap(attr.__func__, None)
         if isinstance(attr, classmethod):
-            from .functions import BoundMethodVariable
-            return BoundMethodVariable(tx.wrap(attr.__func__, None), self)
-        from .new_objects import slot_method
-        slot = slot_method(attr)  # OrderedDict.__setitem__ & co., applied to a new object
+            return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), self)
+        slot = new_objects.slot_method(attr)  # OrderedDict.__setitem__ & co., applied to a new object
         if slot is not None:
             return slot
         src = AttrSource(self.source, name) if self.source is not None else None
@@ -433,26 +419,22 @@ class ClassVariable(ObjectVariable):
                                              **{k: v.as_constant() for k, v in kwargs.items()}))
         if _is_plain_namedtuple(self.cls):
             import inspect
-            from .containers import NamedTupleVariable
             try:
                 bound = inspect.signature(self.cls).bind(*args, **kwargs)
             except TypeError as e:
                 raise Unsupported(f"{self.cls.__name__}() does not bind: {e} (the user code raises TypeError)")
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
-            return NamedTupleVariable(items, self.cls)
-        from .torch_vars import AutocastVariable, is_autocast_class
-        if is_autocast_class(self.cls):
-            return AutocastVariable.make(tx, self.cls, args, kwargs)
-        from .collections_vars import constructor
-        make = constructor(self.cls)
+            return containers.NamedTupleVariable(items, self.cls)
+        if torch_vars.is_autocast_class(self.cls):
+            return torch_vars.AutocastVariable.make(tx, self.cls, args, kwargs)
+        make = collections_vars.constructor(self.cls)
         if make is not None:
             return make(tx, list(args), dict(kwargs))
-        from .new_objects import construct, is_torch_module_class, is_user_class
-        if is_user_class(self.cls) or is_torch_module_class(self.cls):
-            return construct(tx, self, args, kwargs)
-        if is_builtin_exception(self.cls) and not kwargs:
-            return ExceptionVariable(self.cls, list(args))
+        if new_objects.is_user_class(self.cls) or new_objects.is_torch_module_class(self.cls):
+            return new_objects.construct(tx, self, args, kwargs)
+        if exceptions.is_builtin_exception(self.cls) and not kwargs:
+            return exceptions.ExceptionVariable(self.cls, list(args))
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
@@ -500,8 +482,7 @@ class SuperVariable(Variable):
         if attr is None:
             raise Unsupported(f"super() has no attribute {name!r}")
         if attr is object.__init__:
-            from .functions import BuiltinVariable
-            return BuiltinVariable(lambda *a, **k: None)
+            return functions.BuiltinVariable(lambda *a, **k: None)
         if any(attr is g for g in _generic_getattribute()) and isinstance(self.obj, UserObjectVariable):
             return GenericGetattrVariable(self.obj)
         return bind_class_attr(tx, attr, self.obj, obj_type)
@@ -510,7 +491,6 @@ class SuperVariable(Variable):
     def _class_getattr(self, tx, name):
         """super(C, cls).name: lookup continues after C in cls.__mro__; functions come back
         unbound, classmethods bound to cls (object.__new__ and other builtins: Unsupported)."""
-        from .functions import BoundMethodVariable
         klass = self.obj.value
         if not (isinstance(klass, type) and isinstance(self.cls, type) and issubclass(klass, self.cls)):
             raise Unsupported("super(C, x) where x is neither an instance nor a subclass of C")
@@ -520,14 +500,13 @@ class SuperVariable(Variable):
         if isinstance(attr, types.FunctionType):
             return tx.wrap(attr, None)
         if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
-            return BoundMethodVariable(tx.wrap(attr.__func__, None), self.obj)
+            return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), self.obj)
         raise Unsupported(f"super().{name} in a classmethod or __new__ reaches "
                           f"{type(attr).__name__} {getattr(attr, '__qualname__', '')}")
 
 
 def _generic_getattribute():
-    from .new_objects import GENERIC_GETATTRIBUTE
-    return GENERIC_GETATTRIBUTE
+    return new_objects.GENERIC_GETATTRIBUTE
 
 
 class GenericGetattrVariable(Variable):
@@ -629,8 +608,7 @@ class OpaqueVariable(ObjectVariable):
         attr, _ = lookup_type_attr(type(self.value), name)
         if isinstance(attr, functools._lru_cache_wrapper) and name not in getattr(self.value, "__dict__", {}):
             # an lru_cache'd method (transformers' logger.warning_once): see LruCacheVariable
-            from .functions import LruCacheVariable
-            return LruCacheVariable(types.MethodType(attr, self.value))
+            return functions.LruCacheVariable(types.MethodType(attr, self.value))
         t = type(self.value)
         raise Unsupported(f"attribute {name!r} of {t.__module__}.{t.__qualname__} object (not traced)")
 
@@ -643,4 +621,10 @@ class OpaqueVariable(ObjectVariable):
         return f"Opaque({self.value!r})"
 
 
-from .exceptions import ExceptionVariable, is_builtin_exception  # noqa: E402,F401 (re-exported)
+  # noqa: E402,F401 (re-exported)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions  # noqa: E402

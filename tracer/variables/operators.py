@@ -178,8 +178,7 @@ def _guard_default_eq(f, var, op):
     """An identity answer holds while the class still defines no __eq__ (nor __ne__ for
     `!=`): one added later (assigned, patched) must recompile."""
     if not var.is_constant():
-        from .objects import guard_type_entries
-        guard_type_entries(f, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
+        objects.guard_type_entries(f, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
 
 
 def contains(f, container, item):
@@ -188,3 +187,9 @@ def contains(f, container, item):
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, container.as_constant(), item.as_constant())
     return container.call_method(f, "__contains__", [item], {})
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import objects  # noqa: E402

@@ -19,6 +19,7 @@ from torch.fx.experimental.symbolic_shapes import guard_scalar
 from ..exc import Unsupported
 from ..graph.shapes import SYM_TYPES, constant_of
 from .base import ConstantVariable, Variable
+from ..graph.output_graph import getitem_node
 
 _PY_TYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
@@ -157,8 +158,7 @@ def sym_minmax(tx, fn, items):
     if len({i.python_type() for i in items}) > 1:
         # max(7, 0.5) is the int 7: which item wins decides the type (torch.sym_max would
         # give a float), so the values are specialised
-        from .builtins_impl import _fold
-        return _fold(fn, [ConstantVariable(tuple(specialized(i).as_constant() for i in items))], {})
+        return builtins_impl._fold(fn, [ConstantVariable(tuple(specialized(i).as_constant() for i in items))], {})
     out = items[0]
     for p in parts[1:]:
         out = sym_apply(tx, target, [_sym_arg(out), p])
@@ -244,12 +244,16 @@ def wrap_sym_result(tx, node, example):
     symbolic items (`torch.broadcast_shapes`)."""
     if isinstance(example, SYM_TYPES):
         return SymNodeVariable.create(tx, node, example)
-    from ..graph.output_graph import getitem_node
-    from .containers import SizeVariable
     items = []
     for i, v in enumerate(example):
         if isinstance(v, SYM_TYPES) and constant_of(v) is None:
             items.append(SymNodeVariable(getitem_node(tx.output, node, i), v))
         else:
             items.append(ConstantVariable(constant_of(v) if isinstance(v, SYM_TYPES) else v))
-    return SizeVariable(items)
+    return containers.SizeVariable(items)
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, builtins_impl  # noqa: E402

@@ -14,7 +14,6 @@ import torch
 from guards import AttrSource, Predicate
 
 from ..exc import Unsupported, UserException
-from .exceptions import attribute_error
 from ..graph.shapes import SYM_TYPES, constant_of, is_symbolic
 from .base import ConstantVariable, Variable, is_constant_value
 
@@ -69,8 +68,7 @@ class TensorVariable(Variable):
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
-            from .torch_vars import TensorMethodVariable
-            return TensorMethodVariable(self, name)
+            return torch_vars.TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
             return self.instance_attr(tx, name)
         raise Unsupported(f"Tensor attribute {name!r}")
@@ -90,7 +88,7 @@ class TensorVariable(Variable):
             tname = target if isinstance(target, str) else getattr(target, "__name__", "")
             if self.node.op in ("call_function", "call_method", "call_module") and \
                     not tname.endswith("_") and target is not operator.setitem:
-                raise attribute_error("Tensor", name)
+                raise exceptions.attribute_error("Tensor", name)
             raise Unsupported(f"attribute {name!r} of a tensor whose object is not known at trace time")
         if self.real_source is None:
             raise Unsupported(f"attribute {name!r} of a module tensor reached without a source")
@@ -98,7 +96,7 @@ class TensorVariable(Variable):
         if name in inst:
             return tx.wrap(inst[name], AttrSource(self.real_source, name))
         tx.guard(Predicate(self.real_source, _lacks_instance_attr(name), f"has no attribute {name!r}"))
-        raise attribute_error("Tensor", name)
+        raise exceptions.attribute_error("Tensor", name)
 
     def setattr(self, tx, name, value):
         if hasattr(torch.Tensor, name):
@@ -115,9 +113,8 @@ class TensorVariable(Variable):
         if not any(is_symbolic(v) for v in values):
             ints = [constant_of(v) if isinstance(v, SYM_TYPES) else v for v in values]
             return ConstantVariable(torch.Size(ints) if prop == "size" else tuple(ints))
-        from .containers import SizeVariable, TupleVariable
         items = [self.size_at(tx, prop, i) for i in range(len(values))]
-        return SizeVariable(items) if prop == "size" else TupleVariable(items)
+        return containers.SizeVariable(items) if prop == "size" else containers.TupleVariable(items)
 
     def size_at(self, tx, prop, d):
         """`x.size(d)` / `x.stride(d)`."""
@@ -127,10 +124,9 @@ class TensorVariable(Variable):
             raise Unsupported(f"x.{prop}({d!r}) raises {type(e).__name__} (the user code raises it)") from e
         if not is_symbolic(value):
             return ConstantVariable(constant_of(value) if isinstance(value, SYM_TYPES) else value)
-        from .sym import SymNodeVariable
         n = self.example.dim()
         node = tx.output.sym_size_node(self.node, prop, d % n if n else d)
-        return SymNodeVariable(node, value)
+        return sym.SymNodeVariable(node, value)
 
     def call_method(self, tx, name, args, kwargs):
         if name in _META_METHODS:
@@ -143,9 +139,8 @@ class TensorVariable(Variable):
             if name == "type" and not args and not kwargs:
                 return ConstantVariable(value)
             if is_symbolic(value):  # numel() of a dynamic tensor...
-                from .sym import SymNodeVariable
                 node = tx.output.graph.create_node("call_method", name, (self.node, *cargs), ckw)
-                return SymNodeVariable.create(tx, node, value)
+                return sym.SymNodeVariable.create(tx, node, value)
             if isinstance(value, SYM_TYPES):
                 value = constant_of(value)
             if is_constant_value(value):
@@ -196,3 +191,9 @@ class TensorVariable(Variable):
     def __repr__(self):
         ex = self.example
         return f"Tensor({self.node.name}: {str(ex.dtype).replace('torch.', '')}{list(ex.shape)})"
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, sym, torch_vars, exceptions  # noqa: E402

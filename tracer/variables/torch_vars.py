@@ -10,8 +10,11 @@ import torch
 from guards import ConstSource
 
 from ..exc import Unsupported
-from .exceptions import attribute_error
 from .base import ConstantVariable, ObjectVariable, Variable
+from guards import TensorMatch
+from guards import QueryMatch
+from guards.sources import AttrSource
+from guards.sources import ConstSource
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
 _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_default_device",
@@ -73,22 +76,17 @@ class TorchFunctionVariable(ObjectVariable):
                 return ConstantVariable(False)
             return ConstantVariable(_COMPILING_QUERIES[name])
         if fn is torch.is_tensor and len(args) == 1:
-            from .tensor import TensorVariable
-            return ConstantVariable(isinstance(args[0], TensorVariable))
+            return ConstantVariable(isinstance(args[0], tensor_mod.TensorVariable))
         if fn is torch.Size:
-            from .containers import SizeVariable
-            return SizeVariable(args[0].iterate(tx) if args else [])
-        from .checkpoint import CHECKPOINT, checkpoint_call
-        if fn is CHECKPOINT:
-            return checkpoint_call(tx, args, kwargs)
+            return containers.SizeVariable(args[0].iterate(tx) if args else [])
+        if fn is checkpoint.CHECKPOINT:
+            return checkpoint.checkpoint_call(tx, args, kwargs)
         if isinstance(fn, types.FunctionType) and all(v.is_constant() for v in (*args, *kwargs.values())):
             # a torch Python helper on constants: inlined, it guards what it reads instead of
             # being asked again in every guard check (speculate.py); refused, called as before.
             # (Sourced as this very object, which the trace already resolved: what its defaults
             # and closure hold is reached from it, and a write to them is replayed there.)
-            from .speculate import inline_on_trial
-            from .functions import UserFunctionVariable
-            out = inline_on_trial(tx, UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
+            out = speculate.inline_on_trial(tx, functions.UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
             if out is not None:
                 return out
         return tx.call_torch("call_function", fn, args, kwargs)
@@ -213,7 +211,6 @@ class AutocastVariable(ContextManagerVariable):
             raise Unsupported(f"{klass.__name__}() with arguments that are not constants")
         import inspect
         import warnings
-        from guards import QueryMatch
         try:
             bound = inspect.signature(klass).bind(*cargs, **ckw)
         except TypeError as e:
@@ -295,7 +292,6 @@ def tensor_match(ctx, source, tensor):
     """A TensorMatch as the frame's caller will check it: torch's TensorGuards records the
     thread's dispatch-key state when it is made, and inside a traced autocast block that
     state is the block's, not the one at the frame's entry (where the guard runs)."""
-    from guards import TensorMatch
     if not ctx.autocast_stack:
         return TensorMatch(source, tensor)
     with torch._C._ForceDispatchKeyGuard(*ctx.entry_dispatch_tls):
@@ -346,8 +342,7 @@ class PythonModuleVariable(ObjectVariable):
         try:
             value = getattr(self.module, name)
         except AttributeError:
-            raise attribute_error(f"module {self.module.__name__!r}", name)
-        from guards.sources import AttrSource
+            raise exceptions.attribute_error(f"module {self.module.__name__!r}", name)
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "builtins",
                                                          "typing", "dataclasses", "numbers")
@@ -355,7 +350,6 @@ class PythonModuleVariable(ObjectVariable):
         # modules are guarded. A library module's plain data attribute is state, though
         # (torch.backends.cudnn.enabled, a flag a user may flip): guarded by value.
         if trusted and type(value) in _DATA_TYPES:
-            from guards.sources import ConstSource
             return tx.wrap(value, AttrSource(ConstSource(self.module), name))
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return tx.wrap(value, source)
@@ -368,3 +362,9 @@ class PythonModuleVariable(ObjectVariable):
 
     def __repr__(self):
         return f"PyModule({self.module.__name__})"
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import checkpoint, tensor as tensor_mod, containers, speculate, functions, exceptions  # noqa: E402

@@ -6,6 +6,7 @@ from ...variables.base import check_builtin_attr
 from ...variables.stack_values import NULL, MethodRef
 from . import SINCE_312, handler
 from .containers import slice_of
+from ...variables.objects import SuperVariable
 
 
 def _push_callable(f, fn):
@@ -33,7 +34,6 @@ def LOAD_METHOD(f, inst):
 @handler("LOAD_SUPER_ATTR", "LOAD_SUPER_METHOD", versions=SINCE_312)
 def LOAD_SUPER_ATTR(f, inst):
     """3.12+: `super().name` / `super(C, o).name` in one instruction: [super, class, self]."""
-    from ...variables.objects import SuperVariable
     obj, cls, fn = f.pop(), f.pop(), f.pop()
     try:
         is_super = f.python_object(fn) is super

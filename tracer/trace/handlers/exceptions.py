@@ -13,6 +13,14 @@ from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable
 from ...variables.base import Variable
 from . import handler
+from ...variables.objects import bind_class_attr, class_source, guarded_type_lookup
+from ...variables.torch_vars import ContextManagerVariable
+from ...variables.exceptions import TracebackVariable
+from ...variables.objects import ClassVariable
+from ...variables.exceptions import ExceptionVariable, is_builtin_exception
+from ...variables.exceptions import handled_exception, set_context
+from ...variables.exceptions import ExcInfoSlot
+from ...variables.torch_vars import AutocastReentry, AutocastVariable
 
 
 class ExitVariable(Variable):
@@ -32,7 +40,6 @@ class ExitVariable(Variable):
         """At a graph break inside the block: the manager's real bound __exit__ (for a
         grad-mode one, a real __exit__ that restores the mode)."""
         if self.exit_fn is None:
-            from ...variables.torch_vars import AutocastReentry, AutocastVariable
             if isinstance(self.ctx, AutocastVariable):
                 return cg.call_with(AutocastReentry(self.ctx.args).enter, [])
             return cg.load_const(GradRestore(self.ctx.prev).__exit__)
@@ -58,7 +65,6 @@ class GradRestore:
 
 def special_method(f, obj, name):
     """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
-    from ...variables.objects import bind_class_attr, class_source, guarded_type_lookup
     cls = obj.python_type()
     attr, _ = guarded_type_lookup(f, class_source(obj), cls, name)
     if attr is None:
@@ -72,7 +78,6 @@ def BEFORE_WITH(f, inst):
     modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
     nullcontext) has its methods inlined like any call."""
     mgr = f.pop()
-    from ...variables.torch_vars import ContextManagerVariable
     if isinstance(mgr, ContextManagerVariable):
         f.push(ExitVariable(mgr))
         f.push(mgr.call_method(f, "__enter__", [], {}))
@@ -89,8 +94,6 @@ def BEFORE_WITH(f, inst):
 def WITH_EXCEPT_START(f, inst):
     """In a `with` block's handler: exit(type(exc), exc, traceback), result pushed (true:
     the exception is suppressed). Stack: exit, lasti, previous exception, exception."""
-    from ...variables.exceptions import TracebackVariable
-    from ...variables.objects import ClassVariable
     exc, exit_fn = f.stack[-1], f.stack[-4]
     f.push(exit_fn.call(f, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
 
@@ -106,7 +109,6 @@ def WITH_EXCEPT_START(f, inst):
 
 def exception_value(exc):
     """The Variable a handler sees for a caught UserException."""
-    from ...variables.exceptions import ExceptionVariable
     if exc.value is not None:
         return exc.value
     return ExceptionVariable(exc.exc_type, [ConstantVariable(exc.reason)])
@@ -115,8 +117,6 @@ def exception_value(exc):
 def _instance(f, var):
     """The exception object a `raise` operand stands for (a builtin exception class is
     instantiated with no arguments, as CPython does), or None when it is not modelled."""
-    from ...variables.exceptions import ExceptionVariable, is_builtin_exception
-    from ...variables.objects import ClassVariable
     if isinstance(var, ClassVariable) and is_builtin_exception(var.cls):
         return ExceptionVariable(var.cls, [])
     if isinstance(var, ExceptionVariable):
@@ -126,7 +126,6 @@ def _instance(f, var):
 
 @handler("RAISE_VARARGS")
 def RAISE_VARARGS(f, inst):
-    from ...variables.exceptions import handled_exception, set_context
     if inst.arg == 0:  # bare `raise`: the exception being handled, unchanged
         exc = handled_exception(f)
         if exc is None:
@@ -153,7 +152,6 @@ def RAISE_VARARGS(f, inst):
 
 @handler("PUSH_EXC_INFO")
 def PUSH_EXC_INFO(f, inst):
-    from ...variables.exceptions import ExcInfoSlot
     exc = f.pop()
     stack = f.ctx.exc_stack
     f.push(ExcInfoSlot(stack[-1], exc))  # restored by POP_EXCEPT
@@ -170,7 +168,6 @@ def CHECK_EXC_MATCH(f, inst):
 
 @handler("POP_EXCEPT")
 def POP_EXCEPT(f, inst):
-    from ...variables.exceptions import ExcInfoSlot
     slot = f.pop()
     if not isinstance(slot, ExcInfoSlot):
         raise Unsupported(f"POP_EXCEPT of {slot}")
@@ -179,7 +176,6 @@ def POP_EXCEPT(f, inst):
 
 @handler("RERAISE")
 def RERAISE(f, inst):
-    from ...variables.exceptions import ExceptionVariable
     exc = f.pop()
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("RERAISE of an exception that is not modelled")

@@ -9,6 +9,7 @@ from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable
 from ...variables.containers import TupleVariable
 from . import handler
+from ...variables.builtins_impl import call_builtin
 
 _TPFLAGS_SEQUENCE = 1 << 5
 _TPFLAGS_MAPPING = 1 << 6
@@ -61,7 +62,6 @@ def MATCH_CLASS(f, inst):
     subject = f.pop()
     if not isinstance(cls, type):
         raise user_error(TypeError, "called match pattern must be a class")
-    from ...variables.builtins_impl import call_builtin
     if not f.truthy(call_builtin(f, isinstance, [subject, f.wrap(cls, None)], {})):
         f.push(ConstantVariable(None))
         return

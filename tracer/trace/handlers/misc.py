@@ -8,6 +8,12 @@ from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from . import SINCE_312, handler
+from ...variables.generators import GeneratorVariable
+from ...variables.containers import IteratorVariable
+from ...exc import UserException
+from ...variables.exceptions import ExceptionVariable
+from ...variables.generators import runtime_error_for
+from ...variables.builtins_impl import call_builtin
 
 
 @handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG")
@@ -86,8 +92,6 @@ def CALL_INTRINSIC_1(f, inst):
     (print of an interactive expression, import *, async generators, type parameters) are
     not traced."""
     if is_pep479_check(inst):
-        from ...variables.generators import runtime_error_for
-        from ...variables.objects import ExceptionVariable
         exc = f.stack[-1]
         if isinstance(exc, ExceptionVariable) and not issubclass(exc.cls, StopAsyncIteration):
             if issubclass(exc.cls, StopIteration) and f.generator is not None:
@@ -123,9 +127,7 @@ def YIELD_VALUE(f, inst):
 
 @handler("GET_YIELD_FROM_ITER")
 def GET_YIELD_FROM_ITER(f, inst):
-    from ...variables.generators import GeneratorVariable
     if not isinstance(f.stack[-1], GeneratorVariable):
-        from ...variables.builtins_impl import call_builtin
         f.push(call_builtin(f, iter, [f.pop()], {}))
 
 
@@ -134,8 +136,6 @@ def SEND(f, inst):
     """`yield from`: send TOS into the iterator below it; its next value is pushed (and
     yielded by the YIELD_VALUE that follows); when it is finished, its return value replaces
     it (3.11) or goes above it (3.12+, for END_SEND) and the loop is left."""
-    from ...variables.containers import IteratorVariable
-    from ...variables.generators import GeneratorVariable
     value = f.pop()
     receiver = f.stack[-1]
     if isinstance(receiver, GeneratorVariable):
@@ -170,8 +170,6 @@ def CLEANUP_THROW(f, inst):
     [iterator, last sent value, exception]: a StopIteration means the delegate finished,
     its value is the loop's result (the next instruction jumps to END_SEND); anything else
     is re-raised."""
-    from ...exc import UserException
-    from ...variables.objects import ExceptionVariable
     exc = f.stack[-1]
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("CLEANUP_THROW of an exception that is not modelled")
