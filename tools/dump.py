@@ -43,7 +43,6 @@ import importlib.util
 import json
 import os
 import sys
-from tracer.runtime import logs
 from tracer.runtime import cache, logs
 from .pyrender import render_code
 from .trace_report import write_trace_html

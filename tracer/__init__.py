@@ -18,8 +18,7 @@ from .export import ExportAssumptionWarning, ExportError, export
 from .runtime.frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph.shapes import mark_dynamic, mark_static
-from .runtime import config
-from .runtime import logs as _logs
+from .runtime import config, logs as _logs
 # Every module of the tracer is imported now, none lazily while a frame is being traced: an
 # import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
 # must not touch (capture() tracing pytest's import hook saw the hook's cache change under

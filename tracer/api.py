@@ -15,8 +15,7 @@ from .runtime.records import HITS
 from .graph.backends import resolve
 from .check import checked
 from .trace.convert_frame import convert_frame
-from .runtime.frame_hook import hook, skip_code
-from .runtime.frame_hook import clear_thread_caches
+from .runtime.frame_hook import clear_thread_caches, hook, skip_code
 from .capture import FrameCallback
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS

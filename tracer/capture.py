@@ -35,8 +35,7 @@ from .graph.backends import resolve
 from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
-from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type
-from .runtime.frame_hook import skip_code
+from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
 
 log = logging.getLogger("tracer")
 

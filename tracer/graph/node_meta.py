@@ -19,12 +19,12 @@ import torch
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 
-def annotate(frame, node, example, source_fn, leaf_module=None):
+def annotate(tx, node, example, source_fn, leaf_module=None):
     """Fill `node.meta` for a node the interpreter just made in `frame`."""
     meta = node.meta
     set_value(node, example)
-    meta["stack_trace"] = stack_trace(frame)
-    modules = list(frame.ctx.module_calls)
+    meta["stack_trace"] = stack_trace(tx)
+    modules = list(tx.ctx.module_calls)
     if leaf_module is not None:
         modules.append(leaf_module)
     if modules:
@@ -49,9 +49,9 @@ def set_value(node, example):
         node.meta["tensor_meta"] = tm
 
 
-def stack_trace(frame):
+def stack_trace(tx):
     frames = []
-    f = frame
+    f = tx
     while f is not None:
         frames.append(f)
         f = f.parent

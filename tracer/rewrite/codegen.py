@@ -20,12 +20,11 @@ from bytecode_utils import flatten_signature, make_code, prologue, versions
 from guards import GlobalSource, LocalSource
 
 from ..exc import Unsupported
-from ..variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable, advance,
-                                    load_key, set_list_iter)
+from ..variables.containers import (advance, DictVariable, IteratorVariable, ListVariable, load_key,
+                                    set_list_iter, SetVariable, TupleVariable)
 from ..variables.collections_vars import DequeVariable
 from ..variables.dict_storage import refill_storage
 from ..variables.tensor import TensorVariable
-from ..variables.containers import DictVariable, TupleVariable
 from ..runtime.frame_hook import untraced
 from .rerun import graph_raised
 
@@ -174,19 +173,19 @@ class CodeGen:
         return name
 
 
-def generate(frame, ret):
+def generate(tx, ret):
     """Return (instructions, graph slot, outputs) for the root frame's result `ret`."""
-    cg = CodeGen(frame.code, frame.ctx.output)
-    cg.frame_cells = frame.cells
+    cg = CodeGen(tx.code, tx.ctx.output)
+    cg.frame_cells = tx.cells
     # Phase 1: values to hand back, read before anything is written.
     ret_var = _value_into_tmp(cg, ret)
-    stores = side_effect_values(cg, frame)
+    stores = side_effect_values(cg, tx)
     # Phase 2: writes.
-    emit_stores(cg, frame, stores)
+    emit_stores(cg, tx, stores)
     cg.emit("LOAD_FAST", ret_var)
     cg.extend(versions.return_value())
-    head, slot = graph_call(frame, cg)
-    return prologue(frame.code) + head + cg.instrs, slot, cg.outputs
+    head, slot = graph_call(tx, cg)
+    return prologue(tx.code) + head + cg.instrs, slot, cg.outputs
 
 
 def side_effect_values(cg, frame):
@@ -231,16 +230,16 @@ def emit_stores(cg, frame, stores):
     cg._after_writes = []
 
 
-def graph_call(frame, cg):
+def graph_call(tx, cg):
     """Instructions that call the compiled graph (a slot filled later) into GRAPH_OUT.
 
     Built after the body because only then are the graph's outputs known."""
-    ctx = frame.ctx
+    ctx = tx.ctx
     if not (ctx.output.count_ops() or cg.outputs):
         return [], None
     slot = _GraphFnSlot()
     head = versions.load_const_callable(slot)
-    loader = CodeGen(frame.code, ctx.output)
+    loader = CodeGen(tx.code, ctx.output)
     for source, _node, _t in ctx.output.inputs:
         loader.load_source(source)
     head.extend(loader.instrs)

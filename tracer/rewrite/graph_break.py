@@ -190,19 +190,19 @@ def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=Fal
     return hit
 
 
-def generate_break(frame, inst, reason):
+def generate_break(tx, inst, reason):
     """Instructions for a frame that breaks at `inst` (the root frame stopped before it)."""
-    code = frame.code
+    code = tx.code
     pops, pushes = instruction_shape(inst)
-    stack = list(frame.stack)
+    stack = list(tx.stack)
     if len(stack) < pops:
         raise Unsupported("graph break: stack shorter than the instruction's inputs")
     below, inputs = stack[:len(stack) - pops], stack[len(stack) - pops:]
     if inst.opname == "CALL_FUNCTION_EX" and not any(isinstance(v, NullVariable) for v in inputs[:2]):
         raise Unsupported("graph break at CALL_FUNCTION_EX without NULL")
     liveness = live_locals(code)
-    cg = CodeGen(code, frame.ctx.output)
-    cg.frame_cells = frame.cells
+    cg = CodeGen(code, tx.ctx.output)
+    cg.frame_cells = tx.cells
 
     # Phase 1: read everything.
     below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
@@ -222,7 +222,7 @@ def generate_break(frame, inst, reason):
         needed.add(super_self_name(code))
     # A local the rest of the frame overwrites (dead here) may still hold the last reference
     # to a generator whose finally must run where the program drops it: pass it on too.
-    holders = holders_of_pending_generators(frame.ctx, frame.locals, needed)
+    holders = holders_of_pending_generators(tx.ctx, tx.locals, needed)
     needed |= holders
     # A local whose value is never read again, only deleted (`del obj` after the break), is
     # passed as None: its value must not be kept alive by the resume call's arguments (the
@@ -234,29 +234,29 @@ def generate_break(frame, inst, reason):
         read_later |= value_live[handler.target]
     local_tmps = {}
     for name in sorted(needed):
-        if name in frame.locals:
+        if name in tx.locals:
             if name in read_later or name == super_self_name(code) or name in code.co_cellvars:
-                local_tmps[name] = _into_tmp(cg, frame.locals[name])
+                local_tmps[name] = _into_tmp(cg, tx.locals[name])
                 continue
             if name in holders:
                 # A generator whose finally runs when this local is dropped: rebuilt into a
                 # temporary that goes before the resume call, i.e. right after the instruction.
                 # Exact only if the rest of the frame drops it before doing anything else.
-                if not all(_dropped_first(frame.instrs, t, name) for t in targets):
+                if not all(_dropped_first(tx.instrs, t, name) for t in targets):
                     raise Unsupported("graph break could not be placed: a generator's finally would "
                                       "run at another point of the rest of the frame")
-                _into_tmp(cg, frame.locals[name])
+                _into_tmp(cg, tx.locals[name])
             cg.load_const(None)
             local_tmps[name] = cg.store_tmp()
-    handled = frame.ctx.exc_stack[-1]  # the exception handled where the frame stopped
+    handled = tx.ctx.exc_stack[-1]  # the exception handled where the frame stopped
     handled_tmp = None if handled is None or isinstance(handled, OuterException) else _into_tmp(cg, handled)
-    stores = side_effect_values(cg, frame)
+    stores = side_effect_values(cg, tx)
     # Phase 2: write.
-    emit_stores(cg, frame, stores)
+    emit_stores(cg, tx, stores)
     # Temporaries this frame holds; dropped before the resume call so that it keeps no object
     # alive longer than the original frame would (weakref callbacks, __del__ timing).
     held = [f"___tmp{i}" for i in range(1, cg._tmp + 1)]
-    if frame.ctx.output.count_ops() or cg.outputs:
+    if tx.ctx.output.count_ops() or cg.outputs:
         held.append(GRAPH_OUT)
     # Inside except/finally bodies the instruction runs with their exception handled, as in
     # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
@@ -265,8 +265,8 @@ def generate_break(frame, inst, reason):
     # An argument the traced code deleted or rebound before this point is still held by this
     # frame's argument slot: let it go now, where the original frame let go of it (weakref
     # callbacks, __del__, a generator's finally run where eager runs them).
-    for name, var in frame.ctx.root_args.items():
-        if name not in code.co_cellvars and frame.locals.get(name) is not var:
+    for name, var in tx.ctx.root_args.items():
+        if name not in code.co_cellvars and tx.locals.get(name) is not var:
             cg.emit("DELETE_FAST", name)
 
     # The instruction, natively, with its inputs.
@@ -278,7 +278,7 @@ def generate_break(frame, inst, reason):
     for v in input_tmps:
         cg.instrs.extend(versions.push_null() if v is None else [bc.Instr("LOAD_FAST", v)])
     jump_label = bc.Label() if is_jump else None
-    for ins in _native(original, inst, jump_label, frame):
+    for ins in _native(original, inst, jump_label, tx):
         cg.instrs.append(ins)
     if handler is not None:
         cg.instrs.append(bc.TryEnd(try_begin))
@@ -288,27 +288,27 @@ def generate_break(frame, inst, reason):
         attr_tmp = cg.store_tmp()
         _leave_handlers(cg, entered)
         pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
-        _call_resume(cg, frame, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
+        _call_resume(cg, tx, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
                      liveness, local_tmps, drop=held + [attr_tmp])
     elif falls_through:
         result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
         _leave_handlers(cg, entered)
-        _call_resume(cg, frame, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
+        _call_resume(cg, tx, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
                      liveness, local_tmps, drop=held + result_tmps)
     if is_jump:
         cg.instrs.append(jump_label)
         _leave_handlers(cg, entered)
-        _call_resume(cg, frame, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
+        _call_resume(cg, tx, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
     if handler is not None:
         cg.instrs.append(handler_label)
         exc_tmp = cg.store_tmp()
         _leave_handlers(cg, entered)
         kept = below[:handler.depth]
         lasti = inst.offset if handler.lasti else None
-        _call_resume(cg, frame, handler.target, kept, below_tmps[:handler.depth], [], liveness,
+        _call_resume(cg, tx, handler.target, kept, below_tmps[:handler.depth], [], liveness,
                      local_tmps, lasti=lasti, exc_tmp=exc_tmp, drop=held + [exc_tmp])
 
-    head, slot = graph_call(frame, cg)
+    head, slot = graph_call(tx, cg)
     return prologue(code) + head + cg.instrs, slot, cg.outputs
 
 

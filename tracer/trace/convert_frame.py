@@ -15,7 +15,7 @@ import bytecode as bc
 import bytecode_utils
 import guards
 import torch
-from bytecode_utils import arg_names, decode
+from bytecode_utils import arg_names, decode, versions
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
 from ..rewrite import codegen
@@ -30,7 +30,6 @@ from .frame import BREAK, Frame, TraceContext
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
 from ..variables.torch_vars import leave_autocast
-from bytecode_utils import versions
 
 log = logging.getLogger("tracer")
 
@@ -271,31 +270,31 @@ class _own_saved_tensor_hooks:
         return False
 
 
-def _bind_root(frame, code, L, C):
+def _bind_root(tx, code, L, C):
     names = arg_names(code)
     for i, (name, value) in enumerate(zip(names, L)):
-        frame.locals[name] = frame.wrap(value, LocalSource(name, i))
-    frame.ctx.root_args = dict(frame.locals)  # (graph_break: arguments the trace let go of)
+        tx.locals[name] = tx.wrap(value, LocalSource(name, i))
+    tx.ctx.root_args = dict(tx.locals)  # (graph_break: arguments the trace let go of)
     for i, name in enumerate(code.co_freevars):
-        frame.cells[name] = real_cell_box(frame, C[i], CellSource(name, i))
+        tx.cells[name] = real_cell_box(tx, C[i], CellSource(name, i))
 
 
-def _finish_break(frame, error, state, builtins, backend_fn):
+def _finish_break(tx, error, state, builtins, backend_fn):
     inst = error.root_inst
-    instrs, slot, outputs = generate_break(frame, inst, error.reason)
-    entry = _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn)
+    instrs, slot, outputs = generate_break(tx, inst, error.reason)
+    entry = _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn)
     stack = list(error.user_stack)  # outermost (this frame) first
-    entry.breaks.append(BreakInfo(error.reason, frame.code.co_filename, inst.lineno, inst.opname, stack))
+    entry.breaks.append(BreakInfo(error.reason, tx.code.co_filename, inst.lineno, inst.opname, stack))
     return entry
 
 
-def _finish(frame, ret, state, builtins, backend_fn):
-    instrs, slot, outputs = codegen.generate(frame, ret)
-    return _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn)
+def _finish(tx, ret, state, builtins, backend_fn):
+    instrs, slot, outputs = codegen.generate(tx, ret)
+    return _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn)
 
 
-def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
-    ctx = frame.ctx
+def _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn):
+    ctx = tx.ctx
     out = ctx.output
     guards = [state, *tensor_guards_with_dynamic_dims(ctx.guards, out.shapes)]
     distinct = _distinct_sources(ctx)
@@ -311,7 +310,7 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     rerun = None
     if slot is not None:
         gm = out.build_module(outputs)
-        rerun = rerun_plan(frame.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
+        rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.history_changed)
         if rerun is HISTORY:
             _break_at_history_write(ctx)
@@ -324,10 +323,10 @@ def _build_entry(frame, instrs, slot, outputs, state, builtins, backend_fn):
     if rerun is not None:  # a graph that raises makes the frame run again as Python (rerun.py)
         at = next(i for i, ins in enumerate(instrs)
                   if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
-        instrs[at + 1:at + 1] = rerun_check(frame.code, codegen.GRAPH_OUT)
+        instrs[at + 1:at + 1] = rerun_check(tx.code, codegen.GRAPH_OUT)
     # after the backend: it may have added guards on sizes of its own
     guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
-    new_code = codegen.assemble(frame.code, instrs, slot, compiled, rerun=rerun)
+    new_code = codegen.assemble(tx.code, instrs, slot, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 

@@ -14,7 +14,8 @@ import types
 
 import torch
 from bytecode_utils import decode, versions
-from guards import BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate, QueryMatch
+from guards import (AttrSource, BuiltinSource, ConstSource, GlobalSource, IdMatch, ItemSource, Predicate,
+                    QueryMatch, TensorMatch)
 from guards.sources import GlobalsDictSource, Source
 
 from ..graph import node_meta
@@ -30,28 +31,17 @@ from ..variables.containers import (BaseSequence, DictVariable, ListVariable, Na
 from ..variables.functions import CellBox
 from ..variables.exceptions import set_context
 from ..variables.generators import GeneratorVariable, collect_generators
-from ..variables.nn_module import NNModuleVariable, guard_module
+from ..variables.nn_module import (_DISPATCH, _GLOBAL_HOOK_DICTS, _stateless, guard_module, module_guard,
+                                   NNModuleVariable)
 from ..graph.shapes import SYM_TYPES, is_symbolic
 from .context import TraceContext  # noqa: F401  (re-exported: Frame's callers build one)
 from ..variables.sym import SliceVariable, SymNodeVariable, wrap_sym_result
 from ..variables.tensor import TensorVariable
 from guards.guard import AUTOCAST_DEVICES
-from ..variables.torch_vars import TorchFunctionVariable
+from ..variables.torch_vars import GradModeVariable, tensor_match, TorchFunctionVariable
 from .handlers.exceptions import exception_value
-from ..variables.nn_module import _stateless
-from guards import AttrSource, TensorMatch
-from ..variables.torch_vars import tensor_match
-from guards import AttrSource
-from ..variables.operators import binary_op
-from ..variables.operators import unary_op
-from ..variables.operators import compare
-from ..variables.operators import contains
-from ..variables.objects import SuperVariable
-from guards import TensorMatch
-from ..variables.nn_module import _DISPATCH, _GLOBAL_HOOK_DICTS
-from ..variables.objects import guarded_type_lookup
-from ..variables.torch_vars import GradModeVariable
-from ..variables.nn_module import module_guard
+from ..variables.operators import binary_op, compare, contains, unary_op
+from ..variables.objects import guarded_type_lookup, SuperVariable
 
 
 

@@ -16,11 +16,9 @@ from guards.sources import AttrSource, ItemSource
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, Variable
-from bytecode_utils import arg_names, make_binder
+from bytecode_utils import arg_names, make_binder, versions
 from ..runtime import compile_annotations as ann
-from guards import Predicate
-from bytecode_utils import versions
-from guards import IdMatch
+from guards import IdMatch, Predicate
 
 
 class CellBox:

@@ -25,8 +25,7 @@ from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, Variable
 from .containers import IteratorVariable
-from bytecode_utils import decode
-from bytecode_utils import live_locals
+from bytecode_utils import decode, live_locals
 from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_generator_resume_code)
 
 CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "finished"
@@ -35,12 +34,12 @@ CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "fini
 class GeneratorVariable(IteratorVariable):
     """A generator object whose body is an inlined, suspendable translator frame."""
 
-    def __init__(self, frame):
+    def __init__(self, tx):
         super().__init__([], py_type=types.GeneratorType)
-        self.frame = frame
+        self.frame = tx
         self.state = CREATED
         self.exc_state = None  # the exception handled inside the body while suspended
-        frame.generator = self
+        tx.generator = self
 
     def lazy(self):
         return True
@@ -94,7 +93,7 @@ class GeneratorVariable(IteratorVariable):
                 return self._run(tx)
         # (the sent-value slot stays: the handler's depth trims the stack, and 3.12+'s
         # CLEANUP_THROW handler of a `yield from` reads it)
-        assert isinstance(exc, objects.ExceptionVariable)
+        assert isinstance(exc, exceptions.ExceptionVariable)
         return self._run(tx, raise_here=error)
 
     def close(self, tx):
@@ -102,7 +101,7 @@ class GeneratorVariable(IteratorVariable):
             self.state = FINISHED
             return
         try:
-            kind, _ = self.throw(tx, objects.ExceptionVariable(GeneratorExit, []))
+            kind, _ = self.throw(tx, exceptions.ExceptionVariable(GeneratorExit, []))
         except UserException as e:
             if issubclass(e.exc_type, (GeneratorExit, StopIteration)):
                 return
@@ -245,9 +244,9 @@ def finished_generator():
     return gen
 
 
-def _body_start(frame):
+def _body_start(tx):
     """Index of the first instruction after a generator's prologue (its first RESUME)."""
-    return next(i for i, inst in enumerate(frame.instrs) if inst.opname == "RESUME") + 1
+    return next(i for i, inst in enumerate(tx.instrs) if inst.opname == "RESUME") + 1
 
 
 def _is_none(var):
@@ -255,14 +254,14 @@ def _is_none(var):
 
 
 def _stop_iteration(value):
-    return objects.ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
+    return exceptions.ExceptionVariable(StopIteration, [] if _is_none(value) else [value])
 
 
 def runtime_error_for(stop):
     """The RuntimeError (an ExceptionVariable) that replaces the StopIteration `stop`
     escaping a generator body (PEP 479): 3.11 converts it in the caller (`_run`), 3.12+ in
     the body (CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR)."""
-    exc = objects.ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+    exc = exceptions.ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
     exc.cause = exc.context = stop
     exc.suppress_context = True
     return exc
@@ -276,13 +275,13 @@ def _runtime_error_from(stop):
 def _exception_of(tx, args):
     """gen.throw(typ[, val[, tb]]) arguments as one ExceptionVariable."""
     first = args[0]
-    if isinstance(first, objects.ExceptionVariable):
+    if isinstance(first, exceptions.ExceptionVariable):
         return first
-    if isinstance(first, objects.ClassVariable) and objects.is_builtin_exception(first.cls):
+    if isinstance(first, objects.ClassVariable) and exceptions.is_builtin_exception(first.cls):
         rest = [args[1]] if len(args) > 1 and not _is_none(args[1]) else []
-        if rest and isinstance(rest[0], objects.ExceptionVariable):
+        if rest and isinstance(rest[0], exceptions.ExceptionVariable):
             return rest[0]
-        return objects.ExceptionVariable(first.cls, rest)
+        return exceptions.ExceptionVariable(first.cls, rest)
     raise Unsupported(f"generator.throw({first})")
 
 

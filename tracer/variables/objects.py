@@ -14,7 +14,6 @@ from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSourc
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, Variable
 from .dict_storage import DictStorage
-from guards.sources import ConstSource
 
 
 def lookup_type_attr(cls, name, start_after=None):

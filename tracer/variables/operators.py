@@ -29,16 +29,16 @@ def _const_tuple(v):
     return isinstance(v, ConstantVariable) and type(v.as_constant()) is tuple
 
 
-def binary_op(f, name, a, b):
+def binary_op(tx, name, a, b):
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if a.is_constant() and name.startswith("i") and name not in ("is_", "is_not"):
             # `n += t` with an immutable n is `n + t` (no __iadd__ on numbers); FX cannot print
             # an in-place op whose target is a literal ("0 += t")
             fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
-        return f.call_torch("call_function", fn, [a, b], {})
+        return tx.call_torch("call_function", fn, [a, b], {})
     if is_sym(a) or is_sym(b):
-        return sym_binary(f, name, a, b)
+        return sym_binary(tx, name, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
     inplace = name.startswith("i") and name not in ("is_", "is_not")
@@ -52,55 +52,55 @@ def binary_op(f, name, a, b):
     if base == "add" and isinstance(a, BaseSequence) and isinstance(b, BaseSequence):
         if isinstance(a, ListVariable) and isinstance(b, ListVariable):
             if inplace:
-                a.call_method(f, "extend", [b], {})
+                a.call_method(tx, "extend", [b], {})
                 return a
             return ListVariable(a.items + b.items)
         if isinstance(a, TupleVariable) and isinstance(b, TupleVariable):
             kind = SizeVariable if isinstance(a, SizeVariable) else TupleVariable
             return kind(a.items + b.items)
         if isinstance(a, ListVariable) and inplace:
-            a.call_method(f, "extend", [b], {})
+            a.call_method(tx, "extend", [b], {})
             return a
     if base == "add" and isinstance(a, ListVariable) and inplace:
-        a.call_method(f, "extend", [b], {})
+        a.call_method(tx, "extend", [b], {})
         return a
     if base == "mul" and isinstance(a, BaseSequence) and b.is_constant():
         items = a.items * b.as_constant()
         if isinstance(a, ListVariable):
             if inplace:
-                f.side_effects.mutated(a)
+                tx.side_effects.mutated(a)
                 a.items = items
                 return a
             return ListVariable(items)
         return TupleVariable(items)
     if base == "mul" and isinstance(b, BaseSequence) and a.is_constant():
-        return binary_op(f, name, b, a)
+        return binary_op(tx, name, b, a)
     if base == "mod" and a.is_constant() and isinstance(a.as_constant(), str):
         raise Unsupported("%-formatting with non-constant values")
     raise Unsupported(f"operator {name} on {a} and {b}")
 
 
-def unary_op(f, name, a):
+def unary_op(tx, name, a):
     if name in ("not_", "truth"):
-        value = f.truthy(a)
+        value = tx.truthy(a)
         return ConstantVariable(not value if name == "not_" else value)
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable):
-        return f.call_torch("call_function", fn, [a], {})
+        return tx.call_torch("call_function", fn, [a], {})
     if is_sym(a):
-        return sym_unary(f, name, a)
+        return sym_unary(tx, name, a)
     if a.is_constant():
         return _fold(fn, a.as_constant())
     raise Unsupported(f"unary {name} on {a}")
 
 
-def identical(f, a, b):
+def identical(tx, a, b):
     """`a is b` when it can be decided at trace time."""
     if a is b:
         return True
     if not a.is_constant() and not b.is_constant():  # (vs a constant, the type decides)
         for v in (a, b):
-            rely_on_identity(f, v)
+            rely_on_identity(tx, v)
     if a.is_constant() and b.is_constant():
         va, vb = a.as_constant(), b.as_constant()
         if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
@@ -126,20 +126,20 @@ def identical(f, a, b):
     raise Unsupported(f"'is' between {a} and {b}")
 
 
-def compare(f, op, a, b):
+def compare(tx, op, a, b):
     if op in ("is", "is not"):
-        same = identical(f, a, b)
+        same = identical(tx, a, b)
         return ConstantVariable(same if op == "is" else not same)
     fn = _CMP[op]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        return f.call_torch("call_function", fn, [a, b], {})
+        return tx.call_torch("call_function", fn, [a, b], {})
     if is_sym(a) or is_sym(b):
-        return sym_compare(f, op, a, b)
+        return sym_compare(tx, op, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
     if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):
         same = type(a.items) is type(b.items) and len(a.items) == len(b.items) and all(
-            f.values_equal(x, y) for x, y in zip(a.items, b.items))
+            tx.values_equal(x, y) for x, y in zip(a.items, b.items))
         if a.python_type() is not b.python_type() and not (
                 issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple)):
             same = False
@@ -147,7 +147,7 @@ def compare(f, op, a, b):
     if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op in ("==", "!="):
         # dict's ==: the same keys, each value equal; two OrderedDicts: in the same order too
         same = a.items.keys() == b.items.keys() and all(
-            f.values_equal(a.items[k], b.items[k]) for k in a.items)
+            tx.values_equal(a.items[k], b.items[k]) for k in a.items)
         if same and all(issubclass(v.python_type(), collections.OrderedDict) for v in (a, b)):
             same = list(a.items) == list(b.items)
         return ConstantVariable(same if op == "==" else not same)
@@ -155,9 +155,9 @@ def compare(f, op, a, b):
         ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
         default_eq = _default_eq(a, op) and _default_eq(b, op)
         if default_eq and (ka is not None or kb is not None or a.is_constant() or b.is_constant()):
-            _guard_default_eq(f, a, op)
-            _guard_default_eq(f, b, op)
-            same = identical(f, a, b)
+            _guard_default_eq(tx, a, op)
+            _guard_default_eq(tx, b, op)
+            same = identical(tx, a, b)
             return ConstantVariable(same if op == "==" else not same)
     raise Unsupported(f"comparison {op} between {a} and {b}")
 
@@ -174,19 +174,19 @@ def _default_eq(var, op):
     return t.__eq__ is object.__eq__ and (op == "==" or t.__ne__ is object.__ne__)
 
 
-def _guard_default_eq(f, var, op):
+def _guard_default_eq(tx, var, op):
     """An identity answer holds while the class still defines no __eq__ (nor __ne__ for
     `!=`): one added later (assigned, patched) must recompile."""
     if not var.is_constant():
-        objects.guard_type_entries(f, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
+        objects.guard_type_entries(tx, var, ("__eq__", "__ne__") if op == "!=" else ("__eq__",))
 
 
-def contains(f, container, item):
+def contains(tx, container, item):
     if isinstance(container, TensorVariable):
         raise Unsupported("'in' on a tensor needs its values")
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, container.as_constant(), item.as_constant())
-    return container.call_method(f, "__contains__", [item], {})
+    return container.call_method(tx, "__contains__", [item], {})
 
 
 # Modules of the value model that also import this one (the one import cycle, see

@@ -7,14 +7,11 @@ tensor, a structure of tensors, or a metadata constant (folded out of the graph)
 import types
 
 import torch
-from guards import ConstSource
+from guards import ConstSource, QueryMatch, TensorMatch
 
 from ..exc import Unsupported
 from .base import ConstantVariable, ObjectVariable, Variable
-from guards import TensorMatch
-from guards import QueryMatch
-from guards.sources import AttrSource
-from guards.sources import ConstSource
+from guards.sources import AttrSource, ConstSource
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
 _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_default_device",

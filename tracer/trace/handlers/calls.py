@@ -20,62 +20,62 @@ def _is_null(v):
 
 
 @handler("PUSH_NULL")
-def PUSH_NULL(f, inst):
-    f.push(NULL)
+def PUSH_NULL(tx, inst):
+    tx.push(NULL)
 
 
 @handler("PRECALL", versions=PY311)
-def PRECALL(f, inst):
+def PRECALL(tx, inst):
     """3.11's specialisation hook before CALL; CALL does the work."""
 
 
 @handler("KW_NAMES", versions=UNTIL_312)
-def KW_NAMES(f, inst):
-    f.kw_names = inst.argval  # read by the CALL that follows
+def KW_NAMES(tx, inst):
+    tx.kw_names = inst.argval  # read by the CALL that follows
 
 
-def _call(f, argc, kw_names):
-    items = f.popn(argc + 2)
+def _call(tx, argc, kw_names):
+    items = tx.popn(argc + 2)
     fn, args = versions.split_call(items, _is_null)
     kwargs = {}
     if kw_names:
         n = len(kw_names)
         kwargs = dict(zip(kw_names, args[len(args) - n:]))
         args = args[:len(args) - n]
-    f.push(fn.call(f, args, kwargs))
+    tx.push(fn.call(tx, args, kwargs))
 
 
 @handler("CALL")
-def CALL(f, inst):
-    kw_names = f.kw_names or ()
-    f.kw_names = None
-    _call(f, inst.arg, kw_names)
+def CALL(tx, inst):
+    kw_names = tx.kw_names or ()
+    tx.kw_names = None
+    _call(tx, inst.arg, kw_names)
 
 
 @handler("CALL_KW", versions=PY313)
-def CALL_KW(f, inst):
-    names = f.pop()
+def CALL_KW(tx, inst):
+    names = tx.pop()
     if not names.is_constant():
         raise Unsupported("CALL_KW with keyword names that are not a constant")
-    _call(f, inst.arg, names.as_constant())
+    _call(tx, inst.arg, names.as_constant())
 
 
 @handler("CALL_FUNCTION_EX")
-def CALL_FUNCTION_EX(f, inst):
-    kwargs = f.pop() if inst.arg & 1 else DictVariable({})
-    args = f.pop()
-    top = f.pop()
+def CALL_FUNCTION_EX(tx, inst):
+    kwargs = tx.pop() if inst.arg & 1 else DictVariable({})
+    args = tx.pop()
+    top = tx.pop()
     if _is_null(top):  # 3.13: [callable, NULL, args, kwargs?]
-        fn = f.pop()
+        fn = tx.pop()
     else:  # 3.11/3.12: [NULL, callable, args, kwargs?]
         fn = top
-        if f.stack and _is_null(f.stack[-1]):
-            f.pop()
+        if tx.stack and _is_null(tx.stack[-1]):
+            tx.pop()
     if not isinstance(kwargs, DictVariable):
         raise Unsupported(f"** unpacking of {kwargs}")
     if not all(isinstance(k, str) for k in kwargs.items):
         raise Unsupported("keywords must be strings (the user code raises TypeError)")
-    f.push(fn.call(f, args.iterate(f), dict(kwargs.items)))
+    tx.push(fn.call(tx, args.iterate(tx), dict(kwargs.items)))
 
 
 # ---- making functions ------------------------------------------------------------------------
@@ -98,20 +98,20 @@ def _set_attribute(fn, flag, value, f):
 
 
 @handler("MAKE_FUNCTION")
-def MAKE_FUNCTION(f, inst):
-    code = f.pop().as_constant()
-    fn = NestedFunctionVariable(code, f.f_globals, [], {}, [], code.co_qualname)
+def MAKE_FUNCTION(tx, inst):
+    code = tx.pop().as_constant()
+    fn = NestedFunctionVariable(code, tx.f_globals, [], {}, [], code.co_qualname)
     flags = inst.arg or 0  # (3.13: no flags, SET_FUNCTION_ATTRIBUTE follows)
     for flag in (_CLOSURE, _ANNOTATIONS, _KWDEFAULTS, _DEFAULTS):  # stack order, top first
         if flags & flag:
-            _set_attribute(fn, flag, f.pop(), f)
-    f.push(fn)
+            _set_attribute(fn, flag, tx.pop(), tx)
+    tx.push(fn)
 
 
 @handler("SET_FUNCTION_ATTRIBUTE", versions=PY313)
-def SET_FUNCTION_ATTRIBUTE(f, inst):
-    fn = f.pop()
+def SET_FUNCTION_ATTRIBUTE(tx, inst):
+    fn = tx.pop()
     if not isinstance(fn, NestedFunctionVariable):
         raise Unsupported(f"SET_FUNCTION_ATTRIBUTE on {fn}")
-    _set_attribute(fn, inst.arg, f.pop(), f)
-    f.push(fn)
+    _set_attribute(fn, inst.arg, tx.pop(), tx)
+    tx.push(fn)

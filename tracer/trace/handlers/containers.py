@@ -7,37 +7,37 @@ from . import PY313, UNTIL_312, handler
 
 
 @handler("BUILD_TUPLE")
-def BUILD_TUPLE(f, inst):
-    f.push(TupleVariable(f.popn(inst.arg)))
+def BUILD_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.popn(inst.arg)))
 
 
 @handler("BUILD_LIST")
-def BUILD_LIST(f, inst):
-    f.push(ListVariable(f.popn(inst.arg)))
+def BUILD_LIST(tx, inst):
+    tx.push(ListVariable(tx.popn(inst.arg)))
 
 
 @handler("BUILD_SET")
-def BUILD_SET(f, inst):
-    f.push(SetVariable(f.popn(inst.arg)))
+def BUILD_SET(tx, inst):
+    tx.push(SetVariable(tx.popn(inst.arg)))
 
 
 @handler("BUILD_MAP")
-def BUILD_MAP(f, inst):
-    flat = f.popn(2 * inst.arg)
-    f.push(DictVariable({_const_key(f, k): v for k, v in zip(flat[::2], flat[1::2])}))
+def BUILD_MAP(tx, inst):
+    flat = tx.popn(2 * inst.arg)
+    tx.push(DictVariable({_const_key(tx, k): v for k, v in zip(flat[::2], flat[1::2])}))
 
 
 @handler("BUILD_CONST_KEY_MAP")
-def BUILD_CONST_KEY_MAP(f, inst):
-    keys = f.pop().as_constant()
-    values = f.popn(inst.arg)
-    f.push(DictVariable(dict(zip(keys, values))))
+def BUILD_CONST_KEY_MAP(tx, inst):
+    keys = tx.pop().as_constant()
+    values = tx.popn(inst.arg)
+    tx.push(DictVariable(dict(zip(keys, values))))
 
 
 @handler("BUILD_STRING")
-def BUILD_STRING(f, inst):
-    parts = f.popn(inst.arg)
-    f.push(ConstantVariable("".join(p.as_constant() for p in parts)))
+def BUILD_STRING(tx, inst):
+    parts = tx.popn(inst.arg)
+    tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))
 
 
 def _format(value, conv, spec):
@@ -51,34 +51,34 @@ def _format(value, conv, spec):
 
 
 @handler("FORMAT_VALUE", versions=UNTIL_312)
-def FORMAT_VALUE(f, inst):
-    spec = f.pop().as_constant() if inst.arg & 0x04 else ""
-    f.push(_format(f.pop(), inst.arg & 0x03, spec))
+def FORMAT_VALUE(tx, inst):
+    spec = tx.pop().as_constant() if inst.arg & 0x04 else ""
+    tx.push(_format(tx.pop(), inst.arg & 0x03, spec))
 
 
 @handler("CONVERT_VALUE", versions=PY313)
-def CONVERT_VALUE(f, inst):
+def CONVERT_VALUE(tx, inst):
     """3.13 splits FORMAT_VALUE: the !s/!r/!a conversion..."""
-    f.push(_format(f.pop(), inst.arg, None))
+    tx.push(_format(tx.pop(), inst.arg, None))
 
 
 @handler("FORMAT_SIMPLE", versions=PY313)
-def FORMAT_SIMPLE(f, inst):
+def FORMAT_SIMPLE(tx, inst):
     """...then format(v) or format(v, spec)."""
-    f.push(_format(f.pop(), 0, ""))
+    tx.push(_format(tx.pop(), 0, ""))
 
 
 @handler("FORMAT_WITH_SPEC", versions=PY313)
-def FORMAT_WITH_SPEC(f, inst):
-    spec = f.pop()
+def FORMAT_WITH_SPEC(tx, inst):
+    spec = tx.pop()
     if not spec.is_constant():
         raise Unsupported("f-string format spec that is not a constant")
-    f.push(_format(f.pop(), 0, spec.as_constant()))
+    tx.push(_format(tx.pop(), 0, spec.as_constant()))
 
 
 @handler("BUILD_SLICE")
-def BUILD_SLICE(f, inst):
-    f.push(slice_of(f.popn(inst.arg)))
+def BUILD_SLICE(tx, inst):
+    tx.push(slice_of(tx.popn(inst.arg)))
 
 
 def slice_of(parts):
@@ -91,54 +91,54 @@ def slice_of(parts):
     return ConstantVariable(slice(*(p.as_constant() for p in parts)))
 
 
-def _target(f, inst):
+def _target(tx, inst):
     """The container a comprehension (or a display with *unpacking) builds, about to be
     changed in place. Usually made in this frame, but in a resume function that continues a
     comprehension it is an input (a stack argument): then the change is a side effect to
     replay after the graph."""
-    target = f.stack[-inst.arg]
-    f.side_effects.mutated(target)
+    target = tx.stack[-inst.arg]
+    tx.side_effects.mutated(target)
     return target
 
 
 @handler("LIST_APPEND")
-def LIST_APPEND(f, inst):
-    v = f.pop()
-    _target(f, inst).items.append(v)
+def LIST_APPEND(tx, inst):
+    v = tx.pop()
+    _target(tx, inst).items.append(v)
 
 
 @handler("SET_ADD")
-def SET_ADD(f, inst):
-    v = f.pop()
-    f.stack[-inst.arg].call_method(f, "add", [v], {})
+def SET_ADD(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "add", [v], {})
 
 
 @handler("MAP_ADD")
-def MAP_ADD(f, inst):
-    v, k = f.pop(), f.pop()
-    _target(f, inst).items[_const_key(f, k)] = v
+def MAP_ADD(tx, inst):
+    v, k = tx.pop(), tx.pop()
+    _target(tx, inst).items[_const_key(tx, k)] = v
 
 
 @handler("LIST_EXTEND")
-def LIST_EXTEND(f, inst):
-    v = f.pop()
-    items = v.iterate(f)
-    _target(f, inst).items.extend(items)
+def LIST_EXTEND(tx, inst):
+    v = tx.pop()
+    items = v.iterate(tx)
+    _target(tx, inst).items.extend(items)
 
 
 @handler("SET_UPDATE")
-def SET_UPDATE(f, inst):
-    v = f.pop()
-    items = v.iterate(f)
-    target = _target(f, inst)
+def SET_UPDATE(tx, inst):
+    v = tx.pop()
+    items = v.iterate(tx)
+    target = _target(tx, inst)
     for item in items:
         target.add_item(item)
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
-def DICT_UPDATE(f, inst):
-    v = f.pop()
-    target = _target(f, inst)
+def DICT_UPDATE(tx, inst):
+    v = tx.pop()
+    target = _target(tx, inst)
     if not isinstance(v, DictVariable):
         raise Unsupported(f"** unpacking of {v}")
     if inst.opname == "DICT_MERGE":
@@ -149,29 +149,29 @@ def DICT_UPDATE(f, inst):
 
 
 @handler("LIST_TO_TUPLE")  # (3.12+: CALL_INTRINSIC_1 INTRINSIC_LIST_TO_TUPLE)
-def LIST_TO_TUPLE(f, inst):
-    f.push(TupleVariable(f.pop().items))
+def LIST_TO_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.pop().items))
 
 
 @handler("UNPACK_SEQUENCE")
-def UNPACK_SEQUENCE(f, inst):
-    items = f.pop().iterate(f)
+def UNPACK_SEQUENCE(tx, inst):
+    items = tx.pop().iterate(tx)
     if len(items) != inst.arg:
         raise Unsupported(f"unpacking {len(items)} values into {inst.arg} (the user code raises ValueError)")
     for item in reversed(items):
-        f.push(item)
+        tx.push(item)
 
 
 @handler("UNPACK_EX")
-def UNPACK_EX(f, inst):
+def UNPACK_EX(tx, inst):
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = f.pop().iterate(f)
+    items = tx.pop().iterate(tx)
     if len(items) < before + after:
         raise Unsupported("not enough values to unpack (the user code raises ValueError)")
     head, rest = items[:before], items[before:]
     middle, tail = (rest[:len(rest) - after], rest[len(rest) - after:]) if after else (rest, [])
     for item in reversed(tail):
-        f.push(item)
-    f.push(ListVariable(middle))
+        tx.push(item)
+    tx.push(ListVariable(middle))
     for item in reversed(head):
-        f.push(item)
+        tx.push(item)

@@ -13,26 +13,26 @@ from . import PY311, PY312, PY313, SINCE_312, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
-def JUMP(f, inst):
-    f.jump(inst)
+def JUMP(tx, inst):
+    tx.jump(inst)
 
 
-def _is_none(f, v):
+def _is_none(tx, v):
     return v.is_constant() and v.as_constant() is None
 
 
 def _pop_jump(test):
-    def h(f, inst):
-        v = f.pop()
-        if test(f, v):
-            f.jump(inst)
+    def h(tx, inst):
+        v = tx.pop()
+        if test(tx, v):
+            tx.jump(inst)
     return h
 
 
-def _truth(f, v):
+def _truth(tx, v):
     if isinstance(v, TensorVariable):
         raise Unsupported("data-dependent branch: `if` on a tensor value")
-    return f.truthy(v)
+    return tx.truthy(v)
 
 
 # (3.11's POP_JUMP_FORWARD_IF_* / POP_JUMP_BACKWARD_IF_* arrive under these names: decode)
@@ -43,76 +43,76 @@ handler("POP_JUMP_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
 
 
 @handler("TO_BOOL", versions=PY313)
-def TO_BOOL(f, inst):
+def TO_BOOL(tx, inst):
     """3.13: `bool(TOS)` before a conditional jump or `not`. On a tensor this is where the
     value is needed: the graph breaks here and the native TO_BOOL converts it."""
-    f.push(ConstantVariable(_truth(f, f.pop())))
+    tx.push(ConstantVariable(_truth(tx, tx.pop())))
 
 
 @handler("JUMP_IF_TRUE_OR_POP", versions=PY311)
-def JUMP_IF_TRUE_OR_POP(f, inst):
-    if _truth(f, f.stack[-1]):
-        f.jump(inst)
+def JUMP_IF_TRUE_OR_POP(tx, inst):
+    if _truth(tx, tx.stack[-1]):
+        tx.jump(inst)
     else:
-        f.pop()
+        tx.pop()
 
 
 @handler("JUMP_IF_FALSE_OR_POP", versions=PY311)
-def JUMP_IF_FALSE_OR_POP(f, inst):
-    if not _truth(f, f.stack[-1]):
-        f.jump(inst)
+def JUMP_IF_FALSE_OR_POP(tx, inst):
+    if not _truth(tx, tx.stack[-1]):
+        tx.jump(inst)
     else:
-        f.pop()
+        tx.pop()
 
 
 @handler("GET_ITER")
-def GET_ITER(f, inst):
-    f.push(iterator_over(f, f.pop()))
+def GET_ITER(tx, inst):
+    tx.push(iterator_over(tx, tx.pop()))
 
 
-def _for_iter(f, inst, exhausted):
-    item = f.stack[-1].next(f)
+def _for_iter(tx, inst, exhausted):
+    item = tx.stack[-1].next(tx)
     if item is None:
-        exhausted(f)
-        f.jump(inst)
+        exhausted(tx)
+        tx.jump(inst)
     else:
-        f.push(item)
+        tx.push(item)
 
 
 @handler("FOR_ITER", versions=PY311)
-def FOR_ITER_311(f, inst):
-    _for_iter(f, inst, lambda f: f.pop())
+def FOR_ITER_311(tx, inst):
+    _for_iter(tx, inst, lambda f: f.pop())
 
 
 @handler("FOR_ITER", versions=SINCE_312)
-def FOR_ITER(f, inst):
+def FOR_ITER(tx, inst):
     # (CPython pops the iterator and skips END_FOR; `dis` and our stack analysis model the
     # jump as pushing a value for END_FOR to drop with the iterator: do as they count)
-    _for_iter(f, inst, lambda f: f.push(ConstantVariable(None)))
+    _for_iter(tx, inst, lambda f: f.push(ConstantVariable(None)))
 
 
 @handler("END_FOR", versions=PY312)
-def END_FOR_312(f, inst):
-    f.popn(2)
+def END_FOR_312(tx, inst):
+    tx.popn(2)
 
 
 @handler("END_FOR", versions=PY313)
-def END_FOR_313(f, inst):
-    f.pop()
+def END_FOR_313(tx, inst):
+    tx.pop()
 
 
 @handler("RETURN_VALUE")
-def RETURN_VALUE(f, inst):
-    f.return_value = f.pop()
+def RETURN_VALUE(tx, inst):
+    tx.return_value = tx.pop()
     return True
 
 
 @handler("RETURN_CONST", versions=SINCE_312)
-def RETURN_CONST(f, inst):
-    f.return_value = ConstantVariable(inst.argval)
+def RETURN_CONST(tx, inst):
+    tx.return_value = ConstantVariable(inst.argval)
     return True
 
 
 @handler("LOAD_ASSERTION_ERROR")
-def LOAD_ASSERTION_ERROR(f, inst):
-    f.push(f.wrap(AssertionError, None))
+def LOAD_ASSERTION_ERROR(tx, inst):
+    tx.push(tx.wrap(AssertionError, None))

@@ -9,18 +9,12 @@ traced code does not raise; a `raise` is Unsupported (graph breaks come in a lat
 import dis
 
 from ...exc import Unsupported, UserException
-from ...variables.exceptions import user_error
-from ...variables.base import ConstantVariable
-from ...variables.base import Variable
+from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_builtin_exception,
+                                     set_context, TracebackVariable, user_error)
+from ...variables.base import ConstantVariable, Variable
 from . import handler
-from ...variables.objects import bind_class_attr, class_source, guarded_type_lookup
-from ...variables.torch_vars import ContextManagerVariable
-from ...variables.exceptions import TracebackVariable
-from ...variables.objects import ClassVariable
-from ...variables.exceptions import ExceptionVariable, is_builtin_exception
-from ...variables.exceptions import handled_exception, set_context
-from ...variables.exceptions import ExcInfoSlot
-from ...variables.torch_vars import AutocastReentry, AutocastVariable
+from ...variables.objects import bind_class_attr, class_source, ClassVariable, guarded_type_lookup
+from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
 
 
 class ExitVariable(Variable):
@@ -63,39 +57,39 @@ class GradRestore:
         return False
 
 
-def special_method(f, obj, name):
+def special_method(tx, obj, name):
     """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
     cls = obj.python_type()
-    attr, _ = guarded_type_lookup(f, class_source(obj), cls, name)
+    attr, _ = guarded_type_lookup(tx, class_source(obj), cls, name)
     if attr is None:
         return None
-    return bind_class_attr(f, attr, obj, cls)
+    return bind_class_attr(tx, attr, obj, cls)
 
 
 @handler("BEFORE_WITH")
-def BEFORE_WITH(f, inst):
+def BEFORE_WITH(tx, inst):
     """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__. A grad-mode manager is
     modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
     nullcontext) has its methods inlined like any call."""
-    mgr = f.pop()
+    mgr = tx.pop()
     if isinstance(mgr, ContextManagerVariable):
-        f.push(ExitVariable(mgr))
-        f.push(mgr.call_method(f, "__enter__", [], {}))
+        tx.push(ExitVariable(mgr))
+        tx.push(mgr.call_method(tx, "__enter__", [], {}))
         return
-    enter, exit_fn = special_method(f, mgr, "__enter__"), special_method(f, mgr, "__exit__")
+    enter, exit_fn = special_method(tx, mgr, "__enter__"), special_method(tx, mgr, "__exit__")
     if enter is None or exit_fn is None:
         raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
                                     f"context manager protocol")
-    f.push(ExitVariable(mgr, exit_fn))
-    f.push(enter.call(f, [], {}))
+    tx.push(ExitVariable(mgr, exit_fn))
+    tx.push(enter.call(tx, [], {}))
 
 
 @handler("WITH_EXCEPT_START")
-def WITH_EXCEPT_START(f, inst):
+def WITH_EXCEPT_START(tx, inst):
     """In a `with` block's handler: exit(type(exc), exc, traceback), result pushed (true:
     the exception is suppressed). Stack: exit, lasti, previous exception, exception."""
-    exc, exit_fn = f.stack[-1], f.stack[-4]
-    f.push(exit_fn.call(f, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
+    exc, exit_fn = tx.stack[-1], tx.stack[-4]
+    tx.push(exit_fn.call(tx, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
 
 
 # ---- exceptions raised and caught inside traced code ------------------------------------
@@ -114,7 +108,7 @@ def exception_value(exc):
     return ExceptionVariable(exc.exc_type, [ConstantVariable(exc.reason)])
 
 
-def _instance(f, var):
+def _instance(tx, var):
     """The exception object a `raise` operand stands for (a builtin exception class is
     instantiated with no arguments, as CPython does), or None when it is not modelled."""
     if isinstance(var, ClassVariable) and is_builtin_exception(var.cls):
@@ -125,64 +119,64 @@ def _instance(f, var):
 
 
 @handler("RAISE_VARARGS")
-def RAISE_VARARGS(f, inst):
+def RAISE_VARARGS(tx, inst):
     if inst.arg == 0:  # bare `raise`: the exception being handled, unchanged
-        exc = handled_exception(f)
+        exc = handled_exception(tx)
         if exc is None:
             raise user_error(RuntimeError, "No active exception to reraise")
-        if _instance(f, exc) is not exc:
+        if _instance(tx, exc) is not exc:
             raise Unsupported(f"re-raise of {exc}, which is not modelled")
         raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
     cause = None
     if inst.arg == 2:
-        cause_var = f.stack[-1]
+        cause_var = tx.stack[-1]
         if not (cause_var.is_constant() and cause_var.as_constant() is None):
-            cause = _instance(f, cause_var)
+            cause = _instance(tx, cause_var)
             if cause is None:
                 raise Unsupported(f"raise ... from {cause_var}, which is not modelled")
-    exc = _instance(f, f.stack[-inst.arg])
+    exc = _instance(tx, tx.stack[-inst.arg])
     if exc is None:
         raise Unsupported("raise statement (the user code raises an exception)")
-    f.popn(inst.arg)
+    tx.popn(inst.arg)
     if inst.arg == 2:
         exc.cause, exc.suppress_context = cause, True
-    set_context(f, exc)
+    set_context(tx, exc)
     raise UserException(exc.cls, f"raise {exc.cls.__name__} (the user code raises it)", exc)
 
 
 @handler("PUSH_EXC_INFO")
-def PUSH_EXC_INFO(f, inst):
-    exc = f.pop()
-    stack = f.ctx.exc_stack
-    f.push(ExcInfoSlot(stack[-1], exc))  # restored by POP_EXCEPT
+def PUSH_EXC_INFO(tx, inst):
+    exc = tx.pop()
+    stack = tx.ctx.exc_stack
+    tx.push(ExcInfoSlot(stack[-1], exc))  # restored by POP_EXCEPT
     stack[-1] = exc
-    f.push(exc)
+    tx.push(exc)
 
 
 @handler("CHECK_EXC_MATCH")
-def CHECK_EXC_MATCH(f, inst):
-    wanted = f.python_object(f.pop())
-    exc = f.stack[-1]
-    f.push(ConstantVariable(issubclass(exc.python_type(), wanted)))
+def CHECK_EXC_MATCH(tx, inst):
+    wanted = tx.python_object(tx.pop())
+    exc = tx.stack[-1]
+    tx.push(ConstantVariable(issubclass(exc.python_type(), wanted)))
 
 
 @handler("POP_EXCEPT")
-def POP_EXCEPT(f, inst):
-    slot = f.pop()
+def POP_EXCEPT(tx, inst):
+    slot = tx.pop()
     if not isinstance(slot, ExcInfoSlot):
         raise Unsupported(f"POP_EXCEPT of {slot}")
-    f.ctx.exc_stack[-1] = slot.prev
+    tx.ctx.exc_stack[-1] = slot.prev
 
 
 @handler("RERAISE")
-def RERAISE(f, inst):
-    exc = f.pop()
+def RERAISE(tx, inst):
+    exc = tx.pop()
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("RERAISE of an exception that is not modelled")
     raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
 
 
-def _never(f, inst):
+def _never(tx, inst):
     raise Unsupported(f"{inst.opname}: exception handling path reached while tracing")
 
 

@@ -8,150 +8,150 @@ from ...variables.stack_values import NULL, CellRef, NullVariable
 from . import PY313, SINCE_312, UNTIL_312, handler
 
 
-def _load_fast(f, name):
-    if name in f.cells and name not in f.locals:
+def _load_fast(tx, name):
+    if name in tx.cells and name not in tx.locals:
         # 3.13 loads a cell for a closure tuple with LOAD_FAST (LOAD_CLOSURE is a pseudo-op);
         # on 3.11/3.12 a cell variable is never the argument of LOAD_FAST.
-        return CellRef(f.cells[name])
-    if name not in f.locals:
+        return CellRef(tx.cells[name])
+    if name not in tx.locals:
         raise Unsupported(f"local variable {name!r} referenced before assignment "
                           f"(the user code raises UnboundLocalError)")
-    return f.locals[name]
+    return tx.locals[name]
 
 
-def _store_fast(f, name, value):
+def _store_fast(tx, name, value):
     # 3.12+: an inlined comprehension restores the saved outer binding of its variable:
     # NULL (it was unbound) or, for a cell variable, the cell itself (LOAD_FAST_AND_CLEAR)
     if isinstance(value, NullVariable):
-        f.locals.pop(name, None)
+        tx.locals.pop(name, None)
     elif isinstance(value, CellRef):
-        f.cells[name] = value.box
+        tx.cells[name] = value.box
     else:
-        f.locals[name] = value
+        tx.locals[name] = value
 
 
 @handler("LOAD_FAST")  # (and 3.12+'s LOAD_FAST_CHECK, normalised to it)
-def LOAD_FAST(f, inst):
-    f.push(_load_fast(f, inst.argval))
+def LOAD_FAST(tx, inst):
+    tx.push(_load_fast(tx, inst.argval))
 
 
 @handler("STORE_FAST")
-def STORE_FAST(f, inst):
-    _store_fast(f, inst.argval, f.pop())
+def STORE_FAST(tx, inst):
+    _store_fast(tx, inst.argval, tx.pop())
 
 
 @handler("LOAD_FAST_AND_CLEAR", versions=SINCE_312)
-def LOAD_FAST_AND_CLEAR(f, inst):
+def LOAD_FAST_AND_CLEAR(tx, inst):
     """PEP 709: an inlined comprehension saves the outer binding of its variable (NULL when
     unbound; the cell of a cell variable, which MAKE_CELL then replaces by a fresh one) and
     unbinds it; the matching STORE_FAST restores it."""
     name = inst.argval
-    if name in f.cells:
-        f.push(CellRef(f.cells.pop(name)))
+    if name in tx.cells:
+        tx.push(CellRef(tx.cells.pop(name)))
         return
-    value = f.locals.pop(name, None)
-    f.push(NULL if value is None else value)
+    value = tx.locals.pop(name, None)
+    tx.push(NULL if value is None else value)
 
 
 @handler("LOAD_FAST_LOAD_FAST", versions=PY313)
-def LOAD_FAST_LOAD_FAST(f, inst):
+def LOAD_FAST_LOAD_FAST(tx, inst):
     first, second = inst.argval
-    f.push(_load_fast(f, first))
-    f.push(_load_fast(f, second))
+    tx.push(_load_fast(tx, first))
+    tx.push(_load_fast(tx, second))
 
 
 @handler("STORE_FAST_LOAD_FAST", versions=PY313)
-def STORE_FAST_LOAD_FAST(f, inst):
+def STORE_FAST_LOAD_FAST(tx, inst):
     store, load = inst.argval
-    _store_fast(f, store, f.pop())
-    f.push(_load_fast(f, load))
+    _store_fast(tx, store, tx.pop())
+    tx.push(_load_fast(tx, load))
 
 
 @handler("STORE_FAST_STORE_FAST", versions=PY313)
-def STORE_FAST_STORE_FAST(f, inst):
+def STORE_FAST_STORE_FAST(tx, inst):
     first, second = inst.argval
-    _store_fast(f, first, f.pop())
-    _store_fast(f, second, f.pop())
+    _store_fast(tx, first, tx.pop())
+    _store_fast(tx, second, tx.pop())
 
 
 @handler("DELETE_FAST")
-def DELETE_FAST(f, inst):
-    if inst.argval not in f.locals:
+def DELETE_FAST(tx, inst):
+    if inst.argval not in tx.locals:
         raise Unsupported(f"del of unbound local {inst.argval!r}")
-    del f.locals[inst.argval]
+    del tx.locals[inst.argval]
 
 
 @handler("LOAD_CONST")
-def LOAD_CONST(f, inst):
+def LOAD_CONST(tx, inst):
     # co_consts only holds immutable values (numbers, strings, tuples, frozensets, code objects)
-    f.push(ConstantVariable(inst.argval))
+    tx.push(ConstantVariable(inst.argval))
 
 
 @handler("LOAD_GLOBAL")
-def LOAD_GLOBAL(f, inst):
-    value = f.load_global(inst.argval)
+def LOAD_GLOBAL(tx, inst):
+    value = tx.load_global(inst.argval)
     # the low bit of the argument asks for the NULL of a call (below it up to 3.12, above on 3.13)
     for v in versions.callable_and_null(value, NULL) if inst.arg & 1 else [value]:
-        f.push(v)
+        tx.push(v)
 
 
 @handler("STORE_GLOBAL")
-def STORE_GLOBAL(f, inst):
-    f.side_effects.store_global(f.f_globals, inst.argval, f.pop())
+def STORE_GLOBAL(tx, inst):
+    tx.side_effects.store_global(tx.f_globals, inst.argval, tx.pop())
 
 
 @handler("DELETE_GLOBAL")
-def DELETE_GLOBAL(f, inst):
+def DELETE_GLOBAL(tx, inst):
     raise Unsupported("del of a global")
 
 
 @handler("MAKE_CELL")
-def MAKE_CELL(f, inst):
+def MAKE_CELL(tx, inst):
     # Cells of inlined frames are made with the frame (inline_call); a root frame's here.
     # On 3.12+ an inlined comprehension's MAKE_CELL follows LOAD_FAST_AND_CLEAR, which took
     # the outer cell away: a fresh one is made.
-    if inst.argval not in f.cells:
-        f.cells[inst.argval] = CellBox(f.locals.pop(inst.argval)) if inst.argval in f.locals else CellBox()
+    if inst.argval not in tx.cells:
+        tx.cells[inst.argval] = CellBox(tx.locals.pop(inst.argval)) if inst.argval in tx.locals else CellBox()
 
 
 @handler("COPY_FREE_VARS")
-def COPY_FREE_VARS(f, inst):
-    missing = [n for n in f.code.co_freevars if n not in f.cells]
+def COPY_FREE_VARS(tx, inst):
+    missing = [n for n in tx.code.co_freevars if n not in tx.cells]
     if missing:
         raise Unsupported(f"free variables {missing} have no cells")
 
 
 @handler("LOAD_CLOSURE", versions=UNTIL_312)
-def LOAD_CLOSURE(f, inst):
-    f.push(CellRef(f.cells[inst.argval]))
+def LOAD_CLOSURE(tx, inst):
+    tx.push(CellRef(tx.cells[inst.argval]))
 
 
 @handler("LOAD_DEREF")
 @handler("LOAD_CLASSDEREF", versions=[(3, 11)])
-def LOAD_DEREF(f, inst):
-    box = f.cells.get(inst.argval)
+def LOAD_DEREF(tx, inst):
+    box = tx.cells.get(inst.argval)
     if box is None:
         raise Unsupported(f"unknown cell {inst.argval!r}")
-    f.push(box.get(f))
+    tx.push(box.get(tx))
 
 
 @handler("STORE_DEREF")
-def STORE_DEREF(f, inst):
-    box = f.cells[inst.argval]
-    if f.parent is not None and box.real_cell is not None:
+def STORE_DEREF(tx, inst):
+    box = tx.cells[inst.argval]
+    if tx.parent is not None and box.real_cell is not None:
         # `nonlocal n; n += 1` in a called function: its real cell is written after the graph
         if box.source is None:
             raise Unsupported("nonlocal store into a closure cell that cannot be reached after the graph")
-        f.side_effects.store_cell(box)
-    box.set(f.pop())
+        tx.side_effects.store_cell(box)
+    box.set(tx.pop())
 
 
 @handler("DELETE_DEREF")
-def DELETE_DEREF(f, inst):
+def DELETE_DEREF(tx, inst):
     raise Unsupported("del of a closure variable")
 
 
 @handler("LOAD_NAME", "STORE_NAME", "DELETE_NAME")
 @handler("LOAD_LOCALS", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS", versions=SINCE_312)
-def NAME_OPS(f, inst):
+def NAME_OPS(tx, inst):
     raise Unsupported(f"{inst.opname}: module or class body code is not traced")

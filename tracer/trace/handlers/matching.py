@@ -22,48 +22,48 @@ def _subject_type(var):
 
 
 @handler("MATCH_SEQUENCE")
-def MATCH_SEQUENCE(f, inst):
-    t = _subject_type(f.stack[-1])
-    f.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_SEQUENCE)))
+def MATCH_SEQUENCE(tx, inst):
+    t = _subject_type(tx.stack[-1])
+    tx.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_SEQUENCE)))
 
 
 @handler("MATCH_MAPPING")
-def MATCH_MAPPING(f, inst):
-    t = _subject_type(f.stack[-1])
-    f.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_MAPPING)))
+def MATCH_MAPPING(tx, inst):
+    t = _subject_type(tx.stack[-1])
+    tx.push(ConstantVariable(bool(t.__flags__ & _TPFLAGS_MAPPING)))
 
 
 @handler("MATCH_KEYS")
-def MATCH_KEYS(f, inst):
+def MATCH_KEYS(tx, inst):
     """TOS: the tuple of keys; TOS1: the mapping. Push the tuple of values, or None."""
-    keys = f.stack[-1].iterate(f)
-    subject = f.stack[-2]
+    keys = tx.stack[-1].iterate(tx)
+    subject = tx.stack[-2]
     seen = []
     values = []
     for key in keys:
         if not key.is_constant():
             raise Unsupported("a mapping pattern key that is not a constant")
-        if any(f.values_equal(key, s) for s in seen):
+        if any(tx.values_equal(key, s) for s in seen):
             raise user_error(ValueError, f"mapping pattern checks duplicate key ({key.as_constant()!r})")
         seen.append(key)
-        if not f.truthy(subject.call_method(f, "__contains__", [key], {})):
-            f.push(ConstantVariable(None))
+        if not tx.truthy(subject.call_method(tx, "__contains__", [key], {})):
+            tx.push(ConstantVariable(None))
             return
-        values.append(f.getitem(subject, key))
-    f.push(TupleVariable(values))
+        values.append(tx.getitem(subject, key))
+    tx.push(TupleVariable(values))
 
 
 @handler("MATCH_CLASS")
-def MATCH_CLASS(f, inst):
+def MATCH_CLASS(tx, inst):
     """TOS: keyword attribute names; TOS1: the class; TOS2: the subject. Push the tuple of
     the attributes the sub-patterns match against, or None when the subject is not one."""
-    names = f.pop().as_constant()
-    cls = f.python_object(f.pop())
-    subject = f.pop()
+    names = tx.pop().as_constant()
+    cls = tx.python_object(tx.pop())
+    subject = tx.pop()
     if not isinstance(cls, type):
         raise user_error(TypeError, "called match pattern must be a class")
-    if not f.truthy(call_builtin(f, isinstance, [subject, f.wrap(cls, None)], {})):
-        f.push(ConstantVariable(None))
+    if not tx.truthy(call_builtin(tx, isinstance, [subject, tx.wrap(cls, None)], {})):
+        tx.push(ConstantVariable(None))
         return
     count = inst.arg
     attrs = []
@@ -87,10 +87,10 @@ def MATCH_CLASS(f, inst):
             values.append(subject)
             continue
         try:
-            values.append(subject.getattr(f, name))
+            values.append(subject.getattr(tx, name))
         except UserException as e:
             if issubclass(e.exc_type, AttributeError):
-                f.push(ConstantVariable(None))
+                tx.push(ConstantVariable(None))
                 return
             raise
-    f.push(TupleVariable(values))
+    tx.push(TupleVariable(values))

@@ -5,41 +5,39 @@ import sys
 from bytecode_utils.instructions import is_pep479_check
 from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
-from ...exc import Unsupported
+from ...exc import Unsupported, UserException
 from ...variables.base import ConstantVariable
 from . import SINCE_312, handler
-from ...variables.generators import GeneratorVariable
+from ...variables.generators import GeneratorVariable, runtime_error_for
 from ...variables.containers import IteratorVariable
-from ...exc import UserException
 from ...variables.exceptions import ExceptionVariable
-from ...variables.generators import runtime_error_for
 from ...variables.builtins_impl import call_builtin
 
 
 @handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG")
-def NOP(f, inst):
+def NOP(tx, inst):
     pass  # RESUME only marks a frame start; CACHE/EXTENDED_ARG are folded away by decode()
 
 
 @handler("POP_TOP")
-def POP_TOP(f, inst):
-    f.pop()
+def POP_TOP(tx, inst):
+    tx.pop()
 
 
 @handler("COPY")
-def COPY(f, inst):
-    f.push(f.stack[-inst.arg])
+def COPY(tx, inst):
+    tx.push(tx.stack[-inst.arg])
 
 
 @handler("SWAP")
-def SWAP(f, inst):
-    s = f.stack
+def SWAP(tx, inst):
+    s = tx.stack
     s[-1], s[-inst.arg] = s[-inst.arg], s[-1]
 
 
 @handler("IMPORT_NAME")
-def IMPORT_NAME(f, inst):
-    fromlist, level = f.pop(), f.pop()
+def IMPORT_NAME(tx, inst):
+    fromlist, level = tx.pop(), tx.pop()
     name = inst.argval
     if level.as_constant() != 0:
         raise Unsupported("relative import inside a traced frame")
@@ -48,21 +46,21 @@ def IMPORT_NAME(f, inst):
         raise Unsupported(f"import of a module not yet loaded: {name}")
     if not fromlist.as_constant() and "." in name:
         module = sys.modules[name.split(".")[0]]
-    f.push(f.wrap(module, None))
+    tx.push(tx.wrap(module, None))
 
 
 @handler("IMPORT_FROM")
-def IMPORT_FROM(f, inst):
-    f.push(f.stack[-1].getattr(f, inst.argval))
+def IMPORT_FROM(tx, inst):
+    tx.push(tx.stack[-1].getattr(tx, inst.argval))
 
 
 @handler("GET_LEN")
-def GET_LEN(f, inst):
-    f.push(ConstantVariable(f.stack[-1].length(f)))
+def GET_LEN(tx, inst):
+    tx.push(ConstantVariable(tx.stack[-1].length(tx)))
 
 
 def _unsupported(reason):
-    def h(f, inst):
+    def h(tx, inst):
         raise Unsupported(f"{inst.opname}: {reason}")
     return h
 
@@ -85,17 +83,17 @@ for _name, _why in {
 
 
 @handler("CALL_INTRINSIC_1", versions=SINCE_312)
-def CALL_INTRINSIC_1(f, inst):
+def CALL_INTRINSIC_1(tx, inst):
     """3.12+. LIST_TO_TUPLE and UNARY_POSITIVE arrive under those names (normalised); a
     generator body's StopIteration check turns StopIteration into RuntimeError (PEP 479)
     and passes other exceptions through; the rest
     (print of an interactive expression, import *, async generators, type parameters) are
     not traced."""
     if is_pep479_check(inst):
-        exc = f.stack[-1]
+        exc = tx.stack[-1]
         if isinstance(exc, ExceptionVariable) and not issubclass(exc.cls, StopAsyncIteration):
-            if issubclass(exc.cls, StopIteration) and f.generator is not None:
-                f.stack[-1] = runtime_error_for(exc)  # PEP 479, as 3.11's caller-side check
+            if issubclass(exc.cls, StopIteration) and tx.generator is not None:
+                tx.stack[-1] = runtime_error_for(exc)  # PEP 479, as 3.11's caller-side check
             elif issubclass(exc.cls, StopIteration):
                 raise Unsupported("StopIteration escaping a coroutine body")
             return  # the exception stays on the stack, unchanged: RERAISE follows
@@ -103,79 +101,79 @@ def CALL_INTRINSIC_1(f, inst):
 
 
 @handler("RETURN_GENERATOR")
-def RETURN_GENERATOR(f, inst):
+def RETURN_GENERATOR(tx, inst):
     """Start of an inlined generator: the following POP_TOP drops what this pushes."""
-    if f.generator is None:
+    if tx.generator is None:
         raise Unsupported("generator frame entered without a consumer")
-    f.push(ConstantVariable(None))
+    tx.push(ConstantVariable(None))
 
 
 @handler("YIELD_VALUE")
-def YIELD_VALUE(f, inst):
+def YIELD_VALUE(tx, inst):
     """Suspend an inlined generator at a yield; the consumer's next() resumes it.
 
     The frame keeps its stack and ip, so GeneratorVariable.send just runs it again: the
     generator body advances exactly as far as the consumer pulls, as in Python. The None
     pushed here is the value of the `yield` expression, replaced by send(v).
     """
-    if f.generator is None:
+    if tx.generator is None:
         raise Unsupported("yield in a frame that is not an inlined generator")
-    f.suspended_value = f.pop()
-    f.push(ConstantVariable(None))
+    tx.suspended_value = tx.pop()
+    tx.push(ConstantVariable(None))
     return True  # suspend: GeneratorVariable.send hands the value to the consumer
 
 
 @handler("GET_YIELD_FROM_ITER")
-def GET_YIELD_FROM_ITER(f, inst):
-    if not isinstance(f.stack[-1], GeneratorVariable):
-        f.push(call_builtin(f, iter, [f.pop()], {}))
+def GET_YIELD_FROM_ITER(tx, inst):
+    if not isinstance(tx.stack[-1], GeneratorVariable):
+        tx.push(call_builtin(tx, iter, [tx.pop()], {}))
 
 
 @handler("SEND")
-def SEND(f, inst):
+def SEND(tx, inst):
     """`yield from`: send TOS into the iterator below it; its next value is pushed (and
     yielded by the YIELD_VALUE that follows); when it is finished, its return value replaces
     it (3.11) or goes above it (3.12+, for END_SEND) and the loop is left."""
-    value = f.pop()
-    receiver = f.stack[-1]
+    value = tx.pop()
+    receiver = tx.stack[-1]
     if isinstance(receiver, GeneratorVariable):
-        kind, out = receiver.send(f, value)
+        kind, out = receiver.send(tx, value)
     elif isinstance(receiver, IteratorVariable):
         if not (value.is_constant() and value.as_constant() is None):
             raise Unsupported(f"send() of a value into {receiver}, which has no send method")
-        out = receiver.next(f)
+        out = receiver.next(tx)
         kind = "yield" if out is not None else "return"
         out = out if out is not None else ConstantVariable(None)
     else:
         raise Unsupported(f"yield from {receiver}")
     if kind == "yield":
-        f.push(out)
+        tx.push(out)
     else:
         if SEND_KEEPS_RECEIVER:
-            f.push(out)  # [iterator, value]: END_SEND drops the iterator (3.12+)
+            tx.push(out)  # [iterator, value]: END_SEND drops the iterator (3.12+)
         else:
-            f.stack[-1] = out
-        f.jump(inst)
+            tx.stack[-1] = out
+        tx.jump(inst)
 
 
 @handler("END_SEND", versions=SINCE_312)
-def END_SEND(f, inst):
+def END_SEND(tx, inst):
     """End of a `yield from` loop: [iterator, value] -> [value]."""
-    del f.stack[-2]
+    del tx.stack[-2]
 
 
 @handler("CLEANUP_THROW", versions=SINCE_312)
-def CLEANUP_THROW(f, inst):
+def CLEANUP_THROW(tx, inst):
     """An exception thrown (throw()/close()) at the `yield` of a `yield from` loop, stack
     [iterator, last sent value, exception]: a StopIteration means the delegate finished,
     its value is the loop's result (the next instruction jumps to END_SEND); anything else
     is re-raised."""
-    exc = f.stack[-1]
+    exc = tx.stack[-1]
     if not isinstance(exc, ExceptionVariable):
         raise Unsupported("CLEANUP_THROW of an exception that is not modelled")
     if not issubclass(exc.cls, StopIteration):
-        f.pop()
+        tx.pop()
         raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
-    f.popn(3)
-    f.push(ConstantVariable(None))
-    f.push(exc.args[0] if exc.args else ConstantVariable(None))
+    tx.popn(3)
+    tx.push(ConstantVariable(None))
+    tx.push(exc.args[0] if exc.args else ConstantVariable(None))

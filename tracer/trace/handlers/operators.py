@@ -23,40 +23,40 @@ def _opname(arg):
 
 
 @handler("BINARY_OP")
-def BINARY_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    f.push(binary_op(f, _opname(inst.arg), a, b))
+def BINARY_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    tx.push(binary_op(tx, _opname(inst.arg), a, b))
 
 
 @handler("COMPARE_OP")
-def COMPARE_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    result = compare(f, inst.argval, a, b)
+def COMPARE_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    result = compare(tx, inst.argval, a, b)
     if versions.compare_to_bool(inst) and not isinstance(result, TensorVariable):
-        result = ConstantVariable(f.truthy(result))
+        result = ConstantVariable(tx.truthy(result))
     # (a tensor result stays a tensor: the jump or `not` that reads it breaks the graph, and
     # its native form converts it, so the comparison itself stays in the graph)
-    f.push(result)
+    tx.push(result)
 
 
 @handler("IS_OP")
-def IS_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    f.push(compare(f, "is not" if inst.arg else "is", a, b))
+def IS_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    tx.push(compare(tx, "is not" if inst.arg else "is", a, b))
 
 
 @handler("CONTAINS_OP")
-def CONTAINS_OP(f, inst):
-    b, a = f.pop(), f.pop()
-    result = contains(f, b, a)
+def CONTAINS_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    result = contains(tx, b, a)
     if inst.arg:
-        result = ConstantVariable(not f.truthy(result))
-    f.push(result)
+        result = ConstantVariable(not tx.truthy(result))
+    tx.push(result)
 
 
 def _unary(name):
-    def h(f, inst):
-        f.push(unary_op(f, name, f.pop()))
+    def h(tx, inst):
+        tx.push(unary_op(tx, name, tx.pop()))
     return h
 
 
