@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import tracer
-from tools import dump
-from tools.pyrender import render_code
-from tools.text import render_text
+from tracer.tools import dump
+from tracer.tools.pyrender import render_code
+from tracer.tools.text import render_text
 from tracer.runtime import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -215,7 +215,7 @@ def test_export_module_runs_like_the_live_graph(target, tmp_path):
     module, fn = dump.load_target(f"{EXAMPLE}:encoder")
     args, _ = dump.example_inputs(module, "encoder")
     out, recorded = dump.trace_call(fn, args, {})
-    from tools.export import export_graphs
+    from tracer.tools.export import export_graphs
     paths = export_graphs(recorded, str(tmp_path / "exp" / "graphs.py"), target="encoder")
     assert all(os.path.exists(p) for p in paths)
     spec = importlib.util.spec_from_file_location("exported_graphs", paths[0])

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import tracer
-from tools import dump, html_report
+from tracer.tools import dump, html_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "dump_target.py")

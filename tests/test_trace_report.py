@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tracer
-from tools import dump, graph_svg, html_report, trace_report
+from tracer.tools import dump, graph_svg, html_report, trace_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "dump_target.py")

@@ -17,7 +17,7 @@ import pytest
 from bytecode_utils import versions
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("tracer", "bytecode_utils", "guards", "tools")
+PACKAGES = ("tracer", "bytecode_utils", "guards")
 VERSION_DIR = ROOT / "bytecode_utils" / "versions"
 HANDLERS_DIR = ROOT / "tracer" / "trace" / "handlers"
 

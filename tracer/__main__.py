@@ -1,6 +1,6 @@
 """`python -m tracer dump TARGET [options]`: the same as the `tracer-dump` command."""
 import sys
-from tools.dump import main as dump_main
+from .tools.dump import main as dump_main
 
 
 def main(argv=None):

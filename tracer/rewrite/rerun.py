@@ -231,7 +231,7 @@ class Plan:
                     _set_rng_states(cuda, states)
                 raise
         skip_code(run_restoring_on_error.__code__)
-        run_restoring_on_error.__wrapped__ = compiled  # (tools/pyrender names the graph through it)
+        run_restoring_on_error.__wrapped__ = compiled  # (tracer/tools/pyrender names the graph through it)
         return run_restoring_on_error
 
 
@@ -264,11 +264,7 @@ def _plain(code):
     hook. A new code object: the rewritten code holds it, never `code` itself, which keys
     the cache that holds the rewritten code (a reference back would keep both alive)."""
     plain = flatten_signature(code)
-    try:
-        from ..runtime.frame_hook import skip_code
-        skip_code(plain)
-    except ImportError:
-        pass
+    skip_code(plain)
     return plain
 
 

@@ -22,6 +22,7 @@ from ..rewrite import codegen
 from ..runtime import config, records
 from ..graph.backends import compile_graph
 from ..runtime.cache import Entry, cache_for
+from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, Unsupported
 from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
 from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
@@ -391,8 +392,4 @@ def _fallback(code, ctx, state, builtins, reason, location):
 
 def _never_intercept(code):
     """Rewritten code must not be handed to the frame hook again (it would be traced)."""
-    try:
-        from ..runtime.frame_hook import skip_code
-    except ImportError:  # the C hook is not built: nothing can intercept it
-        return
     skip_code(code)

@@ -10,28 +10,7 @@ bit arrives as LOAD_METHOD). A handler whose behaviour differs between versions 
 registered per version: `@handler("END_FOR", versions=[(3, 12)])`; only the running
 version's handlers enter the table.
 """
-from bytecode_utils.versions import VERSION
+from . import attributes, calls, containers, control_flow, exceptions, load_store, matching, misc, operators  # noqa: F401
+from .registry import HANDLERS
 
-HANDLERS = {}
-
-
-def handler(*opnames, versions=None):
-    """Register the decorated function for `opnames` (on `versions` only, if given)."""
-    def register(fn):
-        if versions is not None and VERSION not in versions:
-            return fn
-        for name in opnames:
-            assert name not in HANDLERS, name
-            HANDLERS[name] = fn
-        return fn
-    return register
-
-
-PY311 = [(3, 11)]
-PY312 = [(3, 12)]
-PY313 = [(3, 13)]
-SINCE_312 = [(3, 12), (3, 13)]
-UNTIL_312 = [(3, 11), (3, 12)]
-
-
-from . import attributes, calls, containers, control_flow, exceptions, load_store, matching, misc, operators  # noqa: E402,F401
+__all__ = ["HANDLERS"]

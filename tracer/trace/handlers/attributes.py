@@ -4,7 +4,7 @@ from bytecode_utils import versions
 from ...exc import Unsupported
 from ...variables.base import check_builtin_attr
 from ...variables.stack_values import NULL, MethodRef
-from . import SINCE_312, handler
+from .registry import SINCE_312, handler
 from .containers import slice_of
 from ...variables.objects import SuperVariable
 

@@ -12,7 +12,7 @@ from ...exc import Unsupported
 from ...variables.containers import DictVariable
 from ...variables.functions import NestedFunctionVariable
 from ...variables.stack_values import NULL, NullVariable
-from . import PY311, PY313, UNTIL_312, handler
+from .registry import PY311, PY313, UNTIL_312, handler
 
 
 def _is_null(v):

@@ -3,7 +3,7 @@ from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
 from ...variables.sym import SliceVariable, is_sym, specialized
-from . import PY313, UNTIL_312, handler
+from .registry import PY313, UNTIL_312, handler
 
 
 @handler("BUILD_TUPLE")

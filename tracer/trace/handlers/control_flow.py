@@ -9,7 +9,7 @@ from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.live_iterators import iterator_over
 from ...variables.tensor import TensorVariable
-from . import PY311, PY312, PY313, SINCE_312, handler
+from .registry import PY311, PY312, PY313, SINCE_312, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")

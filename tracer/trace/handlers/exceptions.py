@@ -12,7 +12,7 @@ from ...exc import Unsupported, UserException
 from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_builtin_exception,
                                      set_context, TracebackVariable, user_error)
 from ...variables.base import ConstantVariable, Variable
-from . import handler
+from .registry import handler
 from ...variables.objects import bind_class_attr, class_source, ClassVariable, guarded_type_lookup
 from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
 

@@ -5,7 +5,7 @@ from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.functions import CellBox
 from ...variables.stack_values import NULL, CellRef, NullVariable
-from . import PY313, SINCE_312, UNTIL_312, handler
+from .registry import PY313, SINCE_312, UNTIL_312, handler
 
 
 def _load_fast(tx, name):

@@ -8,7 +8,7 @@ from ...exc import Unsupported, UserException
 from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable
 from ...variables.containers import TupleVariable
-from . import handler
+from .registry import handler
 from ...variables.builtins_impl import call_builtin
 
 _TPFLAGS_SEQUENCE = 1 << 5

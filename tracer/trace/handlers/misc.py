@@ -7,7 +7,7 @@ from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
 from ...exc import Unsupported, UserException
 from ...variables.base import ConstantVariable
-from . import SINCE_312, handler
+from .registry import SINCE_312, handler
 from ...variables.generators import GeneratorVariable, runtime_error_for
 from ...variables.containers import IteratorVariable
 from ...variables.exceptions import ExceptionVariable

@@ -5,7 +5,7 @@ from bytecode_utils import BINARY_OP_NAMES, versions
 from ...variables.base import ConstantVariable
 from ...variables.operators import binary_op, compare, contains, unary_op
 from ...variables.tensor import TensorVariable
-from . import handler
+from .registry import handler
 
 _SYMBOL_TO_NAME = {
     "+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",

@@ -2,7 +2,7 @@
 
 Per traced frame: the function's source annotated line by line (captured into a graph / ran
 as Python / graph break, with the reason next to the break line), each graph drawn as an SVG
-(by Graphviz's `dot` when it is installed, else by tools/graph_svg.py's own layout: a picture
+(by Graphviz's `dot` when it is installed, else by tracer/tools/graph_svg.py's own layout: a picture
 either way), the graph code and node table, the guards, the rewritten code as Python, and
 both bytecodes.
 """
