@@ -2,7 +2,7 @@
 
 Why a separate package: everything here is about code objects and nothing about torch or the
 tracer, so it is tested on its own against large amounts of real bytecode (the stdlib), and
-the interpreter can trust it. See DESIGN.md, "Layout".
+the interpreter can trust it. See docs/design.md, "Layers".
 """
 
 from .analysis import (

@@ -6,7 +6,7 @@
     def f(x, y):
         return (x.sin() + y).relu()
 
-See README.md and ../shared/DESIGN.md for the data flow.
+See README.md and docs/design.md for the data flow and the layers.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
 from .runtime.cache import RecompileLimitWarning
