@@ -15,7 +15,8 @@ import torch.nn as nn
 import capture_helpers
 import tracer
 from capture_zoo import run_case, same, zoo
-from tracer.capture import DEFAULT_SKIP_PREFIXES, SKIP, SKIP_ONCE, TRACE, frame_rule
+from tracer.capture import DEFAULT_SKIP_PREFIXES
+from tracer.runtime.policy import SKIP, SKIP_ONCE, TRACE, frame_rule
 from tracer.runtime.frame_hook import is_rule_skipped, is_skipped
 
 CASES = zoo()

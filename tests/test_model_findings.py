@@ -96,7 +96,7 @@ def test_resume_function_of_a_torch_frame_is_traced():
         return torch.nn.functional.relu(x) if torch._nested_tensor_from_mask_left_aligned(x, keep) else x
 
     torch_frame = torch.nn.modules.transformer._get_seq_len  # any torch function: check the rule
-    from tracer.capture import DEFAULT_SKIP_PREFIXES, should_skip
+    from tracer.runtime.policy import DEFAULT_SKIP_PREFIXES, should_skip
     assert should_skip(torch_frame.__code__, DEFAULT_SKIP_PREFIXES)
     m = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1).eval()
     pad = torch.tensor([[False] * 4, [False, False, True, True]])

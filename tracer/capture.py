@@ -1,9 +1,11 @@
 """`with tracer.capture(backend=...):` — every Python frame started inside goes through the
 cache / convert_frame path, via the C frame hook (frame_hook.py).
 
-Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes=`):
-  * the code users run: anything outside torch, the standard library, numpy/scipy/pandas and
-    the tracer itself; and the `forward` of every `torch.nn.Module`, stock ones included
+Which frames are traced (`frame_rule`, the one configurable rule: `skip_prefixes=`; it lives
+in runtime/policy.py, which says which libraries are skipped and why):
+  * the code users run: anything outside torch, the standard library, the untraced libraries
+    (numpy, scipy, pandas, sympy...), pytest and the tracer itself; and the `forward` of
+    every `torch.nn.Module`, stock ones included
     (torch/nn/modules/...), so `with capture(): model(batch)` traces the same frame that
     `tracer.compile(model)` traces and captures the same ops;
   * resume functions of frames that broke, wherever their code lives (the frame they
@@ -21,9 +23,7 @@ entries' guards against the frame's argument slots, and returns the entry's rewr
 lookup by code identity and the entries' guard checks (`FrameCallback.__call__`).
 """
 import logging
-import os
 import sys
-import sysconfig
 import threading
 import weakref
 
@@ -36,60 +36,14 @@ from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
 from .exc import FullGraphError
 from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
+# the default rule and its prefixes live in runtime/policy.py (with the value model's answers
+# to the same question); DEFAULT_SKIP_PREFIXES is re-exported: `capture(skip_prefixes=
+# DEFAULT_SKIP_PREFIXES + (dir,))` extends it
+from .runtime.policy import DEFAULT_SKIP_PREFIXES, SKIP, TRACE, frame_rule, should_skip
 
 log = logging.getLogger("tracer")
 
-_TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
-    sys.modules["tracer"], __import__("guards"), __import__("bytecode_utils")))
-
-
-def _package_dir(name):
-    """The package's directory, found without importing it."""
-    import importlib.util
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.abspath(list(spec.submodule_search_locations)[0]) + os.sep
-
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-# numerical libraries with no tensors, those torch's compilers call back into (sympy for
-# symbolic shapes, networkx for partitioning), and test runners (pytest's log capture
-# formats torch.compile's log records): never worth a trace
-DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in (
-    "numpy", "scipy", "pandas", "sympy", "mpmath", "networkx", "_pytest", "pluggy")) if p) + (
-    _TORCH_DIR,
-    sysconfig.get_paths()["stdlib"] + os.sep,
-    *_TRACER_DIRS,
-)
-# Where torch keeps nn.Module classes whose `forward` is model code (traced even though it
-# lives under a skipped prefix).
-MODULE_DIRS = (os.path.join(_TORCH_DIR, "nn") + os.sep, os.path.join(_TORCH_DIR, "ao", "nn") + os.sep)
-
-TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
-
-
 _DISABLE_WRAPPERS = ("_fn", "nonrecursive_disable_wrapper")  # torch._dynamo's wrapper functions
-
-
-def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
-    """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
-    code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
-    if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a frame we traced
-        return TRACE
-    filename = code.co_filename
-    if filename.startswith("<") and filename != "<string>":
-        return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
-    if code.co_name == "<module>":
-        return SKIP  # a module body, run once by an import (a lazy import inside a call)
-    if not filename.startswith(prefixes):
-        return TRACE
-    if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
-        return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE
-    return SKIP
 
 
 def _importing():
@@ -103,11 +57,6 @@ def _importing():
             return True
         f = f.f_back
     return False
-
-
-def should_skip(code, prefixes=DEFAULT_SKIP_PREFIXES, args=None):
-    """Whether the frame hook leaves a frame of `code` (called with `args`) alone."""
-    return frame_rule(code, args, prefixes) is not TRACE
 
 
 class FrameCallback:

@@ -20,7 +20,7 @@ from guards.sources import GlobalsDictSource, Source
 
 from ..graph import node_meta
 from ..exc import Unsupported, UserException
-from ..runtime import config
+from ..runtime import config, policy
 from ..runtime.frame_hook import is_skipped
 from .handlers import HANDLERS
 from ..graph.output_graph import getitem_node, storage_id
@@ -220,7 +220,7 @@ class Frame:
         if pending is not None:
             return pending
         root = self.f_globals is self.ctx.f_globals
-        library = _is_library_globals(self.f_globals)
+        library = policy.is_library_globals(self.f_globals)
         if name in self.f_globals:
             src = GlobalSource(name) if root else ItemSource(ConstSource(self.f_globals), name)
             if library:  # library module globals are code, treated as immutable: not guarded
@@ -465,13 +465,6 @@ class Frame:
         first = self.code.co_varnames[0]
         obj = self.cells[first].get(self) if first in self.cells else self.locals[first]
         return SuperVariable(cls, obj)
-
-
-_LIBRARY_ROOTS = ("torch", "numpy", "math", "functools", "collections", "typing", "operator")
-
-
-def _is_library_globals(g):
-    return (g.get("__name__") or "").split(".")[0] in _LIBRARY_ROOTS
 
 
 # Torch queries whose answer GlobalStateMatch already guards, or that depend on their

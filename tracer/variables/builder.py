@@ -23,6 +23,7 @@ from guards import (ConstMatch, check_const_supported, exact_equal, DictKeysMatc
 from guards.sources import AttrSource, ItemSource, LocalSource, Source
 
 from ..exc import Unsupported
+from ..runtime import policy
 from .base import ConstantVariable, is_constant_value
 from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVariable, StructSeqVariable,
                          TupleVariable, is_structseq)
@@ -79,16 +80,6 @@ def _is_builtin_callable(value):
         return any(owner is m for m in _BUILTIN_MODULES) or \
             getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator")
     return isinstance(value, type) and value in _BUILTIN_TYPES
-
-
-# Libraries whose Python functions are called, never inlined: their internals are not
-# tensor programs, and a call to them is a graph break with their name as the reason.
-UNTRACED_LIBRARIES = ("numpy", "scipy", "pandas", "PIL", "matplotlib", "logging", "warnings")
-
-
-def _untraced_library(value):
-    mod = getattr(value, "__module__", None) or ""
-    return mod.split(".")[0] in UNTRACED_LIBRARIES
 
 
 _BUILTIN_TYPES = {int, float, bool, str, list, tuple, dict, set, frozenset, range, enumerate,
@@ -335,7 +326,7 @@ def _wrap_fresh(tx, value, source):
         g(IdMatch(source, value))
         return UserFunctionVariable(value._torchdynamo_inline)
     if (t is types.FunctionType or (callable(value) and not isinstance(value, type))) and \
-            _untraced_library(value):
+            policy.is_untraced_value(value):
         g(IdMatch(source, value))
         return OpaqueVariable(value, source)
     if t is functools._lru_cache_wrapper:
@@ -412,7 +403,7 @@ def _wrap_fresh(tx, value, source):
     if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
-    if t.__module__.split(".")[0] in UNTRACED_LIBRARIES:
+    if policy.is_untraced_module(t.__module__):
         g(TypeMatch(source, t))
         return OpaqueVariable(value, source)
     if t.__module__.startswith("torch") and _is_context_manager(value):

@@ -24,6 +24,7 @@ from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
 from ..exc import Unsupported, UserException
+from ..runtime import policy
 from .base import ConstantVariable, Variable
 from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 
@@ -35,8 +36,6 @@ _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
 # (all PyObject_GenericGetAttr; 3.13's SimpleNamespace inherits object's instead of its own)
 GENERIC_GETATTRIBUTE = tuple({id(f): f for f in (object.__getattribute__, *(
     vars(t).get("__getattribute__", object.__getattribute__) for t in (dict, types.SimpleNamespace)))}.values())
-_UNTRACED_ROOTS = ("torch", "numpy", "scipy", "pandas", "builtins", "logging", "warnings", "typing",
-                   "abc", "enum", "functools", "threading", "weakref")
 _MISSING = object()
 
 
@@ -66,8 +65,9 @@ def constructible_reason(cls):
 
 
 def is_user_class(cls):
-    mod = (getattr(cls, "__module__", None) or "").split(".")[0]
-    return cls.__flags__ & _HEAPTYPE and mod not in _UNTRACED_ROOTS
+    """A class of the user's, built symbolically by `construct`: a heap type not defined in
+    torch, an untraced library or the standard library modules runtime/policy.py names."""
+    return cls.__flags__ & _HEAPTYPE and policy.constructs_symbolically(getattr(cls, "__module__", None))
 
 
 def is_torch_module_class(cls):

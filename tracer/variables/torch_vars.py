@@ -10,6 +10,7 @@ import torch
 from guards import ConstSource, QueryMatch, TensorMatch
 
 from ..exc import Unsupported
+from ..runtime import policy
 from .base import ConstantVariable, ObjectVariable, Variable
 from guards.sources import AttrSource, ConstSource
 
@@ -340,9 +341,7 @@ class PythonModuleVariable(ObjectVariable):
             value = getattr(self.module, name)
         except AttributeError:
             raise exceptions.attribute_error(f"module {self.module.__name__!r}", name)
-        trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
-                                                         "itertools", "collections", "builtins",
-                                                         "typing", "dataclasses", "numbers")
+        trusted = policy.is_library_namespace(self.module.__name__)
         # Library modules' functions and classes are treated as immutable (not guarded); user
         # modules are guarded. A library module's plain data attribute is state, though
         # (torch.backends.cudnn.enabled, a flag a user may flip): guarded by value.
