@@ -28,6 +28,7 @@ from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_
 from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
 from ..graph.shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .frame import BREAK, Frame, TraceContext
+from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
 from ..variables.torch_vars import leave_autocast
@@ -274,7 +275,7 @@ class _own_saved_tensor_hooks:
 def _bind_root(tx, code, L, C):
     names = arg_names(code)
     for i, (name, value) in enumerate(zip(names, L)):
-        tx.locals[name] = tx.wrap(value, LocalSource(name, i))
+        tx.locals[name] = wrap(tx, value, LocalSource(name, i))
     tx.ctx.root_args = dict(tx.locals)  # (graph_break: arguments the trace let go of)
     for i, name in enumerate(code.co_freevars):
         tx.cells[name] = real_cell_box(tx, C[i], CellSource(name, i))

@@ -82,7 +82,7 @@ class AutogradFunctionApplyVariable(Variable):
         fx_args = [a.node if isinstance(a, tensor.TensorVariable) else a.as_constant() for a in args]
         node = tx.output.graph.create_node("call_function", apply_fn(cls), tuple(fx_args), {})
         node_meta.annotate(tx, node, example, cls.apply)
-        return tx.wrap_result(node, example)
+        return torch_calls.wrap_result(tx, node, example)
 
     def __repr__(self):
         return f"AutogradFunctionApply({self.fn_cls.__name__})"
@@ -141,4 +141,4 @@ def _with_autograd_flags(outputs, any_needs_grad):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import base, containers, functions, new_objects, objects, tensor  # noqa: E402
+from . import base, containers, functions, new_objects, objects, tensor, torch_calls  # noqa: E402

@@ -255,10 +255,22 @@ def rely_on_identity(tx, var):
     if pin is not None:
         pin(tx)
     elif var.source is not None and getattr(var, "identity_key", None) is not None:
-        tx.must_stay_distinct(var)
+        tx.ctx.mutable_inputs.append(var)  # (convert_frame._distinct_sources)
+
+
+def python_object(var):
+    """The real object behind a class/function/module Variable or a tuple of them."""
+    if isinstance(var, containers.TupleVariable):
+        return tuple(python_object(v) for v in var.items)
+    if var.is_constant():
+        return var.as_constant()
+    get = getattr(var, "as_python_object", None)
+    if get is None:
+        raise Unsupported(f"{var} used where a Python object is needed")
+    return get()
 
 
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import exceptions, functions  # noqa: E402
+from . import exceptions, functions, containers  # noqa: E402

@@ -105,6 +105,19 @@ def wrap(tx, value, source):
     return var
 
 
+def wrap_unguarded(tx, value, source):
+    """`wrap` for a library module's global (code, treated as immutable): no guard."""
+    # data, not code, is always guarded: a tensor, and a constant, which is how a library
+    # keeps a switch (torch.backends.mha's _is_fastpath_enabled, set by a setter function)
+    if isinstance(value, torch.Tensor) or is_constant_value(value):
+        return wrap(tx, value, source)
+    saved, tx.ctx.guards = tx.ctx.guards, []
+    try:
+        return wrap(tx, value, source)
+    finally:
+        tx.ctx.guards = saved
+
+
 _CONTAINER_TYPES = (list, dict, set, tuple, collections.deque, collections.OrderedDict, collections.defaultdict)
 _SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
 MAX_ITERATOR_ITEMS = 100_000  # (a range iterator over 2**32 items reached a break: MemoryError)
@@ -219,7 +232,7 @@ def _wrap_fresh(tx, value, source):
             g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
             raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
         g(torch_vars.tensor_match(tx.ctx, source, value))
-        tx.register_input_tensor(source)
+        tx.ctx.input_tensor_sources.append(source)
         node = tx.output.add_input(value, source)
         return TensorVariable(node, node.meta["example_value"], source, real=value)
     if (t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)) \
@@ -233,7 +246,7 @@ def _wrap_fresh(tx, value, source):
     if t is list and source is not None:  # its length and items are read when needed
         g(TypeMatch(source, t))
         var = ListVariable.lazy(tx, value, source)
-        tx.register_mutable_input(var)
+        tx.ctx.mutable_inputs.append(var)
         return var
     if t in (tuple, list) or (isinstance(value, tuple) and (hasattr(t, "_fields") or is_structseq(t))):
         g(TypeMatch(source, t))
@@ -255,7 +268,7 @@ def _wrap_fresh(tx, value, source):
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         var = collections_vars.DequeVariable(items, source, maxlen=value.maxlen)
         if source is not None:
-            tx.register_mutable_input(var)
+            tx.ctx.mutable_inputs.append(var)
         return var
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         g(TypeMatch(source, t))
@@ -276,7 +289,7 @@ def _wrap_fresh(tx, value, source):
         else:
             var = DictVariable(items, source, user_cls=t)
         if source is not None:
-            tx.register_mutable_input(var)
+            tx.ctx.mutable_inputs.append(var)
         return var
     if t is set:
         if not all(is_constant_value(k) for k in value):
@@ -312,7 +325,7 @@ def _wrap_fresh(tx, value, source):
         return containers_mod.IteratorVariable(items, source=source, py_type=t)
     if isinstance(value, torch.nn.Module):
         g(nn_module.module_guard(source, value))
-        return tx.wrap_module(value, source, None, guarded=True)
+        return nn_module.wrap_module(tx, value, source, None, guarded=True)
     if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
         g(IdMatch(source, value))
         return GradModeClassVariable(value, source)

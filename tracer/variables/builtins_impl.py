@@ -13,7 +13,7 @@ import torch
 
 from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
-from .base import ConstantVariable, Variable, check_builtin_attr
+from .base import ConstantVariable, Variable, check_builtin_attr, python_object
 from .functions import library_object
 from .containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
                          TupleVariable)
@@ -117,11 +117,11 @@ def _all_const(args):
 
 # ---- operator module: binary/unary operators by function ------------------------------
 def _binop(name):
-    return lambda tx, args, kwargs: tx.binary_op(name, args[0], args[1])
+    return lambda tx, args, kwargs: operators.binary_op(tx, name, args[0], args[1])
 
 
 def _unop(name):
-    return lambda tx, args, kwargs: tx.unary_op(name, args[0])
+    return lambda tx, args, kwargs: operators.unary_op(tx, name, args[0])
 
 
 _OPERATOR_FUNCS = {
@@ -131,8 +131,8 @@ _OPERATOR_FUNCS = {
         "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand",
         "ior", "ixor", "ilshift", "irshift")},
     **{getattr(operator, n): _unop(n) for n in ("neg", "pos", "not_", "invert", "abs", "truth")},
-    operator.getitem: lambda tx, args, kwargs: tx.getitem(args[0], args[1]),
-    operator.contains: lambda tx, args, kwargs: tx.contains(args[1], args[0]),
+    operator.getitem: lambda tx, args, kwargs: args[0].getitem(tx, args[1]),
+    operator.contains: lambda tx, args, kwargs: operators.contains(tx, args[1], args[0]),
     operator.setitem: lambda tx, args, kwargs: (args[0].setitem(tx, args[1], args[2]), ConstantVariable(None))[1],
     operator.index: lambda tx, args, kwargs: ConstantVariable(operator.index(args[0].as_constant())),
 }
@@ -148,7 +148,7 @@ def _len(tx, obj):
 
 @impl(isinstance)
 def _isinstance(tx, obj, classes):
-    cls = tx.python_object(classes)
+    cls = python_object(classes)
     if not _class_or_tuple(cls):  # CPython's own check says what the user code raises
         try:
             isinstance(None, cls)
@@ -175,7 +175,7 @@ def _isinstance(tx, obj, classes):
 
 @impl(issubclass)
 def _issubclass(tx, a, b):
-    return ConstantVariable(_guarded_subclass(tx, tx.python_object(a), tx.python_object(b)))
+    return ConstantVariable(_guarded_subclass(tx, python_object(a), python_object(b)))
 
 
 def _guarded_subclass(tx, t, cls):
@@ -213,7 +213,7 @@ def _callable(tx, obj):
         return ConstantVariable(True)
     if isinstance(obj, new_objects.NewObjectVariable):
         return ConstantVariable(any("__call__" in k.__dict__ for k in obj.cls.__mro__))
-    return ConstantVariable(callable(tx.python_object(obj)))
+    return ConstantVariable(callable(python_object(obj)))
 
 
 @impl(slice)
@@ -402,7 +402,7 @@ def _filter(tx, fn, iterable):
     def keep(items):
         item = items[0]
         test = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
-        return item if tx.truthy(test) else None
+        return item if test.truthy(tx) else None
     return _lazy_map(tx, [iterable], keep, filter)
 
 
@@ -480,7 +480,7 @@ def _sorted(tx, iterable, key=None, reverse=None):
 def _bool(tx, obj=None):
     if obj is None:
         return ConstantVariable(False)
-    return ConstantVariable(tx.truthy(obj))
+    return ConstantVariable(obj.truthy(tx))
 
 
 @impl(int, float, str, complex)
@@ -528,7 +528,7 @@ for _cls in (int, float, str, complex):
 
 @impl(abs)
 def _abs(tx, x):
-    return tx.unary_op("abs", x)
+    return operators.unary_op(tx, "abs", x)
 
 
 @impl(min, max)
@@ -564,7 +564,7 @@ _IMPLS[max] = _make_minmax(max)
 def _sum(tx, iterable, start=None):
     total = start if start is not None else ConstantVariable(0)
     for item in iterable.iterate(tx):
-        total = tx.binary_op("add", total, item)
+        total = operators.binary_op(tx, "add", total, item)
     return total
 
 
@@ -577,7 +577,7 @@ def _make_anyall(is_any):
     def anyall(tx, iterable):
         it = iterable if isinstance(iterable, IteratorVariable) else IteratorVariable(iterable.iterate(tx))
         while (item := it.next(tx)) is not None:  # stop where Python stops: generators are lazy
-            if tx.truthy(item) == is_any:
+            if item.truthy(tx) == is_any:
                 return ConstantVariable(is_any)
         return ConstantVariable(not is_any)
     return anyall
@@ -604,8 +604,8 @@ def _reduce(tx, fn, iterable, *initial):
 @impl(super)
 def _super(tx, *args):
     if args:
-        return objects.SuperVariable(tx.python_object(args[0]), args[1])
-    return tx.zero_arg_super()
+        return objects.SuperVariable(python_object(args[0]), args[1])
+    return objects.zero_arg_super(tx)
 
 
 @impl(id)
@@ -638,7 +638,7 @@ for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
 def _repr(tx, obj):
     exc = _constant_exception(obj)
     return ConstantVariable(repr(exc)) if exc is not None else _fold(repr, [obj], {})
-_IMPLS[pow] = lambda tx, a, b, *m: tx.binary_op("pow", a, b) if not m else _fold(pow, [a, b, *m], {})
+_IMPLS[pow] = lambda tx, a, b, *m: operators.binary_op(tx, "pow", a, b) if not m else _fold(pow, [a, b, *m], {})
 
 
 @impl(hash)
@@ -676,4 +676,4 @@ def is_known_builtin(fn):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage  # noqa: E402
+from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage, operators  # noqa: E402

@@ -70,14 +70,14 @@ def checkpoint_call(tx, args, kwargs):
                 raise Unsupported("the checkpointed function reads a tensor computed outside it")
     # tensors the subgraph loaded from the frame by source: the frame's graph passes them in
     for source, _node, real in scratch.inputs:
-        inputs.append(tx.wrap(real, source))
+        inputs.append(builder.wrap(tx, real, source))
     sub = fx.GraphModule(scratch.root, scratch.graph, class_name="CheckpointBody")
     attr = main.attr_name(sub, "checkpoint_body")
     body = main.graph.get_attr(attr)
     node = main.graph.create_node("call_function", CHECKPOINT, (body, *[v.node for v in inputs]), ckw)
     example = tuple(t.example for t in out_tensors)
     node.meta["example_value"] = example
-    outs = tx.wrap_result(node, example)
+    outs = torch_calls.wrap_result(tx, node, example)
     return _unflatten(spec, iter(outs.items))
 
 
@@ -144,4 +144,4 @@ __all__ = ["checkpoint_call", "CHECKPOINT", "ConstantVariable"]
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, tensor, functions  # noqa: E402
+from . import builder, containers, tensor, functions, torch_calls  # noqa: E402

@@ -111,17 +111,17 @@ class BaseSequence(Variable):
         if name == "index" and len(args) == 1:
             target = args[0]
             for i, item in enumerate(self.items):
-                if tx.values_equal(item, target):
+                if operators.values_equal(tx, item, target):
                     return ConstantVariable(i)
             raise Unsupported("list.index: value not found (the user code raises ValueError)")
         if name == "count" and len(args) == 1:
-            return ConstantVariable(sum(1 for i in self.items if tx.values_equal(i, args[0])))
+            return ConstantVariable(sum(1 for i in self.items if operators.values_equal(tx, i, args[0])))
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__contains__":
-            return ConstantVariable(any(tx.values_equal(i, args[0]) for i in self.items))
+            return ConstantVariable(any(operators.values_equal(tx, i, args[0]) for i in self.items))
         raise Unsupported(f"{self.kind.__name__}.{name}")
 
     def reconstruct(self, cg):
@@ -353,7 +353,7 @@ class ListVariable(BaseSequence):
             self.items.reverse()
         elif name == "remove":
             for i, item in enumerate(self.items):
-                if tx.values_equal(item, args[0]):
+                if operators.values_equal(tx, item, args[0]):
                     self._mutate(tx)
                     del self.items[i]
                     break
@@ -512,7 +512,7 @@ class DictViewVariable(Variable):
         if name == "__contains__" and self.kind == "keys":
             return self.dict_var.call_method(tx, "__contains__", args, kwargs)
         if name == "__contains__":
-            return ConstantVariable(any(tx.values_equal(i, args[0]) for i in self.iterate(tx)))
+            return ConstantVariable(any(operators.values_equal(tx, i, args[0]) for i in self.iterate(tx)))
         raise Unsupported(f"dict_{self.kind}.{name}")
 
     def reconstruct(self, cg):
@@ -759,4 +759,4 @@ def advance(it, n):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, exceptions  # noqa: E402
+from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, exceptions, operators  # noqa: E402

@@ -143,7 +143,7 @@ class _Copier:
         if not all(type(k) is str for k in keys):
             raise Unsupported("copy of an object whose __dict__ has keys that are not strings")
         self.tx.guard(DictKeysMatch(src, keys, dict))
-        return [(k, self.tx.wrap(d[k], ItemSource(src, k))) for k in keys]
+        return [(k, builder.wrap(self.tx, d[k], ItemSource(src, k))) for k in keys]
 
     def _has_attr(self, var, name):
         """hasattr(var, name) as CPython's copy module asks it: the class's own attribute
@@ -187,4 +187,4 @@ __all__ = ["fold_deepcopy", "fold_copy", "Variable", "ConstantVariable"]
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, new_objects, objects, tensor  # noqa: E402
+from . import builder, containers, new_objects, objects, tensor  # noqa: E402

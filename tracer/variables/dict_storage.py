@@ -77,7 +77,7 @@ class DictStorage:
         if hit is None:
             t = type(self.value)
             item_source = ItemSource if t.__getitem__ is dict.__getitem__ else DictItemSource
-            hit = self._items[key] = tx.wrap(dict.__getitem__(self.value, key), item_source(self.source, key))
+            hit = self._items[key] = builder.wrap(tx, dict.__getitem__(self.value, key), item_source(self.source, key))
         return hit
 
     def dict_contents(self, tx):
@@ -220,4 +220,4 @@ class DictReadMethod(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import collections_vars, containers, exceptions  # noqa: E402
+from . import builder, collections_vars, containers, exceptions  # noqa: E402

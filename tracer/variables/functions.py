@@ -40,7 +40,7 @@ class CellBox:
                 real = self.real_cell.cell_contents
             except ValueError:
                 raise Unsupported("empty closure cell")
-            self._value = tx.wrap(real, self.source)
+            self._value = builder.wrap(tx, real, self.source)
         return self._value
 
     def set(self, value):
@@ -142,12 +142,12 @@ class UserFunctionVariable(BaseFunctionVariable):
     def default_vars(self, tx):
         defaults = self.fn.__defaults__ or ()
         src = AttrSource(self.source, "__defaults__") if self.source else None
-        return [tx.wrap(v, ItemSource(src, i) if src else None) for i, v in enumerate(defaults)]
+        return [builder.wrap(tx, v, ItemSource(src, i) if src else None) for i, v in enumerate(defaults)]
 
     def kwdefault_vars(self, tx):
         kw = self.fn.__kwdefaults__ or {}
         src = AttrSource(self.source, "__kwdefaults__") if self.source else None
-        return {k: tx.wrap(v, ItemSource(src, k) if src else None) for k, v in kw.items()}
+        return {k: builder.wrap(tx, v, ItemSource(src, k) if src else None) for k, v in kw.items()}
 
     def closure_cells(self, tx):
         cells = self.fn.__closure__ or ()
@@ -179,7 +179,7 @@ class UserFunctionVariable(BaseFunctionVariable):
             ann.skip_disabled_frames(fn)  # what it wraps is never traced, when it runs natively
             raise Unsupported(f"{fn.__qualname__} is marked torch.compiler.disable: it runs as Python")
         if ann.allowed_in_graph(fn):
-            return tx.call_torch("call_function", fn, args, kwargs)
+            return torch_calls.call_torch(tx, "call_function", fn, args, kwargs)
         if ann.marked_constant(fn):
             return _constant_result(fn, args, kwargs)
         if ann.is_shape_mark(fn):
@@ -217,8 +217,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         if name == "__dict__":
             if self.source is None and value:
                 raise Unsupported("__dict__ of a function reached without a source")
-            return tx.wrap(value, AttrSource(self.source, "__dict__")) if self.source else containers.DictVariable({})
-        return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+            return builder.wrap(tx, value, AttrSource(self.source, "__dict__")) if self.source else containers.DictVariable({})
+        return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
 
     def setattr(self, tx, name, value):
         if name in _FUNCTION_SLOTS:
@@ -602,4 +602,4 @@ def library_object(obj):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, base, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions  # noqa: E402
+from . import containers, base, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls  # noqa: E402

@@ -14,7 +14,7 @@ import types
 import typing
 
 from ..exc import Unsupported, UserException
-from .base import ConstantVariable, is_constant_value
+from .base import ConstantVariable, is_constant_value, python_object
 from .folds import folds
 from guards import IdMatch
 
@@ -88,7 +88,7 @@ def frozen(tx, value):
     if type(value) is tuple:
         return containers.TupleVariable([frozen(tx, v) for v in value])
     if isinstance(value, type) or callable(value):
-        return tx.wrap(value, None)  # e.g. Parameter.empty, an annotation class
+        return builder.wrap(tx, value, None)  # e.g. Parameter.empty, an annotation class
     raise Unsupported(f"{type(value).__name__} read from an inspect.Signature")
 
 
@@ -98,7 +98,7 @@ def real_callable(tx, var):
     if isinstance(var, functions.BoundMethodVariable):
         func = real_callable(tx, var.func)
         try:
-            self_obj = tx.python_object(var.obj)
+            self_obj = python_object(var.obj)
         except Unsupported:
             self_obj = _STAND_IN
         return types.MethodType(func, self_obj)
@@ -136,7 +136,7 @@ def _fold_typing(fn):
         if len(args) != 1 or kwargs:
             raise Unsupported(f"typing.{fn.__name__} with extra arguments")
         tp = args[0]
-        real = tp.as_constant() if tp.is_constant() else tx.python_object(tp)
+        real = tp.as_constant() if tp.is_constant() else python_object(tp)
         if tp.source is not None and not tp.is_constant():
             tx.guard(IdMatch(tp.source, real))
         return _wrap_typing(tx, fn(real))
@@ -148,7 +148,7 @@ def _wrap_typing(tx, value):
         return containers.TupleVariable([_wrap_typing(tx, v) for v in value])
     if type(value) is list:  # Callable[[args], ret] unflattened
         return containers.ListVariable([_wrap_typing(tx, v) for v in value])
-    return tx.wrap(value, None)
+    return builder.wrap(tx, value, None)
 
 
 folds(typing.get_origin)(_fold_typing(typing.get_origin))
@@ -158,4 +158,4 @@ folds(typing.get_args)(_fold_typing(typing.get_args))
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, containers  # noqa: E402
+from . import functions, containers, builder  # noqa: E402

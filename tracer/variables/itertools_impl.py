@@ -105,7 +105,7 @@ def _accumulate(tx, iterable, func=None, *, initial=None):
         func = None
 
     def step(total, element):
-        return tx.binary_op("add", total, element) if func is None else func.call(tx, [total, element], {})
+        return operators.binary_op(tx, "add", total, element) if func is None else func.call(tx, [total, element], {})
 
     def gen():
         total = initial if initial is not None and not (initial.is_constant() and initial.as_constant() is None) \
@@ -130,7 +130,7 @@ def _count(tx, start=None, step=None):
         n = start
         while True:
             yield n
-            n = tx.binary_op("add", n, step)
+            n = operators.binary_op(tx, "add", n, step)
     return _lazy(tx, gen(), itertools.count)
 
 
@@ -224,8 +224,8 @@ def _starmap(tx, fn, iterable):
 
 def _truth(tx, pred, item):
     if pred is None or (pred.is_constant() and pred.as_constant() is None):
-        return tx.truthy(item)
-    return tx.truthy(pred.call(tx, [item], {}))
+        return item.truthy(tx)
+    return pred.call(tx, [item], {}).truthy(tx)
 
 
 @impl(itertools.takewhile)
@@ -277,7 +277,7 @@ def _compress(tx, data, selectors):
             sel = s.next(tx)
             if sel is None:
                 return
-            if tx.truthy(sel):
+            if sel.truthy(tx):
                 yield item
     return _lazy(tx, gen(), itertools.compress)
 
@@ -315,4 +315,4 @@ if hasattr(sys, "exception"):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl, exceptions, objects  # noqa: E402
+from . import builtins_impl, exceptions, objects, operators  # noqa: E402

@@ -11,7 +11,7 @@ from guards import LengthMatch, Predicate
 from guards.sources import ItemSource
 
 from ..exc import Unsupported
-from .base import ConstantVariable, Variable
+from .base import ConstantVariable, Variable, python_object
 
 _MISSING = object()
 
@@ -27,7 +27,7 @@ class ObjectKeyedDictVariable(Variable):
         return type(self.value)
 
     def _real_key(self, tx, key):
-        k = key.as_constant() if key.is_constant() else tx.python_object(key)
+        k = key.as_constant() if key.is_constant() else python_object(key)
         try:
             hash(k)
         except TypeError:
@@ -38,7 +38,7 @@ class ObjectKeyedDictVariable(Variable):
         k = self._real_key(tx, key)
         d = self.value
         if dict.__contains__(d, k):
-            return tx.wrap(dict.__getitem__(d, k), ItemSource(self.source, k))
+            return builder.wrap(tx, dict.__getitem__(d, k), ItemSource(self.source, k))
         tx.guard(Predicate(self.source, _absent(k), f"has no key {k!r}"))
         if default is _MISSING:
             raise exceptions.user_error(KeyError, k)
@@ -89,4 +89,4 @@ def _present(k):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import exceptions  # noqa: E402
+from . import builder, exceptions  # noqa: E402

@@ -330,7 +330,7 @@ class NewObjectVariable(Variable):
 
     def truthy(self, tx):
         if self._class_attr(tx, "__bool__") is not None:
-            return tx.truthy(self._special(tx, "__bool__", [], "bool()"))
+            return self._special(tx, "__bool__", [], "bool()").truthy(tx)
         if self._class_attr(tx, "__len__") is not None:
             return self.length(tx) != 0
         return True

@@ -16,11 +16,12 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
+from ..graph import node_meta
 from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
+from ..graph.output_graph import storage_id
 from ..runtime import config
 from ..exc import StockLeaf, Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
-from .objects import _binds, bind_class_attr, check_dict_not_written, guard_class_lookup, lookup_type_attr
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
                torch.nn.ParameterList, torch.nn.ParameterDict)
@@ -61,7 +62,7 @@ class NNModuleVariable(ObjectVariable):
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             return pending
-        check_dict_not_written(tx, self, f"reading {name!r}")
+        objects.check_dict_not_written(tx, self, f"reading {name!r}")
         m = self.module
         params, buffers, modules = m.__dict__.get("_parameters"), m.__dict__.get("_buffers"), m.__dict__.get("_modules")
         if params is not None and name in params:
@@ -75,20 +76,20 @@ class NNModuleVariable(ObjectVariable):
                 if src is not None:
                     tx.guard(ConstMatch(src, None))
                 return ConstantVariable(None)
-            return tx.wrap_module(sub, src, self._child_path(name))
+            return wrap_module(tx, sub, src, self._child_path(name))
         cls = type(m)
-        attr, _ = lookup_type_attr(cls, name)
+        attr, _ = objects.lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__"):
-            guard_class_lookup(tx, self, name, attr)
-            return bind_class_attr(tx, attr, self, cls)
+            objects.guard_class_lookup(tx, self, name, attr)
+            return objects.bind_class_attr(tx, attr, self, cls)
         if name in m.__dict__:
             src = AttrSource(self.source, name) if self.source is not None else None
-            return tx.wrap(m.__dict__[name], src)
+            return builder.wrap(tx, m.__dict__[name], src)
         if attr is not None:
             src = AttrSource(self.source, name) if self.source is not None else None
-            if _binds(attr):
-                guard_class_lookup(tx, self, name, attr)
-            return bind_class_attr(tx, attr, self, cls, src)
+            if objects._binds(attr):
+                objects.guard_class_lookup(tx, self, name, attr)
+            return objects.bind_class_attr(tx, attr, self, cls, src)
         if self.source is not None:  # relied on when caught (getattr default, hasattr)
             tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
         raise exceptions.attribute_error(cls.__name__, name)
@@ -98,7 +99,7 @@ class NNModuleVariable(ObjectVariable):
             if source is not None:
                 tx.guard(ConstMatch(source, None))
             return ConstantVariable(None)
-        return tx.module_tensor(value, source, self._child_path(name))
+        return module_tensor(tx, value, source, self._child_path(name))
 
     def setattr(self, tx, name, value):
         tx.side_effects.store_attr(self, name, value)
@@ -259,13 +260,13 @@ class NNModuleVariable(ObjectVariable):
 
     def call(self, tx, args, kwargs):
         m = self.module
-        own = lookup_type_attr(type(m), "__call__")[0]
+        own = objects.lookup_type_attr(type(m), "__call__")[0]
         if own is not torch.nn.Module.__call__:
             # a subclass's own __call__ (HF's GradientCheckpointingLayer) is traced like any
             # method; its `super().__call__(...)` comes back to dispatch() (functions.py)
             if not isinstance(own, types.FunctionType):
                 raise Unsupported(f"{type(m).__name__}.__call__ is a {type(own).__name__}, not a Python function")
-            guard_class_lookup(tx, self, "__call__", own, instance_dict=False)
+            objects.guard_class_lookup(tx, self, "__call__", own, instance_dict=False)
             return functions.UserFunctionVariable(own).call(tx, [self, *args], kwargs)
         return self.dispatch(tx, args, kwargs)
 
@@ -278,7 +279,7 @@ class NNModuleVariable(ObjectVariable):
             raise Unsupported("nn.Module.__call__ or _call_impl is patched (a profiler or a shim?): "
                               "the module call runs as Python")
         self._not_written(tx, "calling", _changes_call)
-        check_dict_not_written(tx, self, "calling")
+        objects.check_dict_not_written(tx, self, "calling")
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
                 or _global_forward_hooks_registered()):
             self._check_hooks(tx)
@@ -360,7 +361,7 @@ class NNModuleVariable(ObjectVariable):
                                   "it is called as Python")
             if not config.inline_stock_modules or type(m) in tx.ctx.stock_leaves:
                 self._not_written(tx, "calling", _changes_leaf)
-                return tx.call_module(self, args, kwargs)
+                return call_module(tx, self, args, kwargs)
             try:  # as TorchDynamo: the module's ops go into the graph, no Python per call
                 return self._inline_forward(tx, args, kwargs)
             except Unsupported as e:  # a leaf instead of a break (the trace starts again)
@@ -371,10 +372,10 @@ class NNModuleVariable(ObjectVariable):
         m = self.module
         if "forward" in m.__dict__:
             raise Unsupported(f"{type(m).__name__}.forward is replaced on the instance")
-        forward = lookup_type_attr(type(m), "forward")[0]
+        forward = objects.lookup_type_attr(type(m), "forward")[0]
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-        guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
+        objects.guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
         try:
@@ -393,7 +394,7 @@ class NNModuleVariable(ObjectVariable):
                 raise Unsupported(f"{type(m).__name__} has {hname.strip('_').replace('_', ' ')}")
         if self.source is not None:  # one guard for the four hook dicts (a hook added later recompiles)
             tx.guard(Predicate.falsy_attrs(self.source, _HOOK_DICTS, "has no forward/backward (pre-)hooks"))
-        tx.guard_global_module_hooks()
+        guard_global_module_hooks(tx)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -485,7 +486,7 @@ def _guarded_hooks(tx, owner_src, owner, name, kw_dicts):
             tx.guard(Predicate(ksrc, _has_key(hook_id, present),
                                f"{'has' if present else 'has no'} key {hook_id!r}"))
             takes_kwargs = takes_kwargs or present
-        out.append((tx.wrap(hook, ItemSource(dsrc, hook_id)), takes_kwargs))
+        out.append((builder.wrap(tx, hook, ItemSource(dsrc, hook_id)), takes_kwargs))
     return out
 
 
@@ -532,7 +533,122 @@ def _stateless(module):
     return True
 
 
+# ---- what the interpreter asks of a module: wrapping it, its tensors, a leaf's call ----
+def wrap_module(tx, module, source, path, guarded=False):
+    if source is not None and not guarded:
+        guard_module(tx, module, source)
+    return NNModuleVariable(module, source, path)
+
+
+def module_tensor(tx, tensor, source, path):
+    """A parameter/buffer reached through a module: a get_attr node, guarded."""
+    key = id(tensor)
+    hit = tx.wrap_memo.get(key)
+    if hit is not None and hit[0] is tensor:
+        var = hit[1]
+        if source is not None and source != getattr(var, "real_source", None):
+            # the same tensor under a second path (tied weights): that path must still
+            # lead to it, or untying them (a new Parameter there) would reuse this graph
+            tx.guard(IdMatch(source, tensor))
+        return var
+    if source is not None:
+        tx.guard(IdMatch(source, tensor))
+        tx.guard(torch_vars.tensor_match(tx.ctx, source, tensor))
+    node = tx.output.get_attr(tensor, path)
+    var = tensor_mod.TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
+    tx.wrap_memo[key] = (tensor, var)
+    return var
+
+
+def guard_global_module_hooks(tx):
+    if not tx.ctx.module_hooks_guarded:
+        tx.ctx.module_hooks_guarded = True
+        from torch.nn.modules import module as m
+
+        tx.guard(Predicate.falsy_attrs(ConstSource(m), _GLOBAL_HOOK_DICTS, "no global nn.Module hooks"))
+        for name in _DISPATCH:  # torch's own call dispatch (module_dispatch_is_torchs)
+            objects.guarded_type_lookup(tx, ConstSource(torch.nn.Module), torch.nn.Module, name)
+
+
+def call_module(tx, mod_var, args, kwargs):
+    from torch.func import functional_call
+    module = mod_var.module
+    target = tx.output.attr_name(_module_to_call(tx, mod_var), mod_var.path)
+    node_args, fake_args = torch_calls.to_fx(args)
+    node_kwargs, fake_kwargs = torch_calls.to_fx(kwargs)
+    state = {}
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        if mod_var.source is not None:
+            _guard_module_state(tx, mod_var, name, t)
+        state[name] = tx.output.fake(t)
+    _guard_leaf_attrs(tx, mod_var)
+    fn = lambda: functional_call(module, state, tuple(fake_args), fake_kwargs)  # noqa: E731
+    node, example = tx.output.create_node("call_module", target, node_args, node_kwargs, fn)
+    node.meta["module_state"] = {storage_id(t): name for name, t in state.items()}  # (rerun.py)
+    node_meta.annotate(tx, node, example, None, leaf_module=mod_var)
+    return torch_calls.wrap_result(tx, node, example, mutating=True)
+
+
+def _module_to_call(tx, mod_var):
+    """The module object the graph's call_module runs. One reached from the frame without
+    parameters or buffers is guarded by type and attributes, not identity (nn_module.
+    module_guard): another object passing those guards may be the one passed next time,
+    and the traced object may change meanwhile (`a.eval()`, a hook added). The graph then
+    calls a private copy made now, whose state is exactly what the guards require."""
+    module = mod_var.module
+    if mod_var.source is None or not _stateless(module) or module.__dict__.get("_modules"):
+        return module
+    copies = tx.output.__dict__.setdefault("_stateless_copies", {})
+    if id(module) not in copies:
+        copies[id(module)] = (module, _shallow_leaf_copy(module))
+    return copies[id(module)][1]
+
+
+def _guard_module_state(tx, mod_var, dotted, tensor):
+    src = mod_var.source
+    parts = dotted.split(".")
+    for sub in parts[:-1]:
+        src = ItemSource(AttrSource(src, "_modules"), sub)
+    owner = "_parameters" if isinstance(tensor, torch.nn.Parameter) else "_buffers"
+    src = ItemSource(AttrSource(src, owner), parts[-1])
+    tx.guard(IdMatch(src, tensor))
+    tx.guard(torch_vars.tensor_match(tx.ctx, src, tensor))
+
+
+def _guard_leaf_attrs(tx, mod_var):
+    """A leaf module's forward reads its plain attributes (training, eps, p, ...): guard them."""
+    if mod_var.source is None:
+        return
+    for mod_path, m in mod_var.module.named_modules():
+        src = mod_var.source
+        for sub in (mod_path.split(".") if mod_path else []):
+            src = ItemSource(AttrSource(src, "_modules"), sub)
+        if mod_path:
+            tx.guard(module_guard(src, m))
+        attrs = {k: v for k, v in m.__dict__.items() if not k.startswith("_") and is_constant_value(v)}
+        if attrs:  # one guard per module for all its plain attributes (cheaper per call)
+            desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
+            tx.guard(Predicate.attrs_are(src, attrs, f"attributes {desc}"))
+
+
+def _shallow_leaf_copy(module):
+    """A new module of the same class sharing the attribute values of `module` (a stateless
+    leaf: no parameters, buffers or submodules), with empty hook dicts: no user code
+    (`__deepcopy__`, `__reduce__`) runs, nothing it refers to is copied (a lock, or the object
+    a state-dict hook is bound to), and hooks registered on `module` later do not reach it
+    (its hooks are guarded empty when it is called)."""
+    d = dict(module.__dict__)
+    for k, v in d.items():
+        if k.endswith(("_hooks", "_hooks_with_kwargs", "_hooks_always_called")) and isinstance(v, dict):
+            d[k] = type(v)()
+        elif isinstance(v, (dict, set)):
+            d[k] = type(v)(v)
+    new = object.__new__(type(module))
+    object.__getattribute__(new, "__dict__").update(d)
+    return new
+
+
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, functions, exceptions  # noqa: E402
+from . import builder, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402

@@ -12,7 +12,7 @@ from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException
-from .base import ConstantVariable, ObjectVariable, Variable
+from .base import ConstantVariable, ObjectVariable, Variable, python_object
 from .dict_storage import DictStorage
 
 
@@ -150,16 +150,16 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         if slot is not None:
             return functions.BoundMethodVariable(slot, obj_var)
     if isinstance(attr, staticmethod):
-        return tx.wrap(attr.__func__, None)
+        return builder.wrap(tx, attr.__func__, None)
     if isinstance(attr, classmethod):
-        return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), ClassVariable(cls))
+        return functions.BoundMethodVariable(builder.wrap(tx, attr.__func__, None), ClassVariable(cls))
     if isinstance(attr, property):
         if attr.fget is None:
             raise Unsupported("unreadable property")
         return functions.UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
     if hasattr(type(attr), "__get__"):
         raise Unsupported(f"descriptor {type(attr).__name__} on {cls.__name__}")
-    return tx.wrap(attr, source)
+    return builder.wrap(tx, attr, source)
 
 
 def _binds(attr):
@@ -200,7 +200,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
             raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
         r = functions.UserFunctionVariable(attr).call(tx, [self], {})
         if name == "__bool__":
-            return tx.truthy(r)
+            return r.truthy(tx)
         if not (r.is_constant() and isinstance(r.as_constant(), int)):
             raise Unsupported(f"bool() of {cls.__name__} object: its __len__() is not a constant int")
         return r.as_constant() != 0
@@ -237,10 +237,10 @@ class UserObjectVariable(DictStorage, ObjectVariable):
         src = _generic_attr_source(self, name)
         check_dict_not_written(tx, self, f"reading {name!r}")
         if inst is not None and name in inst:
-            return tx.wrap(inst[name], src)
+            return builder.wrap(tx, inst[name], src)
         if isinstance(attr, types.MemberDescriptorType):
             try:
-                return tx.wrap(getattr(obj, name), src)
+                return builder.wrap(tx, getattr(obj, name), src)
             except AttributeError:
                 raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
         if attr is not None:
@@ -385,7 +385,7 @@ class ClassVariable(ObjectVariable):
             if name == "__dict__":
                 raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
             value = getattr(self.cls, name)
-            return tx.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+            return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
         if attr is None:
             if meta_attr is None and self.source is not None:
@@ -397,18 +397,18 @@ class ClassVariable(ObjectVariable):
             if _binds(attr):
                 guard_class_entry(tx, ConstSource(self.cls), name, attr)
             else:
-                return tx.wrap(attr, AttrSource(ConstSource(self.cls), name))
+                return builder.wrap(tx, attr, AttrSource(ConstSource(self.cls), name))
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
             guard_class_entry(tx, self.source, name, attr)  # replaced on the class later
         if isinstance(attr, staticmethod):
-            return tx.wrap(attr.__func__, None)
+            return builder.wrap(tx, attr.__func__, None)
         if isinstance(attr, classmethod):
-            return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), self)
+            return functions.BoundMethodVariable(builder.wrap(tx, attr.__func__, None), self)
         slot = new_objects.slot_method(attr)  # OrderedDict.__setitem__ & co., applied to a new object
         if slot is not None:
             return slot
         src = AttrSource(self.source, name) if self.source is not None else None
-        return tx.wrap(attr, src)
+        return builder.wrap(tx, attr, src)
 
     def call(self, tx, args, kwargs):
         if self.cls in _IMMUTABLE_INFO_CLASSES() and all(a.is_constant() for a in args) and \
@@ -423,7 +423,7 @@ class ClassVariable(ObjectVariable):
             except TypeError as e:
                 raise Unsupported(f"{self.cls.__name__}() does not bind: {e} (the user code raises TypeError)")
             bound.apply_defaults()
-            items = [v if isinstance(v, Variable) else tx.wrap(v, None) for v in bound.arguments.values()]
+            items = [v if isinstance(v, Variable) else builder.wrap(tx, v, None) for v in bound.arguments.values()]
             return containers.NamedTupleVariable(items, self.cls)
         if torch_vars.is_autocast_class(self.cls):
             return torch_vars.AutocastVariable.make(tx, self.cls, args, kwargs)
@@ -497,11 +497,22 @@ class SuperVariable(Variable):
         if isinstance(attr, staticmethod):
             attr = attr.__func__
         if isinstance(attr, types.FunctionType):
-            return tx.wrap(attr, None)
+            return builder.wrap(tx, attr, None)
         if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
-            return functions.BoundMethodVariable(tx.wrap(attr.__func__, None), self.obj)
+            return functions.BoundMethodVariable(builder.wrap(tx, attr.__func__, None), self.obj)
         raise Unsupported(f"super().{name} in a classmethod or __new__ reaches "
                           f"{type(attr).__name__} {getattr(attr, '__qualname__', '')}")
+
+
+def zero_arg_super(tx):
+    """`super()` without arguments in the method `tx` interprets: its `__class__` cell and
+    its first argument."""
+    if "__class__" not in tx.cells or tx.code.co_argcount == 0:
+        raise Unsupported("super() outside a method")
+    cls = python_object(tx.cells["__class__"].get(tx))
+    first = tx.code.co_varnames[0]
+    obj = tx.cells[first].get(tx) if first in tx.cells else tx.locals[first]
+    return SuperVariable(cls, obj)
 
 
 def _generic_getattribute():
@@ -544,7 +555,7 @@ class InstanceDictVariable(Variable):
         k = key.as_constant()
         d = self.obj.value.__dict__
         if k in d:
-            return tx.wrap(d[k], ItemSource(self.source, k) if self.source is not None else None)
+            return builder.wrap(tx, d[k], ItemSource(self.source, k) if self.source is not None else None)
         if self.source is not None:
             tx.guard(Predicate.key_absent(self.source, k, f"{k!r} not in __dict__"))
         return _ABSENT
@@ -603,7 +614,7 @@ class OpaqueVariable(ObjectVariable):
         import enum
         import functools
         if isinstance(self.value, enum.Enum) and name in ("name", "value"):
-            return tx.wrap(getattr(self.value, name), None)
+            return builder.wrap(tx, getattr(self.value, name), None)
         attr, _ = lookup_type_attr(type(self.value), name)
         if isinstance(attr, functools._lru_cache_wrapper) and name not in getattr(self.value, "__dict__", {}):
             # an lru_cache'd method (transformers' logger.warning_once): see LruCacheVariable
@@ -626,4 +637,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions  # noqa: E402
+from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions, builder  # noqa: E402

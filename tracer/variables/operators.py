@@ -36,7 +36,7 @@ def binary_op(tx, name, a, b):
             # `n += t` with an immutable n is `n + t` (no __iadd__ on numbers); FX cannot print
             # an in-place op whose target is a literal ("0 += t")
             fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
-        return tx.call_torch("call_function", fn, [a, b], {})
+        return torch_calls.call_torch(tx, "call_function", fn, [a, b], {})
     if is_sym(a) or is_sym(b):
         return sym_binary(tx, name, a, b)
     if a.is_constant() and b.is_constant():
@@ -82,11 +82,11 @@ def binary_op(tx, name, a, b):
 
 def unary_op(tx, name, a):
     if name in ("not_", "truth"):
-        value = tx.truthy(a)
+        value = a.truthy(tx)
         return ConstantVariable(not value if name == "not_" else value)
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable):
-        return tx.call_torch("call_function", fn, [a], {})
+        return torch_calls.call_torch(tx, "call_function", fn, [a], {})
     if is_sym(a):
         return sym_unary(tx, name, a)
     if a.is_constant():
@@ -132,14 +132,14 @@ def compare(tx, op, a, b):
         return ConstantVariable(same if op == "is" else not same)
     fn = _CMP[op]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        return tx.call_torch("call_function", fn, [a, b], {})
+        return torch_calls.call_torch(tx, "call_function", fn, [a, b], {})
     if is_sym(a) or is_sym(b):
         return sym_compare(tx, op, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
     if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):
         same = type(a.items) is type(b.items) and len(a.items) == len(b.items) and all(
-            tx.values_equal(x, y) for x, y in zip(a.items, b.items))
+            values_equal(tx, x, y) for x, y in zip(a.items, b.items))
         if a.python_type() is not b.python_type() and not (
                 issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple)):
             same = False
@@ -147,7 +147,7 @@ def compare(tx, op, a, b):
     if isinstance(a, DictVariable) and isinstance(b, DictVariable) and op in ("==", "!="):
         # dict's ==: the same keys, each value equal; two OrderedDicts: in the same order too
         same = a.items.keys() == b.items.keys() and all(
-            tx.values_equal(a.items[k], b.items[k]) for k in a.items)
+            values_equal(tx, a.items[k], b.items[k]) for k in a.items)
         if same and all(issubclass(v.python_type(), collections.OrderedDict) for v in (a, b)):
             same = list(a.items) == list(b.items)
         return ConstantVariable(same if op == "==" else not same)
@@ -189,7 +189,22 @@ def contains(tx, container, item):
     return container.call_method(tx, "__contains__", [item], {})
 
 
+def values_equal(tx, a, b):
+    """Two items compared by a container's `==` (PyObject_RichCompareBool): an object is
+    equal to itself without its `__eq__` being asked, so a NaN held twice compares equal.
+    One Variable is one object; two Variables holding NaNs may or may not be one object,
+    which only an identity guard could tell: refused."""
+    if a is b:
+        return True
+    for v in (a, b):
+        if v.is_constant() and isinstance(v.as_constant(), (float, complex)) and \
+                v.as_constant() != v.as_constant():
+            raise Unsupported("a container comparison of NaN items (their identity decides)")
+    result = compare(tx, "==", a, b)
+    return result.truthy(tx)
+
+
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import objects  # noqa: E402
+from . import objects, torch_calls  # noqa: E402

@@ -125,7 +125,7 @@ def sym_binary(tx, name, a, b):
     # an operation sym values do not support (a list times n, n in a string...): specialise
     a = a.specialize() if is_sym(a) else a
     b = b.specialize() if is_sym(b) else b
-    return tx.binary_op(name, a, b) if base not in _CMP else tx.compare(_CMP[base], a, b)
+    return operators.binary_op(tx, name, a, b) if base not in _CMP else operators.compare(tx, _CMP[base], a, b)
 
 
 class _NotSymbolic(Unsupported):
@@ -146,7 +146,7 @@ def sym_unary(tx, name, a):
             return sym_apply(tx, fn, [_sym_arg(a)])
         except _NotSymbolic:
             pass
-    return tx.unary_op(name, a.specialize())
+    return operators.unary_op(tx, name, a.specialize())
 
 
 def sym_minmax(tx, fn, items):
@@ -256,4 +256,4 @@ def wrap_sym_result(tx, node, example):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, builtins_impl  # noqa: E402
+from . import containers, builtins_impl, operators  # noqa: E402

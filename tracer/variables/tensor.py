@@ -60,11 +60,11 @@ class TensorVariable(Variable):
                 return self.sizes(tx, "size")
             return ConstantVariable(getattr(ex, name))
         if name in _TENSOR_ATTRS:
-            return tx.call_torch("call_function", getattr, [self, ConstantVariable(name)], {})
+            return torch_calls.call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             raise Unsupported("reading .grad inside a traced frame")
         if name == "data":  # not detach(): .data has a version counter of its own
-            return tx.call_torch("call_function", torch._C._autograd._get_data_attr, [self], {})
+            return torch_calls.call_torch(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
@@ -94,7 +94,7 @@ class TensorVariable(Variable):
             raise Unsupported(f"attribute {name!r} of a module tensor reached without a source")
         inst = self.real.__dict__
         if name in inst:
-            return tx.wrap(inst[name], AttrSource(self.real_source, name))
+            return builder.wrap(tx, inst[name], AttrSource(self.real_source, name))
         tx.guard(Predicate(self.real_source, _lacks_instance_attr(name), f"has no attribute {name!r}"))
         raise exceptions.attribute_error("Tensor", name)
 
@@ -153,13 +153,13 @@ class TensorVariable(Variable):
                 return self  # already so: a no-op (HF's enable_input_require_grads hook in train mode)
         if name in ("requires_grad_", "retain_grad", "register_hook", "backward"):
             raise Unsupported(f"Tensor.{name}() changes autograd state outside the graph")
-        return tx.call_torch("call_method", name, [self, *args], kwargs)
+        return torch_calls.call_torch(tx, "call_method", name, [self, *args], kwargs)
 
     def getitem(self, tx, key):
-        return tx.call_torch("call_function", operator.getitem, [self, key], {})
+        return torch_calls.call_torch(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):
-        tx.call_torch("call_function", operator.setitem, [self, key, value], {})
+        torch_calls.call_torch(tx, "call_function", operator.setitem, [self, key, value], {})
 
     def iterate(self, tx):
         return [self.getitem(tx, ConstantVariable(i)) for i in range(self.length(tx))]
@@ -196,4 +196,4 @@ class TensorVariable(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, sym, torch_vars, exceptions  # noqa: E402
+from . import containers, sym, torch_vars, exceptions, builder, torch_calls  # noqa: E402

@@ -87,7 +87,7 @@ class TorchFunctionVariable(ObjectVariable):
             out = speculate.inline_on_trial(tx, functions.UserFunctionVariable(fn, ConstSource(fn)), args, kwargs)
             if out is not None:
                 return out
-        return tx.call_torch("call_function", fn, args, kwargs)
+        return torch_calls.call_torch(tx, "call_function", fn, args, kwargs)
 
     def getattr(self, tx, name):
         if name == "__name__":
@@ -346,9 +346,9 @@ class PythonModuleVariable(ObjectVariable):
         # modules are guarded. A library module's plain data attribute is state, though
         # (torch.backends.cudnn.enabled, a flag a user may flip): guarded by value.
         if trusted and type(value) in _DATA_TYPES:
-            return tx.wrap(value, AttrSource(ConstSource(self.module), name))
+            return builder.wrap(tx, value, AttrSource(ConstSource(self.module), name))
         source = None if trusted or self.source is None else AttrSource(self.source, name)
-        return tx.wrap(value, source)
+        return builder.wrap(tx, value, source)
 
     def hasattr(self, tx, name):
         return hasattr(self.module, name)
@@ -363,4 +363,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, tensor as tensor_mod, containers, speculate, functions, exceptions  # noqa: E402
+from . import checkpoint, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls  # noqa: E402

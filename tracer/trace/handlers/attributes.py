@@ -2,7 +2,7 @@
 from bytecode_utils import versions
 
 from ...exc import Unsupported
-from ...variables.base import check_builtin_attr
+from ...variables.base import check_builtin_attr, python_object
 from ...variables.stack_values import NULL, MethodRef
 from .registry import SINCE_312, handler
 from .containers import slice_of
@@ -36,12 +36,12 @@ def LOAD_SUPER_ATTR(tx, inst):
     """3.12+: `super().name` / `super(C, o).name` in one instruction: [super, class, self]."""
     obj, cls, fn = tx.pop(), tx.pop(), tx.pop()
     try:
-        is_super = tx.python_object(fn) is super
+        is_super = python_object(fn) is super
     except Unsupported:
         is_super = False
     if not is_super:
         raise Unsupported(f"LOAD_SUPER_ATTR with {fn} instead of the builtin super")
-    sup = SuperVariable(tx.python_object(cls), obj)
+    sup = SuperVariable(python_object(cls), obj)
     if inst.opname == "LOAD_SUPER_METHOD":  # bound when called, as LOAD_METHOD (3.11's
         _push_callable(tx, MethodRef(sup, inst.argval))  # `super().m` is LOAD_METHOD)
     else:

@@ -7,6 +7,7 @@ it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then P
 """
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
+from ...variables.builder import wrap
 from ...variables.live_iterators import iterator_over
 from ...variables.tensor import TensorVariable
 from .registry import PY311, PY312, PY313, SINCE_312, handler
@@ -32,7 +33,7 @@ def _pop_jump(test):
 def _truth(tx, v):
     if isinstance(v, TensorVariable):
         raise Unsupported("data-dependent branch: `if` on a tensor value")
-    return tx.truthy(v)
+    return v.truthy(tx)
 
 
 # (3.11's POP_JUMP_FORWARD_IF_* / POP_JUMP_BACKWARD_IF_* arrive under these names: decode)
@@ -115,4 +116,4 @@ def RETURN_CONST(tx, inst):
 
 @handler("LOAD_ASSERTION_ERROR")
 def LOAD_ASSERTION_ERROR(tx, inst):
-    tx.push(tx.wrap(AssertionError, None))
+    tx.push(wrap(tx, AssertionError, None))

@@ -11,7 +11,7 @@ import dis
 from ...exc import Unsupported, UserException
 from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_builtin_exception,
                                      set_context, TracebackVariable, user_error)
-from ...variables.base import ConstantVariable, Variable
+from ...variables.base import ConstantVariable, Variable, python_object
 from .registry import handler
 from ...variables.objects import bind_class_attr, class_source, ClassVariable, guarded_type_lookup
 from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
@@ -155,7 +155,7 @@ def PUSH_EXC_INFO(tx, inst):
 
 @handler("CHECK_EXC_MATCH")
 def CHECK_EXC_MATCH(tx, inst):
-    wanted = tx.python_object(tx.pop())
+    wanted = python_object(tx.pop())
     exc = tx.stack[-1]
     tx.push(ConstantVariable(issubclass(exc.python_type(), wanted)))
 

@@ -6,10 +6,12 @@ dict, the attributes of an object. A subject whose type is not known is Unsuppor
 """
 from ...exc import Unsupported, UserException
 from ...variables.exceptions import user_error
-from ...variables.base import ConstantVariable
+from ...variables.base import ConstantVariable, python_object
+from ...variables.builder import wrap
 from ...variables.containers import TupleVariable
 from .registry import handler
 from ...variables.builtins_impl import call_builtin
+from ...variables.operators import values_equal
 
 _TPFLAGS_SEQUENCE = 1 << 5
 _TPFLAGS_MAPPING = 1 << 6
@@ -43,13 +45,13 @@ def MATCH_KEYS(tx, inst):
     for key in keys:
         if not key.is_constant():
             raise Unsupported("a mapping pattern key that is not a constant")
-        if any(tx.values_equal(key, s) for s in seen):
+        if any(values_equal(tx, key, s) for s in seen):
             raise user_error(ValueError, f"mapping pattern checks duplicate key ({key.as_constant()!r})")
         seen.append(key)
-        if not tx.truthy(subject.call_method(tx, "__contains__", [key], {})):
+        if not subject.call_method(tx, "__contains__", [key], {}).truthy(tx):
             tx.push(ConstantVariable(None))
             return
-        values.append(tx.getitem(subject, key))
+        values.append(subject.getitem(tx, key))
     tx.push(TupleVariable(values))
 
 
@@ -58,11 +60,11 @@ def MATCH_CLASS(tx, inst):
     """TOS: keyword attribute names; TOS1: the class; TOS2: the subject. Push the tuple of
     the attributes the sub-patterns match against, or None when the subject is not one."""
     names = tx.pop().as_constant()
-    cls = tx.python_object(tx.pop())
+    cls = python_object(tx.pop())
     subject = tx.pop()
     if not isinstance(cls, type):
         raise user_error(TypeError, "called match pattern must be a class")
-    if not tx.truthy(call_builtin(tx, isinstance, [subject, tx.wrap(cls, None)], {})):
+    if not call_builtin(tx, isinstance, [subject, wrap(tx, cls, None)], {}).truthy(tx):
         tx.push(ConstantVariable(None))
         return
     count = inst.arg

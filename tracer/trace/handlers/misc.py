@@ -7,6 +7,7 @@ from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 
 from ...exc import Unsupported, UserException
 from ...variables.base import ConstantVariable
+from ...variables.builder import wrap
 from .registry import SINCE_312, handler
 from ...variables.generators import GeneratorVariable, runtime_error_for
 from ...variables.containers import IteratorVariable
@@ -46,7 +47,7 @@ def IMPORT_NAME(tx, inst):
         raise Unsupported(f"import of a module not yet loaded: {name}")
     if not fromlist.as_constant() and "." in name:
         module = sys.modules[name.split(".")[0]]
-    tx.push(tx.wrap(module, None))
+    tx.push(wrap(tx, module, None))
 
 
 @handler("IMPORT_FROM")

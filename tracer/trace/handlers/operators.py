@@ -33,7 +33,7 @@ def COMPARE_OP(tx, inst):
     b, a = tx.pop(), tx.pop()
     result = compare(tx, inst.argval, a, b)
     if versions.compare_to_bool(inst) and not isinstance(result, TensorVariable):
-        result = ConstantVariable(tx.truthy(result))
+        result = ConstantVariable(result.truthy(tx))
     # (a tensor result stays a tensor: the jump or `not` that reads it breaks the graph, and
     # its native form converts it, so the comparison itself stays in the graph)
     tx.push(result)
@@ -50,7 +50,7 @@ def CONTAINS_OP(tx, inst):
     b, a = tx.pop(), tx.pop()
     result = contains(tx, b, a)
     if inst.arg:
-        result = ConstantVariable(not tx.truthy(result))
+        result = ConstantVariable(not result.truthy(tx))
     tx.push(result)
 
 

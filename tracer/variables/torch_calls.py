@@ -1,0 +1,259 @@
+"""Torch calls on Variables: one graph node each, and the Variable for its result.
+
+`call_torch` turns a torch function or tensor method applied to Variables into an FX node
+whose example value comes from running the op on the fake tensors (`to_fx` gives both the
+node arguments and the fake ones); `wrap_result` gives that example its Variable. Around
+them: the refusals (an op that sets global state, an in-place write into a tensor whose
+elements share memory) and the guard on a torch query folded to a constant.
+"""
+import operator
+import re
+import types
+
+import torch
+from guards import QueryMatch
+from guards.guard import AUTOCAST_DEVICES
+
+from ..exc import Unsupported
+from ..graph import node_meta
+from ..graph.output_graph import getitem_node
+from ..graph.shapes import SYM_TYPES, is_symbolic
+from .base import ConstantVariable, is_constant_value
+
+
+def call_torch(tx, kind, target, args, kwargs):
+    node_args, fake_args = to_fx(args)
+    node_kwargs, fake_kwargs = to_fx(kwargs)
+    if kind == "call_function":
+        fn = lambda: target(*fake_args, **fake_kwargs)  # noqa: E731
+    else:
+        fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    reads_state = kind == "call_function" and not _mentions_node((node_args, node_kwargs))
+    if reads_state and _EFFECT_NAME.match(name):
+        raise Unsupported(f"torch.{name}() changes global state outside the graph")
+    mutating = name.endswith("_") or "out" in kwargs or target is operator.setitem
+    if _writes_in_place(name, kwargs):
+        _refuse_overlapping_write(name, fake_args, fake_kwargs)
+    node, example = tx.output.create_node(kind, target, node_args, node_kwargs, fn)
+    node_meta.annotate(tx, node, example, target)
+    result = wrap_result(tx, node, example, mutating=mutating, inputs=(args, kwargs))
+    if reads_state and isinstance(result, ConstantVariable):
+        _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
+    return result
+
+
+def _guard_query(tx, fn, name, args, kwargs, value):
+    """A torch call on no tensor folded to a constant may have read global state (profiler
+    on? cuda available? autocast dtype?): guard that the call still gives that value."""
+    if fn in _STATE_IN_GLOBAL_GUARD or fn in _PURE_TORCH_QUERIES or value is None:
+        return  # (a None result is most likely a call made for an effect: never re-run it in a guard)
+    if fn in _AUTOCAST_QUERIES and _autocast_device_guarded(args, kwargs):
+        return  # every entry's GlobalStateMatch compares that device's autocast state
+    tx.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
+
+
+def wrap_result(tx, node, example, mutating=False, inputs=None):
+    """The Variable for an op's result. `inputs` (the op's argument Variables): a result
+    that IS one of the input tensors (`x.float()` of a float tensor, `x.contiguous()`,
+    `torch.atleast_1d(x)`, `x += 1`; the fake kernel returns the very fake it was
+    given, as the real one returns its input) is that input's Variable, so identity
+    (`y is x`) and the Python attributes set on the object carry over. The node stays in
+    the graph (an in-place op's write is its point; a no-op conversion costs nothing)."""
+    ctx = tx.ctx
+    if not ctx.ops_under_handler:
+        ctx.ops_under_handler = tx.under_handler()
+    if ctx.history_write_at is None and node.meta.get("writes") and ctx.output.writes_history(node):
+        ctx.history_write_at = (ctx.root_steps - 1, ctx.root_frame.current)
+    same = _tensors_by_fake(inputs) if inputs is not None else {}
+    if isinstance(example, torch.Tensor):
+        var = same.get(id(example))
+        return var if var is not None else tensor.TensorVariable(node, example)
+    if isinstance(example, SYM_TYPES) or (type(example) is torch.Size and any(map(is_symbolic, example))):
+        return sym.wrap_sym_result(tx, node, example)
+    if isinstance(example, (tuple, list)) and _has_tensor(example):
+        items = []
+        for i, ex in enumerate(example):
+            var = same.get(id(ex)) if isinstance(ex, torch.Tensor) else None
+            items.append(var if var is not None else
+                         wrap_result(tx, getitem_node(tx.output, node, i), ex))
+        fields = getattr(type(example), "_fields", None)
+        if isinstance(example, list):
+            return containers.ListVariable(items)
+        if containers.is_structseq(type(example)):
+            return containers.StructSeqVariable(items, type(example))
+        if fields is not None and type(example) is not tuple:
+            return containers.NamedTupleVariable(items, type(example))
+        return containers.TupleVariable(items)
+    if example is None and mutating:
+        return ConstantVariable(None)
+    tx.output.graph.erase_node(node)
+    if is_constant_value(example):
+        return ConstantVariable(example)
+    if type(example) in (torch.no_grad, torch.enable_grad):
+        # e.g. the `ctx_factory()` of @torch.no_grad(): a fresh grad-mode context manager
+        return torch_vars.GradModeVariable(type(example) is torch.enable_grad)
+    raise Unsupported(f"torch op returned {type(example).__name__}, which has no graph meaning")
+
+
+# Torch queries whose answer GlobalStateMatch already guards, or that depend on their
+# arguments only: no per-query guard.
+_STATE_IN_GLOBAL_GUARD = {torch.is_grad_enabled, torch.is_inference_mode_enabled, torch.get_default_dtype,
+                          torch.are_deterministic_algorithms_enabled,
+                          torch.is_deterministic_algorithms_warn_only_enabled, torch._C._is_any_autocast_enabled}
+# autocast queries answered by what every entry's GlobalStateMatch compares, for its devices:
+# whether autocast is on (all off, or each device's flag and dtype). Not get_autocast_dtype:
+# with autocast off, GlobalStateMatch does not compare dtypes (they change no op), so a
+# folded dtype query keeps its own guard.
+_AUTOCAST_QUERIES = {torch.is_autocast_enabled}
+
+
+def _autocast_device_guarded(args, kwargs):
+    """The device an autocast query asks about is one GlobalStateMatch compares
+    (is_autocast_enabled() without one asks about cuda)."""
+    kw = dict(kwargs)
+    if len(args) + len(kw) > 1 or set(kw) - {"device_type"}:
+        return False
+    dev = args[0] if args else kw.get("device_type", "cuda")
+    return isinstance(dev, str) and dev in AUTOCAST_DEVICES  # (it takes no torch.device)
+
+
+_PURE_TORCH_QUERIES = {torch.promote_types, torch.can_cast, torch.is_tensor, torch.is_storage,
+                       torch.result_type, torch.is_floating_point, torch.is_complex, torch.broadcast_shapes,
+                       torch._none_or_dtype if hasattr(torch, "_none_or_dtype") else torch.is_tensor}
+# Names of torch functions that set state rather than compute: never called while tracing.
+# (a torch object's bound __enter__/__exit__, e.g. an autocast entered before the frame and
+# left in it, is a context manager's effect too; autocast's nesting counter is state)
+_EFFECT_NAME = re.compile(
+    r"_?(set_|use_|enable_|disable_|reset_|clear_|register_|manual_seed|seed$|empty_cache|synchronize"
+    r"|_enter__$|_exit__$|enter_|exit_|push_|pop_|increment_version"
+    r"|\w*(increment|decrement)_nesting)")
+
+
+def _mentions_node(value):
+    if isinstance(value, torch.fx.Node):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_mentions_node(v) for v in value)
+    if isinstance(value, dict):
+        return any(_mentions_node(v) for v in value.values())
+    return False
+
+
+def _has_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_has_tensor(v) for v in value)
+    return False
+
+
+_INPLACE_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                "lshift", "rshift", "matmul")
+_INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in _INPLACE_OPS) | {"__setitem__"}
+_INPLACE_OPERATORS = frozenset(f"i{op}" for op in _INPLACE_OPS) | {"setitem"}  # operator.iadd
+
+
+def _writes_in_place(name, kwargs):
+    """The op writes into its first argument (`add_`, `__iadd__`, `operator.iadd`,
+    `x[i] = v`) or into `out=`."""
+    if "out" in kwargs or name in _INPLACE_OPERATORS:
+        return True
+    if name.startswith("__") and name.endswith("__"):
+        return name in _INPLACE_DUNDERS
+    return name.endswith("_")
+
+
+def _refuse_overlapping_write(name, fake_args, fake_kwargs):
+    """An in-place write (`x.add_(1)`, `x[i] = v`, `out=`) into a tensor whose elements share
+    memory (`a[:1].expand_as(a)`: a stride 0) raises RuntimeError in eager for most ops, but
+    the fake kernels do not check it: traced, the graph would raise at run time, after the
+    frame's earlier side effects were recorded but before they are replayed (they would be
+    lost). Unsupported: the write runs as Python, after those effects, and raises (or not)
+    as eager does."""
+    written = [fake_args[0]] if fake_args else []
+    out = fake_kwargs.get("out")
+    written += list(out) if isinstance(out, (list, tuple)) else [out]
+    for t in written:
+        if isinstance(t, torch.Tensor) and _has_internal_overlap(t):
+            raise Unsupported(f"{name or 'in-place op'}: writes into a tensor whose elements share "
+                              f"memory (expanded; eager may raise at run time)")
+
+
+def _has_internal_overlap(t):
+    try:
+        return torch._debug_has_internal_overlap(t) == 1  # 1: YES (a stride 0 over size > 1)
+    except Exception:  # noqa: BLE001 - symbolic strides it cannot decide: no known overlap
+        return False
+
+
+def _tensors_by_fake(value, out=None):
+    """id(fake tensor) -> the TensorVariable that holds it, for every tensor in an op's
+    arguments (nested in lists, tuples and dicts too)."""
+    out = {} if out is None else out
+    if isinstance(value, tensor.TensorVariable):
+        out.setdefault(id(value.example), value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _tensors_by_fake(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors_by_fake(v, out)
+    elif isinstance(value, containers.BaseSequence):
+        _tensors_by_fake(value.items, out)
+    return out
+
+
+def to_fx(value):
+    """Variables -> (FX node arguments, fake-tensor arguments), structure preserved."""
+    if isinstance(value, dict):
+        pairs = {k: to_fx(v) for k, v in value.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(value, (list, tuple)):
+        pairs = [to_fx(v) for v in value]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(value, (tensor.TensorVariable,)):
+        return value.node, value.example
+    if isinstance(value, sym.SymNodeVariable):
+        return value.node, value.value
+    if isinstance(value, sym.SliceVariable):
+        return value.fx_arg()
+    if isinstance(value, containers.SizeVariable):
+        nodes, fakes = to_fx(value.items)
+        return tuple(nodes), torch.Size(fakes)
+    if isinstance(value, containers.BaseSequence):
+        nodes, fakes = to_fx(value.items)
+        kind = list if isinstance(value, containers.ListVariable) else tuple
+        return kind(nodes), kind(fakes)
+    if value.is_constant():
+        c = graph_constant(value.as_constant())
+        return c, c
+    if isinstance(value, torch_vars.TorchFunctionVariable):
+        if isinstance(value.fn, (types.BuiltinFunctionType, types.FunctionType)):
+            # FX writes a function argument with repr(): `<built-in method sin ...>` is no code
+            raise Unsupported(f"the function {getattr(value.fn, '__name__', value.fn)} passed to a torch op")
+        return value.fn, value.fn
+    raise Unsupported(f"{value} passed to a torch op")
+
+
+_GRAPH_SCALARS = (bool, int, float, complex, str)
+
+
+def graph_constant(c):
+    """A constant as a graph node argument: the generated FX code spells it with repr(), so it
+    must be a builtin value (np.float64(2.0) would print as `np.float64(2.0)`: NameError in
+    the graph's namespace). A subclass of a builtin scalar (numpy scalars, IntEnum members)
+    is its builtin value, which torch treats the same way (a wrapped Python number)."""
+    t = type(c)
+    if t in _GRAPH_SCALARS or c is None or t in (tuple, list):
+        return t(graph_constant(v) for v in c) if t in (tuple, list) else c
+    for base in _GRAPH_SCALARS:
+        if isinstance(c, base):
+            return base(c)
+    return c
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, sym, tensor, torch_vars  # noqa: E402
