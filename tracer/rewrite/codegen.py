@@ -1,18 +1,31 @@
 """Build the rewritten code object for one cache entry.
 
-The rewritten frame does, in order:
-  1. the original prologue (MAKE_CELL / COPY_FREE_VARS / RESUME), so the frame layout is
-     exactly the original's;
-  2. loads each graph input from its Source and calls the compiled graph once;
-  3. computes every value it must hand back (the return value, the final contents of
-     mutated inputs) into temporaries — all reads happen before any write, so replaying
-     one mutation cannot change what another reads;
-  4. replays the mutations (container contents, attributes, globals, closure cells);
-  5. returns.
-The signature is then flattened to the N argument slots, which is what both the compile()
-wrapper and the C frame hook call it with.
+The rewritten frame runs, in order, these sections of a `Rewrite` (SECTIONS):
+  PROLOGUE          the original prologue (MAKE_CELL / COPY_FREE_VARS / RESUME), so the
+                    frame layout is exactly the original's;
+  GRAPH_CALL        loads each graph input from its Source and calls the compiled graph once,
+                    into GRAPH_OUT;
+  AFTER_GRAPH_CALL  what must run right after the graph returns (convert_frame puts the rerun
+                    check and the grad mode the traced code reached there);
+  READS             phase 1: every value it must hand back (the return value, the final
+                    contents of mutated inputs; at a graph break the stack and the live
+                    locals) into temporaries: all reads happen before any write, so replaying
+                    one mutation cannot change what another reads;
+  STORES            phase 2: replays the mutations (container contents, attributes, globals,
+                    closure cells, deferred calls), each a Store below;
+  AFTER_STORES      what a value rebuilt in phase 1 must do only once the writes are done
+                    (CodeGen.after_writes);
+  INSTRUCTION       at a graph break only: the instruction the trace stopped at, natively;
+  EXIT              returns (the value, or what the resume function returns).
+Sections, not one list, because the prologue and the graph call are known last (the graph's
+outputs are known once the values are rebuilt) and because convert_frame adds code after the
+graph call once the backend has compiled it: each is added at its named place, nothing
+searches the finished instructions. The signature is then flattened to the N argument
+slots, which is what both the compile() wrapper and the C frame hook call it with.
 """
 import contextlib
+import dataclasses
+import types
 
 import bytecode as bc
 
@@ -29,24 +42,91 @@ from ..runtime.frame_hook import untraced
 from .rerun import graph_raised
 
 GRAPH_OUT = "___graph_out"
+TMP_PREFIX = "___tmp"
+
+SECTIONS = (PROLOGUE, GRAPH_CALL, AFTER_GRAPH_CALL, READS, STORES, AFTER_STORES, INSTRUCTION, EXIT) = (
+    "prologue", "graph_call", "after_graph_call", "reads", "stores", "after_stores", "instruction", "exit")
 
 
-class _GraphFnSlot:
-    """Placeholder constant replaced by the compiled graph once outputs are known."""
+class GraphSlot:
+    """Placeholder constant for the compiled graph: the code is generated before the graph is
+    compiled (its outputs are known only then); assemble() puts the compiled graph in."""
+
+
+@dataclasses.dataclass
+class Rewrite:
+    """The instructions of one rewritten code object by section (SECTIONS, in the order they
+    run), the graph's slot (None: the code calls no graph) and the FX nodes the graph must
+    return, in order (its output tuple is what GRAPH_OUT holds)."""
+    sections: dict
+    slot: GraphSlot | None
+    outputs: list
+
+    def add(self, section, instrs):
+        """Append `instrs` to the named section (code added after generation: convert_frame)."""
+        self.sections[section].extend(instrs)
+
+    def instructions(self):
+        return [ins for name in SECTIONS for ins in self.sections[name]]
 
 
 class CodeGen:
+    """Emits the rewritten code's instructions into the section being written (section());
+    Variables rebuild themselves through the primitives below."""
+
     def __init__(self, code, output):
         self.code = code
         self.output = output
-        self.instrs = []
+        self.sections = {name: [] for name in SECTIONS}
+        self.instrs = None         # the list of the section being written: emit only inside section()
         self.outputs = []          # FX nodes the graph must return, in order
         self._out_index = {}
         self._tmp = 0
         self._memo = {}            # id(var) -> (var, temp name) for mutable values built here
-        self._after_writes = []    # instructions that must run after the side effects are written
         self.frame_cells = {}      # the root frame's CellBoxes by name: its real cells, in this code
         self._cells = {}           # id(CellBox) -> temp holding the cell made for it here
+
+    @classmethod
+    def for_frame(cls, tx):
+        """A CodeGen for the code of the root frame `tx`, whose cells are its own."""
+        cg = cls(tx.code, tx.ctx.output)
+        cg.frame_cells = tx.cells
+        return cg
+
+    @contextlib.contextmanager
+    def section(self, name):
+        """What is emitted inside the block goes to the end of section `name`."""
+        saved, self.instrs = self.instrs, self.sections[name]
+        try:
+            yield
+        finally:
+            self.instrs = saved
+
+    def after_writes(self):
+        """What is emitted inside the block runs after phase 2 (the side-effect writes)."""
+        return self.section(AFTER_STORES)
+
+    def calls_graph(self):
+        """Whether the code calls the graph (it has ops, or values the code reads from it)."""
+        return bool(self.output.count_ops() or self.outputs)
+
+    def temps(self):
+        """The temporaries made so far, in order."""
+        return [f"{TMP_PREFIX}{i}" for i in range(1, self._tmp + 1)]
+
+    def finish(self):
+        """The Rewrite: the prologue and the graph call are written last, when the values the
+        graph must return are known."""
+        self.sections[PROLOGUE] = prologue(self.code)
+        slot = None
+        if self.calls_graph():
+            slot = GraphSlot()
+            call = versions.load_const_callable(slot)
+            for source, _node, _t in self.output.inputs:
+                call += _source_instrs(self.code, source)
+            call += versions.call(len(self.output.inputs)) + [bc.Instr("STORE_FAST", GRAPH_OUT)]
+            self.sections[GRAPH_CALL] = call
+        return Rewrite(self.sections, slot, self.outputs)
 
     # ---- rebuilding values -------------------------------------------------------------------
     def reconstruct(self, var):
@@ -66,6 +146,11 @@ class CodeGen:
         self.emit("COPY", 1)
         self._memo[id(var)] = (var, self.store_tmp())
 
+    def into_tmp(self, var):
+        """Rebuild `var` into a new temporary; returns its name."""
+        self.reconstruct(var)
+        return self.store_tmp()
+
     def load_cell(self, box):
         """Emit code leaving the real cell object for a CellBox on the stack: the frame's own
         cell (a cell or free variable of this code), a called function's cell (from its
@@ -79,7 +164,6 @@ class CodeGen:
         hit = self._cells.get(id(box))
         if hit is not None:
             return self.emit("LOAD_FAST", hit)
-        import types
         if box.is_empty():
             self.call_with(types.CellType, [])
         else:
@@ -95,10 +179,7 @@ class CodeGen:
         self.emit("LOAD_CONST", value)
 
     def load_source(self, source):
-        for ins in source.reconstruct():
-            if ins.name == "LOAD_FAST" and ins.arg in self.code.co_cellvars:
-                ins = bc.Instr("LOAD_DEREF", bc.CellVar(ins.arg))
-            self.instrs.append(ins)
+        self.instrs.extend(_source_instrs(self.code, source))
 
     def load_tensor(self, var):
         node = var.node
@@ -128,7 +209,8 @@ class CodeGen:
             self.call_on_stack(kind)
 
     def extend(self, instrs):
-        """Append instructions made by the version helpers (bytecode_utils.versions)."""
+        """Append instructions made elsewhere: by the version helpers (bytecode_utils.versions),
+        or labels and try-region markers."""
         self.instrs.extend(instrs)
 
     def call_on_stack(self, fn):
@@ -153,19 +235,9 @@ class CodeGen:
         """Call what load_method / versions.load_callable left, with nargs arguments."""
         self.extend(versions.call(nargs, kw_names))
 
-    @contextlib.contextmanager
-    def after_writes(self):
-        """What is emitted inside the block runs after phase 2 (the side-effect writes)."""
-        saved, self.instrs = self.instrs, []
-        try:
-            yield
-        finally:
-            self._after_writes += self.instrs
-            self.instrs = saved
-
     def new_tmp(self):
         self._tmp += 1
-        return f"___tmp{self._tmp}"
+        return f"{TMP_PREFIX}{self._tmp}"
 
     def store_tmp(self):
         name = self.new_tmp()
@@ -173,83 +245,189 @@ class CodeGen:
         return name
 
 
+def _source_instrs(code, source):
+    """The instructions loading `source` in `code` (a cell variable is read through its cell)."""
+    out = []
+    for ins in source.reconstruct():
+        if ins.name == "LOAD_FAST" and ins.arg in code.co_cellvars:
+            ins = bc.Instr("LOAD_DEREF", bc.CellVar(ins.arg))
+        out.append(ins)
+    return out
+
+
 def generate(tx, ret):
-    """Return (instructions, graph slot, outputs) for the root frame's result `ret`."""
-    cg = CodeGen(tx.code, tx.ctx.output)
-    cg.frame_cells = tx.cells
-    # Phase 1: values to hand back, read before anything is written.
-    ret_var = _value_into_tmp(cg, ret)
-    stores = side_effect_values(cg, tx)
-    # Phase 2: writes.
-    emit_stores(cg, tx, stores)
-    cg.emit("LOAD_FAST", ret_var)
-    cg.extend(versions.return_value())
-    head, slot = graph_call(tx, cg)
-    return prologue(tx.code) + head + cg.instrs, slot, cg.outputs
+    """The Rewrite of a root frame that returned `ret`."""
+    cg = CodeGen.for_frame(tx)
+    with cg.section(READS):
+        ret_tmp = cg.into_tmp(ret)
+    emit_stores(cg, side_effect_values(cg, tx))
+    with cg.section(EXIT):
+        cg.emit("LOAD_FAST", ret_tmp)
+        cg.extend(versions.return_value())
+    return cg.finish()
 
 
-def side_effect_values(cg, frame):
-    """Phase 1 of replaying side effects: compute every value to be written, and fetch every
-    object to be written to, into temps. The targets are fetched now too: a target's source
-    may read through another mutated object (a list reached through an iterator over it,
-    `iter_seq(it)`, or an object held in a list), which phase 2 changes before it gets there."""
-    se = frame.ctx.side_effects
+# ---- side effects: phase 1 reads them into Stores, phase 2 writes them -------------------------
+# Each Store names the temporaries phase 1 filled (`*_tmp`); emit() writes it in phase 2.
+# A `target_tmp` of None: the object written to is loaded where it is written (_target_into_tmp).
+
+@dataclasses.dataclass(frozen=True)
+class ContentsStore:
+    """A mutated container's final contents, written into it in place (its identity kept)."""
+    var: object                 # the container's Variable: its kind says how it is refilled
+    value_tmp: str              # the contents, as _contents_into_tmp built them
+    target_tmp: str | None
+
+    def emit(self, cg):
+        var, tmp, target = self.var, self.value_tmp, self.target_tmp
+        if isinstance(var, ListVariable) and var.append_only:  # only appends: extend it
+            _call_methods(cg, var, target, (("extend", tmp),))
+        elif isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
+            cg.emit("LOAD_FAST", tmp)
+            _load_target(cg, var, target)
+            cg.load_const(slice(None))
+            cg.emit("STORE_SUBSCR")
+        elif isinstance(var, IteratorVariable):
+            cg.extend(versions.load_const_callable(set_list_iter if hasattr(var, "replay_pos") else advance))
+            _load_target(cg, var, target)
+            cg.emit("LOAD_FAST", tmp)
+            cg.call(2)
+            cg.emit("POP_TOP")
+        elif getattr(var, "storage_base", None) is not None:  # a dict subclass's storage
+            cg.extend(versions.load_const_callable(refill_storage))
+            cg.load_const(var.storage_base)
+            _load_target(cg, var, target)
+            cg.emit("LOAD_FAST", tmp)
+            cg.call(3)
+            cg.emit("POP_TOP")
+        else:  # dict / set / deque: clear then refill in place, keeping identity
+            refill = "extend" if isinstance(var, DequeVariable) else "update"
+            _call_methods(cg, var, target, (("clear", None), (refill, tmp)))
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrStore:
+    """`obj.name = value`; `raw`: through object.__setattr__ (the traced code bypassed the
+    class's __setattr__, so must the replay)."""
+    var: object                 # the object's Variable
+    name: str
+    value_tmp: str
+    target_tmp: str | None
+    raw: bool = False
+
+    def emit(self, cg):
+        if self.raw:
+            cg.extend(versions.load_const_callable(object.__setattr__))
+            _load_target(cg, self.var, self.target_tmp)
+            cg.load_const(self.name)
+            cg.emit("LOAD_FAST", self.value_tmp)
+            cg.call(3)
+            cg.emit("POP_TOP")
+        else:
+            cg.emit("LOAD_FAST", self.value_tmp)
+            _load_target(cg, self.var, self.target_tmp)
+            cg.emit("STORE_ATTR", self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalStore:
+    """`namespace[name] = value`; by STORE_GLOBAL when `namespace` is the frame's own globals."""
+    namespace: dict
+    name: str
+    value_tmp: str
+    frame_globals: bool
+
+    def emit(self, cg):
+        cg.emit("LOAD_FAST", self.value_tmp)
+        if self.frame_globals:
+            cg.emit("STORE_GLOBAL", self.name)
+        else:
+            cg.load_const(self.namespace)
+            cg.load_const(self.name)
+            cg.emit("STORE_SUBSCR")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellStore:
+    """A cell of the frame's own code rebound: a free variable (`free`) or one of its cell
+    variables (closures made in the frame read it)."""
+    name: str
+    value_tmp: str
+    free: bool
+
+    def emit(self, cg):
+        cg.emit("LOAD_FAST", self.value_tmp)
+        cg.emit("STORE_DEREF", bc.FreeVar(self.name) if self.free else bc.CellVar(self.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeferredCall:
+    """A call the traced code made whose effect is replayed by making it (SideEffects.defer_call)."""
+    fn: object
+    args_tmp: str
+    kwargs_tmp: str
+
+    def emit(self, cg):
+        cg.extend(versions.load_const_callable(apply_call))
+        cg.load_const(self.fn)
+        cg.emit("LOAD_FAST", self.args_tmp)
+        cg.emit("LOAD_FAST", self.kwargs_tmp)
+        cg.call(3)
+        cg.emit("POP_TOP")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellContentsStore:
+    """A called function's cell rebound, written through its source `<cell>.cell_contents`."""
+    source: object
+    value_tmp: str
+
+    def emit(self, cg):
+        cg.emit("LOAD_FAST", self.value_tmp)
+        cg.load_source(self.source.base)
+        cg.emit("STORE_ATTR", "cell_contents")
+
+
+def side_effect_values(cg, tx):
+    """Phase 1 of replaying side effects (into READS): compute every value to be written, and
+    fetch every object to be written to, into temps; returns the Stores, in the order phase 2
+    writes them. The targets are fetched now too: a target's source may read through another
+    mutated object (a list reached through an iterator over it, `iter_seq(it)`, or an object
+    held in a list), which phase 2 changes before it gets there."""
+    se = tx.ctx.side_effects
     stores = []
-    for var in se.mutated_containers:
-        stores.append(("contents", var, _contents_into_tmp(cg, var), _target_into_tmp(cg, var)))
-    for var, attrs in se.attr_stores.values():
-        target = _target_into_tmp(cg, var)
-        for name, value in attrs.items():
-            raw = (se.key(var), name) in se.raw_attr_stores
-            stores.append(("raw_attr" if raw else "attr", var, name, _value_into_tmp(cg, value), target))
-    for g, names in se.global_stores.values():
-        for name, value in names.items():
-            stores.append(("global", g, name, _value_into_tmp(cg, value)))
-    for name, box in frame.cells.items():
-        if box.dirty and name in frame.code.co_freevars:
-            stores.append(("cell", name, _value_into_tmp(cg, box.get(frame))))
-        elif box.dirty and name in frame.code.co_cellvars:  # the frame's own cells: closures made
-            stores.append(("cellvar", name, _value_into_tmp(cg, box.get(frame))))  # here read them
-    for fn, args, kwargs in se.deferred_calls:
-        stores.append(("call", fn, _value_into_tmp(cg, TupleVariable(args)),
-                       _value_into_tmp(cg, DictVariable(kwargs))))
-    root_boxes = {id(b) for b in frame.cells.values()}
-    for box in se.cell_stores.values():  # a called function's cell, by its source
-        if id(box) in root_boxes:
-            continue  # one of the frame's own free variables: STORE_DEREF above
-        stores.append(("cell_contents", box.source, _value_into_tmp(cg, box.get(frame))))
+    with cg.section(READS):
+        for var in se.mutated_containers:
+            stores.append(ContentsStore(var, _contents_into_tmp(cg, var), _target_into_tmp(cg, var)))
+        for var, attrs in se.attr_stores.values():
+            target = _target_into_tmp(cg, var)
+            for name, value in attrs.items():
+                raw = (se.key(var), name) in se.raw_attr_stores
+                stores.append(AttrStore(var, name, cg.into_tmp(value), target, raw=raw))
+        for g, names in se.global_stores.values():
+            for name, value in names.items():
+                stores.append(GlobalStore(g, name, cg.into_tmp(value), frame_globals=g is tx.f_globals))
+        for name, box in tx.cells.items():
+            if box.dirty and name in tx.code.co_freevars:
+                stores.append(CellStore(name, cg.into_tmp(box.get(tx)), free=True))
+            elif box.dirty and name in tx.code.co_cellvars:  # the frame's own cells: closures made
+                stores.append(CellStore(name, cg.into_tmp(box.get(tx)), free=False))  # here read them
+        for fn, args, kwargs in se.deferred_calls:
+            stores.append(DeferredCall(fn, cg.into_tmp(TupleVariable(args)), cg.into_tmp(DictVariable(kwargs))))
+        root_boxes = {id(b) for b in tx.cells.values()}
+        for box in se.cell_stores.values():  # a called function's cell, by its source
+            if id(box) in root_boxes:
+                continue  # one of the frame's own free variables: STORE_DEREF above
+            stores.append(CellContentsStore(box.source, cg.into_tmp(box.get(tx))))
     return stores
 
 
-def emit_stores(cg, frame, stores):
-    """Phase 2: the writes, after every value has been read; then what values rebuilt in
-    phase 1 deferred until the writes are done (CodeGen.after_writes)."""
-    for st in stores:
-        _emit_store(cg, frame, st)
-    cg.instrs.extend(cg._after_writes)
-    cg._after_writes = []
-
-
-def graph_call(tx, cg):
-    """Instructions that call the compiled graph (a slot filled later) into GRAPH_OUT.
-
-    Built after the body because only then are the graph's outputs known."""
-    ctx = tx.ctx
-    if not (ctx.output.count_ops() or cg.outputs):
-        return [], None
-    slot = _GraphFnSlot()
-    head = versions.load_const_callable(slot)
-    loader = CodeGen(tx.code, ctx.output)
-    for source, _node, _t in ctx.output.inputs:
-        loader.load_source(source)
-    head.extend(loader.instrs)
-    head += versions.call(len(ctx.output.inputs)) + [bc.Instr("STORE_FAST", GRAPH_OUT)]
-    return head, slot
-
-
-def _value_into_tmp(cg, var):
-    cg.reconstruct(var)
-    return cg.store_tmp()
+def emit_stores(cg, stores):
+    """Phase 2 (into STORES): the writes, after every value has been read. What values
+    rebuilt in phase 1 deferred until the writes are done is in AFTER_STORES, next."""
+    with cg.section(STORES):
+        for store in stores:
+            store.emit(cg)
 
 
 def _target_into_tmp(cg, var):
@@ -294,74 +472,6 @@ def _contents_into_tmp(cg, var):
     return cg.store_tmp()
 
 
-def _emit_store(cg, frame, st):
-    kind = st[0]
-    if kind == "contents":
-        _, var, tmp, target = st
-        if isinstance(var, ListVariable) and var.append_only:  # only appends: extend it
-            _call_methods(cg, var, target, (("extend", tmp),))
-        elif isinstance(var, ListVariable) and not isinstance(var, DequeVariable):
-            cg.emit("LOAD_FAST", tmp)
-            _load_target(cg, var, target)
-            cg.load_const(slice(None))
-            cg.emit("STORE_SUBSCR")
-        elif isinstance(var, IteratorVariable):
-            cg.extend(versions.load_const_callable(set_list_iter if hasattr(var, "replay_pos") else advance))
-            _load_target(cg, var, target)
-            cg.emit("LOAD_FAST", tmp)
-            cg.call(2)
-            cg.emit("POP_TOP")
-        elif getattr(var, "storage_base", None) is not None:  # a dict subclass's storage
-            cg.extend(versions.load_const_callable(refill_storage))
-            cg.load_const(var.storage_base)
-            _load_target(cg, var, target)
-            cg.emit("LOAD_FAST", tmp)
-            cg.call(3)
-            cg.emit("POP_TOP")
-        else:  # dict / set / deque: clear then refill in place, keeping identity
-            refill = "extend" if isinstance(var, DequeVariable) else "update"
-            _call_methods(cg, var, target, (("clear", None), (refill, tmp)))
-    elif kind == "attr":
-        _, var, name, tmp, target = st
-        cg.emit("LOAD_FAST", tmp)
-        _load_target(cg, var, target)
-        cg.emit("STORE_ATTR", name)
-    elif kind == "raw_attr":  # object.__setattr__(target, name, value)
-        _, var, name, tmp, target = st
-        cg.extend(versions.load_const_callable(object.__setattr__))
-        _load_target(cg, var, target)
-        cg.load_const(name)
-        cg.emit("LOAD_FAST", tmp)
-        cg.call(3)
-        cg.emit("POP_TOP")
-    elif kind == "global":
-        _, g, name, tmp = st
-        cg.emit("LOAD_FAST", tmp)
-        if g is frame.f_globals:
-            cg.emit("STORE_GLOBAL", name)
-        else:
-            cg.load_const(g)
-            cg.load_const(name)
-            cg.emit("STORE_SUBSCR")
-    elif kind in ("cell", "cellvar"):
-        _, name, tmp = st
-        cg.emit("LOAD_FAST", tmp)
-        cg.emit("STORE_DEREF", bc.FreeVar(name) if kind == "cell" else bc.CellVar(name))
-    elif kind == "call":
-        _, fn, args_tmp, kwargs_tmp = st
-        cg.extend(versions.load_const_callable(apply_call))
-        cg.load_const(fn)
-        cg.emit("LOAD_FAST", args_tmp)
-        cg.emit("LOAD_FAST", kwargs_tmp)
-        cg.call(3)
-        cg.emit("POP_TOP")
-    elif kind == "cell_contents":  # source is `<cell>.cell_contents`
-        _, source, tmp = st
-        cg.emit("LOAD_FAST", tmp)
-        cg.load_source(source.base)
-        cg.emit("STORE_ATTR", "cell_contents")
-
-
 def _call_methods(cg, var, target, calls):
     """`target.method(tmp)` (or `target.method()` for a None tmp) for each (method, tmp)."""
     for method, arg in calls:
@@ -378,20 +488,20 @@ def apply_call(fn, args, kwargs):
     fn(*args, **kwargs)
 
 
-def assemble(code, instrs, slot, compiled_fn, rerun=None):
+def assemble(code, rewrite, compiled_fn, rerun=None):
     """Substitute the compiled graph for its slot and build the flat-signature code.
 
     The graph is called through `untraced`: nothing it runs (leaf modules' forward, a
     backend's runtime) is a frame for the frame hook, under capture() or after a break.
     `rerun` (a rerun.Plan): an exception from the graph becomes rerun.RERUN, which the code
     checks for."""
-    if slot is not None:
+    if rewrite.slot is not None:
         on_error = graph_raised(code.co_qualname, rerun.grad_mode) if rerun is not None else None
         graph_fn = untraced(compiled_fn, on_error)
-        for ins in instrs:
-            if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is slot:
+        for ins in rewrite.sections[GRAPH_CALL]:
+            if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is rewrite.slot:
                 ins.arg = graph_fn
-    new = make_code(code, instrs)
+    new = make_code(code, rewrite.instructions())
     return flatten_signature(new)
 
 
@@ -399,4 +509,5 @@ def root_local_source(code, index):
     return LocalSource(code.co_varnames[index], index)
 
 
-__all__ = ["generate", "assemble", "CodeGen", "TensorVariable"]
+__all__ = ["generate", "assemble", "CodeGen", "Rewrite", "GraphSlot", "SECTIONS", "side_effect_values",
+           "emit_stores", "TensorVariable"]

@@ -4,7 +4,10 @@ and continue in a resume function that is itself traced when it runs.
 How a break is found: tracing stops with `Unsupported` at some instruction of the root frame
 (a break inside an inlined call surfaces at the root's CALL). convert_frame then traces the
 frame again and stops just *before* that instruction (the trace is deterministic, so the
-state is exactly the state before it, with nothing half-done). From that state:
+state is exactly the state before it, with nothing half-done). From that state, `plan_break` decides what the break hands on (a BreakPlan: which stack
+items are rebuilt, which locals go live into the resume functions, the instruction and the
+continuations after it), reading the trace's state only; `emit_break` then writes it into
+the sections of a codegen.Rewrite:
 
     prologue; graph call
     phase 1: every value needed later into temporaries (stack, live locals, side effects)
@@ -21,15 +24,14 @@ import dis
 
 import bytecode as bc
 
-from bytecode_utils import decode, live_locals, prologue, versions
+from bytecode_utils import decode, live_locals, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
 from bytecode_utils.instructions import PerCode
-from bytecode_utils.resume import (EXC_ARG, STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
+from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
                                    resume_target, super_self_name)
 
-from .codegen import GRAPH_OUT, CodeGen, _GraphFnSlot, emit_stores, graph_call, side_effect_values
+from .codegen import EXIT, GRAPH_OUT, INSTRUCTION, READS, CodeGen, emit_stores, side_effect_values
 from ..exc import Unsupported
-from ..variables.base import ConstantVariable
 from ..variables.exceptions import ExcInfoSlot, OuterException
 from ..variables.generators import holders_of_pending_generators
 from ..variables.stack_values import NullVariable
@@ -190,8 +192,69 @@ def resume_code(code, target, stack_kinds, local_names, lasti=None, push_exc=Fal
     return hit
 
 
+# ---- the plan: what a break hands on, decided from the trace's state alone --------------------
+# Kept apart from the emission so that what goes live into the resume functions, which stack
+# items are rebuilt and how the frame goes on can be read (and checked) without the bytecode.
+
+FALL_THROUGH, JUMP, HANDLER = "fall_through", "jump", "handler"
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveLocal:
+    """A local the rest of the frame may need, and what its resume functions get for it."""
+    name: str
+    value: object          # its Variable
+    passed: bool           # its value is passed; else None is (it is never read again, only deleted
+                           # or rebound: its value must not be kept alive by the resume call)
+    held: bool = False     # not passed, but rebuilt into a temporary dropped at the resume call: a
+                           # generator whose finally runs where the program drops it
+
+
+@dataclasses.dataclass(frozen=True)
+class Continuation:
+    """One way the frame goes on after the instruction: a call of a resume function."""
+    entry: str             # FALL_THROUGH (after the instruction), JUMP (at its jump target) or
+                           # HANDLER (at the handler of its try region, with the exception)
+    target: int            # index of the instruction the resume function starts at
+    kept: int              # how many stack items below the instruction's inputs go on (the bottom ones)
+    stack_kinds: tuple     # bytecode_utils.resume STACK_* of each stack argument: the kept items, then
+                           # what the instruction pushed (each STACK_ARG there one of its `results`)
+    local_names: tuple     # the live locals passed (LiveLocal names), in resume_code's order
+    results: int = 0       # values the instruction leaves on the stack, stored before the call
+    lasti: int | None = None   # the offset a handler with lasti pushes (HANDLER)
+    takes_exc: bool = False    # the exception is passed (HANDLER)
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakPlan:
+    """What a frame that breaks at `inst` hands on: plan_break decides it, emit_break writes it."""
+    inst: object           # the instruction (dis.Instruction), run natively
+    below: tuple           # stack Variables under its inputs, rebuilt for the resume calls (a NullVariable: a NULL)
+    inputs: tuple          # its inputs, rebuilt and pushed for it
+    live_locals: tuple     # LiveLocals, in the order they are rebuilt
+    handled: object        # the exception the frame was handling where it stopped, handled again
+                           # while the instruction runs (None: none, or only its caller's)
+    released_args: tuple   # argument slots the trace let go of, deleted before the instruction
+    continuations: tuple   # in the order they are emitted
+
+    @property
+    def handler(self):
+        """The instruction's exception-table entry (None: no try/with region covers it)."""
+        return self.inst.exn
+
+    @property
+    def jumps(self):
+        return any(c.entry == JUMP for c in self.continuations)
+
+
 def generate_break(tx, inst, reason):
-    """Instructions for a frame that breaks at `inst` (the root frame stopped before it)."""
+    """The Rewrite of a frame that breaks at `inst` (the root frame stopped before it)."""
+    return emit_break(tx, plan_break(tx, inst))
+
+
+def plan_break(tx, inst):
+    """The BreakPlan for the root frame `tx` stopped before `inst`. Reads the trace's state and
+    emits nothing; raises Unsupported where the break cannot be placed."""
     code = tx.code
     pops, pushes = instruction_shape(inst)
     stack = list(tx.stack)
@@ -201,25 +264,20 @@ def generate_break(tx, inst, reason):
     if inst.opname == "CALL_FUNCTION_EX" and not any(isinstance(v, NullVariable) for v in inputs[:2]):
         raise Unsupported("graph break at CALL_FUNCTION_EX without NULL")
     liveness = live_locals(code)
-    cg = CodeGen(code, tx.ctx.output)
-    cg.frame_cells = tx.cells
-
-    # Phase 1: read everything.
-    below_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in below]
-    input_tmps = [None if isinstance(v, NullVariable) else _into_tmp(cg, v) for v in inputs]
     falls_through = inst.opname not in ("RAISE_VARARGS", "RERAISE")  # a raise continues only at a handler
     targets = [inst.index + 1] if falls_through else []
     is_jump = inst.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE")
     if is_jump:
         targets.append(inst.target)
     handler = inst.exn
+    first = super_self_name(code)
     needed = set()
     for t in targets:
         needed |= liveness[t]
     if handler is not None:
         needed |= liveness[handler.target]
-    if super_self_name(code) is not None:  # zero-arg super() reads it without a LOAD_FAST
-        needed.add(super_self_name(code))
+    if first is not None:  # zero-arg super() reads it without a LOAD_FAST
+        needed.add(first)
     # A local the rest of the frame overwrites (dead here) may still hold the last reference
     # to a generator whose finally must run where the program drops it: pass it on too.
     holders = holders_of_pending_generators(tx.ctx, tx.locals, needed)
@@ -232,84 +290,67 @@ def generate_break(tx, inst, reason):
     read_later = set().union(*(value_live[t] for t in targets)) if targets else set()
     if handler is not None:
         read_later |= value_live[handler.target]
-    local_tmps = {}
+    live = []
     for name in sorted(needed):
-        if name in tx.locals:
-            if name in read_later or name == super_self_name(code) or name in code.co_cellvars:
-                local_tmps[name] = _into_tmp(cg, tx.locals[name])
-                continue
-            if name in holders:
-                # A generator whose finally runs when this local is dropped: rebuilt into a
-                # temporary that goes before the resume call, i.e. right after the instruction.
-                # Exact only if the rest of the frame drops it before doing anything else.
-                if not all(_dropped_first(tx.instrs, t, name) for t in targets):
-                    raise Unsupported("graph break could not be placed: a generator's finally would "
-                                      "run at another point of the rest of the frame")
-                _into_tmp(cg, tx.locals[name])
-            cg.load_const(None)
-            local_tmps[name] = cg.store_tmp()
+        if name not in tx.locals:
+            continue
+        if name in read_later or name == first or name in code.co_cellvars:
+            live.append(LiveLocal(name, tx.locals[name], passed=True))
+            continue
+        # A generator whose finally runs when this local is dropped: rebuilt into a temporary
+        # that goes before the resume call, i.e. right after the instruction. Exact only if
+        # the rest of the frame drops it before doing anything else.
+        if name in holders and not all(_dropped_first(tx.instrs, t, name) for t in targets):
+            raise Unsupported("graph break could not be placed: a generator's finally would "
+                              "run at another point of the rest of the frame")
+        live.append(LiveLocal(name, tx.locals[name], passed=False, held=name in holders))
     handled = tx.ctx.exc_stack[-1]  # the exception handled where the frame stopped
-    handled_tmp = None if handled is None or isinstance(handled, OuterException) else _into_tmp(cg, handled)
-    stores = side_effect_values(cg, tx)
-    # Phase 2: write.
-    emit_stores(cg, tx, stores)
-    # Temporaries this frame holds; dropped before the resume call so that it keeps no object
-    # alive longer than the original frame would (weakref callbacks, __del__ timing).
-    held = [f"___tmp{i}" for i in range(1, cg._tmp + 1)]
-    if tx.ctx.output.count_ops() or cg.outputs:
-        held.append(GRAPH_OUT)
-    # Inside except/finally bodies the instruction runs with their exception handled, as in
-    # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
-    entered = [] if handled_tmp is None else [_enter_handler(cg, handled_tmp)]
-    held += entered
     # An argument the traced code deleted or rebound before this point is still held by this
-    # frame's argument slot: let it go now, where the original frame let go of it (weakref
-    # callbacks, __del__, a generator's finally run where eager runs them).
-    for name, var in tx.ctx.root_args.items():
-        if name not in code.co_cellvars and tx.locals.get(name) is not var:
-            cg.emit("DELETE_FAST", name)
+    # frame's argument slot: let it go before the instruction, where the original frame let
+    # go of it (weakref callbacks, __del__, a generator's finally run where eager runs them).
+    released = tuple(name for name, var in tx.ctx.root_args.items()
+                     if name not in code.co_cellvars and tx.locals.get(name) is not var)
 
-    # The instruction, natively, with its inputs.
-    original = _bytecode_instrs(code)
-    if handler is not None:  # the handler resumes at the original one (see module docstring)
-        handler_label = bc.Label()
-        try_begin = bc.TryBegin(handler_label, push_lasti=False)
-        cg.instrs.append(try_begin)
-    for v in input_tmps:
-        cg.instrs.extend(versions.push_null() if v is None else [bc.Instr("LOAD_FAST", v)])
-    jump_label = bc.Label() if is_jump else None
-    for ins in _native(original, inst, jump_label, tx):
-        cg.instrs.append(ins)
-    if handler is not None:
-        cg.instrs.append(bc.TryEnd(try_begin))
+    passed = {loc.name for loc in live}
 
-    # Continuation after the instruction (fall-through): results are on the stack.
+    def continuation(entry, target, kept, pushed=(), **kw):
+        kinds = _stack_kinds(below[:kept], handled) + list(pushed)
+        return Continuation(entry, target, kept, tuple(kinds), _resume_locals(code, liveness, target, passed), **kw)
+
+    continuations = []
     if inst.opname in _METHOD_LOADS:  # the attribute and a NULL, in this version's call order
-        attr_tmp = cg.store_tmp()
-        _leave_handlers(cg, entered)
-        pair = versions.callable_and_null((attr_tmp, STACK_ARG), (None, STACK_NULL))
-        _call_resume(cg, tx, inst.index + 1, below, below_tmps + [t for t, _k in pair], [k for _t, k in pair],
-                     liveness, local_tmps, drop=held + [attr_tmp])
+        pair = versions.callable_and_null((None, STACK_ARG), (None, STACK_NULL))
+        continuations.append(continuation(FALL_THROUGH, inst.index + 1, len(below), [k for _t, k in pair],
+                                          results=1))
     elif falls_through:
-        result_tmps = [cg.store_tmp() for _ in range(pushes)][::-1]
-        _leave_handlers(cg, entered)
-        _call_resume(cg, tx, inst.index + 1, below, below_tmps + result_tmps, [STACK_ARG] * pushes,
-                     liveness, local_tmps, drop=held + result_tmps)
+        continuations.append(continuation(FALL_THROUGH, inst.index + 1, len(below), [STACK_ARG] * pushes,
+                                          results=pushes))
     if is_jump:
-        cg.instrs.append(jump_label)
-        _leave_handlers(cg, entered)
-        _call_resume(cg, tx, inst.target, below, below_tmps, [], liveness, local_tmps, drop=held)
+        continuations.append(continuation(JUMP, inst.target, len(below)))
     if handler is not None:
-        cg.instrs.append(handler_label)
-        exc_tmp = cg.store_tmp()
-        _leave_handlers(cg, entered)
-        kept = below[:handler.depth]
-        lasti = inst.offset if handler.lasti else None
-        _call_resume(cg, tx, handler.target, kept, below_tmps[:handler.depth], [], liveness,
-                     local_tmps, lasti=lasti, exc_tmp=exc_tmp, drop=held + [exc_tmp])
+        continuations.append(continuation(HANDLER, handler.target, len(below[:handler.depth]),
+                                          lasti=inst.offset if handler.lasti else None, takes_exc=True))
+    return BreakPlan(inst, tuple(below), tuple(inputs), tuple(live),
+                     None if handled is None or isinstance(handled, OuterException) else handled,
+                     released, tuple(continuations))
 
-    head, slot = graph_call(tx, cg)
-    return prologue(code) + head + cg.instrs, slot, cg.outputs
+
+def _stack_kinds(stack, handled):
+    """STACK_* of each stack item a resume function takes (`handled`: the exception handled
+    where the frame stopped, see _live_handler_slots)."""
+    live = _live_handler_slots(stack, handled)
+    return [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live
+            else STACK_ARG for v in stack]
+
+
+def _resume_locals(code, liveness, target, passed):
+    """The locals (of `passed`) a resume function starting at `target` takes, in
+    make_resume_code's order: the live ones sorted, then the zero-arg super()'s self."""
+    first = super_self_name(code)
+    names = [n for n in sorted(liveness[target]) if n in passed]
+    if first in passed and first not in names:
+        names.append(first)
+    return tuple(names)
 
 
 _INERT = frozenset({"NOP", "LOAD_CONST", "LOAD_FAST", "POP_TOP", "COPY", "SWAP", "RESUME", "CACHE"})
@@ -324,6 +365,97 @@ def _dropped_first(instrs, start, name):
         if inst.opname not in _INERT:
             return False
     return False
+
+
+def _live_handler_slots(stack, handled):
+    """ids of the ExcInfoSlots of handlers still running: the top one holds the handled
+    exception, the one below it the exception that one replaced, and so on. (A cleanup
+    handler's COPY 3; POP_EXCEPT leaves a finished slot on the stack until its RERAISE.)"""
+    live = set()
+    for v in reversed(stack):
+        if isinstance(v, ExcInfoSlot) and v.exc is handled:
+            live.add(id(v))
+            handled = v.prev
+    return live
+
+
+# ---- the emission: the plan as the sections of a Rewrite (codegen.SECTIONS) --------------------
+
+def emit_break(tx, plan):
+    """The Rewrite for `plan`:
+
+        READS        phase 1: the stack, the live locals, the handled exception, the side effects
+        STORES       phase 2: the side effects written back
+        INSTRUCTION  its inputs pushed; the instruction itself, natively
+        EXIT         per continuation: its results stored; the resume function called, its
+                     result returned
+    """
+    cg = CodeGen.for_frame(tx)
+    with cg.section(READS):
+        below_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.below]
+        input_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.inputs]
+        local_tmps = {}
+        for loc in plan.live_locals:
+            if loc.passed:
+                local_tmps[loc.name] = cg.into_tmp(loc.value)
+                continue
+            if loc.held:
+                cg.into_tmp(loc.value)
+            cg.load_const(None)
+            local_tmps[loc.name] = cg.store_tmp()
+        handled_tmp = None if plan.handled is None else cg.into_tmp(plan.handled)
+    emit_stores(cg, side_effect_values(cg, tx))
+    # Temporaries this frame holds; dropped before the resume call so that it keeps no object
+    # alive longer than the original frame would (weakref callbacks, __del__ timing).
+    held = cg.temps()
+    if cg.calls_graph():
+        held.append(GRAPH_OUT)
+    with cg.section(INSTRUCTION):
+        # Inside except/finally bodies the instruction runs with their exception handled, as in
+        # the original frame (a bare `raise`, sys.exc_info()); restored before the resume call.
+        entered = [] if handled_tmp is None else [_enter_handler(cg, handled_tmp)]
+        held += entered
+        for name in plan.released_args:
+            cg.emit("DELETE_FAST", name)
+        labels = _emit_instruction(cg, plan, input_tmps)
+    with cg.section(EXIT):
+        for cont in plan.continuations:
+            _emit_continuation(cg, cont, labels.get(cont.entry), below_tmps[:cont.kept], local_tmps,
+                               entered, held)
+    return cg.finish()
+
+
+def _emit_instruction(cg, plan, input_tmps):
+    """The instruction with its inputs pushed, natively. If it is inside a `try`/`with` region,
+    it is covered by a handler that resumes at the original one (see module docstring).
+    Returns the labels the JUMP and HANDLER continuations start at."""
+    labels = {}
+    if plan.handler is not None:
+        labels[HANDLER] = bc.Label()
+        try_begin = bc.TryBegin(labels[HANDLER], push_lasti=False)
+        cg.extend([try_begin])
+    for v in input_tmps:
+        cg.extend(versions.push_null() if v is None else [bc.Instr("LOAD_FAST", v)])
+    if plan.jumps:
+        labels[JUMP] = bc.Label()
+    cg.extend(_native(_bytecode_instrs(cg.code), plan.inst, labels.get(JUMP)))
+    if plan.handler is not None:
+        cg.extend([bc.TryEnd(try_begin)])
+    return labels
+
+
+def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held):
+    """Where the continuation starts (after the instruction, or at its label): store what the
+    instruction left, leave the handled exception, call the resume function."""
+    if label is not None:
+        cg.extend([label])
+    exc_tmp = cg.store_tmp() if cont.takes_exc else None
+    results = [cg.store_tmp() for _ in range(cont.results)][::-1]
+    _leave_handlers(cg, entered)
+    pushed = iter(results)
+    stack_tmps = list(stack_tmps) + [None if k == STACK_NULL else next(pushed) for k in cont.stack_kinds[cont.kept:]]
+    drop = held + results + ([exc_tmp] if exc_tmp is not None else [])
+    _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop)
 
 
 def _enter_handler(cg, exc_tmp):
@@ -341,23 +473,6 @@ def _leave_handlers(cg, prev_tmps):
         cg.emit("POP_EXCEPT")
 
 
-def _live_handler_slots(stack, handled):
-    """ids of the ExcInfoSlots of handlers still running: the top one holds the handled
-    exception, the one below it the exception that one replaced, and so on. (A cleanup
-    handler's COPY 3; POP_EXCEPT leaves a finished slot on the stack until its RERAISE.)"""
-    live = set()
-    for v in reversed(stack):
-        if isinstance(v, ExcInfoSlot) and v.exc is handled:
-            live.add(id(v))
-            handled = v.prev
-    return live
-
-
-def _into_tmp(cg, var):
-    cg.reconstruct(var)
-    return cg.store_tmp()
-
-
 def _bytecode_instrs(code):
     """The code's instructions as bytecode.Instr, once per code object (shared: copy
     before changing one, as versions.call_instructions does)."""
@@ -370,7 +485,7 @@ def _bytecode_instrs(code):
 _INSTRS = PerCode()
 
 
-def _native(original, inst, jump_label, frame):
+def _native(original, inst, jump_label):
     """Copies of the original instruction (with what belongs to it, e.g. a CALL's KW_NAMES);
     a conditional jump becomes a forward jump to `jump_label`; a method load becomes a plain
     attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
@@ -383,16 +498,10 @@ def _native(original, inst, jump_label, frame):
     return versions.native(original, inst.index)
 
 
-def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, local_tmps,
-                 lasti=None, exc_tmp=None, drop=()):
-    live = _live_handler_slots(below, frame.ctx.exc_stack[-1])
-    kinds = [STACK_NULL if isinstance(v, NullVariable) else STACK_EXC_INFO if id(v) in live
-             else STACK_ARG for v in below] + list(extra_kinds)
-    first = super_self_name(frame.code)
-    names = [n for n in sorted(liveness[target]) if n in local_tmps]
-    if first in local_tmps and first not in names:
-        names.append(first)
-    rcode = resume_code(frame.code, target, kinds, names, lasti=lasti, push_exc=exc_tmp is not None)
+def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop):
+    code = cg.code
+    rcode = resume_code(code, cont.target, cont.stack_kinds, cont.local_names, lasti=cont.lasti,
+                        push_exc=cont.takes_exc)
     # A function made here, not a constant function: the resume function must run with the
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two
@@ -401,22 +510,24 @@ def _call_resume(cg, frame, target, below, stack_tmps, extra_kinds, liveness, lo
     # with the closures made before the break (bytecode_utils.resume).
     make = []
     for name in rcode.co_freevars:
-        make += versions.load_closure(name, free=name in frame.code.co_freevars)
+        make += versions.load_closure(name, free=name in code.co_freevars)
     if rcode.co_freevars:
         make.append(bc.Instr("BUILD_TUPLE", len(rcode.co_freevars)))
     make += versions.make_function(rcode, closure=bool(rcode.co_freevars))
-    cg.instrs.extend(versions.load_callable(make))
+    cg.extend(versions.load_callable(make))
+    first = super_self_name(code)
     args = [t for t in stack_tmps if t is not None]
     if exc_tmp is not None:
         args.append(exc_tmp)
-    args += [local_tmps[n] for n in names if n != first]
-    if first in names:  # signature order of make_resume_code (resume_arg_order)
+    args += [local_tmps[n] for n in cont.local_names if n != first]
+    if first in cont.local_names:  # signature order of make_resume_code (resume_arg_order)
         args.insert(0, local_tmps[first])
     for t in args:
         cg.emit("LOAD_FAST", t)
     for t in drop:
         cg.emit("DELETE_FAST", t)
-    cg.instrs.extend(versions.call(len(args)) + versions.return_value())
+    cg.extend(versions.call(len(args)) + versions.return_value())
 
 
-__all__ = ["BreakInfo", "can_break_at", "loop_depth", "generate_break", "_GraphFnSlot"]
+__all__ = ["BreakInfo", "BreakPlan", "Continuation", "LiveLocal", "can_break_at", "loop_depth", "plan_break",
+           "emit_break", "generate_break"]

@@ -283,27 +283,30 @@ def _bind_root(tx, code, L, C):
 
 def _finish_break(tx, error, state, builtins, backend_fn):
     inst = error.root_inst
-    instrs, slot, outputs = generate_break(tx, inst, error.reason)
-    entry = _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn)
+    entry = _build_entry(tx, generate_break(tx, inst, error.reason), state, builtins, backend_fn)
     stack = list(error.user_stack)  # outermost (this frame) first
     entry.breaks.append(BreakInfo(error.reason, tx.code.co_filename, inst.lineno, inst.opname, stack))
     return entry
 
 
 def _finish(tx, ret, state, builtins, backend_fn):
-    instrs, slot, outputs = codegen.generate(tx, ret)
-    return _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn)
+    return _build_entry(tx, codegen.generate(tx, ret), state, builtins, backend_fn)
 
 
-def _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn):
+def _build_entry(tx, rewrite, state, builtins, backend_fn):
+    """The Entry for a codegen.Rewrite: guards, the graph compiled by the backend, and the code
+    that calls it. Code that depends on the compiled graph goes in at the rewrite's
+    AFTER_GRAPH_CALL section, right after the graph call."""
     ctx = tx.ctx
+    slot = rewrite.slot
     out = ctx.output
     guards = [state, *tensor_guards_with_dynamic_dims(ctx.guards, out.shapes)]
     distinct = _distinct_sources(ctx)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
+    set_grad = []
     if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
-        _hand_grad_mode_to_bytecode(ctx, instrs)
+        set_grad = _hand_grad_mode_to_bytecode(ctx)
     if slot is not None:  # stopped inside autocast blocks: the graph leaves them at its end
         for v in reversed(ctx.autocast_at_stop):
             out.graph.create_node("call_function", torch.amp.autocast_mode._exit_autocast, (v.node,), {})
@@ -311,7 +314,7 @@ def _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn):
     compiled = None
     rerun = None
     if slot is not None:
-        gm = out.build_module(outputs)
+        gm = out.build_module(rewrite.outputs)
         rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.history_changed)
         if rerun is HISTORY:
@@ -323,12 +326,13 @@ def _build_entry(tx, instrs, slot, outputs, state, builtins, backend_fn):
         if rerun is not None:
             compiled = rerun.wrap(compiled)
     if rerun is not None:  # a graph that raises makes the frame run again as Python (rerun.py)
-        at = next(i for i, ins in enumerate(instrs)
-                  if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
-        instrs[at + 1:at + 1] = rerun_check(tx.code, codegen.GRAPH_OUT)
+        rewrite.add(codegen.AFTER_GRAPH_CALL, rerun_check(tx.code, codegen.GRAPH_OUT))
+    # after the check: a graph that raised reruns the frame in the mode it found (graph_raised
+    # puts it back); the mode the traced code reached is set only after a graph that returned
+    rewrite.add(codegen.AFTER_GRAPH_CALL, set_grad)
     # after the backend: it may have added guards on sizes of its own
     guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
-    new_code = codegen.assemble(tx.code, instrs, slot, compiled, rerun=rerun)
+    new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
 
@@ -355,17 +359,14 @@ def _break_at_history_write(ctx):
     raise e
 
 
-def _hand_grad_mode_to_bytecode(ctx, instrs):
+def _hand_grad_mode_to_bytecode(ctx):
     """The graph ends in the grad mode it started in (so any backend can compile it); the
     rewritten code then sets the mode the traced code had reached (e.g. a break inside
-    `with torch.no_grad()`), right after the graph call."""
-    import bytecode as bc
+    `with torch.no_grad()`), right after the graph call: returns those instructions."""
     ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
-    at = next(i for i, ins in enumerate(instrs)
-              if isinstance(ins, bc.Instr) and ins.name == "STORE_FAST" and ins.arg == codegen.GRAPH_OUT)
-    instrs[at + 1:at + 1] = (versions.load_const_callable(torch._C._set_grad_enabled)
-                             + [bc.Instr("LOAD_CONST", ctx.grad_at_stop)]
-                             + versions.call(1) + [bc.Instr("POP_TOP")])
+    return (versions.load_const_callable(torch._C._set_grad_enabled)
+            + [bc.Instr("LOAD_CONST", ctx.grad_at_stop)]
+            + versions.call(1) + [bc.Instr("POP_TOP")])
 
 
 def _distinct_sources(ctx):
