@@ -31,9 +31,15 @@ def _sanitize(name):
 
 
 class OutputGraph:
-    def __init__(self, size_policy=None):
+    # What a scratch graph (scratch()) shares with the graph it is made from: the fake tensors
+    # and their symbolic sizes, and the list that keeps what it registers alive as long as this
+    # one. Every other field of a scratch graph starts empty, as in __init__.
+    SHARED_WITH_SCRATCH = ("shapes", "fake_mode", "_attr_keep", "_fake_memo")
+
+    def __init__(self, size_policy=None, shapes=None):
         self.graph = fx.Graph()
-        self.shapes = Shapes(size_policy)  # the ShapeEnv: symbolic sizes of dynamic inputs
+        # the ShapeEnv: symbolic sizes of dynamic inputs (`shapes`: a scratch graph's, shared)
+        self.shapes = Shapes(size_policy) if shapes is None else shapes
         self.fake_mode = self.shapes.fake_mode
         self.root = torch.nn.Module()
         self.inputs = []          # [(source, placeholder node, real tensor or int)]
@@ -48,20 +54,23 @@ class OutputGraph:
     def scratch(self):
         """A throw-away graph over the same fake tensors (autograd.Function forwards are
         traced into one just for their outputs' metadata)."""
-        other = OutputGraph.__new__(OutputGraph)
-        other.graph = fx.Graph()
-        other.fake_mode = self.fake_mode
-        other.shapes = self.shapes
-        other._sym_nodes = {}
-        other.grad_fns = {}
-        other.sym_inputs = {}
-        other.root = torch.nn.Module()
-        other.inputs = []
-        other._attr_names = {}
-        other._attr_keep = self._attr_keep  # (keeps what it registers alive as long as this one)
-        other._fake_memo = self._fake_memo
-        other._last_placeholder = None
+        other = OutputGraph(shapes=self.shapes)
+        for name in self.SHARED_WITH_SCRATCH:
+            setattr(other, name, getattr(self, name))
         return other
+
+    def mark(self):
+        """What a trial inline (TraceContext.checkpoint) cannot take back, as counts: the
+        graph's nodes, inputs and attributes. Equal marks: the trial added none."""
+        return (len(self.graph.nodes), len(self.inputs), len(self._attr_names), len(self.sym_inputs))
+
+    def release(self):
+        """When the trace is done (TraceContext.release): let go of the real values the trace
+        held. The graph module, which the entry keeps, holds what the graph needs."""
+        self.inputs = []
+        self._attr_keep = []
+        self._fake_memo = {}
+        self.grad_fns = {}
 
     # ---- graph inputs and attributes -------------------------------------------
     def fake(self, tensor):

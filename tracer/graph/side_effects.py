@@ -9,6 +9,13 @@ from ..exc import Unsupported
 
 
 class SideEffects:
+    # What a trial inline (TraceContext.checkpoint, variables/speculate.py) does with each log
+    # when the trace refuses it: the pending stores are copied and put back; the other logs
+    # record what cannot be taken back (a container changed in place, a real closure cell
+    # written, a call to make after the graph), so a trial that added to them is not restorable.
+    RESTORED = ("attr_stores", "raw_attr_stores", "global_stores")
+    MARKED = ("mutated_containers", "cell_stores", "deferred_calls")
+
     def __init__(self):
         self.mutated_containers = []   # Variables with a source whose contents changed
         self.attr_stores = {}          # id(var) -> (var, {name: Variable})
@@ -75,6 +82,35 @@ class SideEffects:
         entry = self.global_stores.get(id(f_globals))
         return entry[1].get(name) if entry else None
 
+    def mark(self):
+        """The lengths of the logs a trial cannot take back: equal marks, nothing changed."""
+        return tuple(len(getattr(self, name)) for name in self.MARKED)
+
+    def checkpoint(self):
+        """The state a refused trial goes back to: restorable(), restore()."""
+        return _Checkpoint(self)
+
     def is_empty(self):
         return not (self.mutated_containers or self.attr_stores or self.global_stores or self.cell_stores
                     or self.deferred_calls)
+
+
+class _Checkpoint:
+    """SideEffects.checkpoint(): the pending stores as they were (each object's or globals
+    dict's {name: value} copied too), and the mark of the other logs."""
+
+    def __init__(self, effects):
+        self.effects = effects
+        self.counts = effects.mark()
+        self.attr_stores = {k: (v, dict(d)) for k, (v, d) in effects.attr_stores.items()}
+        self.raw_attr_stores = set(effects.raw_attr_stores)
+        self.global_stores = {k: (g, dict(d)) for k, (g, d) in effects.global_stores.items()}
+
+    def restorable(self):
+        return self.effects.mark() == self.counts
+
+    def restore(self):
+        for name in SideEffects.RESTORED:  # (in place)
+            store = getattr(self.effects, name)
+            store.clear()
+            store.update(getattr(self, name))

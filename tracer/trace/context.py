@@ -1,52 +1,224 @@
-"""The state of one trace, shared by the root frame and every frame inlined into it."""
+"""The state of one trace, shared by the root frame and every frame inlined into it.
+
+Each field of `TraceContext` is declared once, below, with what happens to it
+
+* on `release()`, when the trace is done (convert_frame): the trace's structures refer to each
+  other in cycles, so the user's objects they hold (through Variables, frames and cells) are let
+  go of then, not at the next cyclic garbage collection: a generator or an object with __del__
+  passed in must be finalized when the program drops it, as in eager;
+* on `checkpoint()`, taken before a call is inlined on trial (variables/speculate.py): if the
+  trace refuses the call, `restorable()` says whether it changed nothing that cannot be taken
+  back, and `restore()` puts the rest back as it was.
+
+`scratch_trace()` swaps in a throw-away graph for code traced only for the metadata of its
+outputs (an autograd.Function's forward, a checkpointed function). tests/test_trace_context.py
+fails for a field of the context that is not declared here.
+"""
+import contextlib
+import dataclasses
+import types
+
 import torch
 
 from ..graph.output_graph import OutputGraph
 from ..graph.side_effects import SideEffects
 from ..variables.exceptions import OuterException
 
+# What release() does to a field:
+KEEP = "kept"         # nothing (and for checkpoint(): a trial leaves it as it was, or what the
+                      # trial did to it stays)
+CLEAR = "cleared"     # emptied in place
+RESET = "reset"       # replaced by a new empty container (whatever else holds the old one keeps it)
+DROP = "dropped"      # set to None
+OWN = "own"           # the object's own release() / checkpoint() (OutputGraph, SideEffects)
+# What checkpoint() saves of a field, and restore() does with it:
+TRUNCATE = "truncated"    # a list that only grows: its length; cut back to it
+COPY = "copied"           # a list or dict: a shallow copy; put back in place
+VALUE = "value"           # a flag: its value; set back
+MARK = "must not change"  # its mark(): changed, the trial cannot be taken back (not restorable)
 
+RELEASE_KINDS = (KEEP, CLEAR, RESET, DROP, OWN)
+TRIAL_KINDS = (KEEP, TRUNCATE, COPY, VALUE, MARK, OWN)
+
+
+def _given(*, release, trial):
+    """A field passed to the constructor."""
+    return dataclasses.field(metadata={"release": release, "trial": trial})
+
+
+def _state(initial, *, release, trial):
+    """A field that starts as `initial`, or as a new `initial()` for a type or a function
+    (list, dict, SideEffects)."""
+    make = initial if callable(initial) else lambda: initial  # (set by __init__ either way)
+    return dataclasses.field(default_factory=make, init=False, metadata={"release": release, "trial": trial})
+
+
+def _dispatch_tls():
+    return (torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set())
+
+
+@dataclasses.dataclass(eq=False, repr=False)
 class TraceContext:
     """State shared by the root frame and every inlined frame of one trace."""
 
-    def __init__(self, code, f_globals, f_builtins, size_policy=None):
-        self.code = code
-        self.root_frame = None
-        self.f_globals = f_globals
-        self.f_builtins = f_builtins
+    code: types.CodeType = _given(release=KEEP, trial=KEEP)
+    f_globals: dict = _given(release=KEEP, trial=KEEP)
+    f_builtins: dict = _given(release=KEEP, trial=KEEP)
+    size_policy: dataclasses.InitVar = None  # the output graph's (graph/shapes.py)
+    root_frame: object = _state(None, release=DROP, trial=KEEP)
+    # (made by __post_init__) a trial that added a node, an input or an attribute to the graph
+    # cannot be taken back
+    output: OutputGraph = _state(None, release=OWN, trial=MARK)
+    guards: list = _state(list, release=KEEP, trial=TRUNCATE)  # on what the trace read
+    # pending stores and what cannot be undone (graph/side_effects.py declares which is which)
+    side_effects: SideEffects = _state(SideEffects, release=DROP, trial=OWN)
+    # id(real object) -> (object, its Variable): an object read twice is one Variable
+    wrap_memo: dict = _state(dict, release=CLEAR, trial=COPY)
+    # inputs that must stay distinct objects (convert_frame._distinct_sources): the sources of
+    # tensor inputs, the Variables of mutable ones and of those whose identity was compared
+    input_tensor_sources: list = _state(list, release=KEEP, trial=TRUNCATE)
+    mutable_inputs: list = _state(list, release=RESET, trial=TRUNCATE)
+    # instructions executed (a trial's count too: the limits are on the work done)
+    steps: int = _state(0, release=KEEP, trial=KEEP)
+    # the guard that no global nn.Module hook is registered is made (guard_global_module_hooks)
+    module_hooks_guarded: bool = _state(False, release=KEEP, trial=VALUE)
+    # instructions executed by the root frame
+    root_steps: int = _state(0, release=KEEP, trial=KEEP)
+    # stop the root frame before this step (graph break)
+    break_at: object = _state(None, release=KEEP, trial=KEEP)
+    # real grad mode around the trace
+    grad_at_start: object = _state(None, release=KEEP, trial=KEEP)
+    grad_at_stop: object = _state(None, release=KEEP, trial=KEEP)
+    # AutocastVariables entered (for real too) and not left yet (entering one makes a graph
+    # node: a trial that did is not restorable, by the output's mark)
+    autocast_stack: list = _state(list, release=KEEP, trial=KEEP)
+    autocast_at_stop: list = _state(list, release=KEEP, trial=KEEP)  # ... when the trace stopped
+    # the thread's dispatch key sets at entry, where guards run (torch_vars.tensor_match)
+    entry_dispatch_tls: tuple = _state(_dispatch_tls, release=KEEP, trial=KEEP)
+    # NNModuleVariables whose forward is being inlined (node_meta; pushed and popped in a finally)
+    module_calls: list = _state(list, release=RESET, trial=KEEP)
+    # types of stock nn modules kept as call_module (StockLeaf)
+    stock_leaves: set = _state(set, release=KEEP, trial=KEEP)
+    # stock nn module types to call as Python (CodeCache.leaf_breaks)
+    leaf_breaks: set = _state(set, release=KEEP, trial=KEEP)
+    # every Frame of this trace (release() clears each one's locals, stack and cells first)
+    frames: list = _state(list, release=CLEAR, trial=TRUNCATE)
+    # the root frame's arguments as bound (convert_frame._bind_root)
+    root_args: dict = _state(dict, release=RESET, trial=KEEP)
+    # frames whose run() is executing, innermost last (pushed and popped in a finally)
+    frame_stack: list = _state(list, release=RESET, trial=KEEP)
+    # GeneratorVariables made by the trace, not finished
+    generators: list = _state(list, release=RESET, trial=TRUNCATE)
+    # real generators from outside that would run code on close
+    foreign_generators: list = _state(list, release=RESET, trial=TRUNCATE)
+    # closing an unreachable generator (variables/generators.py)
+    finalizing: bool = _state(False, release=KEEP, trial=KEEP)
+    # the handled exception per exception state (variables/exceptions.py): the thread's,
+    # then one per running generator; the caller's is not known until needed (a trial refused
+    # inside an `except` block leaves its exception there: put back)
+    exc_stack: list = _state(lambda: [OuterException()], release=KEEP, trial=COPY)
+    # id(real closure cell) -> its CellBox (variables/functions.py)
+    cell_boxes: dict = _state(dict, release=CLEAR, trial=COPY)
+    # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
+    shape_marks: list = _state(list, release=KEEP, trial=TRUNCATE)
+    # sys.exc_info()[1] when the frame was called
+    handled_at_entry: object = _state(None, release=KEEP, trial=KEEP)
+    # an op was traced where a try/with of the traced code would catch its exception:
+    # if the graph raises there, the frame must rerun as Python (rerun.py)
+    ops_under_handler: bool = _state(False, release=KEEP, trial=VALUE)
+    # (root step, root instruction) of the first op that wrote a graph input in place
+    # while recording autograd history: where to break if the graph must rerun (rerun.py)
+    history_write_at: object = _state(None, release=KEEP, trial=VALUE)
+
+    def __post_init__(self, size_policy):
         self.output = OutputGraph(size_policy)
-        self.guards = []
+
+    def release(self):
+        """Let go of the user's objects the trace held, now (see the module's docstring). The
+        context is not used after it; a second release does nothing more."""
+        for frame in self.frames:
+            frame.locals.clear()
+            frame.stack.clear()
+            frame.cells.clear()
+            frame.generator = None
+            frame.return_value = None
+        for f in FIELDS:
+            how = f.metadata["release"]
+            if how == CLEAR:
+                getattr(self, f.name).clear()
+            elif how == RESET:
+                setattr(self, f.name, f.default_factory())
+            elif how == DROP:
+                setattr(self, f.name, None)
+            elif how == OWN:
+                getattr(self, f.name).release()
+
+    def checkpoint(self):
+        """The state to go back to if the call about to be inlined on trial is refused."""
+        return Checkpoint(self)
+
+    @contextlib.contextmanager
+    def scratch_trace(self, output=None):
+        """Trace into `output` (else a new scratch of the trace's graph, which it yields) with
+        an empty side-effect log (the caller checks it stays empty) and a copy of the wrap
+        memo; after, the trace's own are back, and so are the inputs registered so far (what
+        the scratch trace wrapped is not an input of the trace). Guards it adds are kept: what
+        it read is guarded like any other read."""
+        saved = (self.output, self.side_effects, self.wrap_memo, list(self.input_tensor_sources),
+                 list(self.mutable_inputs))
+        self.output = self.output.scratch() if output is None else output
         self.side_effects = SideEffects()
-        self.wrap_memo = {}
-        self.input_tensor_sources = []
-        self.mutable_inputs = []
-        self.steps = 0
-        self.module_hooks_guarded = False
-        self.root_steps = 0       # instructions executed by the root frame
-        self.break_at = None      # stop the root frame before this step (graph break)
-        self.grad_at_start = self.grad_at_stop = None  # real grad mode around the trace
-        self.autocast_stack = []  # AutocastVariables entered (for real too) and not left yet
-        self.autocast_at_stop = []  # ... when the trace stopped
-        self.entry_dispatch_tls = (torch._C._dispatch_tls_local_include_set(),
-                                   torch._C._dispatch_tls_local_exclude_set())
-        self.module_calls = []    # NNModuleVariables whose forward is being inlined (node_meta)
-        self.stock_leaves = set()  # types of stock nn modules kept as call_module (StockLeaf)
-        self.leaf_breaks = set()  # stock nn module types to call as Python (CodeCache.leaf_breaks)
-        self.frames = []          # every Frame of this trace
-        self.root_args = {}       # the root frame's arguments as bound (convert_frame._bind_root)
-        self.frame_stack = []     # frames whose run() is executing, innermost last
-        self.generators = []      # GeneratorVariables made by the trace, not finished
-        self.foreign_generators = []  # real generators from outside that would run code on close
-        self.finalizing = False   # closing an unreachable generator (variables/generators.py)
-        # the handled exception per exception state (variables/exceptions.py): the thread's,
-        # then one per running generator; the caller's is not known until needed
-        self.exc_stack = [OuterException()]
-        self.cell_boxes = {}      # id(real closure cell) -> its CellBox (variables/functions.py)
-        self.shape_marks = []     # torch._dynamo.mark_dynamic & co. seen (compile_annotations.py)
-        self.handled_at_entry = None  # sys.exc_info()[1] when the frame was called
-        # an op was traced where a try/with of the traced code would catch its exception:
-        # if the graph raises there, the frame must rerun as Python (rerun.py)
-        self.ops_under_handler = False
-        # (root step, root instruction) of the first op that wrote a graph input in place
-        # while recording autograd history: where to break if the graph must rerun (rerun.py)
-        self.history_write_at = None
+        self.wrap_memo = dict(self.wrap_memo)
+        try:
+            yield self.output
+        finally:
+            self.output, self.side_effects, self.wrap_memo = saved[:3]
+            self.input_tensor_sources[:], self.mutable_inputs[:] = saved[3], saved[4]
+
+
+FIELDS = dataclasses.fields(TraceContext)
+
+
+class Checkpoint:
+    """TraceContext.checkpoint(): what each field's `trial` kind saves of it."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.saved = []  # [(field name, kind, what was saved)]
+        for f in FIELDS:
+            how, value = f.metadata["trial"], getattr(ctx, f.name)
+            if how == TRUNCATE:
+                self.saved.append((f.name, how, len(value)))
+            elif how == COPY:
+                self.saved.append((f.name, how, value.copy()))
+            elif how == VALUE:
+                self.saved.append((f.name, how, value))
+            elif how == MARK:
+                self.saved.append((f.name, how, value.mark()))
+            elif how == OWN:
+                self.saved.append((f.name, how, value.checkpoint()))
+
+    def restorable(self):
+        """Whether the trial changed nothing that cannot be taken back."""
+        for name, how, saved in self.saved:
+            if how == MARK and getattr(self.ctx, name).mark() != saved:
+                return False
+            if how == OWN and not saved.restorable():
+                return False
+        return True
+
+    def restore(self):
+        for name, how, saved in self.saved:
+            value = getattr(self.ctx, name)
+            if how == TRUNCATE:
+                del value[saved:]
+            elif how == COPY:
+                if isinstance(value, list):
+                    value[:] = saved
+                else:
+                    value.clear()
+                    value.update(saved)
+            elif how == VALUE:
+                setattr(self.ctx, name, saved)
+            elif how == OWN:
+                saved.restore()

@@ -117,34 +117,8 @@ def _learn_from_refusal(e, code, policy, leaves):
 
 
 def _release(ctx):
-    """Let go of the user's objects the trace held (through its Variables, frames and cells)
-    now, not at the next cyclic garbage collection: the trace's structures refer to each
-    other in cycles, and a generator or an object with __del__ passed in must be finalized
-    when the program drops it, as in eager."""
-    if ctx is None:
-        return
-    for frame in ctx.frames:
-        frame.locals.clear()
-        frame.stack.clear()
-        frame.cells.clear()
-        frame.generator = None
-        frame.return_value = None
-    ctx.frames.clear()
-    ctx.root_args = {}
-    ctx.wrap_memo.clear()
-    ctx.cell_boxes.clear()
-    ctx.generators = []
-    ctx.foreign_generators = []
-    ctx.frame_stack = []
-    ctx.root_frame = None
-    ctx.mutable_inputs = []
-    ctx.module_calls = []
-    ctx.side_effects = None
-    out = ctx.output  # (its graph module, which the entry keeps, holds what the graph needs)
-    out.inputs = []
-    out._attr_keep = []
-    out._fake_memo = {}
-    out.grad_fns = {}
+    if ctx is not None:  # (None: the first trace failed before it was made)
+        ctx.release()
 
 
 # the folders of our own code, whose frames _forget_frames may clear

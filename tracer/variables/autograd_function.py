@@ -19,7 +19,6 @@ import torch
 
 from ..exc import Unsupported
 from .base import Variable
-from ..graph.side_effects import SideEffects
 from ..graph import node_meta
 
 _FUNCTION_BASE_SETUP = torch.autograd.Function.setup_context
@@ -102,22 +101,16 @@ def _static_function(cls, name):
 def _scratch_forward(tx, cls, forward, args, needs):
     """Trace F.forward(ctx, *args) into a throw-away graph; the fake outputs."""
     ctx = tx.ctx
-    saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
-             list(ctx.mutable_inputs))
-    ctx.output = ctx.output.scratch()
-    ctx.side_effects = SideEffects()
-    ctx.wrap_memo = dict(ctx.wrap_memo)
-    prev_grad = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)  # forward runs under no_grad
-    try:
-        fctx = new_objects.construct(tx, objects.ClassVariable(TraceCtx), [base.ConstantVariable(needs)], {})
-        result = functions.UserFunctionVariable(forward).call(tx, [fctx, *args], {})
-        if not ctx.side_effects.is_empty():
-            raise Unsupported(f"{cls.__name__}.forward changes state outside itself")
-    finally:
-        torch._C._set_grad_enabled(prev_grad)
-        ctx.output, ctx.side_effects, ctx.wrap_memo = saved[:3]
-        ctx.input_tensor_sources[:], ctx.mutable_inputs[:] = saved[3], saved[4]
+    with ctx.scratch_trace():
+        prev_grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)  # forward runs under no_grad
+        try:
+            fctx = new_objects.construct(tx, objects.ClassVariable(TraceCtx), [base.ConstantVariable(needs)], {})
+            result = functions.UserFunctionVariable(forward).call(tx, [fctx, *args], {})
+            if not ctx.side_effects.is_empty():
+                raise Unsupported(f"{cls.__name__}.forward changes state outside itself")
+        finally:
+            torch._C._set_grad_enabled(prev_grad)
     if isinstance(result, tensor.TensorVariable):
         return result.example
     if isinstance(result, containers.BaseSequence) and result.python_type() is tuple and \

@@ -20,7 +20,6 @@ import torch.fx as fx
 
 from ..exc import Unsupported
 from .base import ConstantVariable
-from ..graph.side_effects import SideEffects
 
 CHECKPOINT = torch.utils.checkpoint.checkpoint
 _PLAIN_KWARGS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug"}
@@ -84,21 +83,17 @@ def checkpoint_call(tx, args, kwargs):
 def _trace_into(tx, scratch, fn, args):
     """Call fn symbolically with the trace's graph swapped for `scratch`."""
     ctx = tx.ctx
-    saved = (ctx.output, ctx.side_effects, ctx.wrap_memo, list(ctx.input_tensor_sources),
-             list(ctx.mutable_inputs))
-    ctx.output, ctx.side_effects, ctx.wrap_memo = scratch, SideEffects(), dict(ctx.wrap_memo)
-    grad = torch.is_grad_enabled()
-    try:
-        result = fn.call(tx, args, {})
-        if not ctx.side_effects.is_empty():
-            raise Unsupported("the checkpointed function changes state outside itself")
-        if torch.is_grad_enabled() != grad:
-            raise Unsupported("the checkpointed function leaves grad mode changed")
-        return result
-    finally:
-        torch._C._set_grad_enabled(grad)
-        ctx.output, ctx.side_effects, ctx.wrap_memo = saved[:3]
-        ctx.input_tensor_sources[:], ctx.mutable_inputs[:] = saved[3], saved[4]
+    with ctx.scratch_trace(scratch):
+        grad = torch.is_grad_enabled()
+        try:
+            result = fn.call(tx, args, {})
+            if not ctx.side_effects.is_empty():
+                raise Unsupported("the checkpointed function changes state outside itself")
+            if torch.is_grad_enabled() != grad:
+                raise Unsupported("the checkpointed function leaves grad mode changed")
+            return result
+        finally:
+            torch._C._set_grad_enabled(grad)
 
 
 def _map_structure(var, fn):
