@@ -1,9 +1,20 @@
 """Turn a real Python value, fetched from `source`, into a Variable and guard what it assumed.
 
-This is the one place where guards on inputs are decided (rule 2): a tensor gets a tensor
-match, a constant an equality match, a container its type and length/keys, a function,
-module or class its identity. Values without a source (created while tracing, or library
-attributes we treat as immutable) get no guard.
+Decided here, when a value is first met in a trace: what it becomes and the guards on the
+value itself (rule 2 of docs/design.md), one named handler per kind of value in a dispatch
+table (`_BY_TYPE`, then `_ARMS` in order): a tensor gets a tensor match, a constant an
+equality match, a container its type and length/keys, a function, module or class its
+identity, an object its type. Values without a source (created while tracing, or library
+attributes treated as immutable: runtime/policy.py) get no guard.
+
+Decided elsewhere, where the trace reads or relies on something more (`tx.guard(` calls):
+attribute presence or absence and class lookups (objects.py, functions.py, tensor.py), a
+module's parameters, hooks and dicts (nn_module.py), a lazy list's length (containers.py),
+dict keys read one at a time (dict_storage.py, keyed_dict.py, copying.py), torch and
+autocast queries and the exception state (torch_vars.py, exceptions.py), issubclass answers
+(builtins_impl.py), `type(x)`'s identity (introspection.py), a builtin not shadowed by a
+global (trace/frame.py), symbolic shapes and the global state (the ShapeEnv,
+trace/convert_frame.py); speculate.py drops the guards of a trial it abandons.
 
 Each real object is wrapped once per trace (memo by id): two sources reaching the same
 object give the same Variable (so in-place changes are seen through both) plus a guard that
@@ -216,218 +227,429 @@ def _maybe_symbolic_number(tx, value, source):
     return var
 
 
-def _wrap_fresh(tx, value, source):
-    g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
+# ---- the first wrap of a value: what it becomes, and the guards on the value itself ----------
+#
+# `_wrap_fresh` is a dispatch: exact types with one answer are looked up in `_BY_TYPE` first;
+# every other value goes through `_TABLE`, tried in order, the first whose test holds deciding,
+# and is a user object if none does. The order is the decision: an entry may rely on every
+# earlier one not matching (a callable of an untraced library is opaque before an lru_cache
+# wrapper or a user function is considered; any `type` not claimed earlier is a class). A
+# type is in `_BY_TYPE` only if no entry before its own can match a value of exactly that
+# type, and `_TABLE` leaves out the entries that match only such types (`t is set`...). Each
+# handler gets `g`, which records a guard when the value has a source and drops it otherwise,
+# and returns the Variable or raises Unsupported.
+
+def _tensor(tx, value, source, g):
+    """A tensor input: a TensorMatch (dtype, device, shape, strides, requires_grad... as
+    tensor_match decides) and a graph input. Subclasses other than Parameter's, functorch-wrapped
+    tensors and tensors without a source are Unsupported; a nested or non-strided tensor gets a
+    guard on its kind, so that only inputs of that kind run the frame as Python."""
     t = type(value)
-    if isinstance(value, torch.Tensor):
-        if t not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.Parameter):
-            raise Unsupported(f"tensor subclass {t.__name__}")
-        if torch._C._functorch.is_functorch_wrapped_tensor(value):  # a frame torch.func calls
-            raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as input")
-        if source is None:
-            raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
-        if value.is_nested or value.layout is not torch.strided:
-            # Fake tensors have no sizes for these; the frame runs as Python for such inputs
-            # only (guarded, so a dense tensor later is traced).
-            g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
-            raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
-        g(torch_vars.tensor_match(tx.ctx, source, value))
-        tx.ctx.input_tensor_sources.append(source)
-        node = tx.output.add_input(value, source)
-        return TensorVariable(node, node.meta["example_value"], source, real=value)
+    if t not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.Parameter):
+        raise Unsupported(f"tensor subclass {t.__name__}")
+    if torch._C._functorch.is_functorch_wrapped_tensor(value):  # a frame torch.func calls
+        raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as input")
+    if source is None:
+        raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
+    if value.is_nested or value.layout is not torch.strided:
+        # Fake tensors have no sizes for these; the frame runs as Python for such inputs
+        # only (guarded, so a dense tensor later is traced).
+        g(Predicate(source, _same_kind_of_tensor(value), f"is a {value.layout} tensor, nested={value.is_nested}"))
+        raise Unsupported(f"a {'nested' if value.is_nested else str(value.layout)} tensor")
+    g(torch_vars.tensor_match(tx.ctx, source, value))
+    tx.ctx.input_tensor_sources.append(source)
+    node = tx.output.add_input(value, source)
+    return TensorVariable(node, node.meta["example_value"], source, real=value)
+
+
+def _symbolic_number(tx, value, source, g):
+    """An int (a finite float, when floats may be dynamic) argument of the frame that may become
+    a SymInt (SymFloat): guarded by type here, the ShapeEnv guards what the trace relied on.
+    None when it stays a constant (the next arms then guard it by value)."""
+    t = type(value)
     if (t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)) \
             and source is not None and _number_input(tx, source):
-        var = _maybe_symbolic_number(tx, value, source)
-        if var is not None:
-            return var
-    if is_constant_value(value):
-        g(const_guard(source, value))
-        return ConstantVariable(value, source)
-    if t is list and source is not None:  # its length and items are read when needed
-        g(TypeMatch(source, t))
-        var = ListVariable.lazy(tx, value, source)
-        tx.ctx.mutable_inputs.append(var)
-        return var
-    if t in (tuple, list) or (isinstance(value, tuple) and (hasattr(t, "_fields") or is_structseq(t))):
-        g(TypeMatch(source, t))
-        g(LengthMatch(source, len(value), t))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
-                 for i, v in enumerate(value)]
-        if t is list:
-            return ListVariable(items, source)
-        if t is tuple:
-            return TupleVariable(items, source)
-        if is_structseq(t):
-            return StructSeqVariable(items, t, source)
-        return NamedTupleVariable(items, t, source)
-    if t is collections.deque:
-        g(TypeMatch(source, t))
-        g(LengthMatch(source, len(value), t))
-        if source is not None:
-            g(const_guard(AttrSource(source, "maxlen"), value.maxlen))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        var = collections_vars.DequeVariable(items, source, maxlen=value.maxlen)
-        if source is not None:
-            tx.ctx.mutable_inputs.append(var)
-        return var
-    if t in (dict, collections.OrderedDict, collections.defaultdict):
-        g(TypeMatch(source, t))
-        keys = tuple(value.keys())
-        if not all(is_constant_value(k) for k in keys):
-            if source is None:
-                raise Unsupported("dict with non-constant keys")
-            return keyed_dict.ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
-        try:
-            g(DictKeysMatch(source, keys, t))
-        except TypeError:
-            raise Unsupported("dict input with keys that cannot be guarded")
-        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
-                 for k, v in value.items()}
-        if t is collections.defaultdict:
-            factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
-            var = collections_vars.DefaultDictVariable(items, factory, source)
-        else:
-            var = DictVariable(items, source, user_cls=t)
-        if source is not None:
-            tx.ctx.mutable_inputs.append(var)
-        return var
-    if t is set:
-        if not all(is_constant_value(k) for k in value):
-            raise Unsupported("set of non-constant values")
-        g(TypeMatch(source, t))
-        frozen = tuple(value)  # in iteration order: equal sets may iterate differently
-        g(Predicate(source, lambda v, _s=frozen: exact_equal(tuple(v), _s), f"set == {set(frozen)!r}"))
-        var = SetVariable([ConstantVariable(v) for v in value], source)
-        return var
-    if t is type(iter([])):
-        # live: the list is wrapped (memo by id: the same Variable as a local holding it), so
-        # the loop body's appends/pops are seen, as by CPython's list iterator
-        if source is None:
-            raise Unsupported("an iterator without a source")
-        g(TypeMatch(source, t))
-        pos = containers_mod.iter_pos(value)
-        g(ConstMatch(IterPosSource(source), pos))
-        lst = wrap(tx, containers_mod.iter_seq(value), IterSeqSource(source))
-        if pos >= 0 and not isinstance(lst, ListVariable):  # a list subclass: its items are not modelled
-            raise Unsupported(f"iterator over a {type(containers_mod.iter_seq(value)).__name__}")
-        return containers_mod.ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
-    if t in _SEQ_ITERATORS:
-        left = value.__length_hint__()
-        if left > MAX_ITERATOR_ITEMS:  # its items would be Variables each
-            raise Unsupported(f"an iterator with {left} items left is too long to model")
-        rest = containers_mod.iter_rest(value)
-        if source is None:
-            raise Unsupported("an iterator without a source")
-        g(TypeMatch(source, t))
-        rest_src = IterRestSource(source)
-        g(LengthMatch(rest_src, len(rest), tuple))
-        items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
-        return containers_mod.IteratorVariable(items, source=source, py_type=t)
-    if isinstance(value, torch.nn.Module):
-        g(nn_module.module_guard(source, value))
-        return nn_module.wrap_module(tx, value, source, None, guarded=True)
-    if isinstance(value, type) and any(value is c for c in _GRAD_CLASSES):
-        g(IdMatch(source, value))
-        return GradModeClassVariable(value, source)
-    if isinstance(value, types.ModuleType):
-        g(IdMatch(source, value))
-        return PythonModuleVariable(value, source)
-    if isinstance(value, torch.jit.ScriptFunction) and \
-            isinstance(getattr(value, "_torchdynamo_inline", None), types.FunctionType):
-        # @torch.jit.script: its Python function is traced (torch.jit.script keeps it for
-        # torch.compile); the ScriptFunction itself cannot be named in a graph's code
-        g(IdMatch(source, value))
-        return UserFunctionVariable(value._torchdynamo_inline)
-    if (t is types.FunctionType or (callable(value) and not isinstance(value, type))) and \
-            policy.is_untraced_value(value):
-        g(IdMatch(source, value))
-        return OpaqueVariable(value, source)
-    if t is functools._lru_cache_wrapper:
-        g(IdMatch(source, value))
-        return LruCacheVariable(value, source)
-    if t is types.FunctionType and is_module_dispatch(value):  # nn.Module.__call__ read by name
-        g(IdMatch(source, value))
-        return UserFunctionVariable(value, source)
-    if t is types.FunctionType and not _is_torch_callable(value):
-        if value.__closure__ or "<locals>" in value.__qualname__:
-            # A function made by a call (a closure, a lambda, a nested def) is usually a new
-            # object each time: what inlining relies on is its code and globals (defaults,
-            # closure cells and attributes are guarded through their sources when read).
-            # Identity is pinned only if the trace compares it (UserFunctionVariable.pin_identity).
-            g(Predicate.same_function(source, value.__code__, value.__globals__,
-                                      f"a function with the code of {value.__qualname__}"))
-            var = UserFunctionVariable(value, source)
-            var.identity_guarded = source is None
-            return var
-        g(IdMatch(source, value))
-        return UserFunctionVariable(value, source)
-    if _is_builtin_callable(value):
-        g(IdMatch(source, value))
-        return BuiltinVariable(value, source)
-    if callable(value) and _is_torch_callable(value) and not isinstance(value, type) \
-            and not _is_context_manager(value) and not _bound_to_instance(value):
-        g(IdMatch(source, value))
-        return TorchFunctionVariable(value, source)
-    if value is torch.Size:
-        return TorchFunctionVariable(value, source)
-    if t is functools.partial:
-        g(TypeMatch(source, t))
-        fsrc = AttrSource(source, "func") if source else None
-        asrc = AttrSource(source, "args") if source else None
-        ksrc = AttrSource(source, "keywords") if source else None
-        func = wrap(tx, value.func, fsrc)
-        args = wrap(tx, value.args, asrc).iterate(tx)  # a constant tuple wraps as a ConstantVariable
-        kwargs = wrap(tx, value.keywords, ksrc).items
-        return PartialVariable(func, args, kwargs, source, real=value)
-    if t is types.MethodType:
-        g(TypeMatch(source, t))
-        obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
-        func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
-        return BoundMethodVariable(func, obj, source)
-    if isinstance(value, type):
-        g(IdMatch(source, value))
-        return ClassVariable(value, source)
-    if isinstance(value, enum.Enum) or t in (types.CodeType,):
-        g(IdMatch(source, value))
-        return OpaqueVariable(value, source)
-    if t is types.BuiltinMethodType and type(getattr(value, "__self__", None)) in _CONTAINER_TYPES:
-        # `lst.append` as a value (a callback, or on the stack at a graph break)
-        g(TypeMatch(source, t))
-        g(const_guard(AttrSource(source, "__name__"), value.__name__))
-        owner = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
-        return functions.BuiltinMethodVariable(owner, value.__name__)
-    if t is torch_vars.AutocastReentry:
-        g(IdMatch(source, value))
-        return torch_vars.AutocastReentryVariable(value, source)
-    if isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType,
-                          types.MethodDescriptorType, types.WrapperDescriptorType)):
-        # A C function the tracer does not model (zlib.crc32): a value like any other; calling
-        # it is the graph break (OpaqueVariable.call), so the code around the call is captured.
-        g(IdMatch(source, value))
-        return OpaqueVariable(value, source)
-    if t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType):
-        # a generator made outside the trace (or rebuilt at a break): its frame is native, so
-        # advancing it is a graph break; it can be passed around and compared
-        g(TypeMatch(source, t))
-        var = OpaqueVariable(value, source)
-        if generators.real_generator_needs_finalizer(value):
-            tx.ctx.foreign_generators.append(var)  # its drop must not move (generators.py)
-        return var
-    if isinstance(value, (BaseException, types.TracebackType)):  # passed through (e.g. to a `raise` at a break)
-        g(TypeMatch(source, t))
-        return OpaqueVariable(value, source)
-    if policy.is_untraced_module(t.__module__):
-        g(TypeMatch(source, t))
-        return OpaqueVariable(value, source)
-    if t.__module__.startswith("torch") and _is_context_manager(value):
-        # torch.inference_mode(), a profiler range...: their __enter__ changes C-level state,
-        # so a `with` over one is a graph break there and its block is captured
-        g(TypeMatch(source, t))
-        return OpaqueVariable(value, source)
-    if t.__module__ == "builtins" or t.__module__.startswith("torch"):
-        raise Unsupported(f"value of type {t.__qualname__}")
+        return _maybe_symbolic_number(tx, value, source)
+    return None
+
+
+def _constant(tx, value, source, g):
+    """A constant (scalars, strings, tuples/frozensets of them, dtypes, devices...): equality."""
+    g(const_guard(source, value))
+    return ConstantVariable(value, source)
+
+
+def _number(tx, value, source, g):
+    """An int or float: a symbolic number if it may be one, else a constant (equality)."""
+    var = _symbolic_number(tx, value, source, g)
+    return var if var is not None else _constant(tx, value, source, g)
+
+
+def _lazy_list(tx, value, source, g):
+    """A list with a source: its type only; its length and items are guarded when read
+    (ListVariable.lazy). A mutable input (kept distinct from the other mutable inputs)."""
+    g(TypeMatch(source, list))
+    var = ListVariable.lazy(tx, value, source)
+    tx.ctx.mutable_inputs.append(var)
+    return var
+
+
+def _sequence(tx, value, source, g):
+    """A tuple, a list without a source, a namedtuple or a struct sequence: its exact type and
+    length; each item is wrapped (and guarded) through its own ItemSource."""
+    t = type(value)
     g(TypeMatch(source, t))
+    g(LengthMatch(source, len(value), t))
+    items = [wrap(tx, v, ItemSource(source, i) if source is not None else None)
+             for i, v in enumerate(value)]
+    if t is list:
+        return ListVariable(items, source)
+    if t is tuple:
+        return TupleVariable(items, source)
+    if is_structseq(t):
+        return StructSeqVariable(items, t, source)
+    return NamedTupleVariable(items, t, source)
+
+
+def _list(tx, value, source, g):
+    """A list: lazy when it has a source (`_lazy_list`), else read whole (`_sequence`)."""
+    return _lazy_list(tx, value, source, g) if source is not None else _sequence(tx, value, source, g)
+
+
+def _tuple(tx, value, source, g):
+    """A tuple: a constant (equality) when all its items are constants, else `_sequence`."""
+    return _constant(tx, value, source, g) if is_constant_value(value) else _sequence(tx, value, source, g)
+
+
+def _deque(tx, value, source, g):
+    """A deque: its type, length and maxlen; items wrapped through their ItemSources. A mutable
+    input when it has a source."""
+    t = type(value)
+    g(TypeMatch(source, t))
+    g(LengthMatch(source, len(value), t))
+    if source is not None:
+        g(const_guard(AttrSource(source, "maxlen"), value.maxlen))
+    items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+    var = collections_vars.DequeVariable(items, source, maxlen=value.maxlen)
+    if source is not None:
+        tx.ctx.mutable_inputs.append(var)
+    return var
+
+
+def _dict(tx, value, source, g):
+    """A dict, OrderedDict or defaultdict: its exact type and its keys in order (DictKeysMatch);
+    values wrapped through their ItemSources, a defaultdict's factory through its attribute.
+    Keys that are not constants: read by key only (ObjectKeyedDictVariable, type guard only).
+    A mutable input when it has a source."""
+    t = type(value)
+    g(TypeMatch(source, t))
+    keys = tuple(value.keys())
+    if not all(is_constant_value(k) for k in keys):
+        if source is None:
+            raise Unsupported("dict with non-constant keys")
+        return keyed_dict.ObjectKeyedDictVariable(value, source)  # read by key only (TypeMatch above)
+    try:
+        g(DictKeysMatch(source, keys, t))
+    except TypeError:
+        raise Unsupported("dict input with keys that cannot be guarded")
+    items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
+             for k, v in value.items()}
+    if t is collections.defaultdict:
+        factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
+        var = collections_vars.DefaultDictVariable(items, factory, source)
+    else:
+        var = DictVariable(items, source, user_cls=t)
+    if source is not None:
+        tx.ctx.mutable_inputs.append(var)
+    return var
+
+
+def _set(tx, value, source, g):
+    """A set of constants: its type and its items in iteration order (equal sets may iterate
+    differently). A set of other values is Unsupported."""
+    if not all(is_constant_value(k) for k in value):
+        raise Unsupported("set of non-constant values")
+    g(TypeMatch(source, set))
+    frozen = tuple(value)  # in iteration order: equal sets may iterate differently
+    g(Predicate(source, lambda v, _s=frozen: exact_equal(tuple(v), _s), f"set == {set(frozen)!r}"))
+    var = SetVariable([ConstantVariable(v) for v in value], source)
+    return var
+
+
+def _list_iterator(tx, value, source, g):
+    """A list iterator: its type and position; the list it reads is wrapped (and guarded) as
+    itself, live: the same Variable as a local holding it (memo by id), so the loop body's
+    appends/pops are seen, as by CPython's list iterator."""
+    if source is None:
+        raise Unsupported("an iterator without a source")
+    t = type(value)
+    g(TypeMatch(source, t))
+    pos = containers_mod.iter_pos(value)
+    g(ConstMatch(IterPosSource(source), pos))
+    lst = wrap(tx, containers_mod.iter_seq(value), IterSeqSource(source))
+    if pos >= 0 and not isinstance(lst, ListVariable):  # a list subclass: its items are not modelled
+        raise Unsupported(f"iterator over a {type(containers_mod.iter_seq(value)).__name__}")
+    return containers_mod.ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
+
+
+def _seq_iterator(tx, value, source, g):
+    """A tuple or range iterator: its type and the number of items left; those items are
+    wrapped through the remaining-items source (not advancing it)."""
+    t = type(value)
+    left = value.__length_hint__()
+    if left > MAX_ITERATOR_ITEMS:  # its items would be Variables each
+        raise Unsupported(f"an iterator with {left} items left is too long to model")
+    rest = containers_mod.iter_rest(value)
+    if source is None:
+        raise Unsupported("an iterator without a source")
+    g(TypeMatch(source, t))
+    rest_src = IterRestSource(source)
+    g(LengthMatch(rest_src, len(rest), tuple))
+    items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
+    return containers_mod.IteratorVariable(items, source=source, py_type=t)
+
+
+def _nn_module(tx, value, source, g):
+    """An nn.Module: nn_module.module_guard (identity, and what its calls read); its
+    attributes, parameters and submodules are guarded when read."""
+    g(nn_module.module_guard(source, value))
+    return nn_module.wrap_module(tx, value, source, None, guarded=True)
+
+
+def _grad_mode_class(tx, value, source, g):
+    """torch.no_grad / enable_grad / set_grad_enabled (the class): identity."""
+    g(IdMatch(source, value))
+    return GradModeClassVariable(value, source)
+
+
+def _python_module(tx, value, source, g):
+    """A Python module: identity (its attributes are guarded when read, unless it is a library
+    namespace: runtime/policy.py)."""
+    g(IdMatch(source, value))
+    return PythonModuleVariable(value, source)
+
+
+def _script_function(tx, value, source, g):
+    """A @torch.jit.script function: identity; its Python function is traced (torch.jit.script
+    keeps it for torch.compile); the ScriptFunction itself cannot be named in a graph's code."""
+    g(IdMatch(source, value))
+    return UserFunctionVariable(value._torchdynamo_inline)
+
+
+def _opaque(tx, value, source, g):
+    """A value the tracer does not look into, pinned by identity: a callable of an untraced
+    library (calling it is a graph break that names it), an enum member, a code object, a C
+    function the tracer does not model (zlib.crc32: calling it is the break, so the code around
+    the call is captured)."""
+    g(IdMatch(source, value))
+    return OpaqueVariable(value, source)
+
+
+def _lru_cache(tx, value, source, g):
+    """A functools.lru_cache wrapper: identity (LruCacheVariable)."""
+    g(IdMatch(source, value))
+    return LruCacheVariable(value, source)
+
+
+def _module_dispatch(tx, value, source, g):
+    """nn.Module.__call__ read by name: identity; inlined as a user function."""
+    g(IdMatch(source, value))
+    return UserFunctionVariable(value, source)
+
+
+def _user_function(tx, value, source, g):
+    """A Python function (not torch's): identity, except for a function made by a call (a
+    closure, a lambda, a nested def), usually a new object each time: then its code and
+    globals only (defaults, closure cells and attributes are guarded through their sources
+    when read); its identity is pinned only if the trace compares it
+    (UserFunctionVariable.pin_identity)."""
+    if value.__closure__ or "<locals>" in value.__qualname__:
+        g(Predicate.same_function(source, value.__code__, value.__globals__,
+                                  f"a function with the code of {value.__qualname__}"))
+        var = UserFunctionVariable(value, source)
+        var.identity_guarded = source is None
+        return var
+    g(IdMatch(source, value))
+    return UserFunctionVariable(value, source)
+
+
+def _builtin(tx, value, source, g):
+    """A builtin the tracer models (len, isinstance, math.*, operator.*, functools.reduce,
+    the builtin types...): identity."""
+    g(IdMatch(source, value))
+    return BuiltinVariable(value, source)
+
+
+def _torch_function(tx, value, source, g):
+    """A torch function, method or callable object (put in the graph when called): identity."""
+    g(IdMatch(source, value))
+    return TorchFunctionVariable(value, source)
+
+
+def _torch_size_class(tx, value, source, g):
+    """The class torch.Size: no guard (the rewritten code loads it as a constant)."""
+    return TorchFunctionVariable(value, source)
+
+
+def _partial(tx, value, source, g):
+    """A functools.partial: its exact type; its func, args and keywords are wrapped (and
+    guarded) through their attributes."""
+    t = type(value)
+    g(TypeMatch(source, t))
+    fsrc = AttrSource(source, "func") if source else None
+    asrc = AttrSource(source, "args") if source else None
+    ksrc = AttrSource(source, "keywords") if source else None
+    func = wrap(tx, value.func, fsrc)
+    args = wrap(tx, value.args, asrc).iterate(tx)  # a constant tuple wraps as a ConstantVariable
+    kwargs = wrap(tx, value.keywords, ksrc).items
+    return PartialVariable(func, args, kwargs, source, real=value)
+
+
+def _bound_method(tx, value, source, g):
+    """A bound method: its type; its object and function are wrapped (and guarded) through
+    `__self__` and `__func__`."""
+    g(TypeMatch(source, types.MethodType))
+    obj = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
+    func = wrap(tx, value.__func__, AttrSource(source, "__func__") if source else None)
+    return BoundMethodVariable(func, obj, source)
+
+
+def _class(tx, value, source, g):
+    """A class: identity."""
+    g(IdMatch(source, value))
+    return ClassVariable(value, source)
+
+
+def _container_method(tx, value, source, g):
+    """`lst.append` as a value (a callback, or on the stack at a graph break): its type and
+    name; the container is wrapped (and guarded) through `__self__`."""
+    g(TypeMatch(source, type(value)))
+    g(const_guard(AttrSource(source, "__name__"), value.__name__))
+    owner = wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+    return functions.BuiltinMethodVariable(owner, value.__name__)
+
+
+def _autocast_reentry(tx, value, source, g):
+    """The object a graph break inside `with torch.autocast(...)` left for the resume
+    function: identity."""
+    g(IdMatch(source, value))
+    return torch_vars.AutocastReentryVariable(value, source)
+
+
+def _foreign_generator(tx, value, source, g):
+    """A generator or coroutine made outside the trace (or rebuilt at a break): its type. Its
+    frame is native, so advancing it is a graph break; it can be passed around and compared."""
+    g(TypeMatch(source, type(value)))
+    var = OpaqueVariable(value, source)
+    if generators.real_generator_needs_finalizer(value):
+        tx.ctx.foreign_generators.append(var)  # its drop must not move (generators.py)
+    return var
+
+
+def _opaque_object(tx, value, source, g):
+    """An object passed through, never looked into, guarded by its type: an exception or a
+    traceback (to a `raise` at a break), an object of an untraced library (runtime/policy.py),
+    a torch context manager the tracer does not model (torch.inference_mode(), a profiler
+    range: their __enter__ changes C-level state, so a `with` over one is a graph break there
+    and its block is captured)."""
+    g(TypeMatch(source, type(value)))
+    return OpaqueVariable(value, source)
+
+
+def _unsupported(tx, value, source, g):
+    """Any other builtin or torch object: Unsupported (no guard)."""
+    raise Unsupported(f"value of type {type(value).__qualname__}")
+
+
+def _user_object(tx, value, source, g):
+    """Anything else, an object of a user class: its type; its attributes are guarded when
+    read (objects.py)."""
+    g(TypeMatch(source, type(value)))
     return UserObjectVariable(value, source)
+
+
+_CONSTANT_TYPES = (bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented), range, slice,
+                   torch.dtype, torch.device, torch.layout, torch.memory_format)
+_C_FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.MethodDescriptorType,
+                     types.WrapperDescriptorType)
+_GENERATOR_TYPES = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+
+# Exact types, looked up first: no arm of `_ARMS` before the one named here can match a value
+# of exactly this type (subclasses go through `_ARMS`).
+_BY_TYPE = {
+    torch.Tensor: _tensor, torch.nn.Parameter: _tensor,
+    int: _number, float: _number,
+    **{c: _constant for c in _CONSTANT_TYPES},
+    tuple: _tuple, list: _list,
+    collections.deque: _deque,
+    dict: _dict, collections.OrderedDict: _dict, collections.defaultdict: _dict,
+    set: _set,
+    type(iter([])): _list_iterator,
+    **{it: _seq_iterator for it in _SEQ_ITERATORS if it is not type(iter([]))},
+    types.ModuleType: _python_module,
+    types.CodeType: _opaque,
+    **{c: _foreign_generator for c in _GENERATOR_TYPES},
+}
+# (looked up by the type's id: a lookup never calls a metaclass's __hash__ or __eq__; the keys
+# live as long as the process)
+_BY_TYPE_ID = {id(t): handler for t, handler in _BY_TYPE.items()}
+
+# (test, handler) in the order of decision. A test is a type or a tuple of types (isinstance)
+# or a predicate of (value, t), t being type(value).
+_TABLE = (
+    (torch.Tensor, _tensor),  # subclasses (exact Tensor and Parameter: _BY_TYPE)
+    (lambda v, t: is_constant_value(v), _constant),  # int/str subclasses, IntEnums, frozensets...
+    (lambda v, t: isinstance(v, tuple) and (hasattr(t, "_fields") or is_structseq(t)), _sequence),
+    (torch.nn.Module, _nn_module),
+    (lambda v, t: isinstance(v, type) and any(v is c for c in _GRAD_CLASSES), _grad_mode_class),
+    (types.ModuleType, _python_module),  # subclasses
+    (lambda v, t: isinstance(v, torch.jit.ScriptFunction) and
+        isinstance(getattr(v, "_torchdynamo_inline", None), types.FunctionType), _script_function),
+    # before any other callable: a function (an lru_cache wrapper, a method...) of numpy & co.
+    (lambda v, t: (t is types.FunctionType or (callable(v) and not isinstance(v, type))) and
+        policy.is_untraced_value(v), _opaque),
+    (lambda v, t: t is functools._lru_cache_wrapper, _lru_cache),
+    (lambda v, t: t is types.FunctionType and is_module_dispatch(v), _module_dispatch),
+    (lambda v, t: t is types.FunctionType and not _is_torch_callable(v), _user_function),
+    (lambda v, t: _is_builtin_callable(v), _builtin),
+    (lambda v, t: callable(v) and _is_torch_callable(v) and not isinstance(v, type)
+        and not _is_context_manager(v) and not _bound_to_instance(v), _torch_function),
+    (lambda v, t: v is torch.Size, _torch_size_class),
+    (lambda v, t: t is functools.partial, _partial),
+    (lambda v, t: t is types.MethodType, _bound_method),
+    (type, _class),  # any class not claimed above
+    (enum.Enum, _opaque),
+    (lambda v, t: t is types.BuiltinMethodType and type(getattr(v, "__self__", None)) in _CONTAINER_TYPES,
+     _container_method),
+    (lambda v, t: t is torch_vars.AutocastReentry, _autocast_reentry),
+    (_C_FUNCTION_TYPES, _opaque),  # the C functions not modelled above
+    ((BaseException, types.TracebackType), _opaque_object),
+    (lambda v, t: policy.is_untraced_module(t.__module__), _opaque_object),
+    (lambda v, t: t.__module__.startswith("torch") and _is_context_manager(v), _opaque_object),
+    (lambda v, t: t.__module__ == "builtins" or t.__module__.startswith("torch"), _unsupported),
+    # (anything else: _user_object)
+)
+
+
+def _instance_of(classes):
+    return lambda v, t: isinstance(v, classes)
+
+
+_ARMS = tuple((_instance_of(test) if isinstance(test, (type, tuple)) else test, handler) for test, handler in _TABLE)
+
+
+def _wrap_fresh(tx, value, source):
+    """The Variable for a value met for the first time in this trace, and the guards on the
+    value itself (see the table above)."""
+    g = (lambda guard: tx.guard(guard)) if source is not None else (lambda guard: None)
+    t = type(value)
+    handler = _BY_TYPE_ID.get(id(t))
+    if handler is not None:
+        return handler(tx, value, source, g)
+    for test, handler in _ARMS:
+        if test(value, t):
+            return handler(tx, value, source, g)
+    return _user_object(tx, value, source, g)
 
 
 # Modules of the value model that also import this one (the one import cycle, see
