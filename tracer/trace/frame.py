@@ -48,7 +48,7 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
-        ctx.frames.append(self)      # (released when the trace is done: convert_frame._release)
+        ctx.frames.append(self)      # (released when the trace is done: TraceContext.release)
         self.generator = None        # the GeneratorVariable whose body this frame is
         self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
 
