@@ -43,6 +43,10 @@ import importlib.util
 import json
 import os
 import sys
+
+import torch
+
+import tracer
 from tracer.runtime import cache, logs
 from .pyrender import render_code
 from .trace_report import write_trace_html
@@ -144,7 +148,6 @@ def describe_value(v):
 # ---- one traced call --------------------------------------------------------------------------
 def trace_call(obj, args, kwargs, backend="eager"):
     """Compile `obj`, call it once; returns (output, [(code, entry)] traced during the call)."""
-    import tracer
     tracer.reset()
     compiled = tracer.compile(obj, backend=backend)
     with logs.record() as recorded, contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report
@@ -289,8 +292,6 @@ def main(argv=None):
         write_html(report, recorded, opts.html)
         print(f"tracer-dump: wrote {opts.html}", file=sys.stderr)
     if opts.export and opts.export.endswith(".pt2"):
-        import torch
-        import tracer
         try:
             ep = tracer.export(obj, args, kwargs)
         except tracer.ExportError as e:

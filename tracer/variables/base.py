@@ -205,8 +205,7 @@ class ConstantVariable(Variable):
             item = self.value[key.as_constant()]
             return self if item is self.value else ConstantVariable(item)  # t[:] is t
         except Exception as e:  # noqa: BLE001 - "abc"[7], (1, 2)["x"]: the user code raises it
-            from .exceptions import folding_error
-            raise folding_error(e, f"{type(self.value).__name__}[...]") from None
+            raise exceptions.folding_error(e, f"{type(self.value).__name__}[...]") from None
 
     def iterate(self, tx):
         if isinstance(self.value, (str, bytes, range, tuple, frozenset)):
@@ -220,8 +219,7 @@ class ConstantVariable(Variable):
         try:
             return len(self.value)
         except Exception as e:  # noqa: BLE001 - len(range(1 << 100)) raises OverflowError, as in the user code
-            from .exceptions import folding_error
-            raise folding_error(e, "len(...)") from None
+            raise exceptions.folding_error(e, "len(...)") from None
 
     def hasattr(self, tx, name):
         return hasattr(self.value, name)

@@ -211,7 +211,6 @@ class UserFunctionVariable(BaseFunctionVariable):
             value = getattr(self.fn, name)
         except AttributeError:
             if self.source is not None:
-                from guards import Predicate
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
             raise exceptions.attribute_error("function", name)
         if name == "__dict__":
@@ -457,8 +456,7 @@ def _call_constant_method(tx, obj, name, args, kwargs):
     try:
         result = getattr(obj.as_constant(), name)(*cargs, **ckw)
     except Exception as e:  # noqa: BLE001 - the user's call raises it
-        from .exceptions import folding_error
-        raise folding_error(e, f"{type(obj.as_constant()).__name__}.{name}(...)") from None
+        raise exceptions.folding_error(e, f"{type(obj.as_constant()).__name__}.{name}(...)") from None
     if not base.is_constant_value(result) and not isinstance(result, list):
         raise Unsupported(f"{type(obj.as_constant()).__name__}.{name} result")
     if isinstance(result, list):
