@@ -15,8 +15,13 @@ from .runtime.records import HITS
 from .graph.backends import resolve
 from .check import checked
 from .trace.convert_frame import convert_frame
-from .runtime.frame_hook import clear_thread_caches, hook, skip_code
-from .capture import FrameCallback
+from .runtime.frame_hook import clear_thread_caches, hook, set_error_handler, skip_code
+from .capture import FrameCallback, _report_callback_error
+
+# The frames a compiled function's graph breaks leave to the frame hook (resume functions, the
+# calls run natively) report a failed callback as capture() does: a backend's failure
+# (BackendError) and FullGraphError reach the caller, an internal error is logged and counted.
+set_error_handler(_report_callback_error)
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
