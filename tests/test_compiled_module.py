@@ -65,7 +65,7 @@ def _assert_compiled_copy(orig, new, x):
     results equal to its own eager model's, and its first call a capture of its own."""
     assert isinstance(new, tracer.CompiledModule)
     assert new._orig_mod is not orig._orig_mod and type(new._orig_mod) is type(orig._orig_mod)
-    assert new._options == orig._options
+    assert new._tracer_options == orig._tracer_options
     for (k, a), (k2, b) in zip(orig.state_dict().items(), new.state_dict().items()):
         assert k == k2 and a is not b and torch.equal(a, b)
     with traced() as t:
@@ -108,7 +108,7 @@ def test_a_backend_by_name_travels_by_name(backend):
     x = _x()
     close(c(x), c._orig_mod(x))
     new = pickle.loads(pickle.dumps(c))
-    assert new._options["backend"] == backend
+    assert new._tracer_options["backend"] == backend
     _assert_compiled_copy(c, new, x)
 
 
@@ -137,7 +137,7 @@ def test_copy_of_a_fresh_wrapper_and_a_shallow_copy():
     x = _x()
     _assert_compiled_copy(c, copy.deepcopy(c), x)
     shallow = copy.copy(c)
-    assert shallow is not c and shallow._orig_mod is c._orig_mod and shallow._options == c._options
+    assert shallow is not c and shallow._orig_mod is c._orig_mod and shallow._tracer_options == c._tracer_options
     close(shallow(x), c._orig_mod(x))
 
 
@@ -164,7 +164,7 @@ def test_an_unpicklable_backend_says_so_in_one_line():
     with pytest.raises(TypeError, match="not picklable"):
         torch.save(c, io.BytesIO())
     new = copy.deepcopy(c)  # a deep copy does not pickle: the backend is shared
-    assert new._options["backend"] is c._options["backend"]
+    assert new._tracer_options["backend"] is c._tracer_options["backend"]
     _assert_compiled_copy(c, new, x)
 
 
@@ -210,6 +210,49 @@ def test_an_attribute_write_lands_on_the_model_and_the_forward_reads_it():
     assert not hasattr(m, "extra") and not hasattr(c, "extra")
     c.training = False
     assert m.training is False and c.training is False
+
+
+def test_model_attributes_named_like_the_wrappers_internals_stay_the_models():
+    class Opts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._options = {"k": 2.0}
+            self._forward = 1.0
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) * self._options["k"] + self._forward
+
+    m = Opts()
+    c = tracer.compile(m)
+    x = _x()
+    close(c(x), m(x))
+    assert c._options is m._options and c._forward == 1.0
+    c._options = {"k": 3.0}
+    c._forward = 2.0
+    assert m._options == {"k": 3.0} and m._forward == 2.0
+    close(c(x), m.lin(x) * 3.0 + 2.0)
+
+
+@pytest.mark.one_version
+def test_pickle_into_a_fresh_process():
+    """A DataLoader worker's view: the pickled compiled module, loaded in another process,
+    traces there and equals eager."""
+    import os
+    import subprocess
+    import sys
+    c = tracer.compile(Net(), backend=counting)
+    x = _x()
+    close(c(x), c._orig_mod(x))
+    data = pickle.dumps((c, x))
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import pickle, sys, torch, tracer; c, x = pickle.loads(sys.stdin.buffer.read()); "
+            "out = c(x); s = tracer.stats(); "
+            "assert isinstance(c, tracer.CompiledModule) and c._tracer_options['backend'].__name__ == 'counting'; "
+            "assert torch.allclose(out, c._orig_mod(x)) and s.graphs == 1 and s.fallbacks == 0, str(s); print('ok')")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == b"ok", done.stderr.decode()[-3000:]
 
 
 def test_len_bool_iter_getitem_follow_the_model():

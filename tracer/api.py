@@ -198,7 +198,9 @@ def _global_module_hooks():
 
 
 # The wrapper's own attributes; every other attribute is read and written on the model.
-_WRAPPER_ATTRS = frozenset({"_orig_mod", "_forward", "_options", "_compiled_forward", "_other_forwards"})
+# (prefixed: a model's own `_options` or `_forward` stays the model's)
+_WRAPPER_ATTRS = frozenset({"_orig_mod", "_compiled_forward", "_tracer_forward", "_tracer_options",
+                            "_tracer_other_forwards"})
 # The wrapper's own Module state: the call hooks registered on the wrapper itself, which run
 # around the compiled call (nn.Module.__init__ makes them; everything else it makes is the model's)
 _CALL_STATE = frozenset({"_backward_pre_hooks", "_backward_hooks", "_is_full_backward_hook", "_forward_hooks",
@@ -237,10 +239,10 @@ class CompiledModule(torch.nn.Module):
             # parameters, buffers, children, state_dict hooks; so torch's own walks of a
             # parent that holds the wrapper (load_state_dict, _apply, DataParallel) find them
             del d[name]
-        d["_forward"] = type(module).forward
-        d["_options"] = dict(backend=backend, fullgraph=fullgraph, **options)  # (as compile() takes them)
-        d["_compiled_forward"] = CompiledFunction(self._forward, **self._options)
-        d["_other_forwards"] = {}  # a forward the class got later (patched): its own compiled function
+        d["_tracer_forward"] = type(module).forward
+        d["_tracer_options"] = dict(backend=backend, fullgraph=fullgraph, **options)  # (as compile() takes them)
+        d["_compiled_forward"] = CompiledFunction(self._tracer_forward, **self._tracer_options)
+        d["_tracer_other_forwards"] = {}  # a forward the class got later (patched): its own compiled function
 
     def __call__(self, *args, **kwargs):
         """The wrapper is no module of the user's: global module hooks
@@ -253,7 +255,7 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         m = self._orig_mod
-        current = type(m).forward is self._forward and "forward" not in m.__dict__
+        current = type(m).forward is self._tracer_forward and "forward" not in m.__dict__
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
                 or _global_module_hooks()):
             body = functools.partial(self._compiled_forward, m) if current else self._current_forward(m)
@@ -271,9 +273,9 @@ class CompiledModule(torch.nn.Module):
         bound = fn is not None
         if not bound:
             fn = type(m).forward
-        compiled = self._other_forwards.get(fn)
+        compiled = self._tracer_other_forwards.get(fn)
         if compiled is None:
-            compiled = self._other_forwards[fn] = compile(fn, **self._options)
+            compiled = self._tracer_other_forwards[fn] = compile(fn, **self._tracer_options)
         return compiled if bound else functools.partial(compiled, m)
 
     def _call_with_hooks(self, m, body, args, kwargs):
@@ -334,16 +336,16 @@ class CompiledModule(torch.nn.Module):
 
     def __deepcopy__(self, memo):
         model = copy.deepcopy(self._orig_mod, memo)
-        new = _rebuild_compiled_module(model, dict(self._options), {})
+        new = _rebuild_compiled_module(model, dict(self._tracer_options), {})
         memo[id(self)] = new
         new.__dict__.update(copy.deepcopy(self._wrapper_state(), memo))
         return new
 
     def __copy__(self):
-        return _rebuild_compiled_module(self._orig_mod, dict(self._options), dict(self._wrapper_state()))
+        return _rebuild_compiled_module(self._orig_mod, dict(self._tracer_options), dict(self._wrapper_state()))
 
     def __reduce__(self):  # pickle, torch.save (deepcopy and copy have their own)
-        backend = self._options["backend"]
+        backend = self._tracer_options["backend"]
         if not isinstance(backend, str):
             try:
                 pickle.dumps(backend)
@@ -353,7 +355,7 @@ class CompiledModule(torch.nn.Module):
                     f"{backend_name(backend)} is not picklable ({type(e).__name__}: {e}); pass a "
                     f"backend by name or a module-level function, or pickle compiled._orig_mod"
                 ) from None
-        return _rebuild_compiled_module, (self._orig_mod, dict(self._options), self._wrapper_state())
+        return _rebuild_compiled_module, (self._orig_mod, dict(self._tracer_options), self._wrapper_state())
 
 
 def _rebuild_compiled_module(module, options, state):
