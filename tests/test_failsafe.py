@@ -101,26 +101,67 @@ def test_internal_fault_with_fullgraph_raises(stage, monkeypatch):
         tracer.compile(fn, fullgraph=True)(*_args())
 
 
-def test_backend_raising_falls_back(caplog):
-    def bad(gm, example_inputs):
-        raise Boom("backend exploded")
-    c = tracer.compile(fn, backend=bad)
+def _bad(gm, example_inputs):
+    raise Boom("backend exploded")
+
+
+def test_backend_raising_is_a_backend_error():
+    """A backend that raises is the user's error, not the tracer's: tracer.BackendError reaches
+    the caller (as torch.compile's BackendCompilerFailed), naming the backend and the frame,
+    with the backend's own exception as its __cause__; the next call tries again (no entry
+    was kept), and fullgraph=True raises the same."""
+    c = tracer.compile(fn, backend=_bad)
+    args = _args()
+    for _ in range(2):
+        with pytest.raises(BackendError) as ei:
+            c(*args)
+        msg = str(ei.value)
+        assert "backend _bad raised Boom: backend exploded" in msg, msg
+        assert f"fn at {__file__}:{fn.__code__.co_firstlineno}" in msg, msg
+        assert "\n" not in msg
+        assert isinstance(ei.value.__cause__, Boom) and str(ei.value.__cause__) == "backend exploded"
+        assert ei.value.backend is _bad and ei.value.frame == "fn"
+    assert c.entries == []
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.internal_errors == 0, str(s)
+    with pytest.raises(BackendError, match="backend exploded") as ei:
+        tracer.compile(fn, backend=_bad, fullgraph=True)(*args)
+    assert isinstance(ei.value.__cause__, Boom)
+
+
+def test_backend_raising_with_suppress_errors_falls_back(monkeypatch, caplog):
+    """config.suppress_errors = True: the frame runs as Python (the eager result), the reason
+    kept on the entry and logged; fullgraph=True still refuses to fall back (FullGraphError)."""
+    monkeypatch.setattr(tracer.config, "suppress_errors", True)
+    c = tracer.compile(fn, backend=_bad)
     args = _args()
     with caplog.at_level(logging.INFO, logger="tracer"):
         out = c(*args)
-    assert torch.allclose(out[0], fn(*args)[0])
+    ref = fn(*args)
+    assert torch.allclose(out[0], ref[0]) and out[1] == ref[1]
     assert c.entries[0].code is None and "backend exploded" in c.entries[0].reason
     assert any("backend exploded" in r.getMessage() for r in caplog.records)
-    with pytest.raises(FullGraphError, match="backend exploded"):
-        tracer.compile(fn, backend=bad, fullgraph=True)(*args)
+    assert tracer.stats().fallbacks == 1
+    with pytest.raises(FullGraphError, match="backend exploded") as ei:
+        tracer.compile(fn, backend=_bad, fullgraph=True)(*args)
+    assert isinstance(ei.value.__cause__, BackendError)
 
 
 @pytest.mark.parametrize("returned", [None, 42, "forward", (lambda: None,)])
-def test_backend_returning_non_callable(returned, caplog):
-    """fullgraph=False: falls back with the reason (BackendError text) kept and logged;
-    fullgraph=True: FullGraphError caused by a tracer.BackendError."""
-    c = tracer.compile(fn, backend=lambda gm, ex: returned)
+def test_backend_returning_non_callable(returned, monkeypatch, caplog):
+    """A BackendError saying what the backend returned (nothing to chain: no exception);
+    under suppress_errors the old fall back with the reason kept and logged."""
     args = _args()
+    with pytest.raises(BackendError, match="not a callable") as ei:
+        tracer.compile(fn, backend=lambda gm, ex: returned)(*args)
+    assert f"returned {type(returned).__name__}, not a callable" in str(ei.value)
+    assert "<lambda>" in str(ei.value) and "compiling the graph of fn" in str(ei.value)
+    assert ei.value.__cause__ is None
+    with pytest.raises(BackendError, match="not a callable"):
+        tracer.compile(fn, backend=lambda gm, ex: returned, fullgraph=True)(*args)
+
+    monkeypatch.setattr(tracer.config, "suppress_errors", True)
+    c = tracer.compile(fn, backend=lambda gm, ex: returned)
     with caplog.at_level(logging.INFO, logger="tracer"):
         out = c(*args)
     assert torch.allclose(out[0], fn(*args)[0])
@@ -129,6 +170,60 @@ def test_backend_returning_non_callable(returned, caplog):
     with pytest.raises(FullGraphError, match="not a callable") as ei:
         tracer.compile(fn, backend=lambda gm, ex: returned, fullgraph=True)(*args)
     assert isinstance(ei.value.__cause__, BackendError)
+
+
+def _no_cos(gm, example_inputs):
+    if any(n.target in (torch.cos, "cos") for n in gm.graph.nodes):
+        raise Boom("no cos here")
+    return gm.forward
+
+
+def _breaks(x):
+    y = x.sin()
+    print("a graph break")
+    return y.cos()
+
+
+def test_backend_error_in_a_resume_function(capsys):
+    """The graph after a break is compiled when the resume function first runs, through the
+    frame hook: its backend error reaches the caller too, naming the resume function."""
+    x = torch.randn(3)
+    with pytest.raises(BackendError, match="no cos here") as ei:
+        tracer.compile(_breaks, backend=_no_cos)(x)
+    assert "_breaks.<resume@" in str(ei.value) and isinstance(ei.value.__cause__, Boom)
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_backend_error_under_capture(monkeypatch):
+    """The same under tracer.capture(); with suppress_errors the block's results are eager's."""
+    x, args = torch.randn(3), _args()
+    with pytest.raises(BackendError, match="backend exploded") as ei:
+        with tracer.capture(backend=_bad):
+            fn(*args)
+    assert "compiling the graph of fn" in str(ei.value) and isinstance(ei.value.__cause__, Boom)
+    with pytest.raises(BackendError, match="no cos here"):
+        with tracer.capture(backend=_no_cos):
+            _breaks(x)
+    monkeypatch.setattr(tracer.config, "suppress_errors", True)
+    with tracer.capture(backend=_bad):
+        out = fn(*args)
+        out2 = _breaks(x)
+    assert torch.allclose(out[0], fn(*args)[0])
+    assert torch.allclose(out2, x.sin().cos())
+
+
+def test_user_exception_with_a_failing_backend_surfaces_unchanged():
+    """The user's own exception is raised by the traced code before any graph is compiled:
+    it surfaces as itself, from the user's frame, whatever the backend."""
+    def user(x):
+        if x.shape[0] == 3:
+            raise KeyError("mine")
+        return x + 1
+
+    for backend in ("eager", _bad):
+        with pytest.raises(KeyError, match="mine") as ei:
+            tracer.compile(user, backend=backend)(torch.randn(3))
+        assert ei.traceback[-1].name == "user"
 
 
 @pytest.mark.internal_errors

@@ -4,7 +4,9 @@
 slots (a no-op for plain positional calls), run each cache entry's guard check, and call the
 entry's rewritten code with the same slots. A miss traces the frame (convert_frame).
 """
+import copy
 import functools
+import pickle
 import types
 
 import torch
@@ -12,11 +14,16 @@ from bytecode_utils import arg_count, make_binder, make_function
 
 from .runtime import cache
 from .runtime.records import HITS
-from .graph.backends import resolve
+from .graph.backends import backend_name, resolve
 from .check import checked
 from .trace.convert_frame import convert_frame
-from .runtime.frame_hook import clear_thread_caches, hook, skip_code
-from .capture import FrameCallback
+from .runtime.frame_hook import clear_thread_caches, hook, set_error_handler, skip_code
+from .capture import FrameCallback, _report_callback_error
+
+# The frames a compiled function's graph breaks leave to the frame hook (resume functions, the
+# calls run natively) report a failed callback as capture() does: a backend's failure
+# (BackendError) and FullGraphError reach the caller, an internal error is logged and counted.
+set_error_handler(_report_callback_error)
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
 
@@ -190,16 +197,52 @@ def _global_module_hooks():
                                                  "_global_backward_hooks", "_global_backward_pre_hooks"))
 
 
+# The wrapper's own attributes; every other attribute is read and written on the model.
+# (prefixed: a model's own `_options` or `_forward` stays the model's)
+_WRAPPER_ATTRS = frozenset({"_orig_mod", "_compiled_forward", "_tracer_forward", "_tracer_options",
+                            "_tracer_other_forwards"})
+# The wrapper's own Module state: the call hooks registered on the wrapper itself, which run
+# around the compiled call (nn.Module.__init__ makes them; everything else it makes is the model's)
+_CALL_STATE = frozenset({"_backward_pre_hooks", "_backward_hooks", "_is_full_backward_hook", "_forward_hooks",
+                         "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
+                         "_forward_pre_hooks_with_kwargs", "_compiled_call_impl"})
+
+
 class CompiledModule(torch.nn.Module):
-    """An nn.Module wrapper whose forward is traced; parameters/state_dict are the original's."""
+    """`tracer.compile(module)`: the module, to the user, with its forward traced.
+
+    Attribute reads, writes and deletes, `repr`, `dir`, `state_dict`/`load_state_dict`,
+    `parameters()` and the other tree walks are the model's (no `_orig_mod.` prefix in the
+    names); `.to()`, `.cuda()`, `.float()`..., `.train()`, `.eval()`, `.apply()` and
+    `.requires_grad_()` act on the model and return this wrapper; `len`, `bool`, iteration,
+    `in`, indexing and `+`/`*` are the model's, for the model classes that define them (a
+    compiled empty ModuleList is falsy; a compiled Linear has no len). `copy.deepcopy`,
+    `pickle` and `torch.save` give a compiled copy of the model with the same options (the
+    copy traces its own frames): a backend given as a callable must be picklable for
+    pickle/torch.save (a name always is). `torch.load` of a whole compiled module needs
+    `weights_only=False` (torch >= 2.6 defaults to True, which refuses any class that is not
+    a tensor's: save `compiled.state_dict()` to load with weights_only=True). Hooks
+    registered on the wrapper itself run around the compiled call, as for any module.
+    `isinstance(compiled, torch.nn.Module)` holds; `compiled._orig_mod` is the model."""
+
+    def __new__(cls, module=None, *args, **kwargs):
+        if cls is CompiledModule and module is not None:
+            cls = _class_for(type(module))  # with the model class's container protocol, if any
+        return super().__new__(cls)
 
     def __init__(self, module, backend="eager", fullgraph=False, **options):
+        d = self.__dict__
+        d["_orig_mod"] = module  # first: reads of other names go to it from here on
         super().__init__()
-        self._orig_mod = module
-        self._forward = type(module).forward
-        self._options = dict(backend=backend, fullgraph=fullgraph, **options)  # (as compile() takes them)
-        self._compiled_forward = CompiledFunction(self._forward, **self._options)
-        self._other_forwards = {}  # a forward the class got later (patched): its own compiled function
+        for name in [k for k in d if k not in _CALL_STATE and k != "_orig_mod"]:
+            # the model's state, read and written through __getattr__/__setattr__: training,
+            # parameters, buffers, children, state_dict hooks; so torch's own walks of a
+            # parent that holds the wrapper (load_state_dict, _apply, DataParallel) find them
+            del d[name]
+        d["_tracer_forward"] = type(module).forward
+        d["_tracer_options"] = dict(backend=backend, fullgraph=fullgraph, **options)  # (as compile() takes them)
+        d["_compiled_forward"] = CompiledFunction(self._tracer_forward, **self._tracer_options)
+        d["_tracer_other_forwards"] = {}  # a forward the class got later (patched): its own compiled function
 
     def __call__(self, *args, **kwargs):
         """The wrapper is no module of the user's: global module hooks
@@ -212,7 +255,7 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         m = self._orig_mod
-        current = type(m).forward is self._forward and "forward" not in m.__dict__
+        current = type(m).forward is self._tracer_forward and "forward" not in m.__dict__
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
                 or _global_module_hooks()):
             body = functools.partial(self._compiled_forward, m) if current else self._current_forward(m)
@@ -230,9 +273,9 @@ class CompiledModule(torch.nn.Module):
         bound = fn is not None
         if not bound:
             fn = type(m).forward
-        compiled = self._other_forwards.get(fn)
+        compiled = self._tracer_other_forwards.get(fn)
         if compiled is None:
-            compiled = self._other_forwards[fn] = compile(fn, **self._options)
+            compiled = self._tracer_other_forwards[fn] = compile(fn, **self._tracer_options)
         return compiled if bound else functools.partial(compiled, m)
 
     def _call_with_hooks(self, m, body, args, kwargs):
@@ -252,17 +295,139 @@ class CompiledModule(torch.nn.Module):
             else:
                 d.pop("forward", None)
 
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._orig_mod, name)
+    # ---- the model's attributes ------------------------------------------------------------
+    def __getattr__(self, name):  # (only for names the wrapper does not hold)
+        d = self.__dict__
+        if "_orig_mod" not in d:  # (half made: copy and pickle machinery probing)
+            raise AttributeError(name)
+        return getattr(d["_orig_mod"], name)
 
-    def state_dict(self, *args, **kwargs):
-        return self._orig_mod.state_dict(*args, **kwargs)
+    def _own(self, name):
+        """Whether `name` is the wrapper's: its own state (the hooks on it), or a name its class
+        defines (a method the user patches over, as on OptimizedModule)."""
+        d = self.__dict__
+        return name in d or name in _WRAPPER_ATTRS or "_orig_mod" not in d or hasattr(type(self), name)
 
-    def load_state_dict(self, *args, **kwargs):
-        return self._orig_mod.load_state_dict(*args, **kwargs)
+    def __setattr__(self, name, value):
+        if self._own(name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.__dict__["_orig_mod"], name, value)
+
+    def __delattr__(self, name):
+        if self._own(name) and name in self.__dict__:
+            object.__delattr__(self, name)
+        else:
+            delattr(self.__dict__["_orig_mod"], name)
+
+    def __repr__(self):
+        return repr(self._orig_mod)
+
+    def __dir__(self):
+        mine = object.__dir__(self)
+        theirs = dir(self._orig_mod)
+        return theirs + [n for n in mine if n not in set(theirs)]
+
+    # ---- copies: a compiled copy of the model, with the same options -----------------------
+    def _wrapper_state(self):
+        """The wrapper's own Module state (the hooks registered on it, attributes set over its
+        methods): what a copy keeps besides the model and the options."""
+        return {k: v for k, v in self.__dict__.items() if k not in _WRAPPER_ATTRS}
+
+    def __deepcopy__(self, memo):
+        model = copy.deepcopy(self._orig_mod, memo)
+        new = _rebuild_compiled_module(model, dict(self._tracer_options), {})
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self._wrapper_state(), memo))
+        return new
+
+    def __copy__(self):
+        return _rebuild_compiled_module(self._orig_mod, dict(self._tracer_options), dict(self._wrapper_state()))
+
+    def __reduce__(self):  # pickle, torch.save (deepcopy and copy have their own)
+        backend = self._tracer_options["backend"]
+        if not isinstance(backend, str):
+            try:
+                pickle.dumps(backend)
+            except Exception as e:  # noqa: BLE001 - any pickling failure says the same
+                raise TypeError(
+                    f"cannot pickle a compiled {type(self._orig_mod).__name__}: its backend "
+                    f"{backend_name(backend)} is not picklable ({type(e).__name__}: {e}); pass a "
+                    f"backend by name or a module-level function, or pickle compiled._orig_mod"
+                ) from None
+        return _rebuild_compiled_module, (self._orig_mod, dict(self._tracer_options), self._wrapper_state())
+
+
+def _rebuild_compiled_module(module, options, state):
+    """A CompiledModule of `module` (unpickling, copies): a fresh wrapper, with no cache entries
+    of its own yet: its first call traces (the guards of the original's entries name the
+    original model)."""
+    new = CompiledModule(module, **options)
+    new.__dict__.update(state)
+    return new
+
+
+def _to_model(name, returns_self):
+    """A CompiledModule method that is the model's: `name` called on the model; a method that
+    returns the model (`to`, `train`...) returns the wrapper, as the model's returns itself."""
+    impl = getattr(torch.nn.Module, name)
+
+    if returns_self:
+        def method(self, *args, **kwargs):
+            m = self.__dict__["_orig_mod"]
+            out = getattr(m, name)(*args, **kwargs)
+            return self if out is m else out
+    else:
+        def method(self, *args, **kwargs):
+            return getattr(self.__dict__["_orig_mod"], name)(*args, **kwargs)
+    method.__name__ = name
+    method.__qualname__ = f"CompiledModule.{name}"
+    method.__doc__ = impl.__doc__
+    return method
+
+
+_MODEL_METHODS = (
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "state_dict", "load_state_dict", "get_submodule", "set_submodule",
+    "get_parameter", "get_buffer", "register_buffer", "_load_from_state_dict",
+    "register_parameter", "add_module", "register_module", "zero_grad", "extra_repr",
+    "register_state_dict_pre_hook", "register_state_dict_post_hook", "_register_state_dict_hook",
+    "register_load_state_dict_pre_hook", "register_load_state_dict_post_hook",
+    "_register_load_state_dict_pre_hook")
+_MODEL_METHODS_RETURNING_SELF = (
+    "to", "cuda", "cpu", "xpu", "mtia", "ipu", "float", "double", "half", "bfloat16", "type",
+    "to_empty", "train", "eval", "requires_grad_", "apply", "share_memory", "_apply")
+for _name in _MODEL_METHODS + _MODEL_METHODS_RETURNING_SELF:
+    if hasattr(torch.nn.Module, _name):  # (across torch versions)
+        setattr(CompiledModule, _name, _to_model(_name, _name in _MODEL_METHODS_RETURNING_SELF))
+del _name
+
+# Python looks special methods up on the type: a compiled module has the model class's own,
+# so that a compiled ModuleList, Sequential or ModuleDict has its length, truthiness,
+# iteration and indexing, and a compiled Linear has none of them (no len, always true).
+_PROTOCOL = ("__len__", "__bool__", "__iter__", "__reversed__", "__contains__", "__getitem__",
+             "__setitem__", "__delitem__", "__add__", "__radd__", "__iadd__", "__mul__", "__rmul__",
+             "__imul__")
+_CLASSES = {(): CompiledModule}
+
+
+def _class_for(model_type):
+    names = tuple(n for n in _PROTOCOL if getattr(model_type, n, None) is not None)
+    cls = _CLASSES.get(names)
+    if cls is None:
+        cls = _CLASSES[names] = type("CompiledModule", (CompiledModule,),
+                                     {n: _protocol_method(n) for n in names} | {"__module__": __name__})
+    return cls
+
+
+def _protocol_method(name):
+    def method(self, *args):
+        m = self.__dict__["_orig_mod"]
+        out = getattr(type(m), name)(m, *args)
+        return self if out is m else out  # (`compiled += [layer]` keeps the wrapper)
+    method.__name__ = name
+    method.__qualname__ = f"CompiledModule.{name}"
+    return method
 
 
 def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=False, check_rtol=1e-4,

@@ -34,7 +34,7 @@ from .runtime.records import HITS
 from .graph.backends import resolve
 from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
-from .exc import FullGraphError
+from .exc import BackendError, FullGraphError
 from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
 # the default rule and its prefixes live in runtime/policy.py (with the value model's answers
 # to the same question); DEFAULT_SKIP_PREFIXES is re-exported: `capture(skip_prefixes=
@@ -153,7 +153,8 @@ class capture:
 
 
 def _report_callback_error(exc, code):
-    if isinstance(exc, (FullGraphError, Warning)):  # fullgraph=True, or warnings made errors (-W error)
+    if isinstance(exc, (FullGraphError, BackendError, Warning)):  # fullgraph=True, a backend that
+        # failed (config.suppress_errors), or warnings made errors (-W error)
         raise exc
     name = getattr(code, "co_qualname", repr(code))
     log.warning("tracer callback failed for %s; the frame runs as Python: %s: %s", name, type(exc).__name__, exc)

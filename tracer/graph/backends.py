@@ -97,15 +97,24 @@ def resolve(backend):
         raise ValueError(f"unknown backend {backend!r}; use a callable or one of {sorted(NAMED)}")
 
 
+def backend_name(backend_fn):
+    """How an error names a backend: its name, or its type's for a callable object."""
+    return getattr(backend_fn, "__qualname__", None) or getattr(backend_fn, "__name__", None) \
+        or type(backend_fn).__name__
+
+
 def compile_graph(backend_fn, gm, example_inputs):
     try:
         compiled = backend_fn(gm, example_inputs)
     except Exception as e:
-        raise BackendError(f"backend {getattr(backend_fn, '__name__', backend_fn)} raised "
-                           f"{type(e).__name__}: {e}") from e
+        err = BackendError(f"backend {backend_name(backend_fn)} raised {type(e).__name__}: {e}")
+        err.backend = backend_fn
+        raise err from e
     if not callable(compiled):
-        raise BackendError(f"backend {getattr(backend_fn, '__name__', backend_fn)} returned "
-                           f"{type(compiled).__name__}, not a callable")
+        err = BackendError(f"backend {backend_name(backend_fn)} returned {type(compiled).__name__}, "
+                           f"not a callable")
+        err.backend = backend_fn
+        raise err
     return _unhooked(compiled)
 
 
@@ -131,4 +140,4 @@ def _mark_wrapper():
 _mark_wrapper()
 
 
-__all__ = ["resolve", "compile_graph", "NAMED", "torch"]
+__all__ = ["resolve", "compile_graph", "backend_name", "NAMED", "torch"]

@@ -12,6 +12,15 @@ dynamic_floats: a float argument whose value changed between traces (or any floa
     dynamic, as torch.compile's `specialize_float=False`): a learning rate or a temperature
     that changes every call compiles twice, not once per value until the recompile limit.
 
+suppress_errors: a backend that raises, or returns something that is not callable, makes the
+    compiled call raise tracer.BackendError (naming the backend and the frame, the backend's
+    exception chained as __cause__), under tracer.compile and tracer.capture alike, as
+    torch.compile raises BackendCompilerFailed. True: the frame runs as Python instead
+    (falls back), with the reason logged ("tracer" logger, INFO) and counted in
+    tracer.stats() as a fallback; under fullgraph=True that is a FullGraphError. (Internal
+    errors of the tracer always fall back, and the user's own exceptions always surface
+    unchanged: this switch is about backends only.) Env: TRACER_SUPPRESS_ERRORS=1.
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -21,6 +30,7 @@ import os
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
+suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 
 # Limits of one trace (constants, not switches).

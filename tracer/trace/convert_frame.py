@@ -3,7 +3,10 @@
 `convert_frame` is the frame boundary of rule 1: any failure while tracing, building
 guards, compiling or generating code is caught here and turned into a fallback Entry that
 runs the original code (with the reason kept for explain/logs), unless fullgraph=True, in
-which case the user gets a FullGraphError naming the construct and its source line.
+which case the user gets a FullGraphError naming the construct and its source line. A backend
+that fails (raises, or returns no callable) is the user's error, not the tracer's: it raises
+tracer.BackendError to the caller, naming the backend and the frame, unless
+config.suppress_errors is set (then it falls back like the rest, with the reason logged).
 """
 import logging
 import os
@@ -79,6 +82,11 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
             _release(ctx)
             _forget_frames(caught, handled)
             return convert_frame(code, L, G, C, builtins, backend_fn, fullgraph, dynamic)
+        if isinstance(e, BackendError) and not config.suppress_errors:
+            loud = _loud_backend_error(e, code)
+            _release(ctx)
+            _forget_frames(caught, handled)
+            raise loud from e.__cause__  # (None when the backend returned a non-callable)
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e
@@ -98,6 +106,19 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     _release(ctx)
     _forget_frames(caught, handled)
     return entry
+
+
+def _loud_backend_error(e, code):
+    """The BackendError the caller of the compiled function gets (config.suppress_errors is
+    off): the backend's failure, naming the frame whose graph it was compiling. The backend's
+    own exception is chained as its __cause__ (as torch.compile's BackendCompilerFailed)."""
+    where = f"{code.co_filename}:{code.co_firstlineno}"
+    loud = BackendError(f"{e} (compiling the graph of {code.co_qualname} at {where}; "
+                        f"tracer.config.suppress_errors = True runs such frames as Python instead)")
+    loud.backend = getattr(e, "backend", None)
+    loud.frame = code.co_qualname
+    loud.location = where
+    return loud
 
 
 def _learn_from_refusal(e, code, policy, leaves):
