@@ -21,6 +21,11 @@ The callback receives a frame view before the frame runs: it checks the code obj
 entries' guards against the frame's argument slots, and returns the entry's rewritten code
 (or None to run the frame as it is). A miss traces the frame. The warm path is one dict
 lookup by code identity and the entries' guard checks (`FrameCallback.__call__`).
+
+A frame whose traces make no tensor work (the data pipeline around a model: tokenizers,
+collate loops, metrics, logging) is given up on: it runs as Python from then on, at the cost
+of a flag check in the C hook, until a call brings a tensor argument (runtime/give_up.py has
+the rule; `tracer.stats().given_up` names each such frame once).
 """
 import logging
 import sys
@@ -29,7 +34,7 @@ import weakref
 
 import torch
 
-from .runtime import cache, records
+from .runtime import cache, give_up, records
 from .runtime.records import HITS
 from .graph.backends import resolve
 from .trace.convert_frame import convert_frame
@@ -101,9 +106,19 @@ class FrameCallback:
             # a backend) is tracing and called back into Python (sympy, registrations)
             return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
-        entry = cache.lookup_or_compile(
-            code, L, G, C, self.backend, self.fullgraph,
-            lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
+        if type(self) is not FrameCallback and give_up.given_up(code):  # (the C hook does this for FrameCallback)
+            if not any(isinstance(v, torch.Tensor) for v in L):
+                return None
+            give_up.lift_give_up(code)
+        made = []
+
+        def trace():
+            made.append(convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
+            return made[0]
+
+        entry = cache.lookup_or_compile(code, L, G, C, self.backend, self.fullgraph, trace)
+        if made:  # a new trace: no tensor work in it may mean the code runs as Python for good
+            give_up.after_trace(code, made[0])
         self._refresh(code)
         return None if entry is None else entry.code
 
