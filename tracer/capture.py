@@ -76,6 +76,9 @@ class FrameCallback:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.skip_prefixes = tuple(skip_prefixes)
+        # capture() gives up on frames with no tensor work (runtime/give_up.py); tracer.compile's
+        # callback for the frames after a graph break does not decide (it honours the marks)
+        self.gives_up = False
         self._hot = {}  # id(code) -> (weakref to code, [(guard check, code to run or None)])
         cache.register_view(self)
 
@@ -117,7 +120,7 @@ class FrameCallback:
             return made[0]
 
         entry = cache.lookup_or_compile(code, L, G, C, self.backend, self.fullgraph, trace)
-        if made:  # a new trace: no tensor work in it may mean the code runs as Python for good
+        if made and self.gives_up:  # a new trace: no tensor work in it may mean the code runs as Python for good
             give_up.after_trace(code, made[0])
         self._refresh(code)
         return None if entry is None else entry.code
@@ -155,6 +158,7 @@ class capture:
 
     def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
         self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes, dynamic)
+        self.callback.gives_up = True
         self._prev = threading.local()
 
     def __enter__(self):

@@ -34,9 +34,12 @@ The rule (`after_trace`, called by the hook's callback with each entry it traced
   usual: a function called with ints first and tensors later is captured when the tensors
   arrive (and, having had tensor work, is never given up on again). A tensor reaching it
   another way (inside a list, a global) finds it run as Python: correct, not captured.
-* Honoured by the default rule's callback (`capture()` with the default skip prefixes, and
-  the callback `tracer.compile` uses for frames after a graph break); a callback with other
-  prefixes checks the mark in Python on a miss. A given-up frame still inlines normally when
+* Decided by `capture()`'s callback only (`FrameCallback.gives_up`); honoured by every callback
+  of the default rule (`capture()` with the default skip prefixes, and the callback
+  `tracer.compile` uses for frames after a graph break); a callback with other prefixes checks
+  the mark in Python on a miss. Why compile's callback does not decide: a given-up frame's
+  callees, inlined while it was traced, reach the hook as frames of their own when it runs as
+  Python, each traced once (and given up in its turn); a warm compiled call must trace nothing. A given-up frame still inlines normally when
   a traced frame calls it: the mark only stops a trace from *starting* there.
 * Each code given up on is recorded once (`records.given_up`: `tracer.stats().given_up`
   names it with the reason), never as a warning. `tracer.reset()` lifts every mark.
