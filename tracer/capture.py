@@ -21,6 +21,11 @@ The callback receives a frame view before the frame runs: it checks the code obj
 entries' guards against the frame's argument slots, and returns the entry's rewritten code
 (or None to run the frame as it is). A miss traces the frame. The warm path is one dict
 lookup by code identity and the entries' guard checks (`FrameCallback.__call__`).
+
+A frame whose traces make no tensor work (the data pipeline around a model: tokenizers,
+collate loops, metrics, logging) is given up on: it runs as Python from then on, at the cost
+of a flag check in the C hook, until a call brings a tensor argument (runtime/give_up.py has
+the rule; `tracer.stats().given_up` names each such frame once).
 """
 import logging
 import sys
@@ -29,7 +34,7 @@ import weakref
 
 import torch
 
-from .runtime import cache, records
+from .runtime import cache, give_up, records
 from .runtime.records import HITS
 from .graph.backends import resolve
 from .trace.convert_frame import convert_frame
@@ -71,6 +76,9 @@ class FrameCallback:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.skip_prefixes = tuple(skip_prefixes)
+        # capture() gives up on frames with no tensor work (runtime/give_up.py); tracer.compile's
+        # callback for the frames after a graph break does not decide (it honours the marks)
+        self.gives_up = False
         self._hot = {}  # id(code) -> (weakref to code, [(guard check, code to run or None)])
         cache.register_view(self)
 
@@ -101,9 +109,19 @@ class FrameCallback:
             # a backend) is tracing and called back into Python (sympy, registrations)
             return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
-        entry = cache.lookup_or_compile(
-            code, L, G, C, self.backend, self.fullgraph,
-            lambda: convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
+        if type(self) is not FrameCallback and give_up.given_up(code):  # (the C hook does this for FrameCallback)
+            if not any(isinstance(v, torch.Tensor) for v in L):
+                return None
+            give_up.lift_give_up(code)
+        made = []
+
+        def trace():
+            made.append(convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
+            return made[0]
+
+        entry = cache.lookup_or_compile(code, L, G, C, self.backend, self.fullgraph, trace)
+        if made and self.gives_up:  # a new trace: no tensor work in it may mean the code runs as Python for good
+            give_up.after_trace(code, made[0])
         self._refresh(code)
         return None if entry is None else entry.code
 
@@ -140,6 +158,7 @@ class capture:
 
     def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
         self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes, dynamic)
+        self.callback.gives_up = True
         self._prev = threading.local()
 
     def __enter__(self):

@@ -24,6 +24,8 @@
  *   skip_code(code, recursive=False) / unskip_code(code) / is_skipped(code) -> bool
  *   rule_skip(code) / is_rule_skipped(code) -> bool   (process-wide, see below)
  *   set_rule_type(type_or_None) -> previous            (process-wide)
+ *   give_up(code) / is_given_up(code) / lift_give_up(code)   (process-wide; rule type only,
+ *                              lifted by a frame with a tensor argument: set_tensor_type(t))
  *   untraced(fn, on_error=None) -> a callable that calls fn with this thread's callback off;
  *                              if fn raises an Exception, on_error(exc) is the result
  *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
@@ -181,6 +183,12 @@ static PyObject *error_handler = NULL;        /* fn(exc, code) or NULL */
    type is exactly `rule_type` (callbacks with another rule get every frame as before). */
 #define RULE_SKIP_FLAG ((uintptr_t)4)
 static PyObject *rule_type = NULL;            /* strong ref to a type, or NULL */
+/* A frame the tracer gave up on (a trace of it made no tensor work: tracer/runtime/give_up.py):
+   like RULE_SKIP_FLAG (honoured for the rule type only), except that a frame with a tensor
+   among its arguments (`tensor_type`, or in the *args tuple) lifts the mark and reaches the
+   callback, which traces it: a function called with ints first and tensors later. */
+#define GIVEN_UP_FLAG ((uintptr_t)8)
+static PyTypeObject *tensor_type = NULL;      /* strong ref, or NULL: a given-up mark is never lifted */
 
 static inline PyObject *
 call_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
@@ -208,6 +216,34 @@ n_arg_slots(PyCodeObject *co)
 {
     return co->co_argcount + co->co_kwonlyargcount +
            ((co->co_flags & CO_VARARGS) ? 1 : 0) + ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+/* Whether an argument slot of a fresh frame (or an item of its *args tuple) is a tensor. */
+static int
+has_tensor_arg(_PyInterpreterFrame *frame, PyCodeObject *co)
+{
+    if (tensor_type == NULL) {
+        return 0;
+    }
+    int n = n_arg_slots(co);
+    int star = (co->co_flags & CO_VARARGS) ? co->co_argcount + co->co_kwonlyargcount : -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *v = frame->localsplus[i];
+        if (v == NULL) {
+            continue;
+        }
+        if (PyObject_TypeCheck(v, tensor_type)) {
+            return 1;
+        }
+        if (i == star && PyTuple_Check(v)) {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(v); k++) {
+                if (PyObject_TypeCheck(PyTuple_GET_ITEM(v, k), tensor_type)) {
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
 }
 
 /* Put `saved` back as this thread's callback at the end of a disable bracket.
@@ -591,8 +627,16 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
             tls_restore(cb);
             return result;
         }
-        if ((flags & SKIP_FLAG) || (PyObject *)Py_TYPE(cb) == rule_type) {
+        if (flags & SKIP_FLAG) {
             return call_default(tstate, frame, throwflag);
+        }
+        if ((PyObject *)Py_TYPE(cb) == rule_type) {
+            if (flags != GIVEN_UP_FLAG || !has_tensor_arg(frame, co)) {
+                return call_default(tstate, frame, throwflag);
+            }
+            if (CODE_SET_EXTRA((PyObject *)co, extra_index, (void *)0) < 0) { /* lifted */
+                PyErr_Clear();
+            }
         }
     }
 
@@ -886,6 +930,57 @@ is_rule_skipped(PyObject *Py_UNUSED(m), PyObject *code)
 }
 
 static PyObject *
+give_up(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    uintptr_t flags = code_flags((PyCodeObject *)code);
+    if (flags == 0 && set_flags(code, GIVEN_UP_FLAG) < 0) { /* (a skipped code stays skipped) */
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+is_given_up(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(code_flags((PyCodeObject *)code) == GIVEN_UP_FLAG);
+}
+
+static PyObject *
+lift_give_up(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    if (code_flags((PyCodeObject *)code) == GIVEN_UP_FLAG && set_flags(code, 0) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_tensor_type(PyObject *Py_UNUSED(m), PyObject *type)
+{
+    if (type != Py_None && !PyType_Check(type)) {
+        PyErr_Format(PyExc_TypeError, "set_tensor_type expects a type or None, not %.200s",
+                     Py_TYPE(type)->tp_name);
+        return NULL;
+    }
+    PyTypeObject *old = tensor_type;
+    tensor_type = (type == Py_None) ? NULL : (PyTypeObject *)Py_NewRef(type);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 set_rule_type(PyObject *Py_UNUSED(m), PyObject *type)
 {
     if (type != Py_None && !PyType_Check(type)) {
@@ -968,6 +1063,13 @@ static PyMethodDef methods[] = {
      "rule_skip(code): callbacks whose type is the rule type (set_rule_type) are not called "
      "for frames of `code` (a skip decision of their rule, cached); others still are."},
     {"is_rule_skipped", is_rule_skipped, METH_O, "is_rule_skipped(code) -> bool"},
+    {"give_up", give_up, METH_O,
+     "give_up(code): like rule_skip, except that a frame with a tensor argument lifts the mark "
+     "and reaches the callback (no effect on a code already marked)"},
+    {"is_given_up", is_given_up, METH_O, "is_given_up(code) -> bool"},
+    {"lift_give_up", lift_give_up, METH_O, "lift_give_up(code): undo give_up (nothing else)"},
+    {"set_tensor_type", set_tensor_type, METH_O,
+     "set_tensor_type(type_or_None): the type whose instances, as arguments, lift give_up"},
     {"set_rule_type", set_rule_type, METH_O,
      "set_rule_type(type_or_None) -> previous: the callback type that honours rule_skip marks."},
     {"set_error_handler", set_error_handler, METH_O,

@@ -9,6 +9,9 @@ API (callbacks are per thread; see the C file's header for the details):
     unskip_code(code), is_skipped(code) -> bool
     rule_skip(code), is_rule_skipped(code)     a skip decided by a rule, cached on the code:
     set_rule_type(type_or_None) -> previous    honoured for callbacks of exactly that type
+    give_up(code), is_given_up(code),          like rule_skip, but a frame with a tensor among
+    lift_give_up(code)                         its arguments lifts the mark and reaches the
+    set_tensor_type(type_or_None)              callback (runtime/give_up.py)
     untraced(fn)                               fn, called with this thread's callback off
     set_error_handler(fn_or_None) -> previous  fn(exc, code) when the callback fails
     clear_thread_caches()                      drop this thread's recycled call-through
@@ -58,6 +61,10 @@ is_skipped = _C.is_skipped
 rule_skip = _C.rule_skip
 is_rule_skipped = _C.is_rule_skipped
 set_rule_type = _C.set_rule_type
+give_up = _C.give_up
+is_given_up = _C.is_given_up
+lift_give_up = _C.lift_give_up
+set_tensor_type = _C.set_tensor_type
 untraced = _C.untraced
 set_error_handler = _C.set_error_handler
 clear_thread_caches = _C.clear_thread_caches
@@ -75,6 +82,10 @@ __all__ = [
     "rule_skip",
     "is_rule_skipped",
     "set_rule_type",
+    "give_up",
+    "is_given_up",
+    "lift_give_up",
+    "set_tensor_type",
     "untraced",
     "set_error_handler",
     "clear_thread_caches",

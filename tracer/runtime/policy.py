@@ -178,6 +178,10 @@ def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     if code.co_name == "<module>":
         return SKIP  # a module body, run once by an import (a lazy import inside a call)
     if not filename.startswith(prefixes):
+        if args and isinstance(args[0], torch.nn.Module) and "_parameters" not in args[0].__dict__:
+            # a module's own code before Module.__init__ ran (a user's `__init__` building the
+            # model under capture()): the value model needs a constructed module to wrap it
+            return SKIP_ONCE
         return TRACE
     if code.co_name == "forward" and filename.startswith(MODULE_DIRS):
         return TRACE if args and isinstance(args[0], torch.nn.Module) else SKIP_ONCE

@@ -53,7 +53,7 @@ class Event:
         return f"{self.kind:<15} {self.frame}{at}: {self.reason}" if self.reason else f"{self.kind:<15} {self.frame}{at}"
 
 
-KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error", "rerun")
+KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error", "rerun", "given_up")
 
 
 class _State:
@@ -63,6 +63,7 @@ class _State:
         self.trace_seconds = 0.0
         self.break_reasons = collections.Counter()     # reason -> count
         self.fallback_reasons = collections.Counter()
+        self.given_up = {}  # frame -> why it runs as Python for good (give_up.py), each once
         self.events = collections.deque(maxlen=MAX_EVENTS)
 
 
@@ -140,6 +141,15 @@ def limit_reached(code, limit):
     _add(Event("limit", code.co_qualname, f"recompiled {limit} times; runs as Python from now on"))
 
 
+def given_up(code, reason):
+    """`code` made no tensor work: it runs as Python from now on (runtime/give_up.py). Once per
+    code; not a warning."""
+    name = code.co_qualname
+    with _LOCK:
+        _state.given_up[name] = reason
+    _add(Event("given_up", name, reason, f"{code.co_filename}:{code.co_firstlineno}"))
+
+
 def graph_rerun(frame_name, exc):
     """A cache entry's graph raised: the frame ran again as Python from its start (rerun.py)."""
     _add(Event("rerun", frame_name, f"the graph raised {type(exc).__name__}: {exc}; the frame ran as Python"))
@@ -169,6 +179,7 @@ class Stats:
     break_reasons: dict
     fallback_reasons: dict
     events: list
+    given_up: dict = dataclasses.field(default_factory=dict)  # frame -> why (no tensor work)
 
     def of(self, kind):
         return [e for e in self.events if e.kind == kind]
@@ -186,6 +197,9 @@ class Stats:
         if self.fallback_reasons:
             out.append("frames run as Python, by reason:")
             out += [f"  {n:>4}  {r}" for r, n in sorted(self.fallback_reasons.items(), key=lambda kv: -kv[1])]
+        if self.given_up:
+            out.append(f"frames given up on (no tensor work; they run as Python): {len(self.given_up)}")
+            out += [f"  {name}: {why}" for name, why in list(self.given_up.items())[:20]]
         for kind, title in (("recompile", "recompiles (guard that failed):"),
                             ("limit", "recompile limits reached:"),
                             ("rerun", "graphs that raised (their frame ran as Python):"),
@@ -207,7 +221,8 @@ def stats():
         c = dict(_state.counts)
         snap = dict(ops=_state.ops, cache_hits=HITS[0] + _c_hits(), trace_seconds=_state.trace_seconds,
                     break_reasons=dict(_state.break_reasons),
-                    fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events))
+                    fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events),
+                    given_up=dict(_state.given_up))
     return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
                  graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
                  recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
