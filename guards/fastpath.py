@@ -151,8 +151,8 @@ class Plan:
         if t is IdMatch:
             kind, ref = g._ref
             self.op(fc.O_ID, i, (self.node(g.source),), ref, num=kind == "weak")
-        elif t is TypeMatch:
-            self.op(fc.O_TYPE, i, (self.node(g.source),), g.type)
+        elif t is TypeMatch:  # a module's: a soft anchor (see _fastcheck_capture.c)
+            self.op(fc.O_TYPE, i, (self.node(g.source),), g.type, num=_soft_anchor(g.type))
         elif t is ConstMatch:
             n, v = self.node(g.source), g.value
             if isinstance(v, _BY_IDENTITY) and type(v) in _BY_IDENTITY:
@@ -229,6 +229,14 @@ class Plan:
 
 
 _ODict = __import__("collections").OrderedDict
+
+
+def _soft_anchor(cls: type) -> int:
+    """1 when a node guarded to be of class `cls` is a soft anchor: an nn.Module, guarded by
+    its structure rather than its identity (tracer/variables/nn_module.py). The snapshot
+    then freezes what hangs from the object of the last passing call, and another object of
+    the class goes to the slow path once (which captures anew), not to a failure."""
+    return int(isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.__weakrefoffset__ != 0)
 
 
 def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:

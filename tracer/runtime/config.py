@@ -12,6 +12,12 @@ dynamic_floats: a float argument whose value changed between traces (or any floa
     dynamic, as torch.compile's `specialize_float=False`): a learning rate or a temperature
     that changes every call compiles twice, not once per value until the recompile limit.
 
+recompile_limit: how many times one code object is traced for one module structure (the
+    classes of the nn.Modules among its arguments: runtime/cache.structure_key) before it runs
+    as plain Python for that structure, with a RecompileLimitWarning (torch.compile's
+    `recompile_limit`). Instances of one module class share an entry (modules are graph
+    inputs, guarded by structure), so this counts real changes: shapes, dtypes, flags.
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -21,6 +27,7 @@ import os
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
+recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 
 # Limits of one trace (constants, not switches).
