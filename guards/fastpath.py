@@ -9,8 +9,11 @@ How (measured against the alternatives in the README's "Cache hits" section):
   * Sources become a table of nodes, each fetched from its parent by one accessor (``L[i]``,
     ``G[name]``, a cell, ``getattr``, ``[key]``, ``type``), shared by every guard that reads
     it.  Guards become ops over nodes, in the order the generated check runs them.
-  * A *snapshot* records which nodes cannot have changed: those under an identity-guarded
-    anchor (the model passed as ``self``) reached through instance ``__dict__``s and dicts,
+  * A *snapshot* records which nodes cannot have changed: those under an anchor (a source
+    guarded by identity, or a *soft* one: an nn.Module guarded by its class, the model passed
+    as ``self``, compared with the object of the last passing call, held weakly; another
+    object goes to the slow path, which captures anew) reached through instance
+    ``__dict__``s and dicts,
     with the types whose attribute lookup was relied on (type version tag) and the dicts
     read (dict watchers on CPython 3.12+, the dict version tag on 3.11: see _fastcheck.h for
     why each).  Guards whose answer is a function of those nodes alone are skipped; an
