@@ -88,7 +88,7 @@ class OutputGraph:
         """A tensor graph input; its fake has symbolic sizes where the size policy says so,
         or none (`static`: a module's parameters and buffers, as torch.compile keeps them)."""
         if static:
-            self.fake(tensor)
+            self.shapes.static_input(self.fake(tensor), source)
         elif id(tensor) not in self._fake_memo:
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
