@@ -6,7 +6,8 @@
  * generated Python check, in three layers:
  *
  *   1. steps (the snapshot): fetch the sources that must be read on every call (arguments,
- *      globals), compare the anchors (sources guarded by identity: the model passed as
+ *      globals), compare the anchors (sources guarded by identity, or soft anchors: a module
+ *      guarded by its type, compared with the object captured, unsure if another: the model passed as
  *      `self`), and verify that nothing the frozen part relied on changed: the dicts it read
  *      (version tag on 3.11, dict watchers on 3.12+), the types whose attribute lookup it
  *      relied on (type version tag), the objects' __dict__ pointers.  Cost: a few loads per
@@ -467,6 +468,7 @@ static int parse_nodes(Program *p, PyObject *nodes)
         }
         nd->arg = Py_NewRef(arg);
         nd->anchor = -1;
+        nd->soft = -1;
     }
     return 0;
 }
@@ -513,6 +515,8 @@ static int parse_ops(Program *p, PyObject *ops)
         op->guards = Py_NewRef(guards);
         if (op->kind == O_ID && p->nodes[op->nodes[0]].anchor < 0)
             p->nodes[op->nodes[0]].anchor = i;
+        if (op->kind == O_TYPE && op->num == 1 && p->nodes[op->nodes[0]].soft < 0)
+            p->nodes[op->nodes[0]].soft = i;
     }
     return 0;
 }

@@ -88,6 +88,7 @@ typedef struct {
     Py_ssize_t index;    /* N_LOCAL, N_CELL */
     PyObject *arg;       /* name, key, constant or fetch function (strong) */
     Py_ssize_t anchor;   /* an O_ID op on this node, or -1 */
+    Py_ssize_t soft;     /* an O_TYPE op with num 1 on this node (a soft anchor), or -1 */
 } Node;
 
 typedef struct {
@@ -131,7 +132,7 @@ enum { S_DICTS = S_DICT + 1 };
 
 typedef struct {
     int32_t kind;
-    int32_t weak;        /* S_ANCHOR */
+    int32_t weak;        /* S_ANCHOR: 1 a weak reference; 2 a soft anchor's (unsure on mismatch) */
     Py_ssize_t node;     /* S_FETCH, S_ANCHOR; S_DICTS: first index into Program.pins;
                           * first of a run of TYPEPIN/CLASSTAG/INSTDICT/SLOT: its length */
     void *a;             /* S_TYPEPIN/S_CLASSTAG obj, S_INSTDICT/S_SLOT dictslot,

@@ -3,8 +3,12 @@
  * A node is *frozen* when its value is known to be the same object as at capture time
  * without fetching it:
  *   - a constant;
- *   - an anchor: a node with an identity guard, fetched on every call and compared (the
- *     model passed as `self`, a global function);
+ *   - an anchor: a node with an identity guard, fetched on every call and compared (a
+ *     global function);
+ *   - a soft anchor: a node with a type guard marked soft (an nn.Module: guarded by its
+ *     structure, not its identity), fetched on every call and compared with a weak
+ *     reference to the object captured (the model passed as `self`): another object (or the
+ *     captured one gone) is not a failure but R_UNSURE, the slow path, which captures anew;
  *   - getattr(P, name) of a frozen P whose type's __getattribute__ is object's (or P is a
  *     module), whose type defines no `name` anywhere in its MRO (so no descriptor) and
  *     whose instance __dict__ holds `name`: pinned by P's type version tag and P's __dict__
@@ -748,14 +752,44 @@ int fc_capture(Program *p, PyObject *L, PyObject *G, PyObject *C)
                 continue;
             }
         }
-        if (nd->anchor < 0 || (nd->parent >= 0 && !parent_frozen) || nd->kind == N_PY)
+        int soft = nd->anchor < 0 && nd->soft >= 0;
+        if ((nd->anchor < 0 && !soft) || (nd->parent >= 0 && !parent_frozen) || nd->kind == N_PY)
             continue;  /* volatile: fetched lazily, in guard order */
         PyObject *v = fc_fetch(p, i, parent, L, G, C);
         if (v == NULL) {
             if (!fc_swallow())
                 goto error;
+            if (soft)
+                continue;  /* its ops fail in order, as the check's */
             result = 0;  /* the identity guard fails: so does the check */
             goto done;
+        }
+        if (soft) {
+            /* the object of this call, held weakly by the snapshot (p->held): an object of
+             * another type, or one without weak references, stays volatile */
+            PyObject *ref = NULL;
+            if ((PyObject *)Py_TYPE(v) != p->ops[nd->soft].a ||
+                !PyType_SUPPORTS_WEAKREFS(Py_TYPE(v)) ||
+                (ref = PyWeakref_NewRef(v, NULL)) == NULL) {
+                Py_DECREF(v);
+                if (PyErr_Occurred() && !fc_swallow())
+                    goto error;
+                continue;
+            }
+            int held = PyList_Append(p->held, ref);
+            Py_DECREF(ref);
+            if (held < 0) {
+                Py_DECREF(v);
+                goto error;
+            }
+            p->slot[i] = nf;
+            capv[nf++] = v;
+            if (add_step(p, S_FETCH, i, NULL, 0, NULL, 0) < 0 ||
+                add_step(p, S_ANCHOR, i, NULL, 0, ref, 2) < 0)
+                goto error;
+            p->frozen[i] = 1;
+            p->rec[i] = v;
+            continue;
         }
         p->slot[i] = nf;
         capv[nf++] = v;
@@ -837,7 +871,7 @@ int fc_run_steps(Program *p, PyObject **cur, PyObject *L, PyObject *G, PyObject 
         case S_ANCHOR: {
             PyObject *t = s->weak ? FC_WEAK_TARGET((PyObject *)s->a) : (PyObject *)s->a;
             if (VAL(s->node) != t || (s->weak && t == Py_None))
-                return R_FAIL;
+                return s->weak == 2 ? R_UNSURE : R_FAIL;  /* a soft anchor: another object */
             break;
         }
         /* runs (s..e, build_hot), in order: a step still runs only after every step

@@ -9,8 +9,11 @@ How (measured against the alternatives in the README's "Cache hits" section):
   * Sources become a table of nodes, each fetched from its parent by one accessor (``L[i]``,
     ``G[name]``, a cell, ``getattr``, ``[key]``, ``type``), shared by every guard that reads
     it.  Guards become ops over nodes, in the order the generated check runs them.
-  * A *snapshot* records which nodes cannot have changed: those under an identity-guarded
-    anchor (the model passed as ``self``) reached through instance ``__dict__``s and dicts,
+  * A *snapshot* records which nodes cannot have changed: those under an anchor (a source
+    guarded by identity, or a *soft* one: an nn.Module guarded by its class, the model passed
+    as ``self``, compared with the object of the last passing call, held weakly; another
+    object goes to the slow path, which captures anew) reached through instance
+    ``__dict__``s and dicts,
     with the types whose attribute lookup was relied on (type version tag) and the dicts
     read (dict watchers on CPython 3.12+, the dict version tag on 3.11: see _fastcheck.h for
     why each).  Guards whose answer is a function of those nodes alone are skipped; an
@@ -151,8 +154,8 @@ class Plan:
         if t is IdMatch:
             kind, ref = g._ref
             self.op(fc.O_ID, i, (self.node(g.source),), ref, num=kind == "weak")
-        elif t is TypeMatch:
-            self.op(fc.O_TYPE, i, (self.node(g.source),), g.type)
+        elif t is TypeMatch:  # a module's: a soft anchor (see _fastcheck_capture.c)
+            self.op(fc.O_TYPE, i, (self.node(g.source),), g.type, num=_soft_anchor(g.type))
         elif t is ConstMatch:
             n, v = self.node(g.source), g.value
             if isinstance(v, _BY_IDENTITY) and type(v) in _BY_IDENTITY:
@@ -229,6 +232,14 @@ class Plan:
 
 
 _ODict = __import__("collections").OrderedDict
+
+
+def _soft_anchor(cls: type) -> int:
+    """1 when a node guarded to be of class `cls` is a soft anchor: an nn.Module, guarded by
+    its structure rather than its identity (tracer/variables/nn_module.py). The snapshot
+    then freezes what hangs from the object of the last passing call, and another object of
+    the class goes to the slow path once (which captures anew), not to a failure."""
+    return int(isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.__weakrefoffset__ != 0)
 
 
 def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:

@@ -49,6 +49,10 @@ def worker(rank, world, init, queue):
         base = Net()
         out = {}
         for kind in ("ddp_eager", "compile_of_ddp", "ddp_of_compiled", "fsdp_eager", "fsdp_compiled"):
+            # each kind on fresh caches: instances of one module structure share entries
+            # (modules are graph inputs), so a later kind would otherwise run an earlier
+            # kind's entry and trace nothing of its own
+            tracer.reset()
             m = copy.deepcopy(base)
             model = _wrap(kind, m, mesh)
             opt = torch.optim.SGD(m.parameters(), lr=0.1)

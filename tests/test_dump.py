@@ -223,7 +223,15 @@ def test_export_module_runs_like_the_live_graph(target, tmp_path):
     spec.loader.exec_module(mod)
     gm = recorded[0][1].graph
     exported = mod.load(0)
-    assert torch.allclose(exported(*args)[0], gm(*args)[0]) and torch.allclose(exported(*args)[0], out)
+    # the module's parameters and buffers are graph inputs (placeholders named by their path),
+    # after the call's own arguments
+    model = module.model  # examples/dump_target.py: `encoder(x)` calls the global `model`
+    state = {k.replace(".", "_"): v for k, v in [*model.named_parameters(), *model.named_buffers()]}
+    inputs = list(args)
+    for n in [n for n in gm.graph.nodes if n.op == "placeholder"][len(args):]:
+        [t] = [v for k, v in state.items() if n.name.endswith("_" + k)]
+        inputs.append(t)
+    assert torch.allclose(exported(*inputs)[0], gm(*inputs)[0]) and torch.allclose(exported(*inputs)[0], out)
     assert len(mod.GRAPHS) == 1
 
 

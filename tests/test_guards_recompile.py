@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import tracer
-from tracer.runtime import cache
+from tracer.runtime import cache, config
 
 from helpers import assert_captured, assert_warm
 
@@ -153,12 +153,24 @@ def test_submodule_training_flag_only():
     assert captured(c) == 2
 
 
-def test_parameter_replaced_recompiles():
+def test_parameter_replaced_is_read_at_call_time():
+    # parameters are graph inputs read from the module on every call (not constants pinned
+    # by identity): a new Parameter of the same metadata is used without recompiling
     model = Net().eval()
     c = tracer.compile(model)
     x = torch.randn(3, 4)
     c(x)
     model.lin.weight = nn.Parameter(torch.randn(4, 4))
+    close(c(x), model(x))
+    assert captured(c) == 1
+
+
+def test_parameter_replaced_with_other_metadata_recompiles():
+    model = Net().eval()
+    c = tracer.compile(model)
+    x = torch.randn(3, 4)
+    c(x)
+    model.lin.weight = nn.Parameter(torch.randn(4, 4), requires_grad=False)  # guarded metadata
     close(c(x), model(x))
     assert captured(c) == 2
 
@@ -187,12 +199,22 @@ def test_module_double_recompiles():
     assert captured(c) == 2
 
 
-def test_submodule_replaced_recompiles():
+def test_submodule_replaced_by_same_structure_reuses_the_entry():
     model = Net().eval()
     c = tracer.compile(model)
     x = torch.randn(3, 4)
     c(x)
-    model.lin = nn.Linear(4, 4)
+    model.lin = nn.Linear(4, 4)  # modules are guarded by structure, not identity
+    close(c(x), model(x))
+    assert captured(c) == 1
+
+
+def test_submodule_replaced_by_other_structure_recompiles():
+    model = Net().eval()
+    c = tracer.compile(model)
+    x = torch.randn(3, 4)
+    c(x)
+    model.lin = nn.Linear(4, 4, bias=False)
     close(c(x), model(x))
     assert captured(c) == 2
 
@@ -286,12 +308,12 @@ def test_recompile_limit_falls_back_with_one_warning():
     f = tracer.compile(fn_limit, dynamic=False)  # one entry per shape (no symbolic sizes)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        for n in range(1, cache.RECOMPILE_LIMIT + 1):
+        for n in range(1, config.recompile_limit + 1):
             x = torch.randn(n)
             close(f(x), fn_limit(x))
-        assert len(f.entries) == cache.RECOMPILE_LIMIT
+        assert len(f.entries) == config.recompile_limit
         assert not [x for x in w if issubclass(x.category, RuntimeWarning)]
-        for n in range(cache.RECOMPILE_LIMIT + 1, cache.RECOMPILE_LIMIT + 5):
+        for n in range(config.recompile_limit + 1, config.recompile_limit + 5):
             x = torch.randn(n)
             close(f(x), fn_limit(x))
         x = torch.randn(1)  # an old shape still hits its entry
@@ -299,7 +321,7 @@ def test_recompile_limit_falls_back_with_one_warning():
     runtime = [x for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(runtime) == 1, [str(x.message) for x in runtime]
     assert "fn_limit" in str(runtime[0].message)
-    assert len(f.entries) == cache.RECOMPILE_LIMIT
+    assert len(f.entries) == config.recompile_limit
 
 
 def test_cache_does_not_keep_inputs_alive():
@@ -342,7 +364,7 @@ def test_reset_clears_recompile_limit():
     f = tracer.compile(fn_limit)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for n in range(1, cache.RECOMPILE_LIMIT + 3):
+        for n in range(1, config.recompile_limit + 3):
             f(torch.randn(n))
     tracer.reset()
     f(torch.randn(100))

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tracer
-from tracer.runtime import cache
+from tracer.runtime import cache, config
 
 from helpers import assert_captured, run_leak_check, traced
 
@@ -105,9 +105,9 @@ def test_deep_recursion_never_recursion_error_from_tracer(depth):
         assert torch.equal(c(x, n), x + n)
     with traced() as second:
         assert torch.equal(c(x, n), x + n)  # cached
-    # the first RECOMPILE_LIMIT levels are traced (each inlines the rest of the recursion
+    # the first config.recompile_limit levels are traced (each inlines the rest of the recursion
     # until the inline depth limit, then breaks), deeper levels run as Python
-    assert len(_own_frames(first, "limit")) == 1 and first.graphs >= cache.RECOMPILE_LIMIT, str(first)
+    assert len(_own_frames(first, "limit")) == 1 and first.graphs >= config.recompile_limit, str(first)
     assert first.internal_errors == 0 and first.fallbacks == 0, str(first)
     assert _own_frames(second) == [], str(second)
 
@@ -119,7 +119,7 @@ def test_deep_recursion_inside_capture():
         with tracer.capture(dynamic=False):
             out = _rec(x, 300)
     assert torch.equal(out, x + 300)
-    assert len(_own_frames(t, "limit")) == 1 and t.graphs >= cache.RECOMPILE_LIMIT and t.fallbacks == 0, str(t)
+    assert len(_own_frames(t, "limit")) == 1 and t.graphs >= config.recompile_limit and t.fallbacks == 0, str(t)
 
 
 def test_deep_recursion_with_a_dynamic_int_compiles_twice():
@@ -167,8 +167,8 @@ def test_recompile_storm_degrades_to_eager_with_one_warning():
             assert torch.equal(c(x, k), f(x, k))
     storm = [m for m in w if "recompiled" in str(m.message)]
     assert len(storm) == 1
-    assert cache.cache_for(f.__code__).compiles == cache.RECOMPILE_LIMIT
-    assert_captured(c, min_ops=2 * cache.RECOMPILE_LIMIT, entries=cache.RECOMPILE_LIMIT)
+    assert cache.cache_for(f.__code__).compiles == config.recompile_limit
+    assert_captured(c, min_ops=2 * config.recompile_limit, entries=config.recompile_limit)
     limit = tracer.stats().of("limit")
     assert limit and limit[-1].frame == f.__code__.co_qualname
 

@@ -92,8 +92,13 @@ def test_changing_what_a_stock_forward_read_recompiles():
     c = tracer.compile(model)
     x = torch.randn(2, 3, 8, 8)
     torch.testing.assert_close(c(x), model(x))
+    # (a Parameter replaced by one of the same metadata is read at call time: no recompile)
+    model.fc.weight = nn.Parameter(torch.randn_like(model.fc.weight))
+    with traced() as t:
+        torch.testing.assert_close(c(x), model(x))
+    assert t.recompiles == 0 and t.frames_traced == 0, str(t)
     changes = [lambda: setattr(model.blocks[0].bn, "eps", 0.5),
-               lambda: setattr(model.fc, "weight", nn.Parameter(torch.randn(5, 4))),
+               lambda: setattr(model.fc, "weight", nn.Parameter(torch.randn(5, 4), requires_grad=False)),
                lambda: setattr(model.stem[0], "padding", (2, 2)),
                lambda: setattr(model.norm, "eps", 1.0),
                lambda: model.blocks[1].train()]

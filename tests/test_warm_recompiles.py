@@ -1,6 +1,8 @@
 """A compiled model whose guard check runs from its C snapshot (warm calls, nothing traced)
-still recompiles on each structural change: a replaced parameter, an added hook, a changed
-attribute, a module swapped for another, a parameter's metadata changed in place."""
+still recompiles on each structural change: an added hook, a changed attribute, a module
+swapped for one of another structure, a parameter's metadata changed in place. A parameter
+or leaf module replaced by one of the same structure is read at call time (modules are graph
+inputs): the same entry runs, with the new tensors, and is warm again after one slow check."""
 import pytest
 import torch
 import torch.nn as nn
@@ -38,7 +40,6 @@ def _hooked(m):
 
 
 CHANGES = {
-    "replace a parameter": lambda m: setattr(m[0].fc, "weight", nn.Parameter(torch.randn(8, 8))),
     "add a forward hook to a submodule": _hooked,
     "add a forward pre-hook to a submodule": lambda m: m[0].norm.register_forward_pre_hook(
         lambda mod, args: (args[0] * 2,)),
@@ -46,11 +47,39 @@ CHANGES = {
     "change a user attribute": lambda m: setattr(m[0], "gain", 3.0),
     "training flag": lambda m: m[1].drop.train(),
     "swap a module": lambda m: m.__setitem__(0, Block()),
-    "swap a leaf module": lambda m: setattr(m[1], "fc", nn.Linear(8, 8)),
     "parameter requires_grad": lambda m: m[0].fc.bias.requires_grad_(False),
     "parameter .data of another dtype": lambda m: setattr(m[0].fc, "weight",
                                                           nn.Parameter(m[0].fc.weight.double())),
 }
+
+
+SAME_STRUCTURE = {
+    "replace a parameter": lambda m: setattr(m[0].fc, "weight", nn.Parameter(torch.randn(8, 8))),
+    "swap a leaf module": lambda m: setattr(m[1], "fc", nn.Linear(8, 8)),
+    "replace a buffer-free block": lambda m: m.__setitem__(0, Block().eval()),
+}
+
+
+@pytest.mark.parametrize("name", list(SAME_STRUCTURE))
+def test_same_structure_change_after_warm_calls_is_read_live(name):
+    m = make()
+    c = tracer.compile(m)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            assert torch.allclose(c(x), m(x))
+        entry = c._compiled_forward.entries[0]
+        before = tracer.stats()
+        SAME_STRUCTURE[name](m)
+        assert torch.allclose(c(x), m(x)), name
+        after = tracer.stats()
+        assert after.frames_traced == before.frames_traced and after.recompiles == before.recompiles, name
+        assert len(c._compiled_forward.entries) == 1
+        for _ in range(3):
+            assert torch.allclose(c(x), m(x)), name
+        if fastpath.ENABLED:  # the snapshot was taken anew on the new objects
+            st = entry.guards.check.stats()
+            assert st["state"] == "positive" and st["fast_hits"] >= 4, st
 
 
 @pytest.mark.parametrize("name", list(CHANGES))

@@ -5,11 +5,12 @@ shape/dtype/device without running real kernels, the graph inputs (each with the
 rewritten code loads it from), and a root `nn.Module` that holds the parameters, buffers and
 leaf submodules the graph reaches through `get_attr` / `call_module`.
 
-Parameters and buffers are `get_attr` attributes of that root, referencing the *same*
-objects as the user's model (no copies): optimizer steps and in-place buffer updates are
-seen without loading anything per call, `gm.named_parameters()` shows the real weights, and
-backends see the classic torch.compile graph shape. Their identity and metadata are guarded
-(see variables/builder.py), so a replaced or converted parameter recompiles.
+Parameters and buffers reached through a module with a source are graph inputs
+(placeholders, static sizes), loaded from the module by the rewritten code on every call,
+as torch.compile does since it inlines nn.Modules: the graph module holds no user tensor,
+and one graph serves every instance of a module structure (variables/nn_module.py). The
+root holds only what the graph itself owns: leaf modules of call_module nodes, and tensors
+reached without a source (get_attr constants).
 """
 import operator
 import re
@@ -83,12 +84,15 @@ class OutputGraph:
             self._attr_keep.append(tensor)
         return hit
 
-    def add_input(self, tensor, source):
-        """A tensor graph input; its fake has symbolic sizes where the size policy says so."""
-        if id(tensor) not in self._fake_memo:
+    def add_input(self, tensor, source, static=False, name=None):
+        """A tensor graph input; its fake has symbolic sizes where the size policy says so,
+        or none (`static`: a module's parameters and buffers, as torch.compile keeps them)."""
+        if static:
+            self.shapes.static_input(self.fake(tensor), source)
+        elif id(tensor) not in self._fake_memo:
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
-        return self._placeholder(source, tensor, self._fake_memo[id(tensor)])
+        return self._placeholder(source, tensor, self._fake_memo[id(tensor)], name)
 
     def add_sym_input(self, value, source):
         """An int (float) graph input with a symbolic value; None when the ShapeEnv specialised
@@ -98,8 +102,8 @@ class OutputGraph:
             return None
         return self._placeholder(source, value, sym)
 
-    def _placeholder(self, source, value, example):
-        name = _sanitize(source.name())
+    def _placeholder(self, source, value, example, name=None):
+        name = _sanitize(name or source.name())
         if self._last_placeholder is None:
             first = next(iter(self.graph.nodes), None)
             ctx = self.graph.inserting_before(first) if first is not None else self.graph.inserting_after()

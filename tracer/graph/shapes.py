@@ -171,6 +171,12 @@ class Shapes:
         self.inputs.append((source, tsrc, fake, ctx))
         return fake
 
+    def static_input(self, fake, source):
+        """A graph input with static sizes made elsewhere (a module's parameter or buffer:
+        OutputGraph.fake), kept in placeholder order with the others."""
+        self.inputs.append((source, self._torch_source(), fake, None))
+        return fake
+
     def sym_input(self, value, source):
         """A SymInt for a dynamic int argument (a plain int when 0/1 specialises it), a
         SymFloat for a dynamic float argument."""

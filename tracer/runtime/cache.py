@@ -1,5 +1,12 @@
 """Per-code-object cache of compiled entries, the recompile limit, and the one lookup path.
 
+The recompile limit (`config.recompile_limit`) is counted per code object *and* module
+structure: the classes of the nn.Modules among the frame's arguments (`structure_key`). One
+code object serving several model classes (transformers' `can_return_tuple` wrapper runs the
+forward of every HF model) gives each class its own budget, so eleven GPT2s that recompile
+do not make a LLaMA compiled afterwards run as Python. Instances of one class share one
+budget (and, modules being graph inputs, usually one entry).
+
 An Entry is (guard set, rewritten code) plus what explain/dump want to show. The cache is
 keyed weakly by code object. Guard sets hold weak references to guarded objects and only
 metadata of tensors, so the cache does not keep user tensors alive.
@@ -14,18 +21,20 @@ import threading
 import warnings
 import weakref
 
+from torch.nn import Module as _Module
+
 from bytecode_utils.instructions import PerCode
 
 from . import compile_annotations, config, records
 
 log = logging.getLogger("tracer.recompiles")
 
-RECOMPILE_LIMIT = 8
 LOCK = threading.RLock()  # lookup-then-compile is one step
 
 
 class RecompileLimitWarning(RuntimeWarning):
-    """A frame was traced RECOMPILE_LIMIT times; it runs as plain Python from now on."""
+    """A frame was traced `config.recompile_limit` times for one module structure; it runs as
+    plain Python from now on for that structure."""
 
 
 @dataclasses.dataclass
@@ -96,15 +105,26 @@ _UNSEEN = object()
 class CodeCache:
     def __init__(self):
         self.entries = []
-        self.compiles = 0
-        self.warned = False
+        self.compiles = 0          # all traces of this code object
+        self.by_structure = {}     # structure_key -> traces made for it (the limit's count)
+        self.warned = set()        # structure keys the limit was reported for
         self.sizes = FrameSizes()  # what the traces saw: a size that changes becomes dynamic
         # stock nn module types kept as graph leaves that a backend then could not compile
         # (inductor on cuDNN's LSTM): this code's traces call them as Python (a graph break)
         self.leaf_breaks = set()
 
-    def limit_reached(self):
-        return self.compiles >= RECOMPILE_LIMIT
+    def limit_reached(self, key=()):
+        return self.by_structure.get(key, 0) >= config.recompile_limit
+
+    def count_compile(self, key=()):
+        self.compiles += 1
+        self.by_structure[key] = self.by_structure.get(key, 0) + 1
+
+
+def structure_key(L):
+    """What the recompile limit is counted per, besides the code object: the classes of the
+    nn.Modules among the frame's argument slots, in order (() for a frame given none)."""
+    return tuple(type(v) for v in L if isinstance(v, _Module))
 
 
 _CACHES = PerCode()  # by code identity (see PerCode)
@@ -148,18 +168,21 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
                 raise RuntimeError(f"{code.co_qualname} would recompile, and torch.compiler.set_stance"
                                    f"('fail_on_recompile') is in effect")
             return None
-        if code_cache.limit_reached():
-            if not code_cache.warned:
-                code_cache.warned = True
-                records.limit_reached(code, RECOMPILE_LIMIT)
-                warnings.warn(f"tracer: {code.co_name} recompiled {RECOMPILE_LIMIT} times; running it as "
+        key = structure_key(L)
+        if code_cache.limit_reached(key):
+            if key not in code_cache.warned:
+                code_cache.warned.add(key)
+                limit = config.recompile_limit
+                records.limit_reached(code, limit)
+                what = f" for {', '.join(t.__name__ for t in key)}" if key else ""
+                warnings.warn(f"tracer: {code.co_name} recompiled {limit} times{what}; running it as "
                               f"plain Python from now on (tracer.stats() lists the guards that failed)",
                               RecompileLimitWarning, stacklevel=4)
             return None
         mine = [e for e in code_cache.entries if e.made_for(backend, fullgraph)]
         failed = _failed_guards(code, mine, L, G, C) if mine else None
         entry = make_entry()
-        code_cache.compiles += 1
+        code_cache.count_compile(key)
         code_cache.entries.append(entry)
         now_dynamic = code_cache.sizes.take_notes()
         if failed is not None:

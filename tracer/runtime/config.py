@@ -20,6 +20,11 @@ suppress_errors: a backend that raises, or returns something that is not callabl
     tracer.stats() as a fallback; under fullgraph=True that is a FullGraphError. (Internal
     errors of the tracer always fall back, and the user's own exceptions always surface
     unchanged: this switch is about backends only.) Env: TRACER_SUPPRESS_ERRORS=1.
+recompile_limit: how many times one code object is traced for one module structure (the
+    classes of the nn.Modules among its arguments: runtime/cache.structure_key) before it runs
+    as plain Python for that structure, with a RecompileLimitWarning (torch.compile's
+    `recompile_limit`). Instances of one module class share an entry (modules are graph
+    inputs, guarded by structure), so this counts real changes: shapes, dtypes, flags.
 
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
@@ -31,6 +36,7 @@ import os
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
+recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 
 # Limits of one trace (constants, not switches).

@@ -8,6 +8,9 @@ by the class's `__init__`; the names the code uses as globals are imported.
     import graphs
     gm = graphs.Graph0()          # or graphs.load(0)
     out = gm(*inputs)             # same result as the live graph
+
+`inputs` are the graph's placeholders in order: the frame's tensors, then the parameters and
+buffers of the modules it read (graph inputs too, named by their path: `model_layers_0_...`).
 """
 import math
 import os

@@ -1,9 +1,22 @@
 """torch.nn.Module instances.
 
-- Parameters and buffers become `get_attr` nodes referencing the live tensors (see
-  output_graph.py for why), guarded by identity and tensor metadata.
-- Leaf torch.nn modules (Linear, Conv, norms, activations, MultiheadAttention, ...) become
-  one `call_module` node; their example output is computed with `torch.func.functional_call`
+Modules are inputs, not constants (as torch.compile since it inlines nn.Modules):
+- A module is guarded by its structure, never by its identity: its class (TypeMatch), and
+  what the trace reads of it, where it reads it: `training` and other attributes (by value),
+  its hooks (empty), the names in `_modules` / `_parameters` / `_buffers` it walks, and each
+  parameter and buffer it uses (tensor metadata). One entry serves every instance of one
+  structure; the cache holds no module and no parameter (the graph module holds none).
+  Identity is relied on only where the code does (`is`, a dict key: base.rely_on_identity
+  puts the module in the NoAliasing guard).
+- Parameters and buffers become graph inputs (placeholders), read from the module by their
+  Source on every call (module_tensor): a replaced Parameter is picked up on the next call,
+  an in-place update (BatchNorm's running stats) writes the real module's tensor. A tensor
+  under two paths (tied weights) is one input, guarded to stay one object (SameObject);
+  distinct ones are guarded to stay distinct (NoAliasing, with the other tensor inputs).
+- Leaf torch.nn modules (only when `config.inline_stock_modules` is off, or a stock module
+  whose forward cannot be traced: StockLeaf) become one `call_module` node: the graph module
+  holds that module object, so a leaf with parameters or buffers is still guarded by
+  identity (call_module); their example output is computed with `torch.func.functional_call`
   on fake copies of their state, so tracing never touches the real buffers.
 - User modules, containers and the Transformer stacks are inlined: their `forward` is
   interpreted like any user function, so their ops land in the graph.
@@ -13,7 +26,7 @@
 import types
 
 import torch
-from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, TypeMatch
+from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..graph import node_meta
@@ -512,15 +525,13 @@ def guard_module(tx, module, source):
 
 
 def module_guard(source, module):
-    """Which module the trace specialised on. A module holding parameters or buffers is that
-    object: the graph reads its tensors. A module without any (an activation, dropout, a
-    container of them) is only its type and attributes, which the trace guards where it reads
-    them (leaf modules: all their plain attributes at once); a model that builds one per call
-    (`nn.ReLU()(x)`, transformers' `ACT2FN[name]`) and hands it across a graph break must not
-    recompile on every call because the object is new."""
-    if _stateless(module):
-        return TypeMatch(source, type(module))
-    return IdMatch(source, module)
+    """What the trace specialised on when it met a module: its class. Everything else it
+    relies on is guarded where it reads it (attributes, hooks, the names in its dicts, each
+    parameter's and buffer's metadata), so any instance of the same structure passes: a new
+    model of the same class, or one built per call (`nn.ReLU()(x)`, transformers'
+    `ACT2FN[name]`) handed across a graph break. (A leaf called as a call_module node is the
+    graph's own object: call_module pins its identity.)"""
+    return TypeMatch(source, type(module))
 
 
 def _stateless(module):
@@ -541,21 +552,32 @@ def wrap_module(tx, module, source, path, guarded=False):
 
 
 def module_tensor(tx, tensor, source, path):
-    """A parameter/buffer reached through a module: a get_attr node, guarded."""
+    """A parameter/buffer reached through a module: a graph input with static sizes, read from
+    the module through `source` on every call and guarded like any tensor input (metadata,
+    TensorMatch; distinct from the other tensor inputs, NoAliasing), never by identity. The
+    same tensor under a second path (tied weights) is the same input, guarded to be the
+    same object there still (untying them, a new Parameter at one path, retraces).
+    Without a source (a module the frame made) it is a constant of the graph (get_attr)."""
     key = id(tensor)
     hit = tx.wrap_memo.get(key)
     if hit is not None and hit[0] is tensor:
         var = hit[1]
-        if source is not None and source != getattr(var, "real_source", None):
-            # the same tensor under a second path (tied weights): that path must still
-            # lead to it, or untying them (a new Parameter there) would reuse this graph
-            tx.guard(IdMatch(source, tensor))
+        first = var.source if var.source is not None else getattr(var, "real_source", None)
+        if source is not None and first is not None and source != first:
+            tx.guard(SameObject(first, source))
+        elif source is not None and first is None:
+            tx.guard(IdMatch(source, tensor))  # (reached before without a source: a constant)
         return var
-    if source is not None:
-        tx.guard(IdMatch(source, tensor))
+    if source is None:
+        node = tx.output.get_attr(tensor, path)
+        var = tensor_mod.TensorVariable(node, node.meta["example_value"], None, real=tensor)
+    else:
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(tensor, torch.nn.Parameter):
+            raise Unsupported(f"a module tensor of subclass {type(tensor).__name__}")
         tx.guard(torch_vars.tensor_match(tx.ctx, source, tensor))
-    node = tx.output.get_attr(tensor, path)
-    var = tensor_mod.TensorVariable(node, node.meta["example_value"], None, real=tensor, real_source=source)
+        tx.ctx.input_tensor_sources.append(source)
+        node = tx.output.add_input(tensor, source, static=True, name=path)
+        var = tensor_mod.TensorVariable(node, node.meta["example_value"], source, real=tensor)
     tx.wrap_memo[key] = (tensor, var)
     return var
 
@@ -573,7 +595,12 @@ def guard_global_module_hooks(tx):
 def call_module(tx, mod_var, args, kwargs):
     from torch.func import functional_call
     module = mod_var.module
-    target = tx.output.attr_name(_module_to_call(tx, mod_var), mod_var.path)
+    to_call = _module_to_call(tx, mod_var)
+    if to_call is module and mod_var.source is not None:
+        # the graph module holds and calls this very object (its own parameters and buffers):
+        # the one place a module is still guarded by identity
+        tx.guard(IdMatch(mod_var.source, module))
+    target = tx.output.attr_name(to_call, mod_var.path)
     node_args, fake_args = torch_calls.to_fx(args)
     node_kwargs, fake_kwargs = torch_calls.to_fx(kwargs)
     state = {}
