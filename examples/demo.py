@@ -82,7 +82,7 @@ def main():
     compiled_model = tracer.compile(model)
     out = compiled_model(x)
     assert torch.allclose(out, model(x), atol=1e-6)
-    show("GPT-style block (nn.Module): one graph, parameters as get_attr", compiled_model._compiled_forward)
+    show("GPT-style block (nn.Module): one graph, parameters and buffers as graph inputs read from the module on each call", compiled_model._compiled_forward)
 
     f = tracer.compile(scaled_sum)
     xs = [torch.randn(4) for _ in range(3)]
