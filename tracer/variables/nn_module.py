@@ -14,10 +14,13 @@ Modules are inputs, not constants (as torch.compile since it inlines nn.Modules)
   under two paths (tied weights) is one input, guarded to stay one object (SameObject);
   distinct ones are guarded to stay distinct (NoAliasing, with the other tensor inputs).
 - Leaf torch.nn modules (only when `config.inline_stock_modules` is off, or a stock module
-  whose forward cannot be traced: StockLeaf) become one `call_module` node: the graph module
-  holds that module object, so a leaf with parameters or buffers is still guarded by
-  identity (call_module); their example output is computed with `torch.func.functional_call`
-  on fake copies of their state, so tracing never touches the real buffers.
+  whose forward cannot be traced: StockLeaf) become one `call_module` node. One with
+  parameters or buffers calls a LeafCall (graph/leaf_call.py): a state-free template bound
+  per call to the leaf's tensors, which are graph inputs like any module tensor, so it is
+  guarded by structure too; only a leaf the template cannot stand in for (_state_as_inputs:
+  a parametrized module, an object attribute, a tensor subclass) is the graph's own object,
+  guarded by identity (call_module). Tracing runs the leaf on fakes of its state, never
+  touching the real buffers.
 - User modules, containers and the Transformer stacks are inlined: their `forward` is
   interpreted like any user function, so their ops land in the graph.
 - Every module that is called is guarded to have no forward hooks (a hook added later
@@ -529,8 +532,8 @@ def module_guard(source, module):
     relies on is guarded where it reads it (attributes, hooks, the names in its dicts, each
     parameter's and buffer's metadata), so any instance of the same structure passes: a new
     model of the same class, or one built per call (`nn.ReLU()(x)`, transformers'
-    `ACT2FN[name]`) handed across a graph break. (A leaf called as a call_module node is the
-    graph's own object: call_module pins its identity.)"""
+    `ACT2FN[name]`) handed across a graph break. (A leaf the graph must hold itself, see
+    _state_as_inputs, is pinned by identity in call_module.)"""
     return TypeMatch(source, type(module))
 
 
