@@ -188,8 +188,8 @@ def test_an_escaping_exception_holds_no_resume_frame_in_a_cycle(fresh_tracer):
 def test_a_module_passed_as_an_argument_dies_with_its_last_user_reference(fresh_tracer):
     """The guards hold it weakly (IdMatch), so the entry expires with it. Its forward is
     inlined (config.inline_stock_modules): the graph holds the parameters it reads, not the
-    module. (As a leaf, call_module, the graph module registers the module itself and keeps
-    it alive: a known gap of config.inline_stock_modules = False.)"""
+    module. (As a leaf, call_module, the graph holds a state-free template and reads the
+    parameters as inputs: test_module_instances.test_deleting_a_compiled_model_with_leaves_frees_it.)"""
     def f(m, x):
         return m(x) + 1
 

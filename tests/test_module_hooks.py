@@ -76,7 +76,8 @@ def test_eager_backend_calls_leaf_forward_directly(monkeypatch):
     assert sum(n.op == "call_module" for n in gm.graph.nodes) == 3  # what dumps show
     run = direct_module_calls(gm)
     assert [n.target for n in run.graph.nodes if n.op == "call_function"] == [call_forward] * 3
-    torch.testing.assert_close(run(x), gm(x))  # (the graph's outputs, as a tuple)
+    ins = (x, m[0].weight, m[0].bias, m[1].weight, m[1].bias)  # (a leaf's state: graph inputs)
+    torch.testing.assert_close(run(*ins), gm(*ins))  # (the graph's outputs, as a tuple)
     seen = []
     m[1].register_forward_hook(lambda mod, i, o: seen.append(1) or o + 1)
     torch.testing.assert_close(c(x), m(x))

@@ -266,3 +266,106 @@ def test_recompile_limit_is_per_code_and_module_structure(monkeypatch):
         assert t.frames_traced == 1 and t.recompile_limits == 0, str(t)
     assert cache.structure_key([A(2), torch.zeros(1)]) == (A,)
     assert_captured(f, entries=3)
+
+
+# ---- stock leaves (config.inline_stock_modules off, or a StockLeaf: the RNN family) ----
+class Leafy(nn.Module):
+    """Stock modules kept as graph leaves, with parameters and buffers (BatchNorm in train
+    and in eval) and an LSTM."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.bn_eval = nn.BatchNorm2d(4)
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 8)
+        self.lstm = nn.LSTM(8, 6, batch_first=True)
+
+    def forward(self, x):
+        y = self.bn_eval(self.bn(self.conv(x)))
+        y = self.fc(self.norm(y.flatten(1, 2)))
+        out, (h, _) = self.lstm(y)
+        return out.sum(1) + h[0]
+
+
+def _leafy(seed):
+    torch.manual_seed(seed)
+    m = Leafy()
+    m.bn_eval.eval()
+    with torch.no_grad():
+        m.bn_eval.running_mean.uniform_(-1, 1)
+        m.bn_eval.running_var.uniform_(0.5, 2)
+    return m
+
+
+_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+@pytest.mark.parametrize("stock_leaves", [True, False], ids=["leaves", "default"])
+def test_twelve_instances_of_a_model_of_stock_leaves_trace_once(monkeypatch, stock_leaves):
+    """A leaf with parameters or buffers reads them as graph inputs (a LeafCall over a
+    state-free template, graph/leaf_call.py), guarded by metadata, not identity: one trace
+    for twelve instances, outputs and BatchNorm's running stats (on the real modules) equal
+    to eager's, the graph holds no module state. (default: everything inlined but the LSTM,
+    a StockLeaf.)"""
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", not stock_leaves)
+    x = torch.randn(2, 3, 8, 8)
+    models = [_leafy(i) for i in range(12)]
+    refs = [copy.deepcopy(m) for m in models]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracer.RecompileLimitWarning)
+        with traced() as t:
+            for m, r in zip(models, refs):
+                c = tracer.compile(m)
+                for _ in range(2):  # first call (a trace or a hit), then a warm one
+                    torch.testing.assert_close(c(x), r(x))
+                for leaf in ("bn", "bn_eval"):
+                    for name in _STATS:
+                        torch.testing.assert_close(getattr(getattr(m, leaf), name), getattr(getattr(r, leaf), name))
+    assert t.graphs == 1 and t.recompiles == 0 and t.fallbacks == 0 and t.graph_breaks == 0, str(t)
+    assert t.frames_traced == 1, str(t)
+    assert int(models[0].bn.num_batches_tracked) == 2 and int(models[0].bn_eval.num_batches_tracked) == 0
+    [entry] = c._compiled_forward.entries
+    gm = entry.graph
+    assert not list(gm.parameters()) and not list(gm.buffers()), gm
+    leaves = [n.target for n in gm.graph.nodes if n.op == "call_module"]
+    assert leaves == (["self_conv", "self_bn", "self_bn_eval", "self_norm", "self_fc", "self_lstm"]
+                      if stock_leaves else ["self_lstm"]), gm.graph
+    ph = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert "self_lstm_weight_ih_l0" in ph and "self_bn_running_mean" in ph, ph
+    guards = "\n".join(tracer.explain(models[0], x).frames[-1].guards)
+    assert "object at 0x" not in guards.replace("module object at", ""), guards
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_stock_leaves_compile_on_other_backends(monkeypatch, backend):
+    """aot_eager and inductor trace through a LeafCall as through any module (BatchNorm's
+    running stats still reach the real modules: inputs mutated in place)."""
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
+    x = torch.randn(2, 3, 8, 8)
+    models = [_leafy(i) for i in range(2)]
+    refs = [copy.deepcopy(m) for m in models]
+    with traced() as t:
+        for m, r in zip(models, refs):
+            c = tracer.compile(m, backend=backend)
+            torch.testing.assert_close(c(x), r(x), rtol=1e-4, atol=1e-4)
+            for name in _STATS:
+                torch.testing.assert_close(getattr(m.bn, name), getattr(r.bn, name), rtol=1e-4, atol=1e-4)
+    assert t.frames_traced == 1 and t.graphs == 1 and t.graph_breaks == 0 and t.fallbacks == 0, str(t)
+
+
+@pytest.mark.parametrize("stock_leaves", [True, False], ids=["leaves", "default"])
+def test_deleting_a_compiled_model_with_leaves_frees_it(monkeypatch, stock_leaves):
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", not stock_leaves)
+    x = torch.randn(2, 3, 8, 8)
+    m = _leafy(0)
+    c = tracer.compile(m)
+    c(x)
+    refs = [weakref.ref(o) for o in (m, m.lstm, m.lstm.weight_ih_l0, m.bn, m.bn.running_mean, m.fc.weight)]
+    del m, c
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)  # no tracer.reset(): the entry holds none
+    m2 = _leafy(1)
+    with traced() as t:
+        tracer.compile(m2)(x)
+    assert t.frames_traced == 0 and t.cache_hits == 1, str(t)

@@ -14,10 +14,13 @@ Modules are inputs, not constants (as torch.compile since it inlines nn.Modules)
   under two paths (tied weights) is one input, guarded to stay one object (SameObject);
   distinct ones are guarded to stay distinct (NoAliasing, with the other tensor inputs).
 - Leaf torch.nn modules (only when `config.inline_stock_modules` is off, or a stock module
-  whose forward cannot be traced: StockLeaf) become one `call_module` node: the graph module
-  holds that module object, so a leaf with parameters or buffers is still guarded by
-  identity (call_module); their example output is computed with `torch.func.functional_call`
-  on fake copies of their state, so tracing never touches the real buffers.
+  whose forward cannot be traced: StockLeaf) become one `call_module` node. One with
+  parameters or buffers calls a LeafCall (graph/leaf_call.py): a state-free template bound
+  per call to the leaf's tensors, which are graph inputs like any module tensor, so it is
+  guarded by structure too; only a leaf the template cannot stand in for (_state_as_inputs:
+  a parametrized module, an object attribute, a tensor subclass) is the graph's own object,
+  guarded by identity (call_module). Tracing runs the leaf on fakes of its state, never
+  touching the real buffers.
 - User modules, containers and the Transformer stacks are inlined: their `forward` is
   interpreted like any user function, so their ops land in the graph.
 - Every module that is called is guarded to have no forward hooks (a hook added later
@@ -29,7 +32,7 @@ import torch
 from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject, TypeMatch
 from guards.sources import AttrSource, ConstSource, ItemSource
 
-from ..graph import node_meta
+from ..graph import leaf_call, node_meta
 from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
 from ..graph.output_graph import storage_id
 from ..runtime import config
@@ -529,8 +532,8 @@ def module_guard(source, module):
     relies on is guarded where it reads it (attributes, hooks, the names in its dicts, each
     parameter's and buffer's metadata), so any instance of the same structure passes: a new
     model of the same class, or one built per call (`nn.ReLU()(x)`, transformers'
-    `ACT2FN[name]`) handed across a graph break. (A leaf called as a call_module node is the
-    graph's own object: call_module pins its identity.)"""
+    `ACT2FN[name]`) handed across a graph break. (A leaf the graph must hold itself, see
+    _state_as_inputs, is pinned by identity in call_module.)"""
     return TypeMatch(source, type(module))
 
 
@@ -595,6 +598,8 @@ def guard_global_module_hooks(tx):
 def call_module(tx, mod_var, args, kwargs):
     from torch.func import functional_call
     module = mod_var.module
+    if mod_var.source is not None and _state_as_inputs(module):
+        return _call_leaf_with_state(tx, mod_var, args, kwargs)
     to_call = _module_to_call(tx, mod_var)
     if to_call is module and mod_var.source is not None:
         # the graph module holds and calls this very object (its own parameters and buffers):
@@ -612,6 +617,70 @@ def call_module(tx, mod_var, args, kwargs):
     fn = lambda: functional_call(module, state, tuple(fake_args), fake_kwargs)  # noqa: E731
     node, example = tx.output.create_node("call_module", target, node_args, node_kwargs, fn)
     node.meta["module_state"] = {storage_id(t): name for name, t in state.items()}  # (rerun.py)
+    node_meta.annotate(tx, node, example, None, leaf_module=mod_var)
+    return torch_calls.wrap_result(tx, node, example, mutating=True)
+
+
+def _state_as_inputs(module):
+    """Whether a leaf with parameters or buffers is called through a LeafCall (its state as
+    graph inputs, no identity guard): a module of torch.nn.modules whose submodules are too,
+    whose plain attributes are constants (guarded by value: the template shares them) and
+    whose tensors are plain tensors or Parameters. Others (a parametrized module, a leaf
+    holding an object attribute) are called as the object itself, guarded by identity."""
+    if _stateless(module):
+        return False
+    for m in module.modules():
+        if not type(m).__module__.startswith("torch.nn.modules."):
+            return False
+        if not all(is_constant_value(v) for k, v in m.__dict__.items() if not k.startswith("_")):
+            return False
+        for t in (*m._parameters.values(), *m._buffers.values()):
+            if t is not None and type(t) not in (torch.Tensor, torch.nn.Parameter):
+                return False
+    return True
+
+
+def _call_leaf_with_state(tx, mod_var, args, kwargs):
+    """A stateful leaf as `call_module(LeafCall, (state, *args), kwargs)`: its parameters and
+    buffers are graph inputs read through their sources (module_tensor), the graph module
+    holds a state-free template (graph/leaf_call.py). Guarded: the names in each (sub)module's
+    `_parameters` / `_buffers` / `_modules`, the None slots, each tensor's metadata (and
+    aliasing, as any module tensor), the submodules' types, attributes and empty hooks."""
+    module = mod_var.module
+    calls = tx.output.__dict__.setdefault("_leaf_calls", {})
+    if id(module) not in calls:
+        calls[id(module)] = (module, leaf_call.LeafCall(leaf_call.template_of(module)))
+    wrapper = calls[id(module)][1]
+    state = {}
+
+    def walk(m, src, prefix, path):
+        for dict_name in ("_parameters", "_buffers", "_modules"):
+            d = getattr(m, dict_name)
+            tx.guard(DictKeysMatch(AttrSource(src, dict_name), tuple(d.keys()), type(d)))
+        for dict_name in ("_parameters", "_buffers"):
+            for k, t in getattr(m, dict_name).items():
+                entry = ItemSource(AttrSource(src, dict_name), k)
+                if t is None:
+                    tx.guard(ConstMatch(entry, None))
+                else:
+                    state[prefix + k] = module_tensor(tx, t, entry, f"{path}.{k}")
+        for k, sub in m._modules.items():
+            entry = ItemSource(AttrSource(src, "_modules"), k)
+            if sub is None:
+                tx.guard(ConstMatch(entry, None))
+                continue
+            # (the template has no hooks: the real submodule must have none either)
+            tx.guard(Predicate.falsy_attrs(entry, _HOOK_DICTS, "has no forward/backward (pre-)hooks"))
+            walk(sub, entry, f"{prefix}{k}.", f"{path}.{k}")
+
+    walk(module, mod_var.source, "", mod_var.path)
+    _guard_leaf_attrs(tx, mod_var)  # (the submodules' types and every plain attribute)
+    target = tx.output.attr_name(wrapper, mod_var.path)
+    node_args, fake_args = torch_calls.to_fx([state, *args])
+    node_kwargs, fake_kwargs = torch_calls.to_fx(kwargs)
+    fn = lambda: wrapper(*fake_args, **fake_kwargs)  # noqa: E731
+    node, example = tx.output.create_node("call_module", target, node_args, node_kwargs, fn)
+    node.meta["module_state"] = {}  # (rerun.py: its state is graph inputs, its writes go to them)
     node_meta.annotate(tx, node, example, None, leaf_module=mod_var)
     return torch_calls.wrap_result(tx, node, example, mutating=True)
 
