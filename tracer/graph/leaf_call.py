@@ -33,7 +33,10 @@ class LeafCall(torch.nn.Module):
 
 def template_of(module):
     """A state-free copy of `module` and its submodules: attribute values shared, parameter
-    and buffer slots None, hook dicts empty. No user code runs (no __deepcopy__)."""
+    and buffer slots None, hook dicts empty. No user code runs (no `__deepcopy__` or
+    `__reduce__`), nothing the module refers to is copied (a lock, the object a state-dict hook
+    is bound to), and hooks registered on `module` later do not reach the copy. Also the
+    private copy a stateless leaf's call_module runs (variables/nn_module._module_to_call)."""
     d = dict(module.__dict__)
     for k, v in d.items():
         if k.endswith(("_hooks", "_hooks_with_kwargs", "_hooks_always_called")) and isinstance(v, dict):

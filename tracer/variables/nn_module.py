@@ -696,7 +696,7 @@ def _module_to_call(tx, mod_var):
         return module
     copies = tx.output.__dict__.setdefault("_stateless_copies", {})
     if id(module) not in copies:
-        copies[id(module)] = (module, _shallow_leaf_copy(module))
+        copies[id(module)] = (module, leaf_call.template_of(module))
     return copies[id(module)][1]
 
 
@@ -725,23 +725,6 @@ def _guard_leaf_attrs(tx, mod_var):
         if attrs:  # one guard per module for all its plain attributes (cheaper per call)
             desc = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
             tx.guard(Predicate.attrs_are(src, attrs, f"attributes {desc}"))
-
-
-def _shallow_leaf_copy(module):
-    """A new module of the same class sharing the attribute values of `module` (a stateless
-    leaf: no parameters, buffers or submodules), with empty hook dicts: no user code
-    (`__deepcopy__`, `__reduce__`) runs, nothing it refers to is copied (a lock, or the object
-    a state-dict hook is bound to), and hooks registered on `module` later do not reach it
-    (its hooks are guarded empty when it is called)."""
-    d = dict(module.__dict__)
-    for k, v in d.items():
-        if k.endswith(("_hooks", "_hooks_with_kwargs", "_hooks_always_called")) and isinstance(v, dict):
-            d[k] = type(v)()
-        elif isinstance(v, (dict, set)):
-            d[k] = type(v)(v)
-    new = object.__new__(type(module))
-    object.__getattribute__(new, "__dict__").update(d)
-    return new
 
 
 # Modules of the value model that also import this one (the one import cycle, see
