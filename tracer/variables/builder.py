@@ -59,7 +59,6 @@ def _is_torch_callable(value):
             mod = mod or self_obj.__name__
     if mod.startswith("torch") and not mod.startswith("torch._dynamo"):
         return True
-    qual = getattr(value, "__qualname__", "")
     return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
 
@@ -416,17 +415,22 @@ def _nn_module(tx, value, source, g):
     return nn_module.wrap_module(tx, value, source, None, guarded=True)
 
 
-def _grad_mode_class(tx, value, source, g):
-    """torch.no_grad / enable_grad / set_grad_enabled (the class): identity."""
-    g(IdMatch(source, value))
-    return GradModeClassVariable(value, source)
+def _by_identity(make):
+    """The handler of a kind of value that is guarded by identity alone: an IdMatch on its
+    source, then `make(value, source)`."""
+    def handler(tx, value, source, g):
+        g(IdMatch(source, value))
+        return make(value, source)
+    return handler
 
 
-def _python_module(tx, value, source, g):
-    """A Python module: identity (its attributes are guarded when read, unless it is a library
-    namespace: runtime/policy.py)."""
-    g(IdMatch(source, value))
-    return PythonModuleVariable(value, source)
+# torch.no_grad / enable_grad / set_grad_enabled (the class): identity.
+_grad_mode_class = _by_identity(GradModeClassVariable)
+
+
+# A Python module: identity (its attributes are guarded when read, unless it is a library namespace:
+# runtime/policy.py).
+_python_module = _by_identity(PythonModuleVariable)
 
 
 def _script_function(tx, value, source, g):
@@ -445,16 +449,12 @@ def _opaque(tx, value, source, g):
     return OpaqueVariable(value, source)
 
 
-def _lru_cache(tx, value, source, g):
-    """A functools.lru_cache wrapper: identity (LruCacheVariable)."""
-    g(IdMatch(source, value))
-    return LruCacheVariable(value, source)
+# A functools.lru_cache wrapper: identity (LruCacheVariable).
+_lru_cache = _by_identity(LruCacheVariable)
 
 
-def _module_dispatch(tx, value, source, g):
-    """nn.Module.__call__ read by name: identity; inlined as a user function."""
-    g(IdMatch(source, value))
-    return UserFunctionVariable(value, source)
+# nn.Module.__call__ read by name: identity; inlined as a user function.
+_module_dispatch = _by_identity(UserFunctionVariable)
 
 
 def _user_function(tx, value, source, g):
@@ -473,17 +473,13 @@ def _user_function(tx, value, source, g):
     return UserFunctionVariable(value, source)
 
 
-def _builtin(tx, value, source, g):
-    """A builtin the tracer models (len, isinstance, math.*, operator.*, functools.reduce,
-    the builtin types...): identity."""
-    g(IdMatch(source, value))
-    return BuiltinVariable(value, source)
+# A builtin the tracer models (len, isinstance, math.*, operator.*, functools.reduce, the builtin
+# types...): identity.
+_builtin = _by_identity(BuiltinVariable)
 
 
-def _torch_function(tx, value, source, g):
-    """A torch function, method or callable object (put in the graph when called): identity."""
-    g(IdMatch(source, value))
-    return TorchFunctionVariable(value, source)
+# A torch function, method or callable object (put in the graph when called): identity.
+_torch_function = _by_identity(TorchFunctionVariable)
 
 
 def _torch_size_class(tx, value, source, g):
@@ -514,10 +510,8 @@ def _bound_method(tx, value, source, g):
     return BoundMethodVariable(func, obj, source)
 
 
-def _class(tx, value, source, g):
-    """A class: identity."""
-    g(IdMatch(source, value))
-    return ClassVariable(value, source)
+# A class: identity.
+_class = _by_identity(ClassVariable)
 
 
 def _container_method(tx, value, source, g):
@@ -529,11 +523,8 @@ def _container_method(tx, value, source, g):
     return functions.BuiltinMethodVariable(owner, value.__name__)
 
 
-def _autocast_reentry(tx, value, source, g):
-    """The object a graph break inside `with torch.autocast(...)` left for the resume
-    function: identity."""
-    g(IdMatch(source, value))
-    return torch_vars.AutocastReentryVariable(value, source)
+# The object a graph break inside `with torch.autocast(...)` left for the resume function: identity.
+_autocast_reentry = _by_identity(lambda value, source: torch_vars.AutocastReentryVariable(value, source))
 
 
 def _foreign_generator(tx, value, source, g):
