@@ -18,7 +18,7 @@ import bytecode as bc
 import bytecode_utils
 import guards
 import torch
-from bytecode_utils import arg_names, decode, versions
+from bytecode_utils import arg_names, versions
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
 from ..rewrite import codegen

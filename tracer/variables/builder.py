@@ -29,8 +29,8 @@ import operator
 import types
 
 import torch
-from guards import (ConstMatch, check_const_supported, exact_equal, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject,
-                          TensorMatch, TypeMatch)
+from guards import (ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject, TypeMatch,
+                    check_const_supported, exact_equal)
 from guards.sources import AttrSource, ItemSource, LocalSource, Source
 
 from ..exc import Unsupported
@@ -40,7 +40,7 @@ from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVari
                          TupleVariable, is_structseq)
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)
-from .nn_module import NNModuleVariable, is_module_dispatch
+from .nn_module import is_module_dispatch
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable

@@ -4,7 +4,6 @@ Each supported builtin has one small function here, registered in `_IMPLS`. On c
 they compute the real result (a constant fold); on tensors they become graph ops through the
 same operator dispatch the bytecode handlers use; on containers they work item by item.
 """
-import builtins
 import functools
 import math
 import operator
@@ -13,10 +12,9 @@ import torch
 
 from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
-from .base import ConstantVariable, Variable, check_builtin_attr, python_object
+from .base import ConstantVariable, check_builtin_attr, python_object
 from .functions import library_object
-from .containers import (DictVariable, IteratorVariable, ListIteratorVariable, ListVariable, SetVariable,
-                         TupleVariable)
+from .containers import IteratorVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
 from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .tensor import TensorVariable
 from guards import ConstSource, Predicate

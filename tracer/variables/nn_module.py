@@ -37,7 +37,7 @@ from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_t
 from ..graph.output_graph import storage_id
 from ..runtime import config
 from ..exc import StockLeaf, Unsupported, UserException
-from .base import ConstantVariable, ObjectVariable, Variable, is_constant_value
+from .base import ConstantVariable, ObjectVariable, is_constant_value
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
                torch.nn.ParameterList, torch.nn.ParameterDict)
@@ -176,7 +176,6 @@ class NNModuleVariable(ObjectVariable):
         raise Unsupported(f"indexing {type(m).__name__}")
 
     def call_method(self, tx, name, args, kwargs):
-        m = self.module
         if name in ("parameters", "buffers", "children", "modules", "named_parameters",
                     "named_buffers", "named_children", "named_modules", "keys", "values", "items"):
             return self._iter_method(tx, name, args, kwargs)
@@ -187,7 +186,6 @@ class NNModuleVariable(ObjectVariable):
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def _iter_method(self, tx, name, args=(), kwargs=None):
-        m = self.module
         if name in ("keys", "values", "items"):
             keys = self._items(tx)
             vals = [self.getattr(tx, k) for k in keys]

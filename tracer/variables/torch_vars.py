@@ -12,7 +12,7 @@ from guards import ConstSource, QueryMatch, TensorMatch
 from ..exc import Unsupported
 from ..runtime import policy
 from .base import ConstantVariable, ObjectVariable, Variable
-from guards.sources import AttrSource, ConstSource
+from guards.sources import AttrSource
 
 # torch callables with effects outside the graph, or that only make sense eagerly.
 _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_default_device",
