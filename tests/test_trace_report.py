@@ -65,6 +65,9 @@ def test_graphs_are_drawn_without_graphviz(tmp_path, monkeypatch, capsys):
         assert f">{n.name}<" in svg
     assert "graphs drawn by tracer-dump" in page and "<script" not in page
     assert "own layout" in capsys.readouterr().err
+    params = [n for n in drawn if n.op == "placeholder" and n.name.startswith("model_")]
+    _boxes, (width, _h) = graph_svg.layout(drawn)
+    assert len(params) > 10 and width < 1600, "parameter inputs sit beside their users, not in one row on top"
 
 
 def test_layout_puts_every_node_below_its_inputs():

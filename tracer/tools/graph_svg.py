@@ -2,7 +2,9 @@
 report shows when Graphviz's `dot` is not installed.
 
 The layout is the classic layered one, small enough to read: a node's layer is one more than
-its deepest input's (inputs and attributes on top, the output at the bottom); within a layer,
+its deepest input's (the output at the bottom), and a node with no inputs (an input, a parameter,
+an attribute) sits just above its first user, so a model's hundreds of parameter inputs do not
+make one row thousands of pixels wide above the graph; within a layer,
 nodes are ordered by the mean position of their inputs (two sweeps), then packed left to
 right and centred. Edges are curves from the bottom of an input's box to the top of its
 user's, with an arrowhead. Text is escaped; nothing is executed in the page.
@@ -33,6 +35,10 @@ def layout(nodes):
     for n in nodes:  # graph order is a topological order
         ins = [i for i in n.all_input_nodes if i in index]
         layer[n] = 1 + max((layer[i] for i in ins), default=-1)
+    for n in nodes:  # sources move down, next to what reads them
+        users = [layer[u] for u in n.users if u in index]
+        if not any(i in index for i in n.all_input_nodes) and users:
+            layer[n] = max(0, min(users) - 1)
     layers = {}
     for n in nodes:
         layers.setdefault(layer[n], []).append(n)
