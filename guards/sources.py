@@ -269,7 +269,7 @@ class ItemSource(Source):
         return f"{ctx.value(self.base_)}[{ctx.const(self.key)}]"
 
     def reconstruct(self) -> list[Instr]:
-        return self.base_.reconstruct() + [Instr("LOAD_CONST", self.key), Instr("BINARY_SUBSCR")]
+        return self.base_.reconstruct() + [Instr("LOAD_CONST", self.key), *versions.subscr()]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

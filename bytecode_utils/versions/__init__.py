@@ -1,10 +1,11 @@
 """The one place that knows how each CPython version spells its instructions.
 
-Why this package exists: 3.11, 3.12 and 3.13 differ in how a call is laid out on the stack
+Why this package exists: 3.11 to 3.15 differ in how a call is laid out on the stack
 (where the NULL goes, PRECALL, KW_NAMES vs CALL_KW), how a method or a closure is loaded, how
 a conditional jump reads its operand (3.13 wants an exact bool), and in a dozen renamed or
 fused instructions. Everything that knows such a difference lives here, in one module per
-version (``py311``, ``py312`` builds on it, ``py313`` on that), chosen once at import:
+version (``py311``, ``py312`` builds on it, ``py313`` on that, then ``py314``, ``py315``),
+chosen once at import:
 
 * **normalisation** (``normalize``): decoded instructions whose meaning is the same across
   versions get one name, so the interpreter has one handler for them (3.11's
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-SUPPORTED = ((3, 11), (3, 12), (3, 13))
+SUPPORTED = ((3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 
 VERSION = sys.version_info[:2]
 
@@ -34,9 +35,13 @@ elif VERSION == (3, 12):
     from . import py312 as impl
 elif VERSION == (3, 13):
     from . import py313 as impl
+elif VERSION == (3, 14):
+    from . import py314 as impl
+elif VERSION == (3, 15):
+    from . import py315 as impl
 else:  # pragma: no cover - refused at build time too (setup.py)
     raise ImportError(
-        f"frametracer supports CPython 3.11, 3.12 and 3.13; this is {sys.version.split()[0]}"
+        f"frametracer supports CPython 3.11 to 3.15; this is {sys.version.split()[0]}"
     )
 
 # The public surface: one name per fact, same signature on every version.
@@ -48,6 +53,8 @@ normalize = impl.normalize
 call_kw_names = impl.call_kw_names
 compare_to_bool = impl.compare_to_bool
 break_shape = impl.break_shape
+call_ex_has_kwargs = impl.call_ex_has_kwargs
+subscr = impl.subscr
 split_call = impl.split_call
 callable_and_null = impl.callable_and_null
 push_null = impl.push_null
@@ -69,7 +76,8 @@ native_plain_attr = impl.native_plain_attr
 
 __all__ = [
     "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES",
-    "SEND_KEEPS_RECEIVER", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "split_call",
+    "SEND_KEEPS_RECEIVER", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "call_ex_has_kwargs",
+    "subscr", "split_call",
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",
     "make_function", "cond_jump", "return_value", "return_const", "relocatable", "native",

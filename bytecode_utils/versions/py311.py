@@ -63,6 +63,11 @@ def compare_to_bool(inst):
     return False
 
 
+def call_ex_has_kwargs(inst):
+    """Whether CALL_FUNCTION_EX reads a kwargs dict above its positional-arguments tuple."""
+    return bool(inst.arg & 1)
+
+
 def break_shape(inst):
     """(values popped, values pushed) of the instructions only some versions have that a
     graph break may be placed at (the shared ones: tracer/rewrite/graph_break.py); None otherwise."""
@@ -113,6 +118,11 @@ def call(nargs, kw_names=(), **loc):
 def call_const_on_tos(fn):
     """TOS -> ``fn(TOS)``: the constant goes below TOS, which then sits in the self slot."""
     return [_i("LOAD_CONST", fn), _i("SWAP", 2), *call(0)]
+
+
+def subscr():
+    """TOS1[TOS]."""
+    return [_i("BINARY_SUBSCR")]
 
 
 def load_method(name):

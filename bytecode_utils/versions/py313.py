@@ -13,7 +13,7 @@ import bytecode as _bc
 
 from . import py311, py312
 from .py312 import (ALIASES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
-                    load_attr, load_global, load_method, native_plain_attr, normalize, push_null, return_const,
+                    call_ex_has_kwargs, subscr, load_attr, load_global, load_method, native_plain_attr, normalize, push_null, return_const,
                     return_value)
 
 CALL_PREFIX_OPNAMES: tuple[str, ...] = ()

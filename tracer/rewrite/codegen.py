@@ -193,7 +193,7 @@ class CodeGen:
             self.outputs.append(node)
         self.emit("LOAD_FAST", GRAPH_OUT)
         self.load_const(idx)
-        self.emit("BINARY_SUBSCR")
+        self.extend(versions.subscr())
 
     def build(self, kind, n):
         if kind is tuple:

@@ -73,7 +73,7 @@ def instruction_shape(inst):
     if op == "CALL":
         return arg + 2, 1
     if op == "CALL_FUNCTION_EX":
-        return 3 + (arg & 1), 1
+        return 3 + versions.call_ex_has_kwargs(inst), 1
     if op == "BUILD_STRING":
         return arg, 1
     if op == "FORMAT_VALUE":

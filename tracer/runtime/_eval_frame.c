@@ -72,15 +72,22 @@
 #include <Python.h>
 #include <structmember.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
-#error "tracer/_eval_frame.c relies on the frame internals of CPython 3.11, 3.12 and 3.13 \
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x03100000
+#error "tracer/_eval_frame.c relies on the frame internals of CPython 3.11 to 3.15 \
 (_PyInterpreterFrame, frame ownership) and supports only those versions."
+#endif
+#ifdef Py_GIL_DISABLED
+#error "tracer/_eval_frame.c does not support the free-threaded build (3.13t/3.14t): \
+its state is guarded by the GIL."
 #endif
 
 /* pycore_frame.h refuses to compile without Py_BUILD_CORE.  Define it only around
    those includes so the rest of this file sees the ordinary public API. */
 #define Py_BUILD_CORE
 #include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030E0000
+#include <internal/pycore_interpframe.h> /* _PyFrame_GetCode/GetFunction, stack refs */
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
 #include <internal/pycore_ceval.h> /* _PyEval_FrameClearAndPop */
 #endif
@@ -103,7 +110,16 @@
 #define REQUEST_CODE_EXTRA_INDEX _PyEval_RequestCodeExtraIndex
 #endif
 
-#if PY_VERSION_HEX >= 0x030D0000
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: f_executable, f_funcobj and localsplus[] are tagged _PyStackRefs (a borrowed or
+   "deferred" reference carries a tag bit): read through the header's accessors. */
+#define FRAME_CODE(f) _PyFrame_GetCode(f)
+#define FRAME_FUNC(f) ((PyFunctionObject *)PyStackRef_AsPyObjectBorrow((f)->f_funcobj)) /* (no assert: may be None) */
+#define FRAME_LOCAL(f, i) PyStackRef_AsPyObjectBorrow((f)->localsplus[i])
+#define FRAME_IS_FRESH(f) ((f)->instr_ptr == _PyCode_CODE(FRAME_CODE(f)))
+#define EXC_PENDING(ts) ((ts)->current_exception != NULL)
+#define WRITE_UNRAISABLE(co) PyErr_WriteUnraisable(co)
+#elif PY_VERSION_HEX >= 0x030D0000
 #define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
 #define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
 #define FRAME_IS_FRESH(f) ((f)->instr_ptr == _PyCode_CODE(FRAME_CODE(f)))
@@ -122,6 +138,9 @@
 #define EXC_PENDING(ts) ((ts)->curexc_type != NULL)
 #define WRITE_UNRAISABLE(co) _PyErr_WriteUnraisableMsg("in frametracer frame callback for", (co))
 #endif
+#ifndef FRAME_LOCAL
+#define FRAME_LOCAL(f, i) ((f)->localsplus[i])
+#endif
 
 /* 3.12+: we did not run `frame` through the default evaluator, so clear and pop it as
    the evaluator would have.  The frame is fresh and was never visible (no frame object,
@@ -132,7 +151,7 @@ static inline void
 release_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
 {
 #if PY_VERSION_HEX >= 0x030D0000
-    _PyEval_FrameClearAndPop(tstate, frame);
+    _PyEval_FrameClearAndPop(tstate, frame); /* (still exported on 3.14 and 3.15) */
 #elif PY_VERSION_HEX >= 0x030C0000
     assert(frame->frame_obj == NULL && frame->f_locals == NULL);
     for (int i = 0; i < frame->stacktop; i++) {
@@ -228,7 +247,7 @@ has_tensor_arg(_PyInterpreterFrame *frame, PyCodeObject *co)
     int n = n_arg_slots(co);
     int star = (co->co_flags & CO_VARARGS) ? co->co_argcount + co->co_kwonlyargcount : -1;
     for (int i = 0; i < n; i++) {
-        PyObject *v = frame->localsplus[i];
+        PyObject *v = FRAME_LOCAL(frame, i);
         if (v == NULL) {
             continue;
         }
@@ -412,7 +431,7 @@ make_view(_PyInterpreterFrame *frame, int nargs)
         return NULL;
     }
     for (int i = 0; i < nargs; i++) {
-        PyObject *value = frame->localsplus[i];
+        PyObject *value = FRAME_LOCAL(frame, i);
         if (value == NULL) { /* never seen on 3.11; be defensive */
             Py_DECREF(args);
             return NULL;
@@ -572,7 +591,26 @@ run_replacement(_PyInterpreterFrame *frame, PyCodeObject *new_code, int nargs)
     tls_pending = new_code; /* its frame is the next one the hook sees: let it through */
     /* The argument values are borrowed from the original frame, which stays alive
        until we return; _PyEval_Vector increfs them into the new frame. */
+#if PY_VERSION_HEX >= 0x030E0000
+    /* 3.14: the slots are tagged stack refs; the call wants plain pointers. */
+    PyObject *small[8];
+    PyObject **argv = nargs <= 8 ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs);
+    PyObject *result = NULL;
+    if (argv == NULL) {
+        PyErr_NoMemory();
+    }
+    else {
+        for (int i = 0; i < nargs; i++) {
+            argv[i] = FRAME_LOCAL(frame, i);
+        }
+        result = PyObject_Vectorcall((PyObject *)fn, argv, (size_t)nargs, NULL);
+        if (argv != small) {
+            PyMem_Free(argv);
+        }
+    }
+#else
     PyObject *result = PyObject_Vectorcall((PyObject *)fn, frame->localsplus, (size_t)nargs, NULL);
+#endif
     tls_pending = saved_pending;
 
     if (Py_REFCNT(fn) == 1) {

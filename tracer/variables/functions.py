@@ -292,6 +292,8 @@ class NestedFunctionVariable(BaseFunctionVariable):
         if name in self.slots:
             return self.slots[name]
         if name == "__annotations__":
+            if "__annotate__" in self.slots and not self.annotations.items:
+                raise Unsupported("__annotations__ of a function with lazy annotations (PEP 649)")
             return self.annotations
         if name == "__dict__":
             return self.attrs

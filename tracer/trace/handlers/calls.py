@@ -12,7 +12,7 @@ from ...exc import Unsupported
 from ...variables.containers import DictVariable
 from ...variables.functions import NestedFunctionVariable
 from ...variables.stack_values import NULL, NullVariable
-from .registry import PY311, PY313, UNTIL_312, handler
+from .registry import PY311, SINCE_313, UNTIL_312, handler
 
 
 def _is_null(v):
@@ -52,7 +52,7 @@ def CALL(tx, inst):
     _call(tx, inst.arg, kw_names)
 
 
-@handler("CALL_KW", versions=PY313)
+@handler("CALL_KW", versions=SINCE_313)
 def CALL_KW(tx, inst):
     names = tx.pop()
     if not names.is_constant():
@@ -62,7 +62,9 @@ def CALL_KW(tx, inst):
 
 @handler("CALL_FUNCTION_EX")
 def CALL_FUNCTION_EX(tx, inst):
-    kwargs = tx.pop() if inst.arg & 1 else DictVariable({})
+    kwargs = tx.pop() if versions.call_ex_has_kwargs(inst) else DictVariable({})
+    if _is_null(kwargs):  # 3.14: the kwargs slot is always there, NULL when there are none
+        kwargs = DictVariable({})
     args = tx.pop()
     top = tx.pop()
     if _is_null(top):  # 3.13: [callable, NULL, args, kwargs?]
@@ -79,7 +81,7 @@ def CALL_FUNCTION_EX(tx, inst):
 
 
 # ---- making functions ------------------------------------------------------------------------
-_CLOSURE, _ANNOTATIONS, _KWDEFAULTS, _DEFAULTS = 0x08, 0x04, 0x02, 0x01
+_ANNOTATE, _CLOSURE, _ANNOTATIONS, _KWDEFAULTS, _DEFAULTS = 0x10, 0x08, 0x04, 0x02, 0x01
 
 
 def _set_attribute(fn, flag, value, f):
@@ -93,6 +95,8 @@ def _set_attribute(fn, flag, value, f):
     elif flag == _ANNOTATIONS:  # 3.11-3.13: a tuple (name, value, name, value, ...)
         items = value.iterate(f)
         fn.annotations.items.update({k.as_constant(): v for k, v in zip(items[::2], items[1::2])})
+    elif flag == _ANNOTATE:  # 3.14 (PEP 649): the function that computes them when asked
+        fn.slots["__annotate__"] = value
     else:
         raise Unsupported(f"function attribute flag {flag:#x}")
 
@@ -108,7 +112,7 @@ def MAKE_FUNCTION(tx, inst):
     tx.push(fn)
 
 
-@handler("SET_FUNCTION_ATTRIBUTE", versions=PY313)
+@handler("SET_FUNCTION_ATTRIBUTE", versions=SINCE_313)
 def SET_FUNCTION_ATTRIBUTE(tx, inst):
     fn = tx.pop()
     if not isinstance(fn, NestedFunctionVariable):

@@ -3,7 +3,7 @@ from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
 from ...variables.sym import SliceVariable, is_sym, specialized
-from .registry import PY313, UNTIL_312, handler
+from .registry import SINCE_313, SINCE_314, UNTIL_312, UNTIL_313, handler
 
 
 @handler("BUILD_TUPLE")
@@ -27,7 +27,7 @@ def BUILD_MAP(tx, inst):
     tx.push(DictVariable({_const_key(tx, k): v for k, v in zip(flat[::2], flat[1::2])}))
 
 
-@handler("BUILD_CONST_KEY_MAP")
+@handler("BUILD_CONST_KEY_MAP", versions=UNTIL_313)
 def BUILD_CONST_KEY_MAP(tx, inst):
     keys = tx.pop().as_constant()
     values = tx.popn(inst.arg)
@@ -56,19 +56,19 @@ def FORMAT_VALUE(tx, inst):
     tx.push(_format(tx.pop(), inst.arg & 0x03, spec))
 
 
-@handler("CONVERT_VALUE", versions=PY313)
+@handler("CONVERT_VALUE", versions=SINCE_313)
 def CONVERT_VALUE(tx, inst):
     """3.13 splits FORMAT_VALUE: the !s/!r/!a conversion..."""
     tx.push(_format(tx.pop(), inst.arg, None))
 
 
-@handler("FORMAT_SIMPLE", versions=PY313)
+@handler("FORMAT_SIMPLE", versions=SINCE_313)
 def FORMAT_SIMPLE(tx, inst):
     """...then format(v) or format(v, spec)."""
     tx.push(_format(tx.pop(), 0, ""))
 
 
-@handler("FORMAT_WITH_SPEC", versions=PY313)
+@handler("FORMAT_WITH_SPEC", versions=SINCE_313)
 def FORMAT_WITH_SPEC(tx, inst):
     spec = tx.pop()
     if not spec.is_constant():
@@ -175,3 +175,10 @@ def UNPACK_EX(tx, inst):
     tx.push(ListVariable(middle))
     for item in reversed(head):
         tx.push(item)
+
+
+@handler("BUILD_INTERPOLATION", "BUILD_TEMPLATE", versions=SINCE_314)
+def BUILD_TEMPLATE(tx, inst):
+    """Template strings (PEP 750, 3.14) are not modelled: a graph break, the template built by
+    CPython after the graph (versions.break_shape gives both instructions' operands)."""
+    raise Unsupported("template string (t-string, PEP 750)")

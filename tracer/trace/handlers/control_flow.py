@@ -10,7 +10,7 @@ from ...variables.base import ConstantVariable
 from ...variables.builder import wrap
 from ...variables.live_iterators import iterator_over
 from ...variables.tensor import TensorVariable
-from .registry import PY311, PY312, PY313, SINCE_312, handler
+from .registry import PY311, PY312, SINCE_312, SINCE_313, UNTIL_313, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -43,7 +43,7 @@ handler("POP_JUMP_IF_NONE")(_pop_jump(_is_none))
 handler("POP_JUMP_IF_NOT_NONE")(_pop_jump(lambda f, v: not _is_none(f, v)))
 
 
-@handler("TO_BOOL", versions=PY313)
+@handler("TO_BOOL", versions=SINCE_313)
 def TO_BOOL(tx, inst):
     """3.13: `bool(TOS)` before a conditional jump or `not`. On a tensor this is where the
     value is needed: the graph breaks here and the native TO_BOOL converts it."""
@@ -97,7 +97,7 @@ def END_FOR_312(tx, inst):
     tx.popn(2)
 
 
-@handler("END_FOR", versions=PY313)
+@handler("END_FOR", versions=SINCE_313)
 def END_FOR_313(tx, inst):
     tx.pop()
 
@@ -108,12 +108,12 @@ def RETURN_VALUE(tx, inst):
     return True
 
 
-@handler("RETURN_CONST", versions=SINCE_312)
+@handler("RETURN_CONST", versions=[(3, 12), (3, 13)])
 def RETURN_CONST(tx, inst):
     tx.return_value = ConstantVariable(inst.argval)
     return True
 
 
-@handler("LOAD_ASSERTION_ERROR")
+@handler("LOAD_ASSERTION_ERROR", versions=UNTIL_313)
 def LOAD_ASSERTION_ERROR(tx, inst):
     tx.push(wrap(tx, AssertionError, None))

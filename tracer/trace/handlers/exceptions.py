@@ -1,7 +1,8 @@
 """`with` blocks and exception opcodes.
 
-In 3.11 `with` compiles to BEFORE_WITH plus an exception-table entry. Tracing follows the
-normal (no exception) path: BEFORE_WITH calls __enter__ and pushes the bound __exit__;
+In 3.11-3.13 `with` compiles to BEFORE_WITH plus an exception-table entry; 3.14 looks the two
+methods up with LOAD_SPECIAL and calls __enter__ with an ordinary CALL. Tracing follows the
+normal (no exception) path: __enter__ is called and the bound __exit__ stays on the stack;
 the block's end calls it with (None, None, None). Handlers reached only when an exception
 is raised (PUSH_EXC_INFO, WITH_EXCEPT_START, ...) are never executed symbolically because
 traced code does not raise; a `raise` is Unsupported (graph breaks come in a later issue).
@@ -12,9 +13,11 @@ from ...exc import Unsupported, UserException
 from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_builtin_exception,
                                      set_context, TracebackVariable, user_error)
 from ...variables.base import ConstantVariable, Variable, python_object
-from .registry import handler
+from .registry import SINCE_314, UNTIL_313, handler
 from ...variables.objects import bind_class_attr, class_source, ClassVariable, guarded_type_lookup
+from ...variables.stack_values import NULL, MethodRef, NullVariable
 from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
+from bytecode_utils import versions
 
 
 class ExitVariable(Variable):
@@ -66,7 +69,7 @@ def special_method(tx, obj, name):
     return bind_class_attr(tx, attr, obj, cls)
 
 
-@handler("BEFORE_WITH")
+@handler("BEFORE_WITH", versions=UNTIL_313)
 def BEFORE_WITH(tx, inst):
     """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__. A grad-mode manager is
     modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
@@ -84,12 +87,42 @@ def BEFORE_WITH(tx, inst):
     tx.push(enter.call(tx, [], {}))
 
 
-@handler("WITH_EXCEPT_START")
+@handler("LOAD_SPECIAL", versions=SINCE_314)
+def LOAD_SPECIAL(tx, inst):
+    """3.14's `with mgr:` is LOAD_SPECIAL __exit__, then LOAD_SPECIAL __enter__ and CALL 0, on
+    the same manager. Each pushes a callable and the NULL of a plain call (CPython pushes the
+    function and mgr as its self; a bound method and a NULL call the same): the exit is
+    the ExitVariable BEFORE_WITH keeps, and a graph break puts the real bound method there."""
+    mgr, name = tx.pop(), inst.argrepr
+    if name not in ("__enter__", "__exit__"):
+        raise Unsupported(f"LOAD_SPECIAL {name} (async with)")
+    if isinstance(mgr, ContextManagerVariable):
+        fn = ExitVariable(mgr) if name == "__exit__" else MethodRef(mgr, "__enter__")
+    else:
+        method = special_method(tx, mgr, name)
+        if method is None:
+            raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
+                                        f"context manager protocol (missed {name} method)")
+        fn = ExitVariable(mgr, method) if name == "__exit__" else method
+    for value in versions.callable_and_null(fn, NULL):
+        tx.push(value)
+
+
+@handler("WITH_EXCEPT_START", versions=UNTIL_313)
 def WITH_EXCEPT_START(tx, inst):
     """In a `with` block's handler: exit(type(exc), exc, traceback), result pushed (true:
     the exception is suppressed). Stack: exit, lasti, previous exception, exception."""
     exc, exit_fn = tx.stack[-1], tx.stack[-4]
     tx.push(exit_fn.call(tx, [ClassVariable(exc.python_type()), exc, TracebackVariable()], {}))
+
+
+@handler("WITH_EXCEPT_START", versions=SINCE_314)
+def WITH_EXCEPT_START_314(tx, inst):
+    """As above; 3.14's exit is two entries, [exit, self | NULL] (LOAD_SPECIAL pushes a bound
+    exit and a NULL)."""
+    exc, exit_fn, self_slot = tx.stack[-1], tx.stack[-5], tx.stack[-4]
+    args = [ClassVariable(exc.python_type()), exc, TracebackVariable()]
+    tx.push(exit_fn.call(tx, args if isinstance(self_slot, NullVariable) else [self_slot, *args], {}))
 
 
 # ---- exceptions raised and caught inside traced code ------------------------------------

@@ -5,7 +5,7 @@ from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.functions import CellBox
 from ...variables.stack_values import NULL, CellRef, NullVariable
-from .registry import PY313, SINCE_312, UNTIL_312, handler
+from .registry import SINCE_313, SINCE_312, UNTIL_312, handler
 
 
 def _load_fast(tx, name):
@@ -53,21 +53,21 @@ def LOAD_FAST_AND_CLEAR(tx, inst):
     tx.push(NULL if value is None else value)
 
 
-@handler("LOAD_FAST_LOAD_FAST", versions=PY313)
+@handler("LOAD_FAST_LOAD_FAST", versions=SINCE_313)
 def LOAD_FAST_LOAD_FAST(tx, inst):
     first, second = inst.argval
     tx.push(_load_fast(tx, first))
     tx.push(_load_fast(tx, second))
 
 
-@handler("STORE_FAST_LOAD_FAST", versions=PY313)
+@handler("STORE_FAST_LOAD_FAST", versions=SINCE_313)
 def STORE_FAST_LOAD_FAST(tx, inst):
     store, load = inst.argval
     _store_fast(tx, store, tx.pop())
     tx.push(_load_fast(tx, load))
 
 
-@handler("STORE_FAST_STORE_FAST", versions=PY313)
+@handler("STORE_FAST_STORE_FAST", versions=SINCE_313)
 def STORE_FAST_STORE_FAST(tx, inst):
     first, second = inst.argval
     _store_fast(tx, first, tx.pop())

@@ -8,7 +8,7 @@ from bytecode_utils.versions import SEND_KEEPS_RECEIVER
 from ...exc import Unsupported, UserException
 from ...variables.base import ConstantVariable
 from ...variables.builder import wrap
-from .registry import SINCE_312, handler
+from .registry import SINCE_312, UNTIL_314, handler
 from ...variables.generators import GeneratorVariable, runtime_error_for
 from ...variables.containers import IteratorVariable
 from ...variables.exceptions import ExceptionVariable
@@ -124,7 +124,7 @@ def YIELD_VALUE(tx, inst):
     return True  # suspend: GeneratorVariable.send hands the value to the consumer
 
 
-@handler("GET_YIELD_FROM_ITER")
+@handler("GET_YIELD_FROM_ITER", versions=UNTIL_314)
 def GET_YIELD_FROM_ITER(tx, inst):
     if not isinstance(tx.stack[-1], GeneratorVariable):
         tx.push(call_builtin(tx, iter, [tx.pop()], {}))

@@ -2,7 +2,7 @@
 
 A handler module registers its functions here at import; the package's __init__ imports every
 family module, so the table is complete once `tracer.trace.handlers` is imported."""
-from bytecode_utils.versions import VERSION
+from bytecode_utils.versions import SUPPORTED, VERSION
 
 HANDLERS = {}
 
@@ -19,8 +19,17 @@ def handler(*opnames, versions=None):
     return register
 
 
+def since(version):
+    """The supported versions from `version` on."""
+    return [v for v in SUPPORTED if v >= version]
+
+
+def until(version):
+    """The supported versions up to `version`, included."""
+    return [v for v in SUPPORTED if v <= version]
+
+
 PY311 = [(3, 11)]
 PY312 = [(3, 12)]
-PY313 = [(3, 13)]
-SINCE_312 = [(3, 12), (3, 13)]
-UNTIL_312 = [(3, 11), (3, 12)]
+SINCE_312, SINCE_313, SINCE_314 = since((3, 12)), since((3, 13)), since((3, 14))
+UNTIL_312, UNTIL_313, UNTIL_314 = until((3, 12)), until((3, 13)), until((3, 14))

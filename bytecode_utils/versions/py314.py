@@ -1,0 +1,107 @@
+"""CPython 3.14: what changed from 3.13 (everything else is inherited from ``py313``).
+
+Checked against 3.14.10's ``dis`` (opmap, ``stack_effect``, disassembly of the constructs).
+
+* New spellings of old meanings, normalised to the 3.13 names (``ALIASES``):
+  ``LOAD_FAST_BORROW`` (a LOAD_FAST whose reference the compiler proved may be borrowed) and
+  its pair form; ``LOAD_SMALL_INT i`` and ``LOAD_COMMON_CONSTANT`` (AssertionError,
+  NotImplementedError, tuple, all, any) are constants; ``BINARY_OP 26`` (``NB_SUBSCR``)
+  is 3.13's BINARY_SUBSCR; ``NOT_TAKEN`` (a branch-monitoring marker) is a NOP; ``POP_ITER``
+  drops the exhausted iterator after END_FOR, as 3.13's POP_TOP did.
+* Gone: BEFORE_WITH (``with`` is ``LOAD_SPECIAL __exit__ ... LOAD_SPECIAL __enter__; CALL 0``
+  and keeps ``[__exit__, self | NULL]`` on the stack), RETURN_CONST (LOAD_CONST;
+  RETURN_VALUE), LOAD_ASSERTION_ERROR, BUILD_CONST_KEY_MAP, BINARY_SUBSCR.
+* New: template strings (PEP 750: BUILD_INTERPOLATION, BUILD_TEMPLATE); the annotations of
+  a function are a lazily called ``__annotate__`` function (PEP 649:
+  ``SET_FUNCTION_ATTRIBUTE 0x10``).
+* CALL_FUNCTION_EX always has a kwargs slot (a NULL when there are none).
+"""
+from __future__ import annotations
+
+import dis
+
+import bytecode as _bc
+
+from . import py311, py313
+from .py313 import (CALL_OPNAMES, CALL_PREFIX_OPNAMES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i,  # noqa: F401
+                    call, call_const_on_tos, call_kw_names, callable_and_null, compare_to_bool, cond_jump,
+                    load_attr, load_callable, load_closure, load_const_callable, load_global, load_method,
+                    make_function, native, native_plain_attr, push_null, return_value, split_call)
+
+#: BINARY_OP's operand for ``a[b]`` (``dis._nb_ops``: ``('NB_SUBSCR', '[]')``).
+NB_SUBSCR = [name for name, _sym in dis._nb_ops].index("NB_SUBSCR")
+
+#: raw opname -> constants it loads, by oparg (``dis`` shows the oparg as argval).
+COMMON_CONSTANTS = tuple(getattr(dis, "_common_constants", ()))
+
+ALIASES: dict[str, tuple[str, ...]] = {
+    **py313.ALIASES,
+    "LOAD_FAST_BORROW": ("LOAD_FAST",),
+    "LOAD_FAST_BORROW_LOAD_FAST_BORROW": ("LOAD_FAST_LOAD_FAST",),
+    "LOAD_SMALL_INT": ("LOAD_CONST",),
+    "LOAD_COMMON_CONSTANT": ("LOAD_CONST",),
+    "BINARY_OP": ("BINARY_OP", "BINARY_SUBSCR"),
+    "NOT_TAKEN": ("NOP",),
+    "POP_ITER": ("POP_TOP",),
+}
+
+_RENAMED = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST",
+            "NOT_TAKEN": "NOP", "POP_ITER": "POP_TOP"}
+
+
+def normalize(inst, code):
+    """See py312.normalize. The constants of LOAD_SMALL_INT (its oparg) and
+    LOAD_COMMON_CONSTANT (a table in the interpreter) become LOAD_CONST's argval."""
+    op = inst.opname
+    if op in _RENAMED:
+        inst.opname = _RENAMED[op]
+    elif op == "LOAD_SMALL_INT":
+        inst.opname, inst.argval = "LOAD_CONST", inst.arg
+    elif op == "LOAD_COMMON_CONSTANT":
+        inst.opname, inst.argval = "LOAD_CONST", COMMON_CONSTANTS[inst.arg]
+    elif op == "BINARY_OP" and inst.arg == NB_SUBSCR:
+        inst.opname = "BINARY_SUBSCR"
+    else:
+        return py313.normalize(inst, code)
+    return inst
+
+
+def call_ex_has_kwargs(inst):
+    """CALL_FUNCTION_EX reads a kwargs slot (a dict, or a NULL) whatever its oparg."""
+    return True
+
+
+_SHAPES = {**py313._SHAPES, "BUILD_TEMPLATE": (2, 1), "LOAD_SPECIAL": (1, 2)}
+
+
+def break_shape(inst):
+    """See py311.break_shape. BUILD_INTERPOLATION pops a format spec when its low bit is set."""
+    if inst.opname == "BUILD_INTERPOLATION":
+        return 2 + (inst.arg & 1), 1
+    return py313.break_shape(inst) or _SHAPES.get(inst.opname)
+
+
+def subscr():
+    """TOS1[TOS] (BINARY_SUBSCR is BINARY_OP's ``[]`` since 3.14)."""
+    return [_i("BINARY_OP", NB_SUBSCR)]
+
+
+def return_const(value):
+    """No RETURN_CONST since 3.14."""
+    return py311.return_const(value)
+
+
+_BORROWS = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST"}
+
+
+def relocatable(items):
+    """See py313.relocatable. A borrowed load is safe only where the compiler proved the local
+    outlives the stack entry; moved into a resume function, that proof is gone: load a strong
+    reference instead (the same value)."""
+    out = []
+    for item in items:
+        name = _BORROWS.get(getattr(item, "name", None))
+        if name is not None:
+            item = _bc.Instr(name, item.arg, location=item.location)
+        out.append(item)
+    return py313.relocatable(out)
