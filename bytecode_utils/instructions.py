@@ -292,8 +292,10 @@ def is_pep479_check(inst: Instruction) -> bool:
 
 
 def to_bytecode(code: types.CodeType) -> _bc.Bytecode:
-    """Abstract ``bytecode.Bytecode`` (labels, TryBegin/TryEnd, named args) for ``code``."""
-    return _bc.Bytecode.from_code(code)
+    """Abstract ``bytecode.Bytecode`` (labels, TryBegin/TryEnd, named args) for ``code``: the one
+    place that decodes with the ``bytecode`` package (``versions.fix_decoded`` repairs what it
+    gets wrong on some versions)."""
+    return versions.fix_decoded(_bc.Bytecode.from_code(code), code)
 
 
 def from_bytecode(bc: _bc.Bytecode) -> types.CodeType:

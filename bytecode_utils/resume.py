@@ -17,7 +17,7 @@ import bytecode as _bc
 from . import versions
 from .codegen import GENERATOR_FLAGS, check_slots
 from .instructions import PerCode
-from .instructions import decode
+from .instructions import decode, to_bytecode
 
 
 CO_VARARGS = 0x04
@@ -93,7 +93,8 @@ def _cells_as_free_vars(code, items):
             elif isinstance(ins.arg, _bc.CellVar) and ins.arg.name in cells:
                 ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
             elif ins.name == "LOAD_FAST" and isinstance(ins.arg, str) and ins.arg in closure_names:
-                # 3.13 loads a cell for a closure tuple with LOAD_FAST of its slot, which the
+                # 3.13+ load a cell for a closure tuple with LOAD_FAST of its slot (after
+                # versions.relocatable: 3.14's borrowed loads are plain ones), which the
                 # bytecode package decodes by name: kept so, the name would become a second
                 # (local) slot of the resume code beside the free variable (a crash on 3.13)
                 ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg), lineno=ins.lineno)
@@ -120,7 +121,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     """
     if code.co_flags & GENERATOR_FLAGS:
         raise ValueError("resume functions are only made for plain function frames")
-    bc = _bc.Bytecode.from_code(code)
+    bc = to_bytecode(code)
     items = list(bc)
     real = [i for i, ins in enumerate(items) if isinstance(ins, _bc.Instr)]
     originals = {id(items[i]): k for k, i in enumerate(real)}
@@ -138,10 +139,10 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
         prefix += _take_arg(EXC_ARG, lineno)
     prefix.append(_bc.Instr("JUMP_FORWARD", label, lineno=lineno))
     new_items = items[:resume_pos + 1] + prefix + items[resume_pos + 1:target_pos] + [label] + items[target_pos:]
-    new_items = _cells_as_free_vars(code, new_items)
     # (before index_map is built: 3.13 splits superinstructions here, which shifts the
-    # indices of every instruction after them; the split halves map to nothing)
-    new_items = versions.relocatable(new_items)
+    # indices of every instruction after them; the split halves map to nothing. And before
+    # the cells are made free variables: the split loads name the cells they load.)
+    new_items = _cells_as_free_vars(code, versions.relocatable(new_items))
     args = resume_arg_order(code, stack_args + ([EXC_ARG] if push_exc else []) + list(local_args))
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
@@ -195,7 +196,7 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     Not suspended (never started): the prefix jumps to `target`, nothing runs until the
     first next(). Signature: (___stack<i>..., *local_args), flat; cell variables are free
     variables (the rebuild passes the cells)."""
-    bc = _bc.Bytecode.from_code(code)
+    bc = to_bytecode(code)
     items = list(bc)
     real = [i for i, ins in enumerate(items) if isinstance(ins, _bc.Instr)]
     _keep_try_depths(code, items)
@@ -227,12 +228,12 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
     if any(isinstance(i, _bc.TryBegin) for i in prefix):
         prefix, body = _outside_open_region(items[:resume_pos + 1], prefix, body)
     new_items = items[:resume_pos + 1] + prefix + body
-    new_items = _cells_as_free_vars(code, new_items)
+    new_items = _cells_as_free_vars(code, versions.relocatable(new_items))
     args = stack_args + list(local_args)
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     # (the rebuilt generator shows the original's name)
-    out = _continuation(code, versions.relocatable(new_items), args, code.co_qualname)
+    out = _continuation(code, new_items, args, code.co_qualname)
     new = out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
     check_slots(new)
     return new

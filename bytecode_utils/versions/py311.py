@@ -24,6 +24,9 @@ CALL_PREFIX_OPNAMES: tuple[str, ...] = ("KW_NAMES", "PRECALL")
 #: drop the iterator (3.12+), rather than replacing the iterator by the value (3.11).
 SEND_KEEPS_RECEIVER = False
 
+#: Stack entries a running ``for`` loop's iterator occupies (3.15: the iterator and an index).
+ITER_SLOTS = 1
+
 #: Call instructions -> whether a tuple of keyword names is one of their stack operands.
 CALL_OPNAMES: dict[str, bool] = {"CALL": False}
 
@@ -46,6 +49,12 @@ def normalize(inst, code):
         inst.argval = code.co_consts[inst.arg]
         inst.argrepr = repr(inst.argval)
     return inst
+
+
+def fix_decoded(bc, code):
+    """``bc``, the ``bytecode`` package's decoding of ``code``, repaired where it is wrong on
+    this version (in place; returns it). Nothing to repair before 3.14."""
+    return bc
 
 
 def call_kw_names(instrs, i):

@@ -23,7 +23,7 @@ import dis
 import bytecode as _bc
 
 from . import py311, py313
-from .py313 import (CALL_OPNAMES, CALL_PREFIX_OPNAMES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i,  # noqa: F401
+from .py313 import (CALL_OPNAMES, ITER_SLOTS, CALL_PREFIX_OPNAMES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i,  # noqa: F401
                     call, call_const_on_tos, call_kw_names, callable_and_null, compare_to_bool, cond_jump,
                     load_attr, load_callable, load_closure, load_const_callable, load_global, load_method,
                     make_function, native, native_plain_attr, push_null, return_value, split_call)
@@ -64,6 +64,25 @@ def normalize(inst, code):
     else:
         return py313.normalize(inst, code)
     return inst
+
+
+_DEREFS = ("LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_FROM_DICT_OR_DEREF")
+
+
+def fix_decoded(bc, code):
+    """3.14 moved LOAD_DEREF & co. from ``hasfree`` to ``haslocal``, and ``bytecode`` 0.19.1
+    then decodes their argument as a plain local name: a cell or free variable read through
+    it would become a new local when the code is reassembled with another layout (a resume
+    function, where the frame's cells are free variables). Give them back their CellVar /
+    FreeVar."""
+    cells, free = set(code.co_cellvars), set(code.co_freevars)
+    for ins in bc:
+        if getattr(ins, "name", None) in _DEREFS and isinstance(ins.arg, str):
+            if ins.arg in cells:
+                ins.arg = _bc.CellVar(ins.arg)
+            elif ins.arg in free:
+                ins.arg = _bc.FreeVar(ins.arg)
+    return bc
 
 
 def call_ex_has_kwargs(inst):

@@ -26,7 +26,7 @@ import bytecode as bc
 
 from bytecode_utils import decode, live_locals, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
-from bytecode_utils.instructions import PerCode
+from bytecode_utils.instructions import PerCode, to_bytecode
 from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
                                    resume_target, super_self_name)
 
@@ -478,7 +478,7 @@ def _bytecode_instrs(code):
     before changing one, as versions.call_instructions does)."""
     hit = _INSTRS.get(code)
     if hit is None:
-        hit = _INSTRS[code] = [i for i in bc.Bytecode.from_code(code) if isinstance(i, bc.Instr)]
+        hit = _INSTRS[code] = [i for i in to_bytecode(code) if isinstance(i, bc.Instr)]
     return hit
 
 

@@ -3,14 +3,20 @@ on a tensor's value is Unsupported (data-dependent).
 
 Per version: 3.11 FOR_ITER pops the exhausted iterator; 3.12+ jumps to END_FOR, which pops
 it (3.12: END_FOR pops two, the model `dis.stack_effect` uses; 3.13: one, then POP_TOP).
-3.13 converts to bool explicitly (TO_BOOL) before conditional jumps and `not`.
+3.13 converts to bool explicitly (TO_BOOL) before conditional jumps and `not`. 3.14 drops the
+iterator with POP_ITER (normalised to POP_TOP); on 3.15 an iterator is two stack entries
+(versions.ITER_SLOTS: the iterator and a NULL here) and POP_ITER drops both.
 """
+from bytecode_utils import versions
+
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.builder import wrap
 from ...variables.live_iterators import iterator_over
 from ...variables.tensor import TensorVariable
-from .registry import PY311, PY312, SINCE_312, SINCE_313, UNTIL_313, handler
+from ...variables.stack_values import NULL
+from .misc import from_iter
+from .registry import PY311, PY312, SINCE_312, SINCE_313, SINCE_315, UNTIL_313, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -68,11 +74,23 @@ def JUMP_IF_FALSE_OR_POP(tx, inst):
 
 @handler("GET_ITER")
 def GET_ITER(tx, inst):
-    tx.push(iterator_over(tx, tx.pop()))
+    """iter(TOS). 3.15's GET_ITER 1-3 is `yield from`'s GET_YIELD_FROM_ITER (misc.py), and both
+    forms push the iterator's second entry."""
+    if inst.arg:
+        from_iter(tx)
+    else:
+        tx.push(iterator_over(tx, tx.pop()))
+    for _ in range(versions.ITER_SLOTS - 1):
+        tx.push(NULL)
+
+
+@handler("POP_ITER", versions=SINCE_315)
+def POP_ITER(tx, inst):
+    tx.popn(versions.ITER_SLOTS)
 
 
 def _for_iter(tx, inst, exhausted):
-    item = tx.stack[-1].next(tx)
+    item = tx.stack[-versions.ITER_SLOTS].next(tx)
     if item is None:
         exhausted(tx)
         tx.jump(inst)

@@ -3,7 +3,7 @@ import dis
 import sys
 
 from bytecode_utils.instructions import is_pep479_check
-from bytecode_utils.versions import SEND_KEEPS_RECEIVER
+from bytecode_utils.versions import ITER_SLOTS, SEND_KEEPS_RECEIVER
 
 from ...exc import Unsupported, UserException
 from ...variables.base import ConstantVariable
@@ -126,6 +126,11 @@ def YIELD_VALUE(tx, inst):
 
 @handler("GET_YIELD_FROM_ITER", versions=UNTIL_314)
 def GET_YIELD_FROM_ITER(tx, inst):
+    from_iter(tx)
+
+
+def from_iter(tx):
+    """`yield from`'s iter(TOS): a generator is kept as it is (it is sent values)."""
     if not isinstance(tx.stack[-1], GeneratorVariable):
         tx.push(call_builtin(tx, iter, [tx.pop()], {}))
 
@@ -136,7 +141,7 @@ def SEND(tx, inst):
     yielded by the YIELD_VALUE that follows); when it is finished, its return value replaces
     it (3.11) or goes above it (3.12+, for END_SEND) and the loop is left."""
     value = tx.pop()
-    receiver = tx.stack[-1]
+    receiver = tx.stack[-ITER_SLOTS]  # (3.15: [iterator, NULL, value])
     if isinstance(receiver, GeneratorVariable):
         kind, out = receiver.send(tx, value)
     elif isinstance(receiver, IteratorVariable):
@@ -159,14 +164,14 @@ def SEND(tx, inst):
 
 @handler("END_SEND", versions=SINCE_312)
 def END_SEND(tx, inst):
-    """End of a `yield from` loop: [iterator, value] -> [value]."""
-    del tx.stack[-2]
+    """End of a `yield from` loop: [iterator, value] -> [value] (3.15: [iterator, NULL, value])."""
+    del tx.stack[-1 - ITER_SLOTS:-1]
 
 
 @handler("CLEANUP_THROW", versions=SINCE_312)
 def CLEANUP_THROW(tx, inst):
     """An exception thrown (throw()/close()) at the `yield` of a `yield from` loop, stack
-    [iterator, last sent value, exception]: a StopIteration means the delegate finished,
+    [iterator, last sent value, exception] (3.15: [iterator, NULL, ...]): a StopIteration means the delegate finished,
     its value is the loop's result (the next instruction jumps to END_SEND); anything else
     is re-raised."""
     exc = tx.stack[-1]
@@ -175,6 +180,7 @@ def CLEANUP_THROW(tx, inst):
     if not issubclass(exc.cls, StopIteration):
         tx.pop()
         raise UserException(exc.cls, f"{exc.cls.__name__} re-raised (the user code raises it)", exc)
-    tx.popn(3)
-    tx.push(ConstantVariable(None))
+    tx.popn(2 + ITER_SLOTS)
+    for _ in range(ITER_SLOTS):  # what END_SEND drops
+        tx.push(ConstantVariable(None))
     tx.push(exc.args[0] if exc.args else ConstantVariable(None))

@@ -31,5 +31,5 @@ def until(version):
 
 PY311 = [(3, 11)]
 PY312 = [(3, 12)]
-SINCE_312, SINCE_313, SINCE_314 = since((3, 12)), since((3, 13)), since((3, 14))
+SINCE_312, SINCE_313, SINCE_314, SINCE_315 = since((3, 12)), since((3, 13)), since((3, 14)), since((3, 15))
 UNTIL_312, UNTIL_313, UNTIL_314 = until((3, 12)), until((3, 13)), until((3, 14))
