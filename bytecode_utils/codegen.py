@@ -20,6 +20,8 @@ from typing import Any, Iterable, Sequence
 import bytecode as _bc
 from bytecode.instr import InstrLocation as _InstrLocation
 
+from . import versions
+
 __all__ = [
     "make_code",
     "prologue",
@@ -191,6 +193,7 @@ def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: 
     if protected:
         consts = tuple(c.value if isinstance(c, _ConstSlot) else c for c in code.co_consts)
         code = code.replace(co_consts=consts)
+    code = versions.finish_code(code, template)
     check_slots(code)
     return code
 

@@ -305,4 +305,4 @@ def from_bytecode(bc: _bc.Bytecode) -> types.CodeType:
     first use, so ``co_varnames`` order may change; use ``codegen.make_code`` with the
     original code as template when the frame layout must be kept.
     """
-    return bc.to_code()
+    return versions.finish_code(bc.to_code())

@@ -151,8 +151,8 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     # The skipped prefix of the original stream is dead code now, so the stack depths of its
     # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from
     # co_exceptiontable). The stack at the target is the original's, so its size suffices.
-    new = out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
-                      compute_exception_stack_depths=False)
+    new = versions.finish_code(out.to_code(stacksize=code.co_stacksize + len(stack) + 2,
+                                           compute_exception_stack_depths=False), code)
     check_slots(new)
     index_map = {j: originals[id(ins)] for j, ins in enumerate(i for i in new_items if isinstance(i, _bc.Instr))
                  if id(ins) in originals}
@@ -234,7 +234,8 @@ def make_generator_resume_code(code: types.CodeType, target: int, stack: list[st
         raise ValueError(f"duplicate resume arguments {args}")
     # (the rebuilt generator shows the original's name)
     out = _continuation(code, new_items, args, code.co_qualname)
-    new = out.to_code(stacksize=code.co_stacksize + len(stack) + 3, compute_exception_stack_depths=False)
+    new = versions.finish_code(out.to_code(stacksize=code.co_stacksize + len(stack) + 3,
+                                           compute_exception_stack_depths=False), code)
     check_slots(new)
     return new
 

@@ -56,6 +56,7 @@ compare_to_bool = impl.compare_to_bool
 break_shape = impl.break_shape
 call_ex_has_kwargs = impl.call_ex_has_kwargs
 fix_decoded = impl.fix_decoded
+finish_code = impl.finish_code
 subscr = impl.subscr
 split_call = impl.split_call
 callable_and_null = impl.callable_and_null
@@ -78,7 +79,7 @@ native_plain_attr = impl.native_plain_attr
 
 __all__ = [
     "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES",
-    "SEND_KEEPS_RECEIVER", "ITER_SLOTS", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "call_ex_has_kwargs", "fix_decoded",
+    "SEND_KEEPS_RECEIVER", "ITER_SLOTS", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "call_ex_has_kwargs", "fix_decoded", "finish_code",
     "subscr", "split_call",
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",

@@ -57,6 +57,12 @@ def fix_decoded(bc, code):
     return bc
 
 
+def finish_code(new, template=None):
+    """``new``, assembled by the ``bytecode`` package with flags copied from ``template``,
+    made consistent where this version needs it. Nothing to do before 3.14."""
+    return new
+
+
 def call_kw_names(instrs, i):
     """The keyword names of the call instruction ``instrs[i]`` (decoded), or ``()``."""
     j = i - 1

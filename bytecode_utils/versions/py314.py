@@ -85,6 +85,26 @@ def fix_decoded(bc, code):
     return bc
 
 
+#: 3.14's code flag: co_consts[0] is the docstring (inspect.CO_HAS_DOCSTRING).
+CO_HAS_DOCSTRING = 0x4000000
+
+
+def finish_code(new, template=None):
+    """3.14 reads a function's docstring as co_consts[0] whenever CO_HAS_DOCSTRING is set,
+    without a check (PyFunction_New): a code object made with the flags of one that has a
+    docstring but other constants would get a wrong __doc__, or crash the interpreter when it
+    has no constants. The flag is kept only where the first constant is the template's
+    docstring (or, with no template, a string)."""
+    if not new.co_flags & CO_HAS_DOCSTRING:
+        return new
+    first = new.co_consts[0] if new.co_consts else None
+    if template is not None:
+        ok = (template.co_flags & CO_HAS_DOCSTRING and template.co_consts and first is template.co_consts[0])
+    else:
+        ok = isinstance(first, str)
+    return new if ok else new.replace(co_flags=new.co_flags & ~CO_HAS_DOCSTRING)
+
+
 def call_ex_has_kwargs(inst):
     """CALL_FUNCTION_EX reads a kwargs slot (a dict, or a NULL) whatever its oparg."""
     return True

@@ -1,8 +1,11 @@
 """Loads and stores: locals, constants, globals, closure cells."""
+import types
+
 from bytecode_utils import versions
 
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
+from ...variables.builder import wrap
 from ...variables.functions import CellBox
 from ...variables.stack_values import NULL, CellRef, NullVariable
 from .registry import SINCE_313, SINCE_312, UNTIL_312, handler
@@ -83,8 +86,14 @@ def DELETE_FAST(tx, inst):
 
 @handler("LOAD_CONST")
 def LOAD_CONST(tx, inst):
-    # co_consts only holds immutable values (numbers, strings, tuples, frozensets, code objects)
-    tx.push(ConstantVariable(inst.argval))
+    # co_consts only holds immutable values (numbers, strings, tuples, frozensets, code objects);
+    # 3.14's LOAD_COMMON_CONSTANT (normalised to LOAD_CONST) also loads builtins: AssertionError,
+    # tuple, all, any... (the compiler's inlined all()/any() compares the global with them)
+    value = inst.argval
+    if isinstance(value, (type, types.BuiltinFunctionType)):
+        tx.push(wrap(tx, value, None))
+    else:
+        tx.push(ConstantVariable(value))
 
 
 @handler("LOAD_GLOBAL")
