@@ -8,9 +8,12 @@ The guard engine (guards._fastcheck) and its tensor records (guards._tensormeta)
 the run time falls back without them (guards/fastpath.py, with a warning), so a failure to build
 either one warns and the install goes on (OptionalBuildExt). _tensormeta is compiled against the
 installed torch's C++ headers, whose needs change between releases (2.14 and 2.15 need C++20),
-and it is tied to that torch: fastpath refuses it, with a warning, under another torch.
+and it is tied to that torch: its module name carries the torch version
+(guards._tensormeta_2_15_0_cu132), so that under another torch fastpath does not find it and
+says so.
 """
 import os
+import re
 import sys
 
 from setuptools import Extension, setup
@@ -69,11 +72,13 @@ def _tensormeta_extension():
         print(f"WARNING: frametracer: guards._tensormeta left out (torch {torch.__version__}'s cpp_extension: "
               f"{type(e).__name__}: {e})", file=sys.stderr)
         return None
+    # one module per torch (guards/fastpath.py's tensormeta_name spells the same name)
+    module = "_tensormeta_" + re.sub(r"\W", "_", torch.__version__)
     return Extension(
-        "guards._tensormeta", ["guards/_tensormeta.cpp"], depends=["guards/_tensormeta.h"],
+        "guards." + module, ["guards/_tensormeta.cpp"], depends=["guards/_tensormeta.h"],
         include_dirs=include_dirs, library_dirs=library_dirs,
         libraries=["c10", "torch_cpu"], runtime_library_dirs=library_dirs, language="c++",
-        define_macros=[("TM_TORCH_VERSION", f'"{torch.__version__}"'),
+        define_macros=[("TM_TORCH_VERSION", f'"{torch.__version__}"'), ("TM_MODULE", module),
                        ("_GLIBCXX_USE_CXX11_ABI", str(abi))],
         extra_compile_args=["-std=c++20", "-O2", "-w"], optional=True)
 
