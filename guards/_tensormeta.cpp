@@ -3,7 +3,10 @@
 // its thread-local state and compares optional SymInts), and a model's guard set checks
 // every parameter on every call.  Only public ATen/c10 accessors and inline code are used
 // (no torch guard classes); the module is built against one torch and refuses another
-// (guards/fastpath.py compares TORCH_VERSION with the running torch).
+// (guards/fastpath.py compares TORCH_VERSION with the running torch).  Its module name carries
+// that torch's version (TM_MODULE, set by setup.py: _tensormeta_2_15_0_cu132), so environments
+// with different torches can share one source tree, each finding its own build.
+// Checked against the headers of torch 2.13.0, 2.14.1 and 2.15.0 (C++20).
 #include <Python.h>
 
 #include <ATen/Context.h>
@@ -21,6 +24,13 @@ extern "C" {
 #ifndef TM_TORCH_VERSION
 #define TM_TORCH_VERSION "unknown"
 #endif
+#ifndef TM_MODULE
+#define TM_MODULE _tensormeta
+#endif
+#define TM_STR2(x) #x
+#define TM_STR(x) TM_STR2(x)
+#define TM_CAT2(a, b) a##b
+#define TM_CAT(a, b) TM_CAT2(a, b)
 
 namespace {
 
@@ -143,13 +153,13 @@ void tm_global_state(uint64_t out[TM_STATE_WORDS]) {
 TMetaAPI api = {TMETA_API_VERSION, tm_record, tm_match, tm_tls, tm_match_fields,
                tm_match_fields_n, tm_global_state};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_tensormeta",
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, TM_STR(TM_MODULE),
                           "Tensor metadata records for the C guard check (see _tensormeta.h).",
                           -1, nullptr};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__tensormeta(void) {
+PyMODINIT_FUNC TM_CAT(PyInit_, TM_MODULE)(void) {
   PyObject* m = PyModule_Create(&module_def);
   if (m == nullptr) return nullptr;
   PyObject* cap = PyCapsule_New(&api, TMETA_CAPSULE, nullptr);

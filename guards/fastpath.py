@@ -35,9 +35,12 @@ on a mismatch.  Not used: torch's C++ GuardManager (private, changes between rel
 
 from __future__ import annotations
 
-import logging
+import importlib
 import os
+import pathlib
+import re
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -51,36 +54,58 @@ from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, Generi
                       TypeSource)
 from .tensor import TensorMatch, none_nested
 
+# Without the extensions (an install that could not build them: setup.py goes on without them)
+# everything still works, slower; each missing piece says so once, as a RuntimeWarning.
+_WANTED = sys.version_info[:2] < (3, 13) and os.environ.get("TRACER_FAST_GUARDS", "1") not in ("", "0")
 try:
-    from . import _fastcheck as fc
-except ImportError:  # not built: the generated Python check is used
+    fc = importlib.import_module(f"{__package__}._fastcheck")
+except ImportError as e:  # not built (or it cannot load): the generated Python check is used
     fc = None
+    if _WANTED:
+        reason = "not built" if isinstance(e, ModuleNotFoundError) else str(e)
+        warnings.warn(f"frametracer: guards._fastcheck is not importable ({reason}); guard sets are checked by "
+                      "their generated Python code instead (slower on models): reinstall frametracer "
+                      "with a C compiler to build it", RuntimeWarning)
 
 # CPython 3.13: not used. Storing an attribute into an object's inline values while its
 # __dict__ is materialised (the snapshot materialises it) was not reported to the dict
 # watcher on 3.13.0 (tests/test_fastcheck_program.py shows it), so a snapshot could call a
 # changed module unchanged. Until such objects are pinned another way, 3.13 runs the
 # generated Python check (the extension still builds there).
-ENABLED = (fc is not None and sys.version_info[:2] < (3, 13)
-           and os.environ.get("TRACER_FAST_GUARDS", "1") not in ("", "0"))
+ENABLED = fc is not None and _WANTED
+
+
+def tensormeta_name(version: str) -> str:
+    """The module name of guards/_tensormeta.cpp built against torch `version`, as setup.py
+    names it: one per torch, so that environments with different torches can share one source
+    tree, and a wheel built for one torch does not load its C++ into another."""
+    return "_tensormeta_" + re.sub(r"\W", "_", version)
 
 
 def _tensor_records():
     """guards._tensormeta's capsule if it was built for this torch, else None (tensors are
-    then checked by TensorGuards on every call)."""
+    then checked by TensorGuards on every call, with a warning saying so)."""
     if os.environ.get("TRACER_TENSOR_RECORDS", "1") in ("", "0"):
         return None
+    name = tensormeta_name(torch.__version__)
     try:
-        from . import _tensormeta
-    except ImportError:
+        mod = importlib.import_module(f"{__package__}.{name}")
+    except ImportError as e:
+        built = sorted({p.name.split(".")[0] for p in pathlib.Path(__file__).parent.glob("_tensormeta_*")})
+        if isinstance(e, ModuleNotFoundError):  # built for other torches, or not at all
+            reason = f"built here only for {', '.join(built)}" if built else "not built"
+        else:  # built, but it cannot load
+            reason = str(e)
+        warnings.warn(f"frametracer: no tensor records for torch {torch.__version__} (guards.{name}: {reason}); "
+                      "tensors are checked by TensorGuards on every call (slower): reinstall frametracer "
+                      "against this torch to build them", RuntimeWarning)
         return None
-    if _tensormeta.TORCH_VERSION != torch.__version__:
-        logging.getLogger("tracer").warning(
-            "guards._tensormeta was built for torch %s, this is %s: rebuild it (make install); "
-            "tensors are checked by TensorGuards meanwhile", _tensormeta.TORCH_VERSION,
-            torch.__version__)
+    if mod.TORCH_VERSION != torch.__version__:  # a module renamed by hand: its C++ is another torch's
+        warnings.warn(f"frametracer: guards.{name} was built for torch {mod.TORCH_VERSION}, this is "
+                      f"{torch.__version__}: not used; tensors are checked by TensorGuards on every call "
+                      "(slower)", RuntimeWarning)
         return None
-    return _tensormeta._C_API
+    return mod._C_API
 
 
 if fc is not None:

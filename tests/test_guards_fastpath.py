@@ -347,15 +347,17 @@ def test_global_state_reading_fails_on_each_fact(name):
 
 
 def test_tensor_records_load_where_built():
-    """A _tensormeta that was built but cannot load (a symbol torch does not export to it)
-    would silently send every tensor to TensorGuards on every call: fail instead."""
+    """A _tensormeta that was built for this torch but cannot load (a symbol torch does not
+    export to it) would send every tensor to TensorGuards on every call: fail instead."""
+    import importlib
     import importlib.machinery
     import os
     here = os.path.dirname(fastpath.__file__)
-    if not any(os.path.exists(os.path.join(here, "_tensormeta" + s))
+    name = fastpath.tensormeta_name(torch.__version__)
+    if not any(os.path.exists(os.path.join(here, name + s))
                for s in importlib.machinery.EXTENSION_SUFFIXES):
-        pytest.skip("guards._tensormeta is not built for this Python")
-    from guards import _tensormeta  # noqa: F401 - an ImportError here is the failure
+        pytest.skip(f"guards.{name} is not built for this Python and torch")
+    importlib.import_module(f"guards.{name}")  # an ImportError here is the failure
     assert fastpath._tensor_records() is not None
 
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import tracer
+from guards import fastpath
 
 pytestmark = pytest.mark.skipif(os.environ.get("FRAMETRACER_FROM_WHEEL") != "1",
                                 reason="checks an installed wheel (.ci/wheel-smoke sets FRAMETRACER_FROM_WHEEL=1)")
@@ -40,7 +41,8 @@ def test_every_subpackage_and_c_extension_is_installed():
         name = ".".join(init.parent.relative_to(SOURCE).parts)
         mod = importlib.import_module(name)
         assert site in pathlib.Path(mod.__file__).resolve().parents, name
-    for ext in ("tracer.runtime._eval_frame", "tracer.runtime._dispatch", "guards._fastcheck", "guards._tensormeta"):
+    tensormeta = "guards." + fastpath.tensormeta_name(torch.__version__)  # built for this torch
+    for ext in ("tracer.runtime._eval_frame", "tracer.runtime._dispatch", "guards._fastcheck", tensormeta):
         assert importlib.import_module(ext).__file__.endswith(".so"), ext
 
 
