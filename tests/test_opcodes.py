@@ -1,4 +1,4 @@
-"""Every opcode of the running CPython (3.11, 3.12 or 3.13: each version's own dis.opmap)
+"""Every opcode of the running CPython (3.11 to 3.15: each version's own dis.opmap)
 either has a handler or makes the frame fall back with its name as the reason (design rule
 5), and a handler never silently does nothing."""
 import dataclasses
@@ -16,13 +16,14 @@ from tracer.trace.frame import Frame, TraceContext, opnames_without_handler
 #: Names in this version's dis.opmap that never appear in decoded code, so they have no
 #: handler: pseudo-instructions (the compiler's, >= MIN_PSEUDO_OPCODE, never in co_code;
 #: except the two that decode uses as normalised names, LOAD_METHOD and LOAD_SUPER_METHOD),
-#: instrumented variants (dis shows the plain instruction), and the executor/exit plumbing.
+#: instrumented variants (dis shows the plain instruction), and the executor/exit plumbing
+#: (3.15's TRACE_RECORD: the JIT's trace recorder).
 _NORMALISED = {a for names in versions.ALIASES.values() for a in names}
 NEVER_DECODED = sorted(
     name for name, op in dis.opmap.items()
     if name not in _NORMALISED and (
         op >= getattr(dis, "MIN_PSEUDO_OPCODE", 256) or name.startswith("INSTRUMENTED_")
-        or name in ("INTERPRETER_EXIT", "ENTER_EXECUTOR", "RESERVED", "EXIT_INIT_CHECK"))
+        or name in ("INTERPRETER_EXIT", "ENTER_EXECUTOR", "RESERVED", "EXIT_INIT_CHECK", "TRACE_RECORD"))
 ) if sys.version_info >= (3, 12) else []
 
 

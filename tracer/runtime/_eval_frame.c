@@ -1,5 +1,5 @@
 /*
- * tracer/_eval_frame.c -- the PEP 523 frame hook of frametracer (CPython 3.11, 3.12, 3.13).
+ * tracer/_eval_frame.c -- the PEP 523 frame hook of frametracer (CPython 3.11 to 3.15).
  *
  * What it does
  * ------------
@@ -32,7 +32,7 @@
  *   clear_thread_caches()      drop this thread's recycled function object / view
  *   _hook_installed() -> bool, _active_count() -> int   (for tests)
  *
- * CPython internals relied on (checked against the 3.11.7, 3.12.1 and 3.13.0 headers)
+ * CPython internals relied on (checked against the 3.11.7, 3.12.1, 3.13.0, 3.14.10 and 3.15.2 headers)
  * ---------------------------------------------------------------------------------
  *   internal/pycore_frame.h (needs Py_BUILD_CORE), struct _PyInterpreterFrame:
  *     the function, code, globals and builtins of the frame being started (to build
@@ -63,8 +63,15 @@
  *   it, so nothing can have made its frame object.  The first co_argcount +
  *   co_kwonlyargcount + varargs + varkw entries of co_localsplusnames are the
  *   arguments in that order; free variables are the last co_nfreevars slots.
- *   3.14 reworks the frame (stack pointer, tagged stack refs): refused below until
- *   it is done.
+ *   3.14 (checked against 3.14.10's headers; 3.15.2's frame struct is the same): the frame
+ *   struct moved to internal/pycore_interpframe_structs.h (included through
+ *   internal/pycore_interpframe.h, which also has _PyFrame_GetCode); f_executable, f_funcobj
+ *   and localsplus[] are tagged _PyStackRefs (PyStackRef_AsPyObjectBorrow reads one; the NULL
+ *   ref is not a zero word but borrows as NULL); _PyEval_FrameClearAndPop is still exported
+ *   (internal/pycore_ceval.h). A fresh frame's instr_ptr is _PyCode_CODE(code) (GIL builds;
+ *   the free-threaded build, which has per-thread bytecode, is refused).
+ *   3.15: _PyInterpreterState_SetEvalFrameAllowSpecialization (cpython/pystate.h, see
+ *   install_hook).
  *
  * Not supported: sub-interpreters (single-phase init, static state).
  */
@@ -736,6 +743,14 @@ install_hook(void)
     }
     prev_eval = (cur == _PyEval_EvalFrameDefault) ? NULL : cur;
     _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame_hook);
+#if PY_VERSION_HEX >= 0x030F0000
+    /* 3.15 stops specialising *all* bytecode while a custom evaluator is installed, unless
+       told otherwise (CPython gh-146031): we only ever hand frames to the default evaluator,
+       which still de-optimises Python-to-Python calls while a hook is set (so every call
+       still reaches us), so the specialised attribute loads, binary ops... are safe to keep.
+       Without this, code under capture() ran without any specialisation. */
+    _PyInterpreterState_SetEvalFrameAllowSpecialization(interp, 1);
+#endif
     hook_in_chain = 1;
 }
 
@@ -747,6 +762,11 @@ maybe_uninstall_hook(void)
         return;
     }
     _PyInterpreterState_SetEvalFrameFunc(interp, prev_eval ? prev_eval : _PyEval_EvalFrameDefault);
+#if PY_VERSION_HEX >= 0x030F0000
+    if (prev_eval == NULL) { /* back to the default evaluator: the interpreter's initial state */
+        _PyInterpreterState_SetEvalFrameAllowSpecialization(interp, 0);
+    }
+#endif
     prev_eval = NULL;
     hook_in_chain = 0;
 }
