@@ -1,4 +1,4 @@
-"""Pure bytecode tooling for frametracer (CPython 3.11-3.13): decode, analyse, build code objects.
+"""Pure bytecode tooling for frametracer (CPython 3.11-3.15): decode, analyse, build code objects.
 
 Why a separate package: everything here is about code objects and nothing about torch or the
 tracer, so it is tested on its own against large amounts of real bytecode (the stdlib), and

@@ -8,7 +8,7 @@ exception-table entry covers it. ``decode`` builds exactly that on top of
 ``dis._parse_exception_table``.
 
 Names are normalised by the running version's module (``versions.normalize``) so that
-instructions with the same meaning on 3.11, 3.12 and 3.13 have one name; ``opcode`` and
+instructions with the same meaning on 3.11 to 3.15 have one name; ``opcode`` and
 ``arg`` stay the real ones. It also holds the small opcode facts everybody needs (which ops
 jump, which end a block, the ``BINARY_OP`` argument table) and the ``bytecode``-package round
 trip used to build new code.

@@ -925,10 +925,10 @@ def test_import_without_the_hook_built_says_how_to_build():
              "try:\n    import tracer\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert "not built" in out.stdout and "build_ext --inplace" in out.stdout, out.stdout + out.stderr
-    assert "3.11, 3.12 or 3.13" in out.stdout
+    assert "3.11 to 3.15" in out.stdout
 
 
-@pytest.mark.parametrize("version", [(3, 10, 13), (3, 14, 0)])
+@pytest.mark.parametrize("version", [(3, 10, 13), (3, 16, 0)])
 def test_setup_refuses_unsupported_python(version):
     import os
     import subprocess
@@ -941,4 +941,38 @@ def test_setup_refuses_unsupported_python(version):
              "{'__file__': 'setup.py', '__name__': '__main__'})\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root, timeout=300)
     assert out.returncode != 0
-    assert "supports CPython 3.11, 3.12 and 3.13" in out.stderr + out.stdout
+    assert "supports CPython 3.11 to 3.15" in out.stderr + out.stdout
+
+
+def _called_in_a_loop(x):
+    return x + 1
+
+
+def test_a_hot_call_reaches_the_hook_every_time():
+    """A Python-to-Python call specialised by CPython still reaches the hook on every call: on
+    3.15 the hook keeps the specialiser on (_PyInterpreterState_SetEvalFrameAllowSpecialization),
+    and the specialised call must still go through the frame evaluator."""
+    import dis
+
+    def loop(n):
+        s = 0
+        for _ in range(n):
+            s = _called_in_a_loop(s)
+        return s
+
+    seen = []
+
+    def cb(view):
+        if view.f_code is _called_in_a_loop.__code__:
+            seen.append(1)
+        return None
+
+    set_eval_frame(cb)
+    try:
+        assert loop(5000) == 5000
+    finally:
+        set_eval_frame(None)
+    assert len(seen) == 5000
+    if sys.version_info >= (3, 15):
+        ops = {i.opname for i in dis.get_instructions(loop, adaptive=True)}
+        assert "CALL_PY_EXACT_ARGS" in ops, sorted(ops)

@@ -47,7 +47,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
         "tracer.runtime._eval_frame (the C frame hook, tracer/runtime/_eval_frame.c) is not built for this "
-        "Python or failed to load. It needs CPython 3.11, 3.12 or 3.13. Build it with "
+        "Python or failed to load. It needs CPython 3.11 to 3.15. Build it with "
         "`python setup.py build_ext --inplace` from the repository root, or install the project "
         f"with `pip install -e .` (or `make install`) (original error: {e})"
     ) from e

@@ -6,7 +6,7 @@ containers, replay side effects (STORE_ATTR / STORE_SUBSCR / STORE_GLOBAL / STOR
 method calls), return. This walks the instructions with a symbolic stack of expression
 strings; anything it does not know is kept as a `# OPNAME arg` comment, never guessed.
 Instructions are read through `bytecode_utils.decode` (names normalised across versions) and
-the call layout through `versions.split_call`, so the same walk serves 3.11, 3.12 and 3.13.
+the call layout through `versions.split_call`, so the same walk serves 3.11 to 3.15.
 """
 import dis
 
