@@ -278,3 +278,37 @@ def test_list_reached_through_an_exhausted_iterator_keeps_its_mutation():
     check(f, (t(2), [1, 2, 3], {}), (t(2), [1, 2, 3], {}), (t(2), [4], {"a": 0}))
     s = tracer.stats()
     assert s.graph_breaks >= 3 and s.fallbacks == 0 and s.ops >= 1
+
+
+def test_a_local_class_method_mutating_a_closure_list_before_a_break():
+    """A method found on a class is inlined without a source of its own (its identity is
+    guarded on the class): a list in one of its closure cells, or among its defaults, looked
+    made in the frame, and what the trace appended to it before a break was never written
+    back (found by a 3.14 port test; wrong on every version)."""
+    log = []
+
+    class Track:
+        def __enter__(self):
+            log.append("in")
+            return self
+
+        def __exit__(self, et, ev, tb):
+            log.append("out")
+
+        def note(self, x, acc=[]):  # noqa: B006 - the mutable default is the point
+            acc.append(1)
+            return x + len(acc)
+
+    def f(x):
+        with Track() as t:
+            y = t.note(x)
+            print("break")
+        return y
+
+    c = tracer.compile(f)
+    outs = [c(torch.zeros(2)), f(torch.zeros(2)), c(torch.zeros(2))]
+    assert log == ["in", "out"] * 3
+    assert [o[0].item() for o in outs] == [1.0, 2.0, 3.0]
+    assert Track.note.__defaults__ == ([1, 1, 1],)
+    assert c.entries[0].code is not None and c.entries[0].breaks
+    assert tracer.stats().fallbacks == 0 and tracer.stats().internal_errors == 0

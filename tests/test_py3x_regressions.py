@@ -1,5 +1,7 @@
-"""Bugs found while porting the tracer to CPython 3.12 and 3.13, each kept as a test that runs
+"""Bugs found while porting the tracer to CPython 3.12 to 3.15, each kept as a test that runs
 on every version (compiled == eager, and the capture asserted)."""
+import sys
+
 import pytest
 import torch
 
@@ -176,3 +178,147 @@ def test_generated_code_never_gives_a_name_two_slots():
     inner = g(1).__code__  # a free variable `a`
     with pytest.raises(ValueError, match="two frame slots"):
         check_slots(inner.replace(co_varnames=("a",), co_nlocals=1))
+
+
+def test_closure_read_after_a_break_on_3_14(capsys):
+    """3.14 moved LOAD_DEREF from `hasfree` to `haslocal`, and `bytecode` 0.19.1 decodes its
+    argument as a plain name: a resume function, where the frame's cells are free variables,
+    got a second, local slot for each (fuzz seed 5; versions.fix_decoded). And the closure
+    tuple is loaded with LOAD_FAST_BORROW, which must become a free-variable load too."""
+    def f(x, y, n):
+        def inner2(a):
+            return a * n + y
+        y = inner2(y)
+        print("break")
+        return x + y + n
+
+    c, rec = run(f, (t(2), t(2, seed=1), 2), (t(2, seed=2), t(2, seed=3), 3))
+    assert c.entries[0].code is not None and c.entries[0].breaks
+    assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0
+
+
+def test_replacement_of_a_function_with_a_docstring(capsys):
+    """3.14 reads co_consts[0] as the docstring when CO_HAS_DOCSTRING is set: a replacement code
+    made with the original's flags but other constants crashed PyFunction_New (GaussianNLLLoss
+    .forward; versions.finish_code)."""
+    def f(x):
+        """A docstring the rewritten code does not keep as its first constant."""
+        return x.relu()
+
+    def g(x):
+        """Another."""
+        y = x * 2
+        print("break")
+        return y + 1
+
+    c, rec = run(f, (t(3),), (t(3, seed=1),))
+    assert rec.graphs == [["relu"]]
+    c2, rec2 = run(g, (t(3),), (t(3, seed=1),))
+    assert rec2.graphs[:2] == [["mul"], ["add"]]
+    for entry in c.entries + c2.entries:
+        consts = entry.code.co_consts
+        if entry.code.co_flags & 0x4000000:  # CO_HAS_DOCSTRING (3.14+)
+            assert consts and isinstance(consts[0], str)
+
+
+def test_inlined_any_and_all_over_a_generator(capsys):
+    """3.14 compiles `any(... for ...)` as a loop behind `any is <the builtin any>`, loading the
+    builtin with LOAD_COMMON_CONSTANT: it must be the builtin, not a constant that `is` cannot
+    compare (a graph break in nn.Transformer.forward)."""
+    def f(x, ys):
+        if any(y is None for y in ys) or not all(isinstance(y, int) for y in ys if y is not None):
+            return x - 1
+        return x + sum(ys)
+
+    c, rec = run(f, (t(3), [1, 2]), (t(3), [1, None]), (t(3), [1, 2.0]))
+    assert all(entry.code is not None for entry in c.entries)
+    assert tracer.stats().graph_breaks == 0 and tracer.stats().fallbacks == 0
+
+
+def test_with_blocks_and_a_break_inside_one(capsys):
+    """3.14 enters a `with` by LOAD_SPECIAL __exit__ / __enter__ and keeps [exit, self | NULL] on
+    the stack; a break inside the block rebuilds both, and an exception in the block reaches
+    __exit__ through WITH_EXCEPT_START's two exit entries."""
+    log = []
+
+    class Track:
+        def __enter__(self):
+            log.append("in")
+            return self
+
+        def __exit__(self, et, ev, tb):
+            log.append("out" if et is None else et.__name__)
+            return et is KeyError
+
+    def f(x, d):
+        with torch.no_grad():
+            y = x * 2
+        with Track():
+            y = y + 1
+            print("break")
+            y = y.relu()
+        with Track():
+            y = y - d["missing"]  # KeyError, suppressed by Track.__exit__
+        return y
+
+    c, rec = run(f, (t(3), {}), (t(3, seed=1), {}))
+    assert log == ["in", "out", "in", "KeyError"] * 4
+    assert rec.graphs[0][:1] == ["_set_grad_enabled"] or "mul" in rec.graphs[0]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings are new in 3.14")
+def test_template_string_is_a_graph_break(capsys):
+    """t-strings (PEP 750) are not modelled: a graph break at BUILD_INTERPOLATION, the rest
+    traced."""
+    ns = {"torch": torch}
+    exec("def f(x):\n    y = x.sin()\n    tmpl = t'{y.shape[0]:>3} items'\n    return y + len(tmpl.strings), tmpl.values\n", ns)
+    f = ns["f"]
+    c = tracer.compile(f)
+    x = t(3)
+    out, vals = c(x)
+    ref, ref_vals = f(x)
+    assert torch.equal(out, ref) and vals == ref_vals
+    assert c.entries[0].breaks and "t-string" in str(c.entries[0].breaks)
+
+
+def test_nested_function_with_annotations(capsys):
+    """3.14 makes a function's annotations lazily (PEP 649: SET_FUNCTION_ATTRIBUTE 0x10 sets
+    `__annotate__`); the function made in the traced frame and returned keeps them."""
+    def f(x):
+        def inner(a: torch.Tensor, k: int = 2) -> torch.Tensor:
+            return a * k
+        return inner(x) + 1, inner
+
+    c = tracer.compile(f)
+    x = t(3)
+    out, inner = c(x)
+    ref, ref_inner = f(x)
+    assert torch.equal(out, ref)
+    assert inner.__annotations__ == ref_inner.__annotations__
+    assert c.entries[0].code is not None and tracer.stats().fallbacks == 0
+
+
+def test_loops_yield_from_and_star_calls_keep_their_stack_layout(capsys):
+    """3.15 keeps an iterator as two stack entries (GET_ITER pushes [iterator, index | NULL],
+    POP_ITER drops both, SEND sees the pair below the value); 3.14 always has CALL_FUNCTION_EX's
+    kwargs slot. A break inside a loop rebuilds the pair."""
+    def gen(xs):
+        yield from xs
+        yield from (x * 2 for x in xs)
+
+    def star(*args, **kwargs):
+        return sum(args) + len(kwargs)
+
+    def f(x, xs):
+        total = x
+        for v in gen(xs):
+            total = total + v
+        for v in xs:
+            total = total * v
+            if v == 2.0:
+                print("break in the loop")
+        return total + star(*xs) + star(*xs, k=1)
+
+    c, rec = run(f, (t(3), [1.0, 2.0, 3.0]), (t(3, seed=1), [1.0, 2.0, 3.0]))
+    assert c.entries[0].code is not None and c.entries[0].breaks
+    assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0

@@ -70,18 +70,26 @@ _DEREFS = ("LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_FROM_DICT_OR_DEREF
 
 
 def fix_decoded(bc, code):
-    """3.14 moved LOAD_DEREF & co. from ``hasfree`` to ``haslocal``, and ``bytecode`` 0.19.1
-    then decodes their argument as a plain local name: a cell or free variable read through
-    it would become a new local when the code is reassembled with another layout (a resume
-    function, where the frame's cells are free variables). Give them back their CellVar /
-    FreeVar."""
+    """Two things ``bytecode`` 0.19.1 decodes wrong on 3.14. LOAD_DEREF & co. moved from
+    ``hasfree`` to ``haslocal``, and their argument comes back as a plain local name: a cell or
+    free variable read through it would become a new local when the code is reassembled with
+    another layout (a resume function, where the frame's cells are free variables): they get
+    their CellVar / FreeVar back. BUILD_INTERPOLATION's argument comes back as a tuple that
+    it cannot encode again (and its argument check refuses anything else): it gets its oparg
+    back, from ``dis``, stored past the check."""
     cells, free = set(code.co_cellvars), set(code.co_freevars)
+    interpolations = None
     for ins in bc:
-        if getattr(ins, "name", None) in _DEREFS and isinstance(ins.arg, str):
+        name = getattr(ins, "name", None)
+        if name in _DEREFS and isinstance(ins.arg, str):
             if ins.arg in cells:
                 ins.arg = _bc.CellVar(ins.arg)
             elif ins.arg in free:
                 ins.arg = _bc.FreeVar(ins.arg)
+        elif name == "BUILD_INTERPOLATION" and not isinstance(ins.arg, int):
+            if interpolations is None:
+                interpolations = iter([i.arg for i in dis.get_instructions(code) if i.opname == name])
+            ins._arg = next(interpolations)  # (Instr.arg's setter insists on the tuple)
     return bc
 
 

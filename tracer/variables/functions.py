@@ -12,7 +12,7 @@ import os
 import sysconfig
 import types
 
-from guards.sources import AttrSource, ItemSource
+from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, Variable
@@ -139,21 +139,26 @@ class UserFunctionVariable(BaseFunctionVariable):
     def get_globals(self):
         return self.fn.__globals__
 
+    def _own_source(self):
+        """Where the function's defaults and cells are read from: its own source, or, for a
+        function reached without one (a method found on a class, whose identity is guarded
+        there), the function object itself, which the guards fix. Without a source, a list
+        among them looked made in the frame and what the trace did to it was never written
+        back (a closure `log.append` in a local class's method was lost)."""
+        return self.source or ConstSource(self.fn)
+
     def default_vars(self, tx):
-        defaults = self.fn.__defaults__ or ()
-        src = AttrSource(self.source, "__defaults__") if self.source else None
-        return [builder.wrap(tx, v, ItemSource(src, i) if src else None) for i, v in enumerate(defaults)]
+        src = AttrSource(self._own_source(), "__defaults__")
+        return [builder.wrap(tx, v, ItemSource(src, i)) for i, v in enumerate(self.fn.__defaults__ or ())]
 
     def kwdefault_vars(self, tx):
-        kw = self.fn.__kwdefaults__ or {}
-        src = AttrSource(self.source, "__kwdefaults__") if self.source else None
-        return {k: builder.wrap(tx, v, ItemSource(src, k) if src else None) for k, v in kw.items()}
+        src = AttrSource(self._own_source(), "__kwdefaults__")
+        return {k: builder.wrap(tx, v, ItemSource(src, k)) for k, v in (self.fn.__kwdefaults__ or {}).items()}
 
     def closure_cells(self, tx):
-        cells = self.fn.__closure__ or ()
-        src = AttrSource(self.source, "__closure__") if self.source else None
-        return [real_cell_box(tx, c, AttrSource(ItemSource(src, i), "cell_contents") if src else None)
-                for i, c in enumerate(cells)]
+        src = AttrSource(self._own_source(), "__closure__")
+        return [real_cell_box(tx, c, AttrSource(ItemSource(src, i), "cell_contents"))
+                for i, c in enumerate(self.fn.__closure__ or ())]
 
     identity_guarded = True  # False while only its code is guarded (builder.py)
 
