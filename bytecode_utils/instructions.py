@@ -41,7 +41,8 @@ __all__ = [
 ]
 
 _RAW_JUMP_OPNAMES = frozenset(
-    dis.opname[op] for op in getattr(dis, "hasjump", None) or (dis.hasjrel + dis.hasjabs))
+    dis.opname[op] for op in getattr(dis, "hasjump", None) or (dis.hasjrel + dis.hasjabs)
+) - versions.NOT_JUMPS
 
 #: Every opname whose argument is a jump in this interpreter, raw and normalised.
 JUMP_OPNAMES: frozenset[str] = _RAW_JUMP_OPNAMES | frozenset(

@@ -50,6 +50,7 @@ CALL_PREFIX_OPNAMES = impl.CALL_PREFIX_OPNAMES
 CALL_OPNAMES = impl.CALL_OPNAMES
 SEND_KEEPS_RECEIVER = impl.SEND_KEEPS_RECEIVER
 ITER_SLOTS = impl.ITER_SLOTS
+NOT_JUMPS = impl.NOT_JUMPS
 normalize = impl.normalize
 call_kw_names = impl.call_kw_names
 compare_to_bool = impl.compare_to_bool
@@ -79,7 +80,7 @@ native_plain_attr = impl.native_plain_attr
 
 __all__ = [
     "SUPPORTED", "VERSION", "ALIASES", "CALL_PREFIX_OPNAMES", "CALL_OPNAMES",
-    "SEND_KEEPS_RECEIVER", "ITER_SLOTS", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "call_ex_has_kwargs", "fix_decoded", "finish_code",
+    "SEND_KEEPS_RECEIVER", "ITER_SLOTS", "NOT_JUMPS", "normalize", "call_kw_names", "compare_to_bool", "break_shape", "call_ex_has_kwargs", "fix_decoded", "finish_code",
     "subscr", "split_call",
     "callable_and_null", "push_null", "load_callable", "load_const_callable", "call",
     "call_const_on_tos", "load_method", "load_attr", "load_global", "load_closure",

@@ -27,6 +27,9 @@ SEND_KEEPS_RECEIVER = False
 #: Stack entries a running ``for`` loop's iterator occupies (3.15: the iterator and an index).
 ITER_SLOTS = 1
 
+#: Instructions ``dis`` lists as jumps whose argument control never follows.
+NOT_JUMPS: frozenset[str] = frozenset()
+
 #: Call instructions -> whether a tuple of keyword names is one of their stack operands.
 CALL_OPNAMES: dict[str, bool] = {"CALL": False}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bytecode as _bc
 
 from . import py311, py312
-from .py312 import (ALIASES, INTRINSIC_ALIASES, ITER_SLOTS, finish_code, fix_decoded, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
+from .py312 import (ALIASES, INTRINSIC_ALIASES, ITER_SLOTS, NOT_JUMPS, finish_code, fix_decoded, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
                     call_ex_has_kwargs, subscr, load_attr, load_global, load_method, native_plain_attr, normalize, push_null, return_const,
                     return_value)
 

@@ -28,6 +28,10 @@ from .py313 import (CALL_OPNAMES, ITER_SLOTS, CALL_PREFIX_OPNAMES, INTRINSIC_ALI
                     load_attr, load_callable, load_closure, load_const_callable, load_global, load_method,
                     make_function, native, native_plain_attr, push_null, return_value, split_call)
 
+#: END_ASYNC_FOR's argument points back at its SEND for sys.monitoring only: the instruction
+#: never jumps (it re-raises, or drops the finished async iterator and falls through).
+NOT_JUMPS = frozenset({"END_ASYNC_FOR"})
+
 #: BINARY_OP's operand for ``a[b]`` (``dis._nb_ops``: ``('NB_SUBSCR', '[]')``).
 NB_SUBSCR = [name for name, _sym in dis._nb_ops].index("NB_SUBSCR")
 

@@ -35,9 +35,3 @@ def normalize(inst, code):
         return inst
     return py314.normalize(inst, code)
 
-
-def break_shape(inst):
-    """See py311.break_shape. GET_ITER pushes the iterator pair."""
-    if inst.opname == "GET_ITER":
-        return 1, 2
-    return py314.break_shape(inst)

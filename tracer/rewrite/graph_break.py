@@ -322,6 +322,9 @@ def plan_break(tx, inst):
         pair = versions.callable_and_null((None, STACK_ARG), (None, STACK_NULL))
         continuations.append(continuation(FALL_THROUGH, inst.index + 1, len(below), [k for _t, k in pair],
                                           results=1))
+    elif _iter_pair(inst):  # 3.15: the iterator and a NULL in its index slot
+        continuations.append(continuation(FALL_THROUGH, inst.index + 1, len(below), [STACK_ARG, STACK_NULL],
+                                          results=1))
     elif falls_through:
         continuations.append(continuation(FALL_THROUGH, inst.index + 1, len(below), [STACK_ARG] * pushes,
                                           results=pushes))
@@ -485,12 +488,22 @@ def _bytecode_instrs(code):
 _INSTRS = PerCode()
 
 
+def _iter_pair(inst):
+    """GET_ITER where an iterator is two stack entries (3.15): CPython's own may hold a
+    sequence and a tagged int index, which no local can keep; at a break it runs as iter(x),
+    and the continuation puts a NULL in the index slot (CPython's form for any iterator)."""
+    return inst.opname == "GET_ITER" and versions.ITER_SLOTS == 2
+
+
 def _native(original, inst, jump_label):
     """Copies of the original instruction (with what belongs to it, e.g. a CALL's KW_NAMES);
     a conditional jump becomes a forward jump to `jump_label`; a method load becomes a plain
-    attribute load (the continuation puts the NULL beside it: a plain call of the attribute)."""
+    attribute load (the continuation puts the NULL beside it: a plain call of the attribute);
+    3.15's GET_ITER becomes iter(x) (the same: its NULL goes beside)."""
     if inst.opname in _METHOD_LOADS:
         return versions.native_plain_attr(original, inst.index)
+    if _iter_pair(inst):
+        return versions.call_const_on_tos(iter)
     if inst.opname == "RERAISE":  # its lasti operand points into a stack that is not rebuilt here
         return [bc.Instr("RERAISE", 0, lineno=original[inst.index].lineno)]
     if jump_label is not None:

@@ -20,7 +20,7 @@ What CPython does around a generator frame is done here, symbolically:
 import types
 
 from bytecode_utils.instructions import closing_runs_code
-from bytecode_utils.versions import SEND_KEEPS_RECEIVER
+from bytecode_utils.versions import SEND_KEEPS_RECEIVER, ITER_SLOTS
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, Variable
@@ -138,10 +138,11 @@ class GeneratorVariable(IteratorVariable):
 
     # ---- state queries ------------------------------------------------------------------------
     def delegate(self):
-        """The iterator this generator is suspended in a `yield from` over, or None."""
+        """The iterator this generator is suspended in a `yield from` over, or None (below the
+        sent value: [iterator, value], 3.15: [iterator, NULL, value])."""
         if self.state != SUSPENDED or self._send_instruction() is None:
             return None
-        return self.frame.stack[-2]
+        return self.frame.stack[-1 - ITER_SLOTS]
 
     def _send_instruction(self):
         instrs, i = self.frame.instrs, self.frame.current.index

@@ -9,6 +9,7 @@ every call). The answer depends only on the callable, so it is computed once, on
 object, and the result is a frozen value: reads of its attributes, items and methods are
 computed on the real object too, and it rebuilds as the object itself.
 """
+import contextlib
 import inspect
 import types
 import typing
@@ -129,6 +130,22 @@ def fold_signature(tx, args, kwargs):
 
 
 
+# 3.15's contextlib looks special methods up with inspect.getattr_static (ExitStack.enter_context,
+# AsyncExitStack...): type(obj).name found in the MRO and bound, as CPython's own lookup does.
+_LOOKUP_SPECIAL = getattr(contextlib, "_lookup_special", None)
+if _LOOKUP_SPECIAL is not None:
+    @folds(_LOOKUP_SPECIAL)
+    def fold_lookup_special(tx, args, kwargs):
+        if len(args) != 3 or kwargs or not args[1].is_constant():
+            raise Unsupported("contextlib._lookup_special with other arguments")
+        obj, name, default = args
+        cls = obj.python_type()
+        attr, _owner = objects.guarded_type_lookup(tx, objects.class_source(obj), cls, name.as_constant())
+        if attr is None:
+            return default
+        return objects.bind_class_attr(tx, attr, obj, cls)
+
+
 def _fold_typing(fn):
     """typing.get_origin / get_args of an annotation: a pure function of an immutable typing
     object (Union[int, None], int | None, list[str]); specialised on its identity."""
@@ -158,4 +175,4 @@ folds(typing.get_args)(_fold_typing(typing.get_args))
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, containers, builder  # noqa: E402
+from . import functions, containers, builder, objects  # noqa: E402
