@@ -7,6 +7,10 @@ and how to spell itself as conditions over generated identifiers (``conditions(c
 
 Guards compare equal by a canonical key, so the builder can deduplicate them without
 merging facts that only look equal (``x == 1`` vs ``x == True`` vs ``x == 1.0``).
+
+Torch internals read here: GlobalStateMatch's torch._C state readers, torch._C._functorch's
+interpreter stack and torch._dynamo.eval_frame._stance; checked on torch 2.13.0, 2.14.1 and
+2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ per-call cost is a single C call.  TensorGuards copies metadata; it keeps no ref
 the example tensors (tested), and neither does TensorMatch: it holds plain metadata, a
 one-tensor TensorGuards for the slow "why did it fail" path, and a weakref to the
 example used only when the batch is built.
+
+Torch internals read here: TensorGuards and torch._C._dispatch_keys; checked on torch 2.13.0,
+2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
 
 from __future__ import annotations

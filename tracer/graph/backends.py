@@ -3,6 +3,10 @@
 Named backends delegate to torch: "eager" runs the GraphModule's generated forward,
 "aot_eager" runs AOTAutograd with no compiler (checks the graph functionalises and
 differentiates), "inductor" is torch's own compiler. A callable is used as is.
+
+Torch internals read here: aot_module_simplified, compile_fx and torch._C._get_tracing_state;
+checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all;
+tests/test_torch_internals.py resolves each).
 """
 import torch
 

@@ -14,6 +14,10 @@ Which dimensions are dynamic (`SizePolicy`): `dynamic=False` none (except the us
 static; `FrameSizes` remembers, per code object and source, what the traces saw, and a
 dimension (or int) whose value differs from an earlier trace's is dynamic from then on.
 Parameters and tensors read through modules stay static.
+
+Torch internals read here: FakeTensorMode, ShapeEnv, torch._guards.TracingContext and
+torch._dynamo.source.LocalSource; checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md
+lists them all; tests/test_torch_internals.py resolves each).
 """
 from __future__ import annotations
 

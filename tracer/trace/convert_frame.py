@@ -7,6 +7,10 @@ which case the user gets a FullGraphError naming the construct and its source li
 that fails (raises, or returns no callable) is the user's error, not the tracer's: it raises
 tracer.BackendError to the caller, naming the backend and the frame, unless
 config.suppress_errors is set (then it falls back like the rest, with the reason logged).
+
+Torch internals read here: torch._C._autograd's saved-tensor hooks and
+torch.amp.autocast_mode._exit_autocast; checked on torch 2.13.0, 2.14.1 and 2.15.0
+(docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
 import logging
 import os

@@ -25,6 +25,10 @@ Modules are inputs, not constants (as torch.compile since it inlines nn.Modules)
   interpreted like any user function, so their ops land in the graph.
 - Every module that is called is guarded to have no forward hooks (a hook added later
   recompiles instead of being silently skipped); `training` is guarded where read.
+
+Torch internals read here: torch.nn.modules.module's _global_*_hooks dicts; checked on torch
+2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves
+each).
 """
 import types
 

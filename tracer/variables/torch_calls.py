@@ -5,6 +5,11 @@ whose example value comes from running the op on the fake tensors (`to_fx` gives
 node arguments and the fake ones); `wrap_result` gives that example its Variable. Around
 them: the refusals (an op that sets global state, an in-place write into a tensor whose
 elements share memory) and the guard on a torch query folded to a constant.
+
+Torch internals read here: torch._debug_has_internal_overlap and
+torch._C._is_any_autocast_enabled (torch 2.15.0 writes a Python scalar into overlapping memory
+without raising: docs/torch.md); checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists
+them all; tests/test_torch_internals.py resolves each).
 """
 import operator
 import re

@@ -3,6 +3,11 @@
 A torch function or Tensor method call becomes one FX node; its example value is computed
 by calling the same function on fake tensors, which also tells us whether it returns a
 tensor, a structure of tensors, or a metadata constant (folded out of the graph).
+
+Torch internals read here: torch._C._set_grad_enabled, _ForceDispatchKeyGuard and
+torch.amp.autocast_mode's _enter_autocast/_exit_autocast/_UnmanagedAutocast; checked on torch
+2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves
+each).
 """
 import types
 
