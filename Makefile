@@ -8,8 +8,8 @@
 # Another torch of the tested range (pyproject.toml: 2.13 to 2.15): `make test TORCH=2.15.0`.
 # The default is the pinned one of constraints.txt; any other gets its own environment, named
 # after both versions (.venv-torch2.15.0 for 3.11, .venv-3.12-torch2.15.0), and its constraints
-# are constraints.txt without the torch line plus constraints-torch$(TORCH).txt when it exists
-# (the pins of what that torch brings and 2.13 does not).
+# are constraints.txt with torch==$(TORCH) for its torch line, plus constraints-torch$(TORCH).txt
+# when it exists (the pins of what that torch brings and 2.13 does not).
 PYTHON ?= python3.11
 TORCH_DEFAULT := 2.13.0
 TORCH ?= $(TORCH_DEFAULT)
@@ -41,7 +41,7 @@ check-python:
 # them all and rewrites the ones that cannot load.)
 $(TORCH_STAMP): constraints.txt $(wildcard constraints-torch$(TORCH).txt) | check-python
 	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
-	$(if $(TORCH_SUFFIX),grep -v '^torch==' constraints.txt | cat - $(wildcard constraints-torch$(TORCH).txt) > $(CONSTRAINTS))
+	$(if $(TORCH_SUFFIX),{ grep -v '^torch==' constraints.txt; echo "torch==$(TORCH)"; cat $(wildcard constraints-torch$(TORCH).txt) /dev/null; } > $(CONSTRAINTS))
 	$(PIP) install -q -c $(CONSTRAINTS) "torch==$(TORCH)" setuptools wheel
 	$(PY) .ci/check-pyc
 	touch $(TORCH_STAMP)
