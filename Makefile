@@ -11,8 +11,8 @@
 # The default is the pinned one of constraints.txt (2.13.0), except on 3.15, which only torch
 # 2.15 supports; any other gets its own environment, named after both versions
 # (.venv-torch2.15.0 for 3.11, .venv-3.12-torch2.15.0), and its constraints are constraints.txt
-# without the torch line plus constraints-torch$(TORCH).txt when it exists (the pins of what that
-# torch brings and 2.13 does not).
+# with torch==$(TORCH) for its torch line, plus constraints-torch$(TORCH).txt when it exists
+# (the pins of what that torch brings and 2.13 does not).
 PYTHON ?= python3.11
 TORCH_PINNED := 2.13.0
 PYTHON_BIN := $(shell .ci/find-python $(PYTHON) 2>/dev/null || command -v $(PYTHON))
@@ -52,7 +52,7 @@ check-python:
 # them all and rewrites the ones that cannot load.)
 $(TORCH_STAMP): constraints.txt $(wildcard constraints-torch$(TORCH).txt) | check-python
 	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
-	$(if $(filter $(TORCH_PINNED),$(TORCH)),,grep -v '^torch==' constraints.txt | cat - $(wildcard constraints-torch$(TORCH).txt) > $(CONSTRAINTS))
+	$(if $(filter $(TORCH_PINNED),$(TORCH)),,{ grep -v '^torch==' constraints.txt; echo "torch==$(TORCH)"; cat $(wildcard constraints-torch$(TORCH).txt) /dev/null; } > $(CONSTRAINTS))
 	$(PIP) install -q -c $(CONSTRAINTS) "torch==$(TORCH)" setuptools wheel
 	$(PY) .ci/check-pyc
 	touch $(TORCH_STAMP)
