@@ -80,4 +80,4 @@ bench: $(STAMP)
 endif
 
 clean:
-	rm -rf $(VENV) build *.egg-info tracer/runtime/*.so
+	rm -rf $(VENV) build *.egg-info tracer/runtime/*.so guards/*.so
