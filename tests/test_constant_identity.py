@@ -85,3 +85,27 @@ def test_a_full_slice_of_a_tuple_built_here_is_the_tuple():
 
     c = tracer.compile(g)
     assert c(torch.ones(1), [1, 2])[1:] == g(torch.ones(1), [1, 2])[1:] == (True, True, True, False)
+
+
+def test_a_tuple_keeps_its_identity_across_a_break():
+    """A tuple built in the frame, referenced from a local and from the stack at a break, is
+    rebuilt once (`id(s) == id(s)` was False after the break), and `t * 1` is `t` itself, as
+    CPython gives it (CPython's own test_tuple/test_list test_repeat, found by the oracle)."""
+    def f(m):
+        s = tuple(range(m))
+        t = s * 1
+        return id(s) == id(s), id(s) == id(t), t is s, s + () is s
+
+    def g(x, m):
+        s = (x, m)
+        t = s * 1
+        return id(s) == id(t), t is s, x + 1
+
+    c = tracer.compile(f)
+    for m in (3, 4):
+        assert c(m) == f(m) == (True, True, True, True)
+    cg = tracer.compile(g)
+    x = torch.ones(2)
+    got, expected = cg(x, 2), g(x, 2)
+    assert got[:2] == expected[:2] == (True, True) and torch.equal(got[2], expected[2])
+    assert tracer.stats().fallbacks == 0

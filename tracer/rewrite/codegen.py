@@ -131,10 +131,11 @@ class CodeGen:
     # ---- rebuilding values -------------------------------------------------------------------
     def reconstruct(self, var):
         """Emit code leaving `var` on the stack. A mutable value built here (a list, dict, set or
-        object created during tracing) is built once and reused, so every reference to it
-        after the graph — a call argument, a local, an item of another container — is the same
-        object, as it was in the traced code. This is the one memo: Variables just build."""
-        if not getattr(var, "mutable", False) or var.source is not None:
+        object created during tracing), or a tuple (`rebuilt_once`: its identity shows through
+        `is` and id()), is built once and reused, so every reference to it after the graph — a
+        call argument, a local, an item of another container — is the same object, as it was in
+        the traced code. This is the one memo: Variables just build."""
+        if not (getattr(var, "mutable", False) or getattr(var, "rebuilt_once", False)) or var.source is not None:
             return var.reconstruct(self)
         hit = self._memo.get(id(var))
         if hit is not None:

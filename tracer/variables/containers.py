@@ -161,6 +161,8 @@ def tx_mutated(var):
 
 class TupleVariable(BaseSequence):
     kind = tuple
+    # immutable, but its identity shows (`is`, id()): rebuilt once after a graph (CodeGen.reconstruct)
+    rebuilt_once = True
 
     def getattr(self, tx, name):
         return method_of(self, name)

@@ -40,7 +40,12 @@ def binary_op(tx, name, a, b):
     if is_sym(a) or is_sym(b):
         return sym_binary(tx, name, a, b)
     if a.is_constant() and b.is_constant():
-        return _fold(fn, a.as_constant(), b.as_constant())
+        av, bv = a.as_constant(), b.as_constant()
+        out = _fold(fn, av, bv)
+        value = out.as_constant()
+        if type(value) is tuple and value:  # `t * 1`, `t + ()`: CPython gives the operand itself
+            return a if value is av else b if value is bv else out
+        return out
     inplace = name.startswith("i") and name not in ("is_", "is_not")
     base = name[1:] if inplace else name
     # a constant tuple (`acc = ()`, then `acc += (hidden,)`, as models collect every layer's
@@ -65,6 +70,8 @@ def binary_op(tx, name, a, b):
         a.call_method(tx, "extend", [b], {})
         return a
     if base == "mul" and isinstance(a, BaseSequence) and b.is_constant():
+        if type(a) is TupleVariable and b.as_constant() == 1 and type(b.as_constant()) in (int, bool):
+            return a  # CPython gives the tuple itself (`t * 1 is t`; CPython's test_repeat)
         items = a.items * b.as_constant()
         if isinstance(a, ListVariable):
             if inplace:
