@@ -139,11 +139,8 @@ if _LOOKUP_SPECIAL is not None:
         if len(args) != 3 or kwargs or not args[1].is_constant():
             raise Unsupported("contextlib._lookup_special with other arguments")
         obj, name, default = args
-        cls = obj.python_type()
-        attr, _owner = objects.guarded_type_lookup(tx, objects.class_source(obj), cls, name.as_constant())
-        if attr is None:
-            return default
-        return objects.bind_class_attr(tx, attr, obj, cls)
+        method = objects.special_method(tx, obj, name.as_constant())
+        return default if method is None else method
 
 
 def _fold_typing(fn):

@@ -162,6 +162,16 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     return builder.wrap(tx, attr, source)
 
 
+def special_method(tx, obj, name):
+    """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods
+    (`with`'s __enter__/__exit__, contextlib's _lookup_special); None when the type has none."""
+    cls = obj.python_type()
+    attr, _ = guarded_type_lookup(tx, class_source(obj), cls, name)
+    if attr is None:
+        return None
+    return bind_class_attr(tx, attr, obj, cls)
+
+
 def _binds(attr):
     """A class attribute whose read gives something other than itself, traced without a
     source of its own (bind_class_attr: methods, static/class methods, C methods): its

@@ -14,7 +14,7 @@ from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exc
                                      set_context, TracebackVariable, user_error)
 from ...variables.base import ConstantVariable, Variable, python_object
 from .registry import SINCE_314, UNTIL_313, handler
-from ...variables.objects import bind_class_attr, class_source, ClassVariable, guarded_type_lookup
+from ...variables.objects import ClassVariable, special_method
 from ...variables.stack_values import NULL, MethodRef, NullVariable
 from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
 from bytecode_utils import versions
@@ -60,30 +60,26 @@ class GradRestore:
         return False
 
 
-def special_method(tx, obj, name):
-    """`name` looked up on type(obj) and bound to obj, as CPython looks up special methods."""
-    cls = obj.python_type()
-    attr, _ = guarded_type_lookup(tx, class_source(obj), cls, name)
-    if attr is None:
-        return None
-    return bind_class_attr(tx, attr, obj, cls)
+def _with_method(tx, mgr, name):
+    """What `with` takes of mgr for `name` (__enter__ or __exit__), None when its type has no
+    such method. A grad-mode manager is modelled directly; any other (a class with
+    __enter__/__exit__, @contextmanager, nullcontext) has its methods inlined like any call.
+    An exit is the ExitVariable the block's end calls and a graph break rebuilds."""
+    if isinstance(mgr, ContextManagerVariable):
+        return ExitVariable(mgr) if name == "__exit__" else MethodRef(mgr, "__enter__")
+    method = special_method(tx, mgr, name)
+    return ExitVariable(mgr, method) if method is not None and name == "__exit__" else method
 
 
 @handler("BEFORE_WITH", versions=UNTIL_313)
 def BEFORE_WITH(tx, inst):
-    """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__. A grad-mode manager is
-    modelled directly; any other (a class with __enter__/__exit__, @contextmanager,
-    nullcontext) has its methods inlined like any call."""
+    """`with mgr:`: mgr.__enter__() is pushed above its bound __exit__."""
     mgr = tx.pop()
-    if isinstance(mgr, ContextManagerVariable):
-        tx.push(ExitVariable(mgr))
-        tx.push(mgr.call_method(tx, "__enter__", [], {}))
-        return
-    enter, exit_fn = special_method(tx, mgr, "__enter__"), special_method(tx, mgr, "__exit__")
+    enter, exit_fn = _with_method(tx, mgr, "__enter__"), _with_method(tx, mgr, "__exit__")
     if enter is None or exit_fn is None:
         raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
                                     f"context manager protocol")
-    tx.push(ExitVariable(mgr, exit_fn))
+    tx.push(exit_fn)
     tx.push(enter.call(tx, [], {}))
 
 
@@ -96,14 +92,10 @@ def LOAD_SPECIAL(tx, inst):
     mgr, name = tx.pop(), inst.argrepr
     if name not in ("__enter__", "__exit__"):
         raise Unsupported(f"LOAD_SPECIAL {name} (async with)")
-    if isinstance(mgr, ContextManagerVariable):
-        fn = ExitVariable(mgr) if name == "__exit__" else MethodRef(mgr, "__enter__")
-    else:
-        method = special_method(tx, mgr, name)
-        if method is None:
-            raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
-                                        f"context manager protocol (missed {name} method)")
-        fn = ExitVariable(mgr, method) if name == "__exit__" else method
+    fn = _with_method(tx, mgr, name)
+    if fn is None:
+        raise user_error(TypeError, f"{mgr.python_type().__name__!r} object does not support the "
+                                    f"context manager protocol (missed {name} method)")
     for value in versions.callable_and_null(fn, NULL):
         tx.push(value)
 
