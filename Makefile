@@ -24,8 +24,13 @@ TORCH ?= $(TORCH_DEFAULT)
 TORCH_SUFFIX := $(if $(filter $(TORCH_DEFAULT),$(TORCH)),,-torch$(TORCH))
 VENV ?= $(if $(filter 3.11,$(PY_VERSION)),.venv$(TORCH_SUFFIX),.venv-$(PY_VERSION)$(TORCH_SUFFIX))
 CONSTRAINTS := $(if $(filter $(TORCH_PINNED),$(TORCH)),constraints.txt,$(VENV)/constraints.txt)
+# Extras of pyproject.toml to install: "test" always; "test,vision" adds torchvision, timm and
+# diffusers for the vision zoo (pinned in constraints-torch2.14.1.txt: torchvision exists for
+# one torch at a time), e.g. `make test TORCH=2.14.1 EXTRAS=test,vision`.
+EXTRAS ?= test
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+comma := ,
+STAMP := $(VENV)/.installed$(if $(filter test,$(EXTRAS)),,-$(subst $(comma),-,$(EXTRAS)))
 TORCH_STAMP := $(VENV)/.torch
 # A machine may cap torch in pip's own configuration (a site-wide constraint file, as on the
 # project's machines: torch<=2.14.1); pip adds such a file to the -c given here, so the tested
@@ -58,7 +63,7 @@ $(TORCH_STAMP): constraints.txt $(wildcard constraints-torch$(TORCH).txt) | chec
 	touch $(TORCH_STAMP)
 
 $(STAMP): $(TORCH_STAMP) pyproject.toml setup.py constraints.txt $(wildcard tracer/runtime/*.c) $(wildcard guards/*.c guards/*.h guards/*.cpp) | check-python
-	$(PIP) install -q -c $(CONSTRAINTS) --no-build-isolation -e ".[test]"
+	$(PIP) install -q -c $(CONSTRAINTS) --no-build-isolation -e ".[$(EXTRAS)]"
 	$(PY) .ci/check-pyc
 	touch $(STAMP)
 

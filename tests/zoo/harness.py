@@ -33,6 +33,8 @@ class Counts:
     fallbacks: int
     tc_graphs: int | None = None
     tc_breaks: int | None = None
+    warm_frames: int = 0               # frames traced again on warm calls (warm="like_tc")
+    tc_warm_frames: int | None = None
     break_reasons: dict = dataclasses.field(default_factory=dict)
     fallback_reasons: dict = dataclasses.field(default_factory=dict)
     tc_break_reasons: dict = dataclasses.field(default_factory=dict)
@@ -40,8 +42,8 @@ class Counts:
 
     def __str__(self):
         lines = [f"tracer: {self.graphs} graphs, {self.breaks} breaks, {self.frames} frames, "
-                 f"{self.fallbacks} fallbacks; torch.compile: {self.tc_graphs} graphs, "
-                 f"{self.tc_breaks} breaks"]
+                 f"{self.fallbacks} fallbacks, {self.warm_frames} warm retraces; torch.compile: "
+                 f"{self.tc_graphs} graphs, {self.tc_breaks} breaks, {self.tc_warm_frames} warm retraces"]
         lines += [f"  break x{n}: {r}" for r, n in self.break_reasons.items()]
         lines += [f"  fallback x{n}: {r}" for r, n in self.fallback_reasons.items()]
         lines += [f"  torch.compile break x{n}: {r}" for r, n in self.tc_break_reasons.items()]
@@ -120,8 +122,11 @@ def run(fn, model, args, kwargs, train, loss_fn=default_loss, grad_enabled=None)
         return fn(*args, **kwargs), []
 
 
-def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss):
-    """torch.compile's graphs and breaks on one call (the counting backend: dynamo only)."""
+def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss, fresh=None):
+    """torch.compile's graphs and breaks on one call (the counting backend: dynamo only), and,
+    given `fresh` inputs `(args, kwargs)`, the frames it compiled again on the warm calls
+    (the same inputs again, then the fresh ones): its own retraces, where data-dependent
+    sizes (detection) or automatic dynamic shapes make it recompile."""
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter
     from torch._dynamo.utils import counters
@@ -132,9 +137,14 @@ def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run(compiled, model, args, kwargs, train, loss_fn)
-    reasons = dict(counters["graph_break"])
+        frames, reasons = cnt.frame_count, dict(counters["graph_break"])
+        warm = None
+        if fresh is not None:
+            run(compiled, model, args, kwargs, train, loss_fn)
+            run(compiled, model, *fresh, train, loss_fn)
+            warm = cnt.frame_count - frames
     torch._dynamo.reset()
-    return cnt.frame_count, sum(reasons.values()), reasons
+    return frames, sum(reasons.values()), reasons, warm
 
 
 def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, atol=1e-5, rtol=1e-4,
@@ -143,6 +153,10 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
     tracer.compile, assert equal outputs/gradients and no compiles when warm, and return Counts.
 
     `make_inputs(gen)` returns `(args, kwargs)` (or just kwargs) drawn from `gen`.
+    `warm="like_tc"` is for models whose sizes depend on the data (detectors: the boxes kept
+    after NMS): fresh inputs may trace frames again, no more of them than torch.compile
+    compiles again on the same calls (Counts.warm_frames beside Counts.tc_warm_frames; the
+    caller asserts), and the outputs still equal eager's.
     """
     model.train(train)
     gen = torch.Generator().manual_seed(0)
@@ -174,7 +188,8 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
         run(compiled_call, model, *in1, train, loss_fn)
         got2 = run(compiled_call, model, *in2, train, loss_fn)
         s2 = tracer.stats()
-        assert s2.frames_traced == s1.frames_traced, \
+        counts.warm_frames = s2.frames_traced - s1.frames_traced
+        assert warm == "like_tc" or s2.frames_traced == s1.frames_traced, \
             f"warm calls traced {s2.frames_traced - s1.frames_traced} frame(s)\n" + \
             "\n".join(str(e) for e in s2.of("recompile")[-10:])
         assert s2.cache_hits > s1.cache_hits
@@ -182,8 +197,8 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
         assert_same(got2[1], ref2[1], atol, rtol, "gradients on fresh inputs")
 
     if compare_tc:
-        counts.tc_graphs, counts.tc_breaks, counts.tc_break_reasons = tc_counts(call, model, *in1, train,
-                                                                                 loss_fn)
+        counts.tc_graphs, counts.tc_breaks, counts.tc_break_reasons, counts.tc_warm_frames = tc_counts(
+            call, model, *in1, train, loss_fn, fresh=in2 if warm == "like_tc" else None)
     tracer.reset()
     return counts
 

@@ -1,0 +1,55 @@
+"""The vision zoo (issue 32): timm, torchvision and diffusers models from tiny configs (random
+weights, nothing downloaded), run as people run them, each beside torch.compile
+(tests/zoo/harness.py says what is checked: outputs and gradients equal eager's, on the first
+call and on fresh inputs; warm calls compile nothing; graphs and breaks counted beside
+torch.compile's).
+
+The libraries install with the extra "vision" (`make test TORCH=2.14.1 EXTRAS=test,vision`:
+torchvision is built for one torch); without them every case skips. `make test` runs the
+FAST subset (one model per library and family that differ in what they exercise); `ZOO=full`
+runs every model in eval and, where users train it, train mode.
+
+Detectors keep a data-dependent number of boxes, so fresh inputs change sizes inside them:
+they are checked with `warm="like_tc"` (no more frames traced again than torch.compile
+compiles again on the same calls).
+"""
+import os
+
+import pytest
+
+import harness  # noqa: E402  (tests/zoo is on sys.path: pytest's rootdir-relative import)
+import vision_specs  # noqa: E402
+
+SPECS = vision_specs.vision_specs()
+FULL = os.environ.get("ZOO", "") == "full"
+FAST = {("timm_efficientnet_b0", "eval"), ("timm_vit", "train"), ("tv_swin3d", "eval"),
+        ("tv_fasterrcnn", "eval"), ("diffusers_unet2d", "eval"), ("diffusers_ddim_loop", "eval")}
+# Where the tracer makes more graphs than torch.compile, and why (the same table is in
+# benchmarks/vision_zoo.md).
+KNOWN_SPLITS = {}
+
+CASES = [(name, mode) for name, spec in SPECS.items() for mode in ("eval", "train")
+         if mode == "eval" or spec[4]]
+if not SPECS:
+    CASES = [("no vision library", "eval")]
+
+
+@pytest.mark.parametrize("name,mode", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_vision_model(name, mode):
+    if not SPECS:
+        pytest.skip("torchvision, timm and diffusers are not installed (the extra 'vision')")
+    if not FULL and (name, mode) not in FAST:
+        pytest.skip("full zoo: ZOO=full")
+    import torch
+    lib, family, build, inputs, _ = SPECS[name]
+    torch.manual_seed(0)
+    model = build()
+    train = mode == "train"
+    detection = family == "detection"
+    counts = harness.check(model, lambda gen: inputs(gen, train), train=train,
+                           warm="like_tc" if detection else True, atol=1e-4, rtol=1e-3)
+    known = (name, mode) in KNOWN_SPLITS
+    assert counts.graphs <= counts.tc_graphs or known, str(counts)
+    assert counts.fallbacks == 0, str(counts)
+    if detection:
+        assert counts.warm_frames <= counts.tc_warm_frames, str(counts)
