@@ -16,6 +16,7 @@ from .runtime import cache
 from .runtime.records import HITS
 from .graph.backends import backend_name, resolve
 from .check import checked
+from .options import check_callable, check_options
 from .trace.convert_frame import convert_frame
 from .runtime.frame_hook import clear_thread_caches, hook, set_error_handler, skip_code
 from .capture import FrameCallback, _report_callback_error
@@ -442,8 +443,8 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=Fa
     changes between calls (automatic dynamic, as torch.compile); True makes every input size
     (and int argument) symbolic from the first call; False never does (only `mark_dynamic`).
     """
-    if dynamic not in (None, True, False):
-        raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+    check_options("tracer.compile", backend=backend, fullgraph=fullgraph, dynamic=dynamic, check=check,
+                  check_rtol=check_rtol, check_atol=check_atol)
     options = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol,
                    dynamic=dynamic)
     if fn is None:
@@ -453,8 +454,7 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=Fa
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         return types.MethodType(CompiledFunction(fn.__func__, **options), fn.__self__)
     if not isinstance(fn, types.FunctionType):
-        if not callable(fn):
-            raise TypeError(f"tracer.compile expects a callable, got {type(fn).__name__}")
+        check_callable("tracer.compile", fn)
         # a builtin, an OpOverload, a callable object: traced through a Python function that
         # calls it (as torch.compile does), with its own code object, hence its own cache
         return CompiledFunction(_trampoline(fn), **options)

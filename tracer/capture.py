@@ -37,6 +37,7 @@ import torch
 from .runtime import cache, give_up, records
 from .runtime.records import HITS
 from .graph.backends import resolve
+from .options import check_options
 from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
 from .exc import BackendError, FullGraphError
@@ -157,6 +158,7 @@ class capture:
     """Trace every frame started inside the block; restores the previous hook on exit."""
 
     def __init__(self, backend="eager", fullgraph=False, skip_prefixes=DEFAULT_SKIP_PREFIXES, dynamic=None):
+        check_options("tracer.capture", backend=backend, fullgraph=fullgraph, dynamic=dynamic)
         self.callback = make_callback(resolve(backend), fullgraph, skip_prefixes, dynamic)
         self.callback.gives_up = True
         self._prev = threading.local()

@@ -12,6 +12,7 @@ import torch
 
 from .runtime import logs
 from .api import compile as _compile
+from .options import check_callable
 
 
 @dataclasses.dataclass
@@ -86,6 +87,7 @@ def _op_name(node):
 
 def explain(fn, *args, **kwargs):
     """Run `fn(*args, **kwargs)` once under the tracer and report what was captured."""
+    check_callable("tracer.explain", fn)
     def recording_backend(gm, example_inputs):
         return gm.forward
 

@@ -41,6 +41,11 @@ class ExportAssumptionWarning(UserWarning):
 
 def export(fn_or_module, args, kwargs=None, *, dynamic_shapes=None):
     """Capture `fn_or_module(*args, **kwargs)` whole and export it with torch.export."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"tracer.export: args must be a tuple of inputs (as torch.export takes them), "
+                        f"not {type(args).__name__}; for one input write (x,)")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"tracer.export: kwargs must be a dict, not {type(kwargs).__name__}")
     kwargs = dict(kwargs or {})
     module = fn_or_module if isinstance(fn_or_module, torch.nn.Module) else None
     fn = type(module).forward if module is not None else fn_or_module

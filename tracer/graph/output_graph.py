@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..exc import Unsupported
 from .node_meta import derived, set_value
+from .quiet_fake import example_value_errors_handled
 from .shapes import SYM_TYPES, Shapes
 
 
@@ -182,7 +183,7 @@ class OutputGraph:
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
         spy = _AtenSpy()
         try:
-            with self.fake_mode, spy:
+            with self.fake_mode, spy, example_value_errors_handled():
                 example = fake_fn()
         except Unsupported:
             raise

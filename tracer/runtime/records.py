@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import json
 import os
+import sys
 import threading
 import time
 
@@ -237,7 +238,18 @@ def reset_stats():
         _reset_c_hits()
 
 
+def _open_trace_from_env(directory):
+    """TRACER_TRACE=dir at import. A path that cannot be a directory of traces (a file, no
+    permission) is reported on one line and the program runs on without the trace: a switch
+    for looking at a run must never be the reason the run does not start."""
+    try:
+        open_trace(directory)
+    except OSError as e:
+        print(f"tracer: TRACER_TRACE={directory}: cannot write a trace there ({e.strerror or e}); "
+              "running without it", file=sys.stderr)
+
+
 if os.environ.get("TRACER_TRACE"):
-    open_trace(os.environ["TRACER_TRACE"])
+    _open_trace_from_env(os.environ["TRACER_TRACE"])
 
 __all__ = ["stats", "reset_stats", "Stats", "Event", "open_trace", "close_trace"]

@@ -36,10 +36,7 @@ JSON schema (`--json`, schema_version 1):
                  "rewritten_python": str | null}]}
 """
 import argparse
-import ast
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -52,90 +49,12 @@ from .pyrender import render_code
 from .trace_report import write_trace_html
 from .text import render_text
 from .html_report import write_html
+from .targets import (UsageError, check_arity, check_output_path, example_inputs, load_target, parse_inputs,
+                      user_frame)
+from ..graph.backends import NAMED as _BACKENDS
 from .export import export_graphs
 
 SCHEMA_VERSION = 1
-_TENSOR_FNS = ("randn", "rand", "zeros", "ones", "arange", "randint")
-
-
-# ---- target and inputs ------------------------------------------------------------------------
-def load_target(spec):
-    """`path/to/file.py:attr` or `pkg.module:attr` -> (module, object)."""
-    where, sep, attr = spec.rpartition(":")
-    if not sep or not where or not attr:
-        raise SystemExit(f"tracer-dump: TARGET must be file.py:function or package.module:function, got {spec!r}")
-    if where.endswith(".py") or os.sep in where:
-        path = os.path.abspath(where)
-        if not os.path.exists(path):
-            raise SystemExit(f"tracer-dump: no such file: {where}")
-        name = "__tracer_dump_" + os.path.splitext(os.path.basename(path))[0]
-        sys.path.insert(0, os.path.dirname(path))
-        spec_ = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec_)
-        sys.modules[name] = module
-        spec_.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(where)
-    obj = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise SystemExit(f"tracer-dump: {where} has no attribute {attr!r}") from None
-    return module, obj
-
-
-def parse_inputs(text):
-    """Parse `--inputs` safely (ast only): returns (args tuple, kwargs dict)."""
-    import torch
-    try:
-        call = ast.parse(f"_({text})", mode="eval").body
-    except SyntaxError as e:
-        raise ValueError(f"--inputs is not a valid argument list: {e.msg}") from None
-
-    def value(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            v = value(node.operand)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return -v
-        if isinstance(node, (ast.Tuple, ast.List)):
-            items = [value(e) for e in node.elts]
-            return tuple(items) if isinstance(node, ast.Tuple) else items
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _TENSOR_FNS:
-            sizes = [value(a) for a in node.args]
-            if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
-                raise ValueError(f"{node.func.id}() takes integer sizes")
-            kw = {}
-            for k in node.keywords:
-                if k.arg != "dtype" or not isinstance(k.value, ast.Name) \
-                        or not isinstance(getattr(torch, k.value.id, None), torch.dtype):
-                    raise ValueError(f"{node.func.id}(): only dtype=<torch dtype name> is accepted")
-                kw["dtype"] = getattr(torch, k.value.id)
-            if node.func.id == "randint":
-                if len(sizes) < 2:
-                    raise ValueError("randint(high, size...) needs a bound and a size")
-                return torch.randint(sizes[0], tuple(sizes[1:]), **kw)
-            return getattr(torch, node.func.id)(*sizes, **kw)
-        raise ValueError(f"--inputs: unsupported expression {ast.unparse(node)!r} "
-                         f"(allowed: {', '.join(_TENSOR_FNS)}, numbers, strings, tuples, lists)")
-
-    args = tuple(value(a) for a in call.args)
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        raise ValueError("--inputs: * and ** are not accepted")
-    return args, {k.arg: value(k.value) for k in call.keywords}
-
-
-def example_inputs(module, fn_name):
-    maker = getattr(module, f"example_inputs_{fn_name}", None) or getattr(module, "example_inputs", None)
-    if maker is None:
-        raise SystemExit(f"tracer-dump: give --inputs, or define example_inputs() in {module.__name__}")
-    got = maker()
-    if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], (tuple, list)) and isinstance(got[1], dict):
-        return tuple(got[0]), dict(got[1])
-    return (tuple(got) if isinstance(got, (tuple, list)) else (got,)), {}
 
 
 def describe_value(v):
@@ -265,29 +184,59 @@ def make_parser():
 
 
 def main(argv=None):
-    parser = make_parser()
-    opts = parser.parse_args(argv)
+    """Run the command; a user's mistake is one line on stderr and exit code 2 (targets.py)."""
+    try:
+        return _main(argv)
+    except UsageError as e:
+        print(f"tracer-dump: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv):
+    opts = make_parser().parse_args(argv)
     if opts.trace:
+        if opts.target:
+            raise UsageError("--trace draws a trace file already written; give it without a TARGET")
         if not opts.html:
-            parser.error("--trace needs --html OUT.html")
+            raise UsageError("--trace needs --html OUT.html")
+        if not os.path.isfile(opts.trace):
+            raise UsageError(f"--trace {opts.trace}: no such file (TRACER_TRACE=dir writes dir/trace_<pid>.jsonl)")
+        check_output_path("--html", opts.html)
         n = write_trace_html(opts.trace, opts.html)
         print(f"tracer-dump: wrote {opts.html} ({n} events)", file=sys.stderr)
         return 0
     if not opts.target:
-        parser.error("a target (file.py:function or module:function) or --trace is needed")
+        raise UsageError("a TARGET (file.py:function or package.module:function) or --trace FILE is needed; "
+                         "tracer-dump --help says more")
+    if opts.backend not in _BACKENDS:
+        raise UsageError(f"--backend {opts.backend}: unknown; use one of {', '.join(sorted(_BACKENDS))}")
+    for option in ("html", "export"):
+        if getattr(opts, option):
+            check_output_path(f"--{option}", getattr(opts, option))
     with contextlib.redirect_stdout(sys.stderr):
         module, obj = load_target(opts.target)
+    name = opts.target.rpartition(":")[2]
     try:
-        args, kwargs = parse_inputs(opts.inputs) if opts.inputs else example_inputs(module, opts.target.rpartition(":")[2])
+        args, kwargs = parse_inputs(opts.inputs) if opts.inputs else example_inputs(module, name)
     except ValueError as e:
-        raise SystemExit(f"tracer-dump: {e}") from None
-    _out, recorded = trace_call(obj, args, kwargs, backend=opts.backend)
+        raise UsageError(str(e)) from None
+    check_arity(name, obj, args, kwargs)
+    try:
+        _out, recorded = trace_call(obj, args, kwargs, backend=opts.backend)
+    except tracer.BackendError as e:
+        raise UsageError(f"--backend {opts.backend}: {e}") from None
+    except Exception as e:  # the target's own code raised (its eager run would too)
+        where = user_frame(e)
+        raise UsageError(f"{name}{describe_call(args, kwargs)} raised {type(e).__name__}: {e}"
+                         + (f" (at {where})" if where else "")) from None
     report = build_report(opts.target, args, kwargs, recorded)
-    if opts.json:
-        print(json.dumps(report, indent=1))
-    else:
-        color = sys.stdout.isatty() and not opts.no_color and not os.environ.get("NO_COLOR")
-        sys.stdout.write(render_text(report, color=color))
+    with _quiet_broken_pipe():
+        if opts.json:
+            print(json.dumps(report, indent=1))
+        else:
+            color = sys.stdout.isatty() and not opts.no_color and not os.environ.get("NO_COLOR")
+            sys.stdout.write(render_text(report, color=color))
+        sys.stdout.flush()
     if opts.html:
         write_html(report, recorded, opts.html)
         print(f"tracer-dump: wrote {opts.html}", file=sys.stderr)
@@ -295,7 +244,7 @@ def main(argv=None):
         try:
             ep = tracer.export(obj, args, kwargs)
         except tracer.ExportError as e:
-            raise SystemExit(f"tracer-dump: --export {opts.export}: {e}") from None
+            raise UsageError(f"--export {opts.export}: {e}") from None
         torch.export.save(ep, opts.export)
         print(f"tracer-dump: wrote {opts.export} (torch.export.load it; "
               f"{len(ep.tracer_assumptions)} assumptions export does not check)", file=sys.stderr)
@@ -303,6 +252,24 @@ def main(argv=None):
         written = export_graphs(recorded, opts.export, target=opts.target)
         print(f"tracer-dump: wrote {', '.join(written)}", file=sys.stderr)
     return 0
+
+
+def describe_call(args, kwargs):
+    parts = [describe_value(a) for a in args] + [f"{k}={describe_value(v)}" for k, v in kwargs.items()]
+    return "(" + ", ".join(parts)[:120] + ")"
+
+
+@contextlib.contextmanager
+def _quiet_broken_pipe():
+    """`tracer-dump ... | head`: the reader closed the pipe after what it wanted, which is not an
+    error. The rest of stdout goes nowhere and the files asked for (--html, --export) are still
+    written."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":
