@@ -4,6 +4,7 @@
 slots (a no-op for plain positional calls), run each cache entry's guard check, and call the
 entry's rewritten code with the same slots. A miss traces the frame (convert_frame).
 """
+import contextlib
 import copy
 import functools
 import pickle
@@ -13,6 +14,7 @@ import torch
 from bytecode_utils import arg_count, make_binder, make_function
 
 from .runtime import cache
+from .runtime import records
 from .runtime.records import HITS
 from .graph.backends import backend_name, resolve
 from .check import checked
@@ -27,6 +29,7 @@ from .capture import FrameCallback, _report_callback_error
 set_error_handler(_report_callback_error)
 
 _FLAG_SIMPLE_MASK = 0x04 | 0x08  # CO_VARARGS | CO_VARKEYWORDS
+_NO_NAMING = contextlib.nullcontext()
 
 
 try:  # the cache-hit path in C (optional: without the extension, __call__ is _slow)
@@ -95,8 +98,10 @@ class CompiledFunction(_DispatchBase or object):
         return self._binder(*args, **kwargs)
 
     def _miss(self, L):
-        entry = cache.lookup_or_compile(self._code, L, self._G, self._C, self._backend, self._fullgraph,
-                                        lambda: self._trace(L))
+        name = self._fn.__qualname__
+        with records.naming(self._code, name) if name != self._code.co_qualname else _NO_NAMING:
+            entry = cache.lookup_or_compile(self._code, L, self._G, self._C, self._backend, self._fullgraph,
+                                            lambda: self._trace(L))
         if entry is None:  # the recompile limit is reached, or set_stance says run eagerly
             return self._run_eager(*L)
         for check, run in self._hits:

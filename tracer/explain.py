@@ -56,9 +56,13 @@ class ExplainOutput:
         out = [f"Graph count: {self.graph_count}    Graph break count: {self.break_count}    "
                f"Op count: {self.op_count}", ""]
         for i, f in enumerate(self.frames, 1):
-            state = "captured" if f.captured else "ran as Python"
-            out.append(f"Frame {i}: {f.name} ({f.filename}:{f.firstlineno}) — {state}, "
-                       f"{len(f.ops)} ops in {'1 graph' if f.graph is not None else 'no graph'}")
+            if not f.captured:
+                state = "ran as Python"
+            elif f.graph is None:  # rewritten code with no tensor work of its own (a break's caller)
+                state = "traced, no tensor ops (no graph)"
+            else:
+                state = f"captured, {len(f.ops)} ops in 1 graph"
+            out.append(f"Frame {i}: {f.name} ({f.filename}:{f.firstlineno}) — {state}")
             if f.ops:
                 out.append("  ops: " + ", ".join(f.ops))
             for b in f.breaks:
@@ -98,7 +102,7 @@ def explain(fn, *args, **kwargs):
     for code, entry in made:
         gm = entry.graph
         ops = [_op_name(n) for n in gm.graph.nodes if n.op.startswith("call")] if gm is not None else []
-        frames.append(FrameReport(code.co_qualname, code.co_filename, code.co_firstlineno, gm, ops,
+        frames.append(FrameReport(entry.name or code.co_qualname, code.co_filename, code.co_firstlineno, gm, ops,
                                   logs.breaks_of(entry), entry.guards.describe().splitlines(),
                                   entry.code is not None))
     report = ExplainOutput(frames, result)

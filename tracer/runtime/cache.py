@@ -48,6 +48,8 @@ class Entry:
     breaks: list = dataclasses.field(default_factory=list)  # graph_break.BreakInfo, in order
     backend: object = None       # the backend and fullgraph flag it was made for: entries are
     fullgraph: bool = False      # only reused by callers that would have made the same one
+    name: str | None = None      # the frame's name in reports (records.name_of): the compiled
+                                 # function's where a functools.wraps wrapper runs its code
 
     def made_for(self, backend, fullgraph):
         return self.backend is backend and self.fullgraph == fullgraph
@@ -165,7 +167,7 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
         if stance in ("eager_on_recompile", "fail_on_recompile") and \
                 any(e.made_for(backend, fullgraph) for e in code_cache.entries):
             if stance == "fail_on_recompile":
-                raise RuntimeError(f"{code.co_qualname} would recompile, and torch.compiler.set_stance"
+                raise RuntimeError(f"{records.name_of(code)} would recompile, and torch.compiler.set_stance"
                                    f"('fail_on_recompile') is in effect")
             return None
         key = structure_key(L)
@@ -175,29 +177,52 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
                 limit = config.recompile_limit
                 records.limit_reached(code, limit)
                 what = f" for {', '.join(t.__name__ for t in key)}" if key else ""
-                warnings.warn(f"tracer: {code.co_name} recompiled {limit} times{what}; running it as "
+                warnings.warn(f"tracer: {records.name_of(code)} recompiled {limit} times{what}; running it as "
                               f"plain Python from now on (tracer.stats() lists the guards that failed)",
                               RecompileLimitWarning, stacklevel=4)
             return None
         mine = [e for e in code_cache.entries if e.made_for(backend, fullgraph)]
         failed = _failed_guards(code, mine, L, G, C) if mine else None
+        if failed is not None:  # (logged before the new trace, whose own logs follow)
+            log.info("recompiling %s: %s", records.name_of(code), _one_line(failed))
         entry = make_entry()
         code_cache.count_compile(key)
         code_cache.entries.append(entry)
         now_dynamic = code_cache.sizes.take_notes()
         if failed is not None:
             records.recompile(code, failed + now_dynamic)
-            log.info("recompiling %s: %s", code.co_name, " | ".join(failed + now_dynamic))
+            if now_dynamic:
+                log.info("%s: %s", records.name_of(code), " | ".join(now_dynamic))
         return entry
+
+
+_GUARD_TEXT = 240  # characters of one failing guard's description in a record
+_GUARDS_PER_ENTRY = 3
+
+
+def _one_line(failed, entries=3):
+    """The recompile log line: the first entries' failures (each already bounded)."""
+    more = f" | ... {len(failed) - entries} more entries" if len(failed) > entries else ""
+    return " | ".join(failed[:entries]) + more
+
+
+def _bounded(why):
+    """A failing guard may describe a whole module dict or a long tuple: each is cut to a line,
+    and an entry names its first few failing guards, so that one recompile is one readable
+    line however large the model."""
+    texts = [w if len(w) <= _GUARD_TEXT else w[:_GUARD_TEXT - 3] + "..." for w in why[:_GUARDS_PER_ENTRY]]
+    if len(why) > _GUARDS_PER_ENTRY:
+        texts.append(f"{len(why) - _GUARDS_PER_ENTRY} more")
+    return texts
 
 
 def _failed_guards(code, entries, L, G, C):
     """Why each existing entry rejected this call, for the recompile record."""
     failed = []
     for i, entry in enumerate(entries):
-        why = entry.guards.failures(L, G, C)
+        why = _bounded(entry.guards.failures(L, G, C))
         if not why and config.verify_guards:
-            records.internal_error(code.co_qualname, f"entry {i}: check() is False but failures() "
+            records.internal_error(records.name_of(code), f"entry {i}: check() is False but failures() "
                                    f"names no failing guard (the two disagree)")
         failed.append(f"entry {i}: " + ("; ".join(why) if why else "?"))
     return failed

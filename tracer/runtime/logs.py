@@ -146,7 +146,7 @@ def dis_text(code, width=60):
 def entry_created(code, entry):
     for rec in _recorders:
         rec.append((code, entry))
-    name = code.co_qualname
+    name = entry.name or code.co_qualname
     if entry.graph is not None and graph_log.isEnabledFor(logging.INFO):
         if graph_log.isEnabledFor(logging.DEBUG):
             graph_log.debug("graph for %s: %d ops\n%s", name, entry.ops, entry.graph.code.strip())

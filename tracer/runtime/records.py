@@ -13,6 +13,7 @@ the callers' hot paths as one integer add (`HITS[0] += 1`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -107,11 +108,37 @@ def _write_trace(event):
     _trace_file.write(json.dumps(row, default=str) + "\n")
 
 
+# ---- what a frame is called ----------------------------------------------------------------------
+_naming = threading.local()
+
+
+@contextlib.contextmanager
+def naming(code, name):
+    """While `code` is looked up and traced for a compiled function whose name is not its code's,
+    the reports call the frame by the function's name. A decorator made with functools.wraps
+    gives its wrapper the wrapped function's name but not its code: every HF model's forward
+    runs the code `can_return_tuple.<locals>.wrapper`, and the user wrote
+    `GPT2LMHeadModel.forward`. Per thread and per trace, since one wrapper code serves many
+    functions."""
+    prev = getattr(_naming, "names", None)
+    _naming.names = {**(prev or {}), code: name}
+    try:
+        yield
+    finally:
+        _naming.names = prev
+
+
+def name_of(code):
+    """The frame's name in every report: the compiled function's (naming), else the code's."""
+    names = getattr(_naming, "names", None)
+    return names.get(code, code.co_qualname) if names else code.co_qualname
+
+
 # ---- what the tracer calls --------------------------------------------------------------------
 
 def frame_traced(code, entry, seconds):
     """convert_frame made `entry` for `code` (captured, broken or fallen back)."""
-    name = code.co_qualname
+    name = entry.name = name_of(code)
     with _LOCK:
         _state.trace_seconds += seconds
     _add(Event("frame", name, where=f"{code.co_filename}:{code.co_firstlineno}",
@@ -135,11 +162,11 @@ def frame_traced(code, entry, seconds):
 
 def recompile(code, failed):
     """`code` is traced again; `failed` says which guard of each existing entry failed."""
-    _add(Event("recompile", code.co_qualname, "; ".join(failed), details={"failed": list(failed)}))
+    _add(Event("recompile", name_of(code), "; ".join(failed), details={"failed": list(failed)}))
 
 
 def limit_reached(code, limit):
-    _add(Event("limit", code.co_qualname, f"recompiled {limit} times; runs as Python from now on"))
+    _add(Event("limit", name_of(code), f"recompiled {limit} times; runs as Python from now on"))
 
 
 def given_up(code, reason):

@@ -14,8 +14,12 @@ Example inputs come from `--inputs` or, by convention, from the target's module:
         return (torch.randn(2, 8),), {"scale": 2.0}      # (args, kwargs)
 
 `--inputs` is parsed with `ast`, never evaluated: tensor constructors `randn rand zeros ones
-arange randint` with integer sizes and an optional `dtype=float32|float64|int64|...`, plus
-literal numbers, strings, True/False/None, tuples and lists; `name=value` gives a keyword.
+arange randint` with torch's own signatures (`randn(2, 8)`, `randn((2, 8))`, `randint(0, 100,
+(2, 8))`) and an optional `dtype=float32|float64|int64|...`, plus literal numbers, strings,
+True/False/None, tuples and lists; `name=value` gives a keyword.
+
+A mistake (a target that cannot be imported or called, inputs that do not fit it, an unknown
+backend, an output file in a missing directory) is one line on stderr and exit code 2.
 
 The target is compiled with `tracer.compile` and called once; every frame traced during the
 call (callees traced through the frame hook included) is reported, in the order traced.
@@ -138,7 +142,7 @@ def frame_report(index, code, entry):
     captured = entry.code is not None
     break_lines = sorted({b["lineno"] for b in breaks if b["lineno"] and b["filename"] == code.co_filename})
     return {
-        "index": index, "name": code.co_name, "qualname": getattr(code, "co_qualname", code.co_name),
+        "index": index, "name": code.co_name, "qualname": entry.name or code.co_qualname,
         "filename": code.co_filename, "firstlineno": code.co_firstlineno,
         "entry_index": next((i for i, e in enumerate(entries) if e is entry), -1),
         "status": "captured" if captured else "fallback",

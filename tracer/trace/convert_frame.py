@@ -102,7 +102,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                                  f"{type(e).__name__}: {e}") from e
         log.warning("tracer internal error in %s, running it as Python:\n%s",
                     code.co_name, traceback.format_exc())
-        records.internal_error(code.co_qualname, f"{type(e).__name__}: {e}", _where(ctx))
+        records.internal_error(records.name_of(code), f"{type(e).__name__}: {e}", _where(ctx))
         entry = _fallback(code, ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
@@ -117,10 +117,10 @@ def _loud_backend_error(e, code):
     off): the backend's failure, naming the frame whose graph it was compiling. The backend's
     own exception is chained as its __cause__ (as torch.compile's BackendCompilerFailed)."""
     where = f"{code.co_filename}:{code.co_firstlineno}"
-    loud = BackendError(f"{e} (compiling the graph of {code.co_qualname} at {where}; "
+    loud = BackendError(f"{e} (compiling the graph of {records.name_of(code)} at {where}; "
                         f"tracer.config.suppress_errors = True runs such frames as Python instead)")
     loud.backend = getattr(e, "backend", None)
-    loud.frame = code.co_qualname
+    loud.frame = records.name_of(code)
     loud.location = where
     return loud
 
@@ -187,12 +187,12 @@ def _verified(code, entry, L, G, C, state, builtins):
         if config.verify_guards:
             why = entry.guards.failures(L, G, C)
             if why:
-                records.internal_error(code.co_qualname, "check() passes but failures() says: " + "; ".join(why))
+                records.internal_error(records.name_of(code), "check() passes but failures() says: " + "; ".join(why))
         return entry
     why = "; ".join(entry.guards.failures(L, G, C)) or "no guard names itself (check and failures disagree)"
     message = f"guards fail on the inputs they were built from: {why}"
     log.warning("tracer internal error in %s: %s; running it as Python", code.co_name, message)
-    records.internal_error(code.co_qualname, message)
+    records.internal_error(records.name_of(code), message)
     return Entry(guards=compile_guards([state], builtins=builtins), code=None,
                  reason=f"internal error: {message}")
 
@@ -386,7 +386,7 @@ def _fallback(code, ctx, state, builtins, reason, location):
         made = tensor_guards_with_dynamic_dims(ctx.guards, ctx.output.shapes) if ctx else []
         guard_set = compile_guards([state, *made], builtins=builtins)
     except Exception as e:  # guards the failed trace made: keep only global state
-        records.internal_error(code.co_qualname, f"guards of a fallback could not be built: {type(e).__name__}: {e}")
+        records.internal_error(records.name_of(code), f"guards of a fallback could not be built: {type(e).__name__}: {e}")
         guard_set = compile_guards([state], builtins=builtins)
     return Entry(guards=guard_set, code=None, reason=reason, location=location)
 
