@@ -1,31 +1,76 @@
 """An FX graph drawn as an inline SVG with no system package: the picture tracer-dump's HTML
 report shows when Graphviz's `dot` is not installed.
 
-The layout is the classic layered one, small enough to read: a node's layer is one more than
-its deepest input's (the output at the bottom), and a node with no inputs (an input, a parameter,
-an attribute) sits just above its first user, so a model's hundreds of parameter inputs do not
-make one row thousands of pixels wide above the graph; within a layer,
-nodes are ordered by the mean position of their inputs (two sweeps), then packed left to
-right and centred. Edges are curves from the bottom of an input's box to the top of its
-user's, with an arrowhead. Text is escaped; nothing is executed in the page.
+Drawn for reading the data flow, top to bottom. A model's parameters and buffers (graph inputs,
+since modules are inputs) are not boxes of their own: each is folded into the ops that read it,
+as a line of their label (`params: norm1.weight, norm1.bias`), so a layer's dozen weights do
+not make a row of boxes above the one op that uses them (`state_nodes`; Graphviz's picture
+folds them the same way). The layout is the classic layered one: a node's layer is one more
+than its deepest input's (the output at the bottom), and a node with no inputs sits just above
+its first user; within a layer, nodes are ordered by the mean position of their inputs (two
+sweeps), packed left to right and centred, and a layer wider than MAX_WIDTH wraps onto more
+rows, so a picture stays within a page's width however wide the graph. Edges are curves from the
+bottom of an input's box to the top of its user's, with an arrowhead. Text is escaped; nothing
+is executed in the page.
 """
 import html
+import re
+
+import torch
 
 COLORS = {"placeholder": "#cde7ff", "get_attr": "#eeeeee", "call_module": "#ffe9b3",
           "call_function": "#d7f5dd", "call_method": "#e9dcff", "output": "#ffd0d0"}
 CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7, 14, 6, 18, 36
+MAX_WIDTH = 1560    # a layer wider than this wraps: the picture fits a 1600 px page
+STATE_LINE = 44     # characters of a folded-parameters line; at most two lines per op
+
+
+def is_state(n):
+    """A parameter or buffer read by the graph (a placeholder whose source is a module's
+    `_parameters`/`_buffers` entry, or a Parameter), or a get_attr constant."""
+    if n.op == "get_attr":
+        return True
+    if n.op != "placeholder":
+        return False
+    source = str(n.meta.get("source", ""))
+    return isinstance(n.meta.get("val"), torch.nn.Parameter) or "._parameters[" in source or "._buffers[" in source
+
+
+def state_name(n):
+    """`norm1.weight` for self._modules['layers']._modules['0']._modules['norm1']._parameters['weight']."""
+    keys = re.findall(r"\['([^']+)'\]", str(n.meta.get("source", "")))
+    return ".".join(keys[-2:]) if keys else n.name
 
 
 def drawn_nodes(gm):
-    """The nodes worth drawing: parameter loads nothing reads are left out."""
-    return [n for n in gm.graph.nodes if not (n.op == "get_attr" and not n.users)]
+    """The nodes drawn as boxes: everything but the parameters and buffers (folded into their
+    users' labels) and parameter loads nothing reads."""
+    return [n for n in gm.graph.nodes if not is_state(n)]
+
+
+def folded_state(n):
+    """The label lines naming the parameters and buffers op `n` reads."""
+    names = [state_name(i) for i in n.all_input_nodes if is_state(i)]
+    if not names:
+        return []
+    lines, line = [], "params: "
+    for k, name in enumerate(names):
+        piece = name + (", " if k < len(names) - 1 else "")
+        if len(line) + len(piece) > STATE_LINE and line.strip() != "params:":
+            lines.append(line.rstrip())
+            line = "  "
+            if len(lines) == 2:
+                lines[-1] += f" (+{len(names) - k} more)"
+                return lines
+        line += piece
+    return lines + [line.rstrip()]
 
 
 def label_lines(n):
     if n.op in ("placeholder", "output"):
         return [n.name]
     target = getattr(n.target, "__name__", str(n.target))
-    return [n.name, f"{n.op}: {target}"]
+    return [n.name, f"{n.op}: {target}"] + folded_state(n)
 
 
 def layout(nodes):
@@ -43,6 +88,8 @@ def layout(nodes):
     for n in nodes:
         layers.setdefault(layer[n], []).append(n)
     order = {n: i for i, n in enumerate(nodes)}
+    sizes = {n: (max(len(s) for s in label_lines(n)) * CHAR_W + 2 * PAD, len(label_lines(n)) * LINE_H + 2 * PAD)
+             for n in nodes}
     for _sweep in range(2):  # barycentre ordering: a node near the mean position of its inputs
         for k in sorted(layers):
             pos = {}
@@ -52,8 +99,7 @@ def layout(nodes):
             layers[k].sort(key=lambda n: (pos[n], index[n]))
             for i, n in enumerate(layers[k]):
                 order[n] = i
-    sizes = {n: (max(len(s) for s in label_lines(n)) * CHAR_W + 2 * PAD, len(label_lines(n)) * LINE_H + 2 * PAD)
-             for n in nodes}
+    layers = _wrapped(layers, sizes)
     widths = {k: sum(sizes[n][0] for n in ns) + GAP_X * (len(ns) - 1) for k, ns in layers.items()}
     total_w = max(widths.values(), default=0) + 2 * GAP_X
     boxes, y = {}, GAP_X
@@ -66,6 +112,22 @@ def layout(nodes):
             x += w + GAP_X
         y += row_h + GAP_Y
     return boxes, (total_w, y - GAP_Y + GAP_X)
+
+
+def _wrapped(layers, sizes):
+    """Layers re-numbered as rows, a layer wider than MAX_WIDTH split over several rows (in
+    order, so inputs stay above their users)."""
+    rows, k = {}, 0
+    for layer in sorted(layers):
+        row, width = [], 0
+        for n in layers[layer]:
+            w = sizes[n][0] + GAP_X
+            if row and width + w > MAX_WIDTH:
+                rows[k], k, row, width = row, k + 1, [], 0
+            row.append(n)
+            width += w
+        rows[k], k = row, k + 1
+    return rows
 
 
 def graph_svg(gm, name="graph"):

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from .graph_svg import graph_svg
+from .graph_svg import COLORS, drawn_nodes, graph_svg, label_lines
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -20,7 +20,7 @@ h1{font-size:1.4em} h2{font-size:1.2em;border-bottom:2px solid #369;padding-bott
 h3{font-size:1em;color:#369;margin-bottom:.3em}
 pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:12px;line-height:1.35}
 table{border-collapse:collapse;font-size:12px;font-family:monospace}
-td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top;white-space:nowrap}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top;max-width:36em;overflow-wrap:anywhere}
 th{background:#eef}
 .src{font-family:monospace;font-size:12px;white-space:pre;background:#fff;border:1px solid #ddd}
 .src div{padding:0 .5em}
@@ -30,30 +30,29 @@ th{background:#eef}
 .badge{padding:1px 6px;border-radius:3px;font-size:.8em;color:#fff}
 .badge.captured{background:#2a7} .badge.fallback{background:#c33}
 .legend span{padding:0 .5em;margin-right:.5em}
-.graph{overflow-x:auto;border:1px solid #ddd;max-height:900px;overflow-y:auto} .graph svg{height:auto} .note{color:#666;font-style:italic}
+.graph{overflow:auto;border:1px solid #ddd;max-height:900px} .graph svg{height:auto;max-width:none}
+.fit:checked ~ .graph svg{width:100%} .graphbox label{font-size:.85em;color:#369}
+.breakitem,.why{overflow-wrap:anywhere} details{overflow-x:auto} .note{color:#666;font-style:italic}
 details{margin:.4em 0} summary{cursor:pointer;color:#369}
 """
 
 
 def graph_dot(gm, name="graph"):
-    """Graphviz DOT text for an FX graph: one box per node, edges from each input."""
+    """Graphviz DOT text for an FX graph: one box per op, edges from each input; parameters and
+    buffers folded into the labels of the ops that read them (graph_svg.py says why)."""
     def q(s):
         return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    colors = {"placeholder": "#cde7ff", "get_attr": "#eeeeee", "call_module": "#ffe9b3",
-              "call_function": "#d7f5dd", "call_method": "#e9dcff", "output": "#ffd0d0"}
     lines = [f"digraph {q(name)} {{", "rankdir=TB;", 'node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];']
-    dead = [n for n in gm.graph.nodes if n.op == "get_attr" and not n.users]
-    if dead:  # parameter loads nothing reads (leaf modules read their own): not drawn
-        lines.append(f'label={q(f"{len(dead)} unused get_attr node(s) not drawn")}; labelloc=t;')
+    drawn = set(drawn_nodes(gm))
     for n in gm.graph.nodes:
-        if n in dead:
+        if n not in drawn:
             continue
-        target = getattr(n.target, "__name__", str(n.target))
-        label = n.name if n.op in ("placeholder", "output") else f"{n.name}\\n{n.op}: {target}"
+        label = "\\n".join(label_lines(n))  # (Graphviz's line break; q() doubles it, undone below)
         lines.append(f"{q(n.name)} [label={q(label).replace(chr(92) * 2 + 'n', chr(92) + 'n')}, "
-                     f"fillcolor={q(colors.get(n.op, '#fff'))}];")
+                     f"fillcolor={q(COLORS.get(n.op, '#fff'))}];")
         for inp in n.all_input_nodes:
-            lines.append(f"{q(inp.name)} -> {q(n.name)};")
+            if inp in drawn:
+                lines.append(f"{q(inp.name)} -> {q(n.name)};")
     lines.append("}")
     return "\n".join(lines)
 
@@ -120,7 +119,9 @@ def _frame_html(fr, gms, svg_cache, all_breaks, warnings):
     for g, gm in zip(fr["graphs"], gms):
         out.append(f'<h3>Graph {g["index"]} ({g["ops"]} ops)</h3>')
         svg, note = svg_cache(gm, f"frame{fr['index']}_graph{g['index']}")
-        out.append(f'<div class="graph">{svg}</div>')
+        fit = f"fit-{fr['index']}-{g['index']}"  # zoom without a script: a checkbox and CSS
+        out.append(f'<div class="graphbox"><input type="checkbox" class="fit" id="{fit}">'
+                   f'<label for="{fit}">fit to page width</label><div class="graph">{svg}</div></div>')
         if note:
             warnings.add(note)
         out.append("<details open><summary>graph code</summary>" + _pre(g["code"]) + "</details>")
@@ -170,8 +171,9 @@ def render_html(report, recorded):
 
 def write_html(report, recorded, path):
     page, warnings = render_html(report, recorded)
-    for w in warnings:
-        print(f"tracer-dump: {w}", file=sys.stderr)
+    for w in warnings:  # (no Graphviz is a normal set-up, said in the page only, not on every run)
+        if "was not found" not in w:
+            print(f"tracer-dump: {w}", file=sys.stderr)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
