@@ -54,6 +54,16 @@ def resume_arg_order(code: types.CodeType, args: list[str]) -> list[str]:
     return [first] + [a for a in args if a != first]
 
 
+def _into_line(items, real, target, lineno):
+    """"" when the target starts its line's run of instructions, else "+k" (k instructions into
+    it): two breaks on one line (`print(f"{loss.item()}")`: the .item(), then the print) make
+    two resume functions, which must not share a name in the reports."""
+    k = target
+    while k > 0 and items[real[k - 1]].lineno in (lineno, None):
+        k -= 1
+    return f"+{target - k}" if target > k else ""
+
+
 def _keep_try_depths(code, items):
     """Set each TryBegin's stack depth from the compiler's exception table, since the dead
     prefix of the stream makes flow-based recomputation impossible."""
@@ -147,7 +157,7 @@ def make_resume_code(code: types.CodeType, target: int, stack: list[str], local_
     if len(set(args)) != len(args):
         raise ValueError(f"duplicate resume arguments {args}")
     base = code.co_qualname.split(".<resume@")[0]  # a resume of a resume keeps one suffix
-    out = _continuation(code, new_items, args, f"{base}.<resume@{lineno}>")
+    out = _continuation(code, new_items, args, f"{base}.<resume@{lineno}{_into_line(items, real, target, lineno)}>")
     # The skipped prefix of the original stream is dead code now, so the stack depths of its
     # try-regions cannot be recomputed by flow: keep the compiler's (from_code read them from
     # co_exceptiontable). The stack at the target is the original's, so its size suffices.

@@ -44,18 +44,23 @@ def scaled_sum(xs, scale=2.0):
 
 
 def noisy(x):
-    print("side effect")  # not traceable: the frame runs as Python, with the reason kept
+    print("side effect")  # I/O is not traceable: a graph break, whose reason the entry keeps
     return x + 1
 
 
-def show(title, compiled):
+def header(title):
     print("=" * 78)
     print(title)
     print("=" * 78)
+
+
+def show(compiled):
     for i, entry in enumerate(compiled.entries):
         print(f"-- cache entry {i}: {'captured' if entry.code is not None else 'runs as Python'}")
         if entry.reason:
             print(f"   reason: {entry.reason}")
+        for b in entry.breaks:
+            print(f"   graph break at line {b.lineno}: {b.reason}")
         if entry.graph is not None:
             print(f"   graph: {entry.ops} ops\n")
             print(entry.graph.code.strip())
@@ -79,22 +84,28 @@ def main():
     torch.manual_seed(0)
     model = Block().eval()
     x = torch.randn(2, 8, 16)
+    header("GPT-style block (nn.Module): one graph, parameters and buffers as graph inputs read "
+           "from the module on each call")
     compiled_model = tracer.compile(model)
     out = compiled_model(x)
     assert torch.allclose(out, model(x), atol=1e-6)
-    show("GPT-style block (nn.Module): one graph, parameters and buffers as graph inputs read from the module on each call", compiled_model._compiled_forward)
+    show(compiled_model._compiled_forward)
 
+    header("scaled_sum(xs): loop over a list unrolled, dict rebuilt after the graph")
     f = tracer.compile(scaled_sum)
     xs = [torch.randn(4) for _ in range(3)]
     res = f(xs)
     assert torch.allclose(res["total"], scaled_sum(xs)["total"]) and res["n"] == 3
     print("original bytecode of scaled_sum:")
     dis.dis(scaled_sum)
-    show("scaled_sum(xs): loop over a list unrolled, dict rebuilt after the graph", f)
+    print()
+    show(f)
 
+    header("noisy(x): print() is I/O, a graph break; the call prints 'side effect' as Python does:")
     g = tracer.compile(noisy)
     assert torch.equal(g(x), x + 1)
-    show("noisy(x): print() is not traceable", g)
+    print()
+    show(g)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ class FrameSizes:
             return True
         if prev != value:
             self.seen[source] = None
-            self.notes.append(f"{source.name()} changed {prev} -> {value}: now a symbolic int")
+            kind = "float" if isinstance(value, float) else "int"
+            self.notes.append(f"{source.name()} changed {prev} -> {value}: now a symbolic {kind}")
             return True
         return False
 

@@ -63,6 +63,7 @@ class _State:
         self.counts = collections.Counter()
         self.ops = 0
         self.trace_seconds = 0.0
+        self.backend_seconds = 0.0
         self.break_reasons = collections.Counter()     # reason -> count
         self.fallback_reasons = collections.Counter()
         self.given_up = {}  # frame -> why it runs as Python for good (give_up.py), each once
@@ -135,6 +136,22 @@ def name_of(code):
 
 
 # ---- what the tracer calls --------------------------------------------------------------------
+_backend_here = threading.local()
+
+
+def backend_compiled(seconds):
+    """A backend compiled a graph in `seconds` (inductor: most of a first call): counted apart
+    from tracing, so `tracing` in stats() is the tracer's own cost."""
+    with _LOCK:
+        _state.backend_seconds += seconds
+    _backend_here.total = getattr(_backend_here, "total", 0.0) + seconds
+
+
+def backend_seconds_here():
+    """This thread's backend seconds so far (convert_frame subtracts a trace's share)."""
+    return getattr(_backend_here, "total", 0.0)
+
+
 
 def frame_traced(code, entry, seconds):
     """convert_frame made `entry` for `code` (captured, broken or fallen back)."""
@@ -202,12 +219,13 @@ class Stats:
     recompile_limits: int
     internal_errors: int
     cache_hits: int
-    trace_seconds: float
+    trace_seconds: float   # the tracer's own time (the backends' compiles are backend_seconds)
     reruns: int  # calls whose graph raised, so the frame ran again as Python (rerun.py)
     break_reasons: dict
     fallback_reasons: dict
     events: list
     given_up: dict = dataclasses.field(default_factory=dict)  # frame -> why (no tensor work)
+    backend_seconds: float = 0.0  # compiling the graphs in the backend (inductor's compile)
 
     def of(self, kind):
         return [e for e in self.events if e.kind == kind]
@@ -216,7 +234,8 @@ class Stats:
         out = [f"frames traced {self.frames_traced}   graphs {self.graphs}   ops {self.ops}   "
                f"graph breaks {self.graph_breaks}   fallbacks {self.fallbacks}   "
                f"recompiles {self.recompiles}   cache hits {self.cache_hits}   "
-               f"internal errors {self.internal_errors}   tracing {self.trace_seconds:.3f} s"]
+               f"internal errors {self.internal_errors}   tracing {self.trace_seconds:.3f} s   "
+               f"backend compile {self.backend_seconds:.3f} s"]
         if self.break_reasons:
             out.append("graph breaks by reason:")
             out += [f"  {n:>4}  {r}" for r, n in sorted(self.break_reasons.items(), key=lambda kv: -kv[1])]
@@ -248,6 +267,7 @@ def stats():
     with _LOCK:
         c = dict(_state.counts)
         snap = dict(ops=_state.ops, cache_hits=HITS[0] + _c_hits(), trace_seconds=_state.trace_seconds,
+                    backend_seconds=_state.backend_seconds,
                     break_reasons=dict(_state.break_reasons),
                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events),
                     given_up=dict(_state.given_up))

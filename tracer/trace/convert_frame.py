@@ -45,7 +45,7 @@ log = logging.getLogger("tracer")
 
 def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=None):
     """`dynamic`: None (automatic dynamic shapes), True (every input size symbolic) or False."""
-    t0 = time.perf_counter()
+    t0, backend_before = time.perf_counter(), records.backend_seconds_here()
     state = GlobalStateMatch()  # captured before tracing can change grad mode
     handled = sys.exc_info()[1]  # the caller's handled exception (read before our own handlers)
     ctx = None
@@ -106,7 +106,8 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
         entry = _fallback(code, ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
-    records.frame_traced(code, entry, time.perf_counter() - t0)
+    backend = records.backend_seconds_here() - backend_before  # (the backend's compile is its own line)
+    records.frame_traced(code, entry, time.perf_counter() - t0 - backend)
     _release(ctx)
     _forget_frames(caught, handled)
     return entry
@@ -320,8 +321,10 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
             _break_at_history_write(ctx)
             rerun = None
         real_inputs = [t for _s, _n, t in out.inputs]
+        t_backend = time.perf_counter()
         with out.shapes.backend_context(real_inputs):
             compiled = compile_graph(backend_fn, gm, out.shapes.example_inputs(real_inputs))
+        records.backend_compiled(time.perf_counter() - t_backend)
         if rerun is not None:
             compiled = rerun.wrap(compiled)
     if rerun is not None:  # a graph that raises makes the frame run again as Python (rerun.py)
