@@ -14,6 +14,9 @@ from bytecode_utils import decode, versions
 
 _NULL = object()
 _LITERALS = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis))
+_COND_JUMPS = {"POP_JUMP_IF_FALSE": "{}", "POP_JUMP_IF_TRUE": "not {}",
+               "POP_JUMP_IF_NONE": "{} is not None", "POP_JUMP_IF_NOT_NONE": "{} is None"}
+_COMPARE = ("<", "<=", "==", "!=", ">", ">=")
 _BINARY = {0: "+", 1: "&", 2: "//", 3: "<<", 4: "@", 5: "*", 6: "%", 7: "|", 8: "**", 9: ">>", 10: "-",
            11: "/", 12: "^"}
 
@@ -71,7 +74,10 @@ def render_code(code, graphs=()):
     args = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     lines = [f"def {code.co_name}({', '.join(args)}):"]
     stack = []
-    out = lines.append
+    ends = []  # the instruction indices where the open `if` blocks end (forward jumps' targets)
+
+    def out(text):  # (statements come indented one level; an open `if` adds one more each)
+        lines.append("    " * len(ends) + text)
 
     def pop(n=1):
         vals = [stack.pop() if stack else "<?>" for _ in range(n)]
@@ -79,6 +85,8 @@ def render_code(code, graphs=()):
 
     instrs = decode(code)
     for ins in instrs:
+        while ends and ends[-1] <= ins.index:
+            ends.pop()
         op, arg, av = ins.opname, ins.arg, ins.argval
         if op in ("RESUME", "NOP", "MAKE_CELL", "COPY_FREE_VARS") or op in versions.CALL_PREFIX_OPNAMES:
             continue
@@ -128,6 +136,20 @@ def render_code(code, graphs=()):
                 n = len(kw_names)
                 argv = argv[:-n] + [f"{k}={v}" for k, v in zip(kw_names, argv[-n:])]
             stack.append(f"{fn}({', '.join(argv)})")
+        elif op == "IS_OP":
+            a, b = pop(2)
+            stack.append(f"{a} {'is not' if arg else 'is'} {b}")
+        elif op == "CONTAINS_OP":
+            a, b = pop(2)
+            stack.append(f"{a} {'not in' if arg else 'in'} {b}")
+        elif op == "COMPARE_OP" and ins.argrepr.strip("bool()") in _COMPARE:
+            a, b = pop(2)
+            stack.append(f"({a} {ins.argrepr.strip('bool()')} {b})")
+        elif op in _COND_JUMPS and ins.target is not None and ins.target > ins.index:
+            # the generated code's checks (a graph that asked to run the frame as Python): the
+            # block up to the jump's target runs when the jump is not taken
+            out(f"    if {_COND_JUMPS[op].format(pop()[0])}:")
+            ends.append(ins.target)
         elif op == "SWAP":
             stack[-1], stack[-arg] = stack[-arg], stack[-1]
         elif op == "COPY":
