@@ -251,6 +251,9 @@ def stats():
     `print(tracer.stats())` shows a summary; `tracer.stats().of("break")` lists the recent
     events of one kind ("frame", "graph", "break", "fallback", "recompile", "limit",
     "rerun", "given_up", "internal_error")."""
+    # The snapshot is taken under the lock and the Stats built after releasing it: building it
+    # runs Python code (the dataclass __init__), which the frame hook traces when stats() is
+    # called inside `tracer.capture()`, and tracing records (it would wait on the lock forever).
     with _LOCK:
         c = dict(_state.counts)
         snap = dict(ops=_state.ops, cache_hits=HITS[0] + _c_hits(), trace_seconds=_state.trace_seconds,
