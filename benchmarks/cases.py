@@ -73,7 +73,7 @@ def brk_numpy(x):
     """A numpy call in the middle of tensor work (a random draw: neither tool traces it).
 
     torch.compile translates numpy *math* (np.linalg.norm, ...) into torch ops, which the
-    tracer does not: on such calls it captures fewer ops (see the README)."""
+    tracer does not: on such calls it captures fewer ops (see docs/semantics.md, "Graph breaks")."""
     y = x.cos() * 2
     n = float(np.random.default_rng(0).random())
     return (y + n).tanh()

@@ -1,4 +1,4 @@
-"""Targets for `tracer-dump` (see README, `make demo`).
+"""Targets for `tracer-dump` (see docs/usage.md, `make demo`).
 
     tracer-dump examples/dump_target.py:encoder        # nn.TransformerEncoder, one graph
     tracer-dump examples/dump_target.py:pipeline       # graph breaks in the frame and in its callee

@@ -106,7 +106,7 @@ def test_warm_calls_rerun_without_tracing_and_a_caller_sees_the_writes():
 def test_a_graph_with_its_own_effects_is_not_run_twice():
     """An in-place op on an input before the raising op: the graph is not rerun (it would
     add twice); it raises as eager does, the input changed once. (The writes traced before
-    it are the known gap for such graphs: README.)"""
+    it are the known gap for such graphs: docs/reliability.md, "A graph that raises".)"""
     def m(x):
         x.add_(1)
         return (x > 0).relu()

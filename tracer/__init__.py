@@ -6,7 +6,7 @@
     def f(x, y):
         return (x.sin() + y).relu()
 
-See README.md and docs/design.md for the data flow and the layers.
+How to use it: README.md and docs/usage.md; the data flow and the layers: docs/design.md.
 """
 from .api import CompiledFunction, CompiledModule, compile, reset
 from .runtime.cache import RecompileLimitWarning

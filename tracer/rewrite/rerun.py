@@ -21,7 +21,7 @@ Snapshots are taken only where the frame has Python writes to replay or a try/wi
 its own around an op of the graph (the handler must see the exception where eager raises
 it): otherwise raising as-is is already what eager does. Autocast switches, an in-place
 write that recorded autograd history on an input (a restore would not undo it) and ops we
-cannot see into keep a graph from rerunning (a known gap: the README says so).
+cannot see into keep a graph from rerunning (a known gap: docs/reliability.md says so).
 
 Torch internals read here: torch._C._autograd._unsafe_set_version_counter; checked on torch
 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves

@@ -259,11 +259,20 @@ class Stats:
 
 
 def stats():
-    """Counters since the start (or the last reset_stats()), and the recent events.
+    """What the tracer did since the process started (or since `tracer.reset_stats()`).
 
-    The snapshot is taken under the lock and the Stats built after releasing it: building it
-    runs Python code (the dataclass __init__), which the frame hook traces when stats() is
-    called inside `tracer.capture()`, and tracing records (it would wait on the lock forever)."""
+    Returns a `Stats` snapshot: the counts of frames traced, graphs, ops, graph breaks, frames
+    run as Python (fallbacks), recompiles, recompile limits reached, cache hits, graphs that
+    raised and ran again as Python (reruns), tracer internal errors (each one a bug; the call
+    still ran as Python) and the seconds spent tracing; `break_reasons` and `fallback_reasons`
+    (reason -> count), `given_up` (frames with no tensor work, run as Python, and why), and
+    the recent events (up to 10,000), each with its kind, frame, reason and `file:line`.
+    `print(tracer.stats())` shows a summary; `tracer.stats().of("break")` lists the recent
+    events of one kind ("frame", "graph", "break", "fallback", "recompile", "limit",
+    "rerun", "given_up", "internal_error")."""
+    # The snapshot is taken under the lock and the Stats built after releasing it: building it
+    # runs Python code (the dataclass __init__), which the frame hook traces when stats() is
+    # called inside `tracer.capture()`, and tracing records (it would wait on the lock forever).
     with _LOCK:
         c = dict(_state.counts)
         snap = dict(ops=_state.ops, cache_hits=HITS[0] + _c_hits(), trace_seconds=_state.trace_seconds,

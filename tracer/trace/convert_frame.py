@@ -348,7 +348,7 @@ def _break_at_history_write(ctx):
     Python writes to replay) but writes an input in place with autograd history, which
     nothing can undo: break at that write, so that it runs as Python where eager runs it
     (convert_frame traces again and stops there). Once a break is placed (or where none can
-    be), the graph raises as it is: the README's known gap."""
+    be), the graph raises as it is: the known gap in docs/reliability.md."""
     at = ctx.history_write_at
     if at is None or (ctx.break_at is not None and at[0] >= ctx.break_at):
         return
