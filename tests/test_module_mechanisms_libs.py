@@ -220,7 +220,12 @@ def package(tmp_path, monkeypatch):
         def g(x):
             from .not_loaded import h
             return h(x)
+
+        def k(x):
+            from . import lazy
+            return lazy.twice(x)
     """))
+    (root / "lazy.py").write_text("def twice(x):\n    return x * 2\n")
     (root / "sub" / "more.py").write_text("def deep(x):\n    from ..helpers import bump\n    return bump(x) * 2\n")
     (root / "sub" / "__init__.py").write_text("from .more import deep\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -244,3 +249,15 @@ def test_relative_import_of_a_module_not_loaded_is_a_break(package):
         c(torch.randn(3))
     s = tracer.stats()
     assert any("not yet loaded: relpkg.not_loaded" in r for r in (*s.break_reasons, *s.fallback_reasons))
+
+
+def test_relative_import_of_a_submodule_not_loaded_is_a_break(package):
+    """`from . import lazy` imports the submodule (runs its code) the first time: a break there,
+    the import happens natively; the result is eager's."""
+    assert "relpkg.lazy" not in sys.modules
+    x = torch.randn(3)
+    c = tracer.compile(package.k)
+    torch.testing.assert_close(c(x), x * 2)
+    s = tracer.stats()
+    assert any("would import a submodule" in r for r in (*s.break_reasons, *s.fallback_reasons))
+    assert "relpkg.lazy" in sys.modules

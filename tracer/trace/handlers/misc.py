@@ -52,8 +52,9 @@ def IMPORT_NAME(tx, inst):
     if not fromlist and "." in name:
         module = sys.modules[name.split(".")[0]]
     elif fromlist and hasattr(module, "__path__"):
+        d = module.__dict__  # (no hasattr: a lazy package's __getattr__ is IMPORT_FROM's to trace)
         for sub in fromlist:
-            if sub != "*" and not hasattr(module, sub):
+            if sub != "*" and sub not in d and "__getattr__" not in d:
                 raise Unsupported(f"`from {name} import {sub}` would import a submodule")
     tx.push(wrap(tx, module, None))
 
