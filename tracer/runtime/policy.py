@@ -54,6 +54,14 @@ LIBRARY_NAMESPACES  torch, math, operator, functools, itertools, collections, bu
        data (a tensor, a constant: how a library keeps a switch, e.g.
        torch.backends.cudnn.enabled, is guarded by value).
 
+ANNOTATIONS  typing, typing_extensions: modules whose objects (List, Optional, a Union,
+       List[Tensor]) are type annotations: immutable values, pinned by identity, whose
+       subscripts (`List[torch.Tensor]`, `Optional[int]`, evaluated in a forward as the
+       argument of torch.jit.annotate) are computed at trace time on known arguments. typing's
+       own __getitem__ goes through an lru_cache and a sys._getframe call: a break per
+       subscript. (types.GenericAlias and types.UnionType, `list[int]` and `int | None`, are
+       annotations too, by type.)
+
 TOOLING  _pytest, pluggy, and the tracer itself (tracer, guards, bytecode_utils): the hook skips
        their frames (pytest's log capture formats torch.compile's log records under the hook;
        the tracer never traces itself); code that calls them from a trace is ordinary Python.
@@ -87,6 +95,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
+import types
 
 import torch
 
@@ -97,6 +106,7 @@ NOT_CONSTRUCTED_STDLIB = ("builtins", "typing", "abc", "enum", "functools", "thr
 LIBRARY_NAMESPACES = ("torch", "math", "operator", "functools", "itertools", "collections", "builtins",
                       "typing", "dataclasses", "numbers")
 TOOLING = ("_pytest", "pluggy")
+ANNOTATIONS = ("typing", "typing_extensions")
 
 _UNTRACED = frozenset(UNTRACED_LIBRARIES + UNTRACED_STDLIB)
 _NOT_CONSTRUCTED = frozenset(TORCH + UNTRACED_LIBRARIES + UNTRACED_STDLIB + NOT_CONSTRUCTED_STDLIB)
@@ -128,6 +138,15 @@ def constructs_symbolically(module_name):
 def is_library_namespace(module_name):
     """This module's globals and attributes are code, treated as immutable: not guarded."""
     return top_package(module_name) in _LIBRARY_NAMESPACES
+
+
+def is_annotation(value):
+    """A type annotation object (not a class): an instance of a class of ANNOTATIONS, or a
+    builtin generic alias / union (`list[int]`, `int | None`)."""
+    t = type(value)
+    if isinstance(value, type):
+        return False
+    return t in (types.GenericAlias, types.UnionType) or getattr(t, "__module__", None) in ANNOTATIONS
 
 
 # ---- by globals (the interpreter) ------------------------------------------------------------

@@ -516,6 +516,8 @@ def _bound_method(tx, value, source, g):
 
 # A class: identity.
 _class = _by_identity(ClassVariable)
+# A type annotation (List[Tensor], Optional): identity (introspection.py).
+_annotation = _by_identity(lambda value, source: introspection.AnnotationVariable(value, source))
 
 
 def _container_method(tx, value, source, g):
@@ -613,6 +615,7 @@ _TABLE = (
     (lambda v, t: t is functools.partial, _partial),
     (lambda v, t: t is types.MethodType, _bound_method),
     (type, _class),  # any class not claimed above
+    (lambda v, t: policy.is_annotation(v), _annotation),
     (enum.Enum, _opaque),
     (lambda v, t: t is types.BuiltinMethodType and type(getattr(v, "__self__", None)) in _CONTAINER_TYPES,
      _container_method),
@@ -650,4 +653,4 @@ def _wrap_fresh(tx, value, source):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict  # noqa: E402
+from . import builtins_impl, introspection, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict  # noqa: E402

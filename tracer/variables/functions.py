@@ -418,6 +418,9 @@ class BuiltinVariable(ObjectVariable):
             return objects.ClassVariable(self.fn, self.source).getattr(tx, name)
         return super().getattr(tx, name)
 
+    def getitem(self, tx, key):
+        return introspection.class_subscript(tx, self, key)  # list[int]
+
 
 
     def reconstruct(self, cg):
@@ -607,4 +610,4 @@ def library_object(obj):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, base, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls  # noqa: E402
+from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls  # noqa: E402

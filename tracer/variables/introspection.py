@@ -14,8 +14,11 @@ import inspect
 import types
 import typing
 
+import torch
+
 from ..exc import Unsupported, UserException
-from .base import ConstantVariable, is_constant_value, python_object
+from ..runtime import policy
+from .base import ConstantVariable, ObjectVariable, is_constant_value, python_object
 from .folds import folds
 from guards import IdMatch
 
@@ -141,6 +144,69 @@ if _LOOKUP_SPECIAL is not None:
         obj, name, default = args
         method = objects.special_method(tx, obj, name.as_constant())
         return default if method is None else method
+
+
+class AnnotationVariable(ObjectVariable):
+    """A type annotation (runtime/policy.py ANNOTATIONS): `List`, `Optional[int]`,
+    `Dict[str, Tensor]`. Immutable; a subscript on arguments the trace knows as Python objects
+    (constants, classes, other annotations) is evaluated on the real object (typing caches it,
+    the result is the same object each time), and so are attribute reads (`__origin__`,
+    `__args__`). Pinned by identity where it has a source."""
+
+    def getitem(self, tx, key):
+        try:
+            real = self.value[python_object(key)]
+        except TypeError as e:
+            raise UserException(TypeError, f"{self.value!r}[...] raises TypeError: {e} (the user code raises it)") from e
+        return builder.wrap(tx, real, None)
+
+    def getattr(self, tx, name):
+        try:
+            return _wrap_typing(tx, getattr(self.value, name))
+        except AttributeError as e:
+            raise UserException(AttributeError, f"{e} (the user code raises AttributeError)") from e
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def __repr__(self):
+        return f"Annotation({self.value!r})"
+
+
+def class_subscript(tx, cls_var, key):
+    """`list[int]`, `dict[str, Tensor]`: a class whose `__class_getitem__` is C's (builtins,
+    collections: it builds a types.GenericAlias and nothing else), on a known key."""
+    cls = cls_var.as_python_object()
+    entry = objects.lookup_type_attr(cls, "__class_getitem__")[0] if isinstance(cls, type) else None
+    if not isinstance(entry, types.ClassMethodDescriptorType):
+        raise Unsupported(f"subscript of {cls_var}")
+    return builder.wrap(tx, cls[python_object(key)], None)
+
+
+def _annotation_operand(value):
+    return value is None or policy.is_annotation(value) or \
+        isinstance(value, type) and type(value).__or__ is type.__or__
+
+
+def annotation_union(tx, a, b):
+    """`int | None`, `Tensor | list[int]`: a union of annotations (type.__or__, typing's
+    __or__: pure constructors), or None when an operand is something else."""
+    try:
+        av, bv = python_object(a), python_object(b)
+    except Unsupported:
+        return None
+    if not (_annotation_operand(av) and _annotation_operand(bv)) or (av is None and bv is None):
+        return None
+    return builder.wrap(tx, av | bv, None)
+
+
+@folds(torch.jit.annotate)
+def fold_jit_annotate(tx, args, kwargs):
+    """torch.jit.annotate(the_type, the_value) returns the_value (the type is for TorchScript)."""
+    bound = dict(zip(("the_type", "the_value"), args), **kwargs)
+    if len(bound) != 2 or len(args) > 2:
+        raise Unsupported("torch.jit.annotate with other arguments")
+    return bound["the_value"]
 
 
 def _fold_typing(fn):

@@ -67,9 +67,6 @@ class NNModuleVariable(ObjectVariable):
         super().__init__(module, source)
         self.path = path or (readable_path(source) if source is not None else type(module).__name__)
 
-
-
-
     def truthy(self, tx):
         if isinstance(self.module, _CONTAINERS):
             return len(self.module) > 0
@@ -79,10 +76,49 @@ class NNModuleVariable(ObjectVariable):
         return f"{self.path}.{name}"
 
     def getattr(self, tx, name):
+        """`m.name`: with nn.Module's `__getattr__`, its three dicts first (its __setattr__ keeps
+        them apart from the instance dict), then the generic lookup. A class's own `__getattr__`
+        (a config fallback) is inlined after the generic lookup; it reaches the dicts through
+        `super().__getattr__` (module_getattr)."""
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             return pending
         objects.check_dict_not_written(tx, self, f"reading {name!r}")
+        m = self.module
+        cls = type(m)
+        fallback, _ = objects.lookup_type_attr(cls, "__getattr__")
+        if fallback is _MODULE_GETATTR:
+            found = self._module_dicts_attr(tx, name)
+            if found is not None:
+                return found
+        attr, owner = objects.lookup_type_attr(cls, name)  # (owner: a class attribute may be None)
+        if name == "__dict__" and type(attr) is types.GetSetDescriptorType:
+            return objects.InstanceDictVariable(self)  # read key by key, each read guarded
+        if attr is not None and hasattr(type(attr), "__set__"):
+            objects.guard_class_lookup(tx, self, name, attr)
+            return objects.bind_class_attr(tx, attr, self, cls)
+        if name in m.__dict__:
+            src = AttrSource(self.source, name) if self.source is not None else None
+            return builder.wrap(tx, m.__dict__[name], src)
+        if owner is not None:
+            src = AttrSource(self.source, name) if self.source is not None else None
+            if objects._binds(attr):
+                objects.guard_class_lookup(tx, self, name, attr)
+            return objects.bind_class_attr(tx, attr, self, cls, src)
+        if fallback is _MODULE_GETATTR:
+            if self.source is not None:  # relied on when caught (getattr default, hasattr)
+                tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
+            raise exceptions.attribute_error(cls.__name__, name)
+        if not isinstance(fallback, types.FunctionType):
+            raise Unsupported(f"{cls.__name__}.__getattr__ is not a Python function")
+        if self.source is not None:  # it stands in only while ordinary lookup finds nothing
+            objects.guard_class_lookup(tx, self, "__getattr__", fallback, instance_dict=False)
+            tx.guard(Predicate.lacks_generic_attr(self.source, name, f"ordinary lookup finds no {name!r}"))
+        return functions.UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+
+    def _module_dicts_attr(self, tx, name):
+        """What nn.Module.__getattr__ finds in `_parameters`, `_buffers`, `_modules`; None
+        when none holds `name`."""
         m = self.module
         params, buffers, modules = m.__dict__.get("_parameters"), m.__dict__.get("_buffers"), m.__dict__.get("_modules")
         if params is not None and name in params:
@@ -97,22 +133,28 @@ class NNModuleVariable(ObjectVariable):
                     tx.guard(ConstMatch(src, None))
                 return ConstantVariable(None)
             return wrap_module(tx, sub, src, self._child_path(name))
-        cls = type(m)
-        attr, _ = objects.lookup_type_attr(cls, name)
-        if attr is not None and hasattr(type(attr), "__set__"):
-            objects.guard_class_lookup(tx, self, name, attr)
-            return objects.bind_class_attr(tx, attr, self, cls)
-        if name in m.__dict__:
-            src = AttrSource(self.source, name) if self.source is not None else None
-            return builder.wrap(tx, m.__dict__[name], src)
-        if attr is not None:
-            src = AttrSource(self.source, name) if self.source is not None else None
-            if objects._binds(attr):
-                objects.guard_class_lookup(tx, self, name, attr)
-            return objects.bind_class_attr(tx, attr, self, cls, src)
-        if self.source is not None:  # relied on when caught (getattr default, hasattr)
-            tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
-        raise exceptions.attribute_error(cls.__name__, name)
+        return None
+
+    def module_getattr(self, tx, name):
+        """nn.Module.__getattr__(m, name) called from a class's own `__getattr__`: the three
+        dicts, else AttributeError. A miss is guarded as the absence of `name` from each dict
+        (not `hasattr`, which would run the class's `__getattr__` again and may find it)."""
+        found = self._module_dicts_attr(tx, name)
+        if found is not None:
+            return found
+        if self.source is not None:
+            for dict_name in _TREE_DICTS:
+                if isinstance(self.module.__dict__.get(dict_name), dict):
+                    tx.guard(Predicate.key_absent(AttrSource(self.source, dict_name), name,
+                                                  f"{name!r} not in {dict_name}"))
+        raise exceptions.attribute_error(type(self.module).__name__, name)
+
+    def modelled_method(self, attr):
+        """nn.Module.__getattr__ bound to this module (a class's own `__getattr__` deferring to
+        it with `super().__getattr__(name)`): module_getattr, not an inlined walk of the dicts."""
+        if attr is _MODULE_GETATTR:
+            return objects.GenericGetattrVariable(self, self.module_getattr)
+        return None
 
     def _tensor_attr(self, tx, value, source, name):
         if value is None:
@@ -389,17 +431,33 @@ class NNModuleVariable(ObjectVariable):
     def _inline_forward(self, tx, args, kwargs):
         m = self.module
         if "forward" in m.__dict__:
-            raise Unsupported(f"{type(m).__name__}.forward is replaced on the instance")
-        forward = objects.lookup_type_attr(type(m), "forward")[0]
-        if not isinstance(forward, types.FunctionType):
-            raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-        objects.guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
+            forward, args = self._instance_forward(tx), list(args)
+        else:
+            forward = objects.lookup_type_attr(type(m), "forward")[0]
+            if not isinstance(forward, types.FunctionType):
+                raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+            objects.guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
+            forward, args = functions.UserFunctionVariable(forward), [self, *args]
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
         try:
-            return functions.UserFunctionVariable(forward).call(tx, [self, *args], kwargs)
+            return forward.call(tx, args, kwargs)
         finally:
             calls.pop()
+
+    def _instance_forward(self, tx):
+        """`forward` set on the instance (a bound method, a functools.partial), which
+        nn.Module.__call__ calls: wrapped (and guarded) through its source like any attribute;
+        the module it is bound to is this variable (guarded to be the same object there)."""
+        m, memo = self.module, tx.wrap_memo
+        seeded = id(m) not in memo
+        if seeded:
+            memo[id(m)] = (m, self)
+        try:
+            return builder.wrap(tx, m.__dict__["forward"], AttrSource(self.source, "forward") if self.source else None)
+        finally:
+            if seeded:
+                del memo[id(m)]
 
     def _check_hooks(self, tx):
         m = self.module
@@ -432,6 +490,7 @@ _UNTRACED_GLOBAL_HOOKS = ("_global_backward_hooks", "_global_backward_pre_hooks"
 
 
 _TREE_DICTS = ("_modules", "_parameters", "_buffers")
+_MODULE_GETATTR = torch.nn.Module.__dict__["__getattr__"]
 
 
 def _changes_tree(mod_var, owner, name, value):

@@ -142,6 +142,9 @@ _NAMESPACE_SETATTR = types.SimpleNamespace.__setattr__  # generic, like object's
 def bind_class_attr(tx, attr, obj_var, cls, source=None):
     """What `obj.attr` gives when attr was found on the class."""
     if isinstance(attr, types.FunctionType):
+        modelled = getattr(obj_var, "modelled_method", None)  # a method the value model answers itself
+        if modelled is not None and modelled(attr) is not None:
+            return modelled(attr)
         return functions.BoundMethodVariable(functions.UserFunctionVariable(attr), obj_var)
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
         return ClassVariable(cls, ConstSource(cls))
@@ -373,6 +376,9 @@ class ClassVariable(ObjectVariable):
             return True  # a class is true unless its metaclass says otherwise
         return Variable.truthy(self, tx)
 
+    def getitem(self, tx, key):
+        return introspection.class_subscript(tx, self, key)  # collections.OrderedDict[str, int]
+
     def hasattr(self, tx, name):
         """Whether the class (or a base) defines `name`, for classes of an ordinary
         metaclass; the answer is guarded when the class came from a source."""
@@ -530,16 +536,17 @@ def _generic_getattribute():
 
 
 class GenericGetattrVariable(Variable):
-    """object.__getattribute__ bound to a user object (reached through super())."""
+    """object.__getattribute__ bound to a user object (reached through super()), or another
+    lookup the value model answers itself (`lookup(tx, name)`: nn.Module.__getattr__)."""
 
-    def __init__(self, obj):
+    def __init__(self, obj, lookup=None):
         super().__init__(None)
-        self.obj = obj
+        self.obj, self.lookup = obj, lookup or obj.generic_getattr
 
     def call(self, tx, args, kwargs):
         if len(args) != 1 or kwargs or not args[0].is_constant() or not isinstance(args[0].as_constant(), str):
-            raise Unsupported("object.__getattribute__ with a name that is not a constant string")
-        return self.obj.generic_getattr(tx, args[0].as_constant())
+            raise Unsupported("an attribute lookup with a name that is not a constant string")
+        return self.lookup(tx, args[0].as_constant())
 
 
 _ABSENT = object()
@@ -647,4 +654,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions, builder  # noqa: E402
+from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions, builder, introspection  # noqa: E402

@@ -82,6 +82,10 @@ def binary_op(tx, name, a, b):
         return TupleVariable(items)
     if base == "mul" and isinstance(b, BaseSequence) and a.is_constant():
         return binary_op(tx, name, b, a)
+    if base == "or_":  # `int | None` in an annotation evaluated at run time
+        union = introspection.annotation_union(tx, a, b)
+        if union is not None:
+            return union
     if base == "mod" and a.is_constant() and isinstance(a.as_constant(), str):
         raise Unsupported("%-formatting with non-constant values")
     raise Unsupported(f"operator {name} on {a} and {b}")
@@ -214,4 +218,4 @@ def values_equal(tx, a, b):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import objects, torch_calls  # noqa: E402
+from . import introspection, objects, torch_calls  # noqa: E402

@@ -84,6 +84,9 @@ class TorchFunctionVariable(ObjectVariable):
             return containers.SizeVariable(args[0].iterate(tx) if args else [])
         if fn is checkpoint.CHECKPOINT:
             return checkpoint.checkpoint_call(tx, args, kwargs)
+        fold = folds.FOLDED.get(fn)
+        if fold is not None:  # torch's Python bookkeeping evaluated by the trace (folds.py)
+            return fold(tx, args, kwargs)
         if isinstance(fn, types.FunctionType) and all(v.is_constant() for v in (*args, *kwargs.values())):
             # a torch Python helper on constants: inlined, it guards what it reads instead of
             # being asked again in every guard check (speculate.py); refused, called as before.
@@ -368,4 +371,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls  # noqa: E402
+from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls  # noqa: E402

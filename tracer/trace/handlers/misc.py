@@ -38,16 +38,51 @@ def SWAP(tx, inst):
 
 @handler("IMPORT_NAME")
 def IMPORT_NAME(tx, inst):
+    """`import a.b` / `from a import b` / `from .x import y` of a module already in sys.modules
+    (an import that would run a module's code is a break). A relative one is resolved against
+    the frame's package as importlib's __import__ does (`_package_of`); its fromlist names
+    must be attributes of the module already (importing a submodule runs its code)."""
     fromlist, level = tx.pop(), tx.pop()
-    name = inst.argval
-    if level.as_constant() != 0:
-        raise Unsupported("relative import inside a traced frame")
+    name, level, fromlist = inst.argval, level.as_constant(), fromlist.as_constant()
+    if level:
+        name = _resolve_relative(tx, name, level)
     module = sys.modules.get(name)
     if module is None:
         raise Unsupported(f"import of a module not yet loaded: {name}")
-    if not fromlist.as_constant() and "." in name:
+    if not fromlist and "." in name:
         module = sys.modules[name.split(".")[0]]
+    elif fromlist and hasattr(module, "__path__"):
+        d = module.__dict__  # (no hasattr: a lazy package's __getattr__ is IMPORT_FROM's to trace)
+        for sub in fromlist:
+            if sub != "*" and sub not in d and "__getattr__" not in d:
+                raise Unsupported(f"`from {name} import {sub}` would import a submodule")
     tx.push(wrap(tx, module, None))
+
+
+def _resolve_relative(tx, name, level):
+    """The absolute name of `from {'.' * level}{name} import ...` in this frame's module.
+    (The module's `__package__` is read, not guarded: a module's package does not change.)"""
+    package = _package_of(tx.f_globals)
+    if not package:
+        raise UserException(ImportError, "attempted relative import with no known parent package")
+    bits = package.rsplit(".", level - 1)
+    if len(bits) < level:
+        raise UserException(ImportError, "attempted relative import beyond top-level package")
+    return f"{bits[0]}.{name}" if name else bits[0]
+
+
+def _package_of(g):
+    """The package a module's relative imports start from, as importlib computes it from the
+    module's globals: `__package__`, else `__spec__.parent`, else `__name__` (less its last
+    part unless the module is a package)."""
+    package = g.get("__package__")
+    if package is not None:
+        return package
+    spec = g.get("__spec__")
+    if spec is not None:
+        return spec.parent
+    package = g.get("__name__") or ""
+    return package if "__path__" in g else package.rpartition(".")[0]
 
 
 @handler("IMPORT_FROM")
