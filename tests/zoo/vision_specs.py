@@ -49,6 +49,14 @@ def _timm(name, size=32, **kw):
     return build, _images(size)
 
 
+def _timm_class(path, size=32, **kw):
+    """A timm model class built directly (its registered names fix the sizes we shrink)."""
+    def build():
+        mod, cls = path.rsplit(".", 1)
+        return getattr(getattr(timm.models, mod), cls)(num_classes=10, **kw)
+    return build, _images(size)
+
+
 TIMM = {
     "timm_resnet18": ("cnn", *_timm("resnet18")),
     "timm_efficientnet_b0": ("cnn", *_timm("efficientnet_b0")),
@@ -62,7 +70,8 @@ TIMM = {
                                 depths=(1, 1, 1, 1))),
     "timm_beit": ("vit", *_timm("beit_base_patch16_224", img_size=32, patch_size=8, depth=2,
                                 embed_dim=64, num_heads=2)),
-    "timm_mixer": ("mlp", *_timm("mixer_s32_224", 64, img_size=64, embed_dim=64)),
+    "timm_mixer": ("mlp", *_timm_class("mlp_mixer.MlpMixer", 64, img_size=64, patch_size=16, num_blocks=2,
+                                       embed_dim=64)),
     "timm_levit": ("vit", *_timm("levit_128s", 64, img_size=64)),
 }
 
