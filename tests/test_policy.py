@@ -1,5 +1,6 @@
 """runtime/policy.py: trace it, skip it, or treat it as a library, one answer for every caller
 (the frame hook by filename, the value model by module name, the interpreter by globals)."""
+import copy
 import logging
 import os
 import subprocess
@@ -223,3 +224,35 @@ def test_untraced_libraries_are_skipped_without_being_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
     assert not log.exists(), log.read_text()
+
+
+def test_typing_extensions_frames_are_library_frames():
+    """An optimizer step under a compiled function runs torch's decorators, which call
+    typing_extensions (a site-packages module, not the standard library): its frames are not
+    traced as the user's, so no 'call to sys._getframe' break is counted against the user."""
+    import typing_extensions
+
+    from tracer.runtime import policy
+    assert policy.should_skip(typing_extensions._collect_parameters.__code__)
+    m = torch.nn.Linear(4, 2)
+    ref = copy.deepcopy(m)
+    opt, ref_opt = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+
+    def step(model, o, x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        o.step()
+        o.zero_grad()
+        return loss
+
+    compiled = tracer.compile(step)
+    before = tracer.stats()
+    for _ in range(3):
+        x = torch.randn(3, 4)
+        assert torch.allclose(compiled(m, opt, x), step(ref, ref_opt, x))
+    assert all(torch.equal(a, b) for a, b in zip(m.parameters(), ref.parameters()))
+    after = tracer.stats()
+    assert after.graphs - before.graphs >= 1
+    new_breaks = [e for e in after.of("break")[-(after.graph_breaks - before.graph_breaks):]]
+    assert not any("typing_extensions" in (e.where or "") for e in new_breaks), [str(e) for e in new_breaks]
+    assert "call to sys._getframe, which is not traced" not in after.break_reasons

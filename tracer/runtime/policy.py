@@ -60,7 +60,10 @@ ANNOTATIONS  typing, typing_extensions: modules whose objects (List, Optional, a
        argument of torch.jit.annotate) are computed at trace time on known arguments. typing's
        own __getitem__ goes through an lru_cache and a sys._getframe call: a break per
        subscript. (types.GenericAlias and types.UnionType, `list[int]` and `int | None`, are
-       annotations too, by type.)
+       annotations too, by type.) The hook skips their frames, typing_extensions' included
+       (a site-packages module, not the standard library: torch's decorators call it when an
+       optimizer's step runs, and its frames were traced as the user's, breaking on
+       sys._getframe).
 
 TOOLING  _pytest, pluggy, and the tracer itself (tracer, guards, bytecode_utils): the hook skips
        their frames (pytest's log capture formats torch.compile's log records under the hook;
@@ -157,13 +160,16 @@ def is_library_globals(g):
 
 # ---- by code object (the frame hook) ---------------------------------------------------------
 def _package_dir(name):
-    """The package's directory, found without importing it (None if it is not installed)."""
+    """The package's directory (a single-file module: its file), found without importing it
+    (None if it is not installed)."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None:
         return None
+    if not spec.submodule_search_locations:
+        return os.path.abspath(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
     return os.path.abspath(list(spec.submodule_search_locations)[0]) + os.sep
 
 
@@ -174,7 +180,8 @@ _TRACER_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m
 # The hook's default rule: frames of code under these directories are not traced (unless a
 # resume function, or an nn.Module forward under MODULE_DIRS). `tracer.capture(skip_prefixes=)`
 # takes another tuple; `DEFAULT_SKIP_PREFIXES + (dir,)` extends this one.
-DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in UNTRACED_LIBRARIES + TOOLING) if p) + (
+DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in UNTRACED_LIBRARIES + TOOLING + ANNOTATIONS)
+                              if p) + (
     _TORCH_DIR,
     sysconfig.get_paths()["stdlib"] + os.sep,
     *_TRACER_DIRS,
