@@ -98,14 +98,14 @@ class NNModuleVariable(ObjectVariable):
                 return ConstantVariable(None)
             return wrap_module(tx, sub, src, self._child_path(name))
         cls = type(m)
-        attr, _ = objects.lookup_type_attr(cls, name)
+        attr, owner = objects.lookup_type_attr(cls, name)
         if attr is not None and hasattr(type(attr), "__set__"):
             objects.guard_class_lookup(tx, self, name, attr)
             return objects.bind_class_attr(tx, attr, self, cls)
         if name in m.__dict__:
             src = AttrSource(self.source, name) if self.source is not None else None
             return builder.wrap(tx, m.__dict__[name], src)
-        if attr is not None:
+        if owner is not None:  # (a class attribute may be None: `_keep_in_fp32 = None`)
             src = AttrSource(self.source, name) if self.source is not None else None
             if objects._binds(attr):
                 objects.guard_class_lookup(tx, self, name, attr)

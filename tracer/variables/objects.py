@@ -17,7 +17,9 @@ from .dict_storage import DictStorage
 
 
 def lookup_type_attr(cls, name, start_after=None):
-    """Find `name` in cls.__mro__ (optionally after `start_after`, for super())."""
+    """Find `name` in cls.__mro__ (optionally after `start_after`, for super()): (entry,
+    owner), (None, None) when missing. The entry itself may be None (`flag = None` on the
+    class): whether the attribute exists is whether `owner` is None."""
     mro = cls.__mro__
     if start_after is not None:
         mro = mro[mro.index(start_after) + 1:]
@@ -253,7 +255,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
                 return builder.wrap(tx, getattr(obj, name), src)
             except AttributeError:
                 raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
-        if attr is not None:
+        if owner is not None:  # (by the owner: a class attribute may be None, `flag = None`)
             if _binds(attr):
                 guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls, src)
@@ -378,7 +380,7 @@ class ClassVariable(ObjectVariable):
         metaclass; the answer is guarded when the class came from a source."""
         if type(self.cls) not in (type, abc.ABCMeta):
             raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
-        found = lookup_type_attr(self.cls, name)[0] is not None or hasattr(type, name)
+        found = lookup_type_attr(self.cls, name)[1] is not None or hasattr(type, name)
         if self.source is not None:
             tx.guard(Predicate(self.source, _class_defines(name, found),
                                f"{'defines' if found else 'does not define'} {name!r}"))
@@ -397,7 +399,7 @@ class ClassVariable(ObjectVariable):
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
-        if attr is None:
+        if owner is None:  # (not `attr is None`: `X = None` on the class is an attribute)
             if meta_attr is None and self.source is not None:
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise exceptions.user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
