@@ -219,3 +219,37 @@ def test_hasattr_of_class_attribute_none():
     _, tr, out = _run(f, x)
     assert torch.equal(out, f(x)) and out[0] == 2
     assert_captured(tr, graphs=1, breaks=0)
+
+
+# ---- indexing by a symbolic int ----------------------------------------------------------------
+
+class _Stepper:
+    """A scheduler's step counter: an int attribute that changes every call."""
+
+    def __init__(self):
+        self.sigmas = torch.linspace(1, 0, 6)
+        self._step_index = 0
+
+    def step(self, x):
+        sigma = self.sigmas[self._step_index]
+        dt = self.sigmas[self._step_index + 1] - sigma
+        self._step_index += 1
+        return x * sigma + dt
+
+
+def test_index_by_symbolic_int_keeps_it_symbolic():
+    compiled, eager = _Stepper(), _Stepper()
+    c = tracer.compile(compiled.step)
+    x = torch.ones(3)
+    tracer.reset()
+    with traced() as tr:
+        for _ in range(5):
+            assert torch.equal(c(x), eager.step(x))
+    # the first value is specialised, the change makes it symbolic: one more entry, not one per step
+    assert tr.graphs == 2 and tr.recompiles == 1 and tr.graph_breaks == 0, str(tr)
+    try:
+        c(x)  # sigmas[6]: out of range, as in eager
+    except IndexError:
+        pass
+    else:
+        raise AssertionError("sigmas[6] must raise IndexError")
