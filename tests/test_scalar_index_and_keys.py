@@ -253,3 +253,27 @@ def test_index_by_symbolic_int_keeps_it_symbolic():
         pass
     else:
         raise AssertionError("sigmas[6] must raise IndexError")
+
+
+class _Meta(type):
+    registry_size = 4   # plain data on the metaclass, read through the class
+
+
+class _WithMeta(metaclass=_Meta):
+    own = None
+
+
+def test_metaclass_data_read_through_class():
+    def f(x):
+        return x * _WithMeta.registry_size if _WithMeta.own is None else x
+
+    x = torch.ones(2)
+    c, tr, out = _run(f, x)
+    assert torch.equal(out, f(x))
+    assert_captured(tr, graphs=1, breaks=0)
+    _WithMeta.registry_size = 6  # the class now defines its own: the guard re-reads it
+    try:
+        assert torch.equal(c(x), f(x)) and c(x)[0] == 6
+    finally:
+        del _WithMeta.registry_size
+    assert torch.equal(c(x), f(x)) and c(x)[0] == 4

@@ -392,7 +392,7 @@ class ClassVariable(ObjectVariable):
                 return autograd_function.AutogradFunctionApplyVariable(self.cls)
         # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
         # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
-        meta_attr, _ = lookup_type_attr(type(self.cls), name)
+        meta_attr, meta_owner = lookup_type_attr(type(self.cls), name)
         if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
             if name == "__dict__":
                 raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
@@ -400,6 +400,9 @@ class ClassVariable(ObjectVariable):
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
         if owner is None:  # (not `attr is None`: `X = None` on the class is an attribute)
+            if meta_owner is not None and not _binds(meta_attr) and self.source is not None:
+                # plain data on the metaclass, read through the class (re-read by the guard)
+                return builder.wrap(tx, meta_attr, AttrSource(self.source, name))
             if meta_attr is None and self.source is not None:
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise exceptions.user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
