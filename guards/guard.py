@@ -253,19 +253,26 @@ class LengthMatch(Guard):
         return f"len({self.source.name()}) == {int(self.length)} ({_tname(self.type)})"
 
 
+# torch's descriptor types: C types whose == compares their fields (a dtype, layout or memory
+# format is a singleton; a device is its type and index), never user code, and each hashes
+# consistently with its ==: safe dict keys, as a model's `{torch.float16: ...}` tables use them.
+_TORCH_KEY_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
 def _safe_key(k: Any) -> bool:
     t = type(k)  # no tuples: (1,) == (True,) would pass the key-type check
     if t is float:
         return k != 0.0
-    return t in _SIMPLE_LEAVES or t is type
+    return t in _SIMPLE_LEAVES or t is type or t in _TORCH_KEY_TYPES
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class DictKeysMatch(Guard):
     """Exact type, then the same keys in the same order with the same key types.
 
-    Keys must be str/int/bool/bytes/None/non-zero float or type objects (exact types), so
-    comparing them never runs user ``__eq__``; otherwise TypeError.
+    Keys must be str/int/bool/bytes/None/non-zero float, type objects or torch dtypes, devices,
+    layouts and memory formats (exact types), so comparing them never runs user ``__eq__``;
+    otherwise TypeError.
     """
 
     source: Source

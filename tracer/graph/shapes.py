@@ -65,6 +65,14 @@ class SizePolicy:
         self.mode = mode
         self.frame = frame if frame is not None else FrameSizes()
         self.made_float_symbols = False
+        self.made_scalar_index = False  # `x[t]` by a 0-d int tensor is in the graph (torch_calls)
+
+    @property
+    def scalar_index(self):
+        """Whether `x[t]`, t a 0-d int tensor, may be a graph op. Only eager-running backends
+        run it as is: one that retraces the graph with its own fake tensors (AOTAutograd)
+        meets `t.item()` with no value and refuses, and then (convert_frame) it is a break."""
+        return not self.frame.no_scalar_index
 
     @property
     def floats(self):

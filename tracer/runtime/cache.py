@@ -66,6 +66,7 @@ class FrameSizes:
         self.seen = {}
         self.notes = []
         self.static_floats = False  # a backend refused SymFloat inputs: floats stay constants
+        self.no_scalar_index = False  # a backend refused `x[t]`, t a 0-d int tensor: a graph break
 
     def tensor_dims(self, source, sizes):
         """Dimensions of `source` that differ from an earlier trace (now and for good)."""

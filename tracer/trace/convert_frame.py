@@ -129,11 +129,17 @@ def _loud_backend_error(e, code):
 def _learn_from_refusal(e, code, policy, leaves):
     """What a backend's failure on this trace's graph changes for the next trace of the code,
     if anything (True: trace again). SymFloat inputs it refused (inductor's and AOTAutograd's
-    lowering of some float ops) become constants; stock modules the graph held as leaves
-    (they could not be inlined) are called as Python, as torch.compile runs the RNNs."""
+    lowering of some float ops) become constants; `x[t]` by a 0-d int tensor, which it could
+    not retrace (torch_calls.scalar_index_stand_in), becomes a graph break; stock modules the
+    graph held as leaves (they could not be inlined) are called as Python, as torch.compile
+    runs the RNNs."""
     if policy.made_float_symbols:
         policy.frame.static_floats = True
         policy.frame.notes.append(f"backend refused symbolic floats ({e}): floats are constants")
+        return True
+    if policy.made_scalar_index:
+        policy.frame.no_scalar_index = True
+        policy.frame.notes.append(f"backend refused indexing by a 0-d tensor ({e}): a graph break")
         return True
     breaks = cache_for(code).leaf_breaks
     if leaves <= breaks:

@@ -17,7 +17,9 @@ from .dict_storage import DictStorage
 
 
 def lookup_type_attr(cls, name, start_after=None):
-    """Find `name` in cls.__mro__ (optionally after `start_after`, for super())."""
+    """Find `name` in cls.__mro__ (optionally after `start_after`, for super()): (entry,
+    owner), (None, None) when missing. The entry itself may be None (`flag = None` on the
+    class): whether the attribute exists is whether `owner` is None."""
     mro = cls.__mro__
     if start_after is not None:
         mro = mro[mro.index(start_after) + 1:]
@@ -256,7 +258,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
                 return builder.wrap(tx, getattr(obj, name), src)
             except AttributeError:
                 raise Unsupported(f"slot {name!r} is empty (the user code raises AttributeError)")
-        if attr is not None:
+        if owner is not None:  # (by the owner: a class attribute may be None, `flag = None`)
             if _binds(attr):
                 guard_class_lookup(tx, self, name, attr)
             return bind_class_attr(tx, attr, self, cls, src)
@@ -384,7 +386,7 @@ class ClassVariable(ObjectVariable):
         metaclass; the answer is guarded when the class came from a source."""
         if type(self.cls) not in (type, abc.ABCMeta):
             raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
-        found = lookup_type_attr(self.cls, name)[0] is not None or hasattr(type, name)
+        found = lookup_type_attr(self.cls, name)[1] is not None or hasattr(type, name)
         if self.source is not None:
             tx.guard(Predicate(self.source, _class_defines(name, found),
                                f"{'defines' if found else 'does not define'} {name!r}"))
@@ -396,14 +398,17 @@ class ClassVariable(ObjectVariable):
                 return autograd_function.AutogradFunctionApplyVariable(self.cls)
         # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
         # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
-        meta_attr, _ = lookup_type_attr(type(self.cls), name)
+        meta_attr, meta_owner = lookup_type_attr(type(self.cls), name)
         if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
             if name == "__dict__":
                 raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
-        if attr is None:
+        if owner is None:  # (not `attr is None`: `X = None` on the class is an attribute)
+            if meta_owner is not None and not _binds(meta_attr) and self.source is not None:
+                # plain data on the metaclass, read through the class (re-read by the guard)
+                return builder.wrap(tx, meta_attr, AttrSource(self.source, name))
             if meta_attr is None and self.source is not None:
                 tx.guard(Predicate.lacks_attr(self.source, name, f"has no attribute {name!r}"))
                 raise exceptions.user_error(AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")

@@ -156,6 +156,11 @@ class TensorVariable(Variable):
         return torch_calls.call_torch(tx, "call_method", name, [self, *args], kwargs)
 
     def getitem(self, tx, key):
+        if isinstance(key, sym.SymNodeVariable) and isinstance(key.value, torch.SymInt):
+            # x[i], i a symbolic int: indexing reads i through __index__, which specialises it
+            # (one entry per value); torch.select(x, 0, i) is the same view, i kept symbolic
+            select = torch_vars.TorchFunctionVariable(torch.select)
+            return select.call(tx, [self, ConstantVariable(0), key], {})
         return torch_calls.call_torch(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):

@@ -29,6 +29,12 @@ from .base import ConstantVariable, is_constant_value
 def call_torch(tx, kind, target, args, kwargs):
     node_args, fake_args = to_fx(args)
     node_kwargs, fake_kwargs = to_fx(kwargs)
+    if _is_indexing(kind, target) and len(fake_args) >= 2:
+        policy = tx.output.shapes.policy
+        stand_in = scalar_index_stand_in(fake_args[1]) if policy.scalar_index else fake_args[1]
+        if stand_in is not fake_args[1]:
+            policy.made_scalar_index = True
+            fake_args = [fake_args[0], stand_in, *fake_args[2:]]
     if kind == "call_function":
         fn = lambda: target(*fake_args, **fake_kwargs)  # noqa: E731
     else:
@@ -46,6 +52,39 @@ def call_torch(tx, kind, target, args, kwargs):
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
+
+
+_INDEXING_METHODS = ("__getitem__", "__setitem__")
+
+
+def _is_indexing(kind, target):
+    """`x[i]` or `x[i] = v` on a tensor (the operator or the Tensor method)."""
+    if kind == "call_function":
+        return target is operator.getitem or target is operator.setitem
+    return target in _INDEXING_METHODS
+
+
+def _is_scalar_int_index(t):
+    """A 0-d integer tensor: torch's indexing reads it as the int it holds (a select that
+    drops the dim, a view, negative values counting from the end), exactly as `x[int(t)]`
+    (ATen's applySlicing). Bool and uint8 0-d tensors are masks (a data-dependent size)."""
+    return (isinstance(t, torch.Tensor) and t.dim() == 0 and t.dtype not in (torch.bool, torch.uint8)
+            and not t.dtype.is_floating_point and not t.dtype.is_complex)
+
+
+def scalar_index_stand_in(key):
+    """The index the fake run of `x[key]` uses: each 0-d integer tensor in it is replaced by
+    the int 0. The graph node keeps the tensor (at run time the real `x[t]` reads its value,
+    as eager does: same view, same bounds check), but the fake `t` has no value: read, it is
+    a data-dependent scalar (`aten._local_scalar_dense`), the graph break this avoids. The
+    result's shape, dtype, strides and view-ness do not depend on which in-range int is
+    read, so the int 0 gives the fake result; a dimension of size 0 has no valid index, and
+    the fake run's IndexError is the graph break it should be (eager raises for any t)."""
+    if _is_scalar_int_index(key):
+        return 0
+    if type(key) is tuple and any(_is_scalar_int_index(k) for k in key):
+        return tuple(0 if _is_scalar_int_index(k) else k for k in key)
+    return key
 
 
 def _guard_query(tx, fn, name, args, kwargs, value):
