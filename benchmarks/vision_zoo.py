@@ -7,7 +7,8 @@ Needs the extra "vision" (`make install TORCH=2.14.1 EXTRAS=test,vision`). Each 
 through tests/zoo/harness.py's `check` (outputs and gradients equal eager's on the first call
 and on fresh inputs, graphs and breaks beside torch.compile's, both with backend "eager"), then
 its first call is timed: a fresh model, the tracer's first call and torch.compile's (after
-`torch._dynamo.reset()`), CPU time (time.process_time), torch._dynamo imported before timing.
+`torch._dynamo.reset()`; which goes first alternates from model to model), CPU time
+(time.process_time), torch._dynamo imported before timing.
 A model whose check fails is listed with the failure. Not part of the tests.
 """
 import os
@@ -29,12 +30,14 @@ import harness  # noqa: E402
 import vision_specs  # noqa: E402
 
 
-def first_calls(build, inputs, train):
-    """CPU seconds of the tracer's and torch.compile's first call on a fresh model each."""
+def first_calls(build, inputs, train, flip=False):
+    """CPU seconds of the tracer's and torch.compile's first call on a fresh model each
+    (`flip`: torch.compile first; main() alternates, so neither always inherits the other's
+    warmed caches)."""
     gen = torch.Generator().manual_seed(0)
     args, kwargs = inputs(gen, train)
-    out = []
-    for front in ("tracer", "torch.compile"):
+    out = {}
+    for front in (("torch.compile", "tracer") if flip else ("tracer", "torch.compile")):
         torch.manual_seed(0)
         model = build().train(train)
         harness.run(model, model, args, kwargs, train)  # eager warm-up (lazy init, allocator)
@@ -43,13 +46,13 @@ def first_calls(build, inputs, train):
         fn = tracer.compile(model) if front == "tracer" else torch.compile(model, backend="eager")
         t = time.process_time()
         harness.run(fn, model, args, kwargs, train)
-        out.append(time.process_time() - t)
+        out[front] = time.process_time() - t
     tracer.reset()
     torch._dynamo.reset()
-    return out
+    return out["tracer"], out["torch.compile"]
 
 
-def measure(name, mode):
+def measure(name, mode, flip=False):
     lib, family, build, inputs, _ = vision_specs.vision_specs()[name]
     train = mode == "train"
     row = dict(name=name, lib=lib, family=family, mode=mode)
@@ -60,7 +63,7 @@ def measure(name, mode):
         row.update(graphs=c.graphs, breaks=c.breaks, tc_graphs=c.tc_graphs, tc_breaks=c.tc_breaks,
                    fallbacks=c.fallbacks, warm=c.warm_frames, tc_warm=c.tc_warm_frames, ok="yes",
                    reasons=list(c.break_reasons.items()) + list(c.fallback_reasons.items()))
-        row["t_ours"], row["t_tc"] = first_calls(build, inputs, train)
+        row["t_ours"], row["t_tc"] = first_calls(build, inputs, train, flip)
     except Exception as e:  # a failed check is a row, not the end of the run
         row.update(ok=f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
         traceback.print_exc(limit=2)
@@ -113,7 +116,7 @@ def main(argv):
         for mode in modes:
             if mode == "train" and not specs[name][4]:
                 continue
-            r = measure(name, mode)
+            r = measure(name, mode, flip=len(rows) % 2 == 1)
             rows.append(r)
             print(r["name"], r["mode"], r["ok"], r.get("graphs"), r.get("tc_graphs"), flush=True)
     versions = (f"torch {torch.__version__}, " + ", ".join(
