@@ -23,7 +23,15 @@ TORCH  torch itself. The hook skips its frames (the module call machinery, funct
        fx, autograd, dynamo), except the `forward` of an `nn.Module` (`MODULE_DIRS`): stock
        modules' forward is model code, traced as `tracer.compile(model)` traces it. Traced
        code still inlines torch's Python functions the value model does not put in the graph,
-       and its namespaces are library namespaces.
+       and its namespaces are library namespaces. Only the package `torch` (and its
+       submodules, `torch._ops.torchvision` where a library's registered ops live) is torch:
+       packages whose names merely begin with "torch" (torchvision, torchaudio, torchtext,
+       torch_geometric...) are libraries written on top of it, user code to the tracer (their
+       Python functions are inlined, their objects are ordinary objects, their classes are
+       built symbolically), as torch.compile treats them; only their registered ops
+       (`torch.ops.torchvision.nms`) are torch's. `is_torch_module` / `is_torch_value` answer
+       this for every caller (a prefix test on the name once made torchvision's functions
+       opaque graph nodes and its objects unsupported values).
 
 UNTRACED_LIBRARIES  numpy, scipy, pandas, sympy, mpmath, networkx, PIL, matplotlib: libraries
        with no tensor programs inside. Never traced: the hook skips their frames, and inside a
@@ -98,17 +106,29 @@ LIBRARY_NAMESPACES = ("torch", "math", "operator", "functools", "itertools", "co
                       "typing", "dataclasses", "numbers")
 TOOLING = ("_pytest", "pluggy")
 
+_TORCH = frozenset(TORCH)
 _UNTRACED = frozenset(UNTRACED_LIBRARIES + UNTRACED_STDLIB)
 _NOT_CONSTRUCTED = frozenset(TORCH + UNTRACED_LIBRARIES + UNTRACED_STDLIB + NOT_CONSTRUCTED_STDLIB)
 _LIBRARY_NAMESPACES = frozenset(LIBRARY_NAMESPACES)
 
 
 def top_package(module_name):
-    """`numpy` for `numpy.linalg`; "" for None."""
-    return (module_name or "").split(".")[0]
+    """`numpy` for `numpy.linalg`; "" for None (or a `__module__` that is not a string)."""
+    return module_name.split(".")[0] if isinstance(module_name, str) else ""
 
 
 # ---- by module name (the value model) --------------------------------------------------------
+def is_torch_module(module_name):
+    """Code of this module is torch's (the package `torch`, not a package whose name begins with
+    "torch": torchvision is a library on top of it, user code here)."""
+    return top_package(module_name) in _TORCH
+
+
+def is_torch_value(value):
+    """A function, callable or class whose `__module__` is torch's."""
+    return is_torch_module(getattr(value, "__module__", None))
+
+
 def is_untraced_module(module_name):
     """Code of this module is never inlined: its callables and objects are opaque values."""
     return top_package(module_name) in _UNTRACED
