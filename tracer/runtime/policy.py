@@ -88,6 +88,11 @@ new_objects.py, torch_vars.py), the decisions were:
   module stays guarded by identity as before. dataclasses and numbers frames (inlined:
   `dataclasses.fields`, `dataclasses.replace`) now read their module's globals unguarded,
   like functools'.
+* builder.py (`_is_torch_callable`, the objects refused as torch values) and torch_vars.py
+  (is_compiling queries, autocast classes) tested `__module__.startswith("torch")`, which
+  took torchvision & co. for torch (torchvision's functions became opaque graph nodes whose
+  tuples had no graph meaning, its helper objects unsupported values, its callable objects
+  FX targets without a name): they ask is_torch_module / is_torch_value now.
 * _pytest and pluggy stay hook-only (TOOLING): they were skipped because their own frames ran
   under capture(), not because traced code calls them.
 """
