@@ -186,3 +186,64 @@ def test_torch_device_of_constants_is_a_constant(lib):
         return x + torch.arange(4, device=d)
 
     run(f, torch.randn(4))
+
+
+# ---- a library's registered ops (torch.ops.torchvision.nms / roi_align) ------------------------
+
+@torch.library.custom_op("tracer_tinylib::scale", mutates_args=())
+def _scale(x: torch.Tensor, k: float) -> torch.Tensor:
+    return x * k
+
+
+@_scale.register_fake
+def _(x, k):
+    return torch.empty_like(x)
+
+
+# (registered as torchvision registers nms: a schema, a kernel and a fake kernel; an op made
+# with torch.library.custom_op runs a dataclass __init__ of torch's under the hook)
+torch.library.define("tracer_tinylib::keep", "(Tensor x) -> Tensor")
+
+
+@torch.library.impl("tracer_tinylib::keep", "cpu")
+def _keep(x):
+    return torch.nonzero(x > 0).flatten()
+
+
+@torch.library.register_fake("tracer_tinylib::keep")
+def _(x):
+    n = torch.library.get_ctx().new_dynamic_size()
+    return x.new_empty((n,), dtype=torch.long)
+
+
+def test_library_op_is_a_graph_node():
+    """torch.ops.<library>.<op> is torch's (module torch._ops.<library>): one node."""
+    tracer.reset()
+
+    def f(x):
+        return torch.ops.tracer_tinylib.scale(x, 3.0) + 1
+
+    try:
+        run(f, torch.randn(4))
+    finally:
+        tracer.reset()
+
+
+def test_library_op_with_a_data_dependent_shape_is_a_clean_break():
+    """As torchvision's nms: its output size depends on the data, which fake tensors do not
+    have; a graph break that names the op (as torch.compile breaks), not an error."""
+    tracer.reset()
+
+    def f(x):
+        idx = torch.ops.tracer_tinylib.keep(x * 2)
+        return idx + 1
+
+    try:
+        c = tracer.compile(f)
+        x = torch.tensor([1.0, -1.0, 2.0, 0.0])
+        torch.testing.assert_close(c(x), f(x))
+        s = tracer.stats()
+        assert s.fallbacks == 0 and s.internal_errors == 0, f"{s}"
+        assert any("keep" in r for r in s.break_reasons), f"{s}"
+    finally:
+        tracer.reset()
