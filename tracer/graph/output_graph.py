@@ -195,7 +195,10 @@ class OutputGraph:
             tname = getattr(target, "__name__", str(target))
             raise Unsupported(f"{tname}: {spy.found} returns a Python value computed from tensor "
                               f"data (fake tensors only make one up)")
-        if op == "call_function" and not fx_can_name(target):
+        if op == "call_function" and (not isinstance(getattr(target, "__name__", None), str)
+                                      or not fx_can_name(target)):
+            # a callable object (no __name__: FX names a node after its target's) or one FX
+            # would name by a path that leads elsewhere: held as an object
             target = ByObject(target)
         node = self.graph.create_node(op, target, tuple(args), dict(kwargs))
         node.meta["example_value"] = example

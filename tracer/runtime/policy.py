@@ -23,7 +23,15 @@ TORCH  torch itself. The hook skips its frames (the module call machinery, funct
        fx, autograd, dynamo), except the `forward` of an `nn.Module` (`MODULE_DIRS`): stock
        modules' forward is model code, traced as `tracer.compile(model)` traces it. Traced
        code still inlines torch's Python functions the value model does not put in the graph,
-       and its namespaces are library namespaces.
+       and its namespaces are library namespaces. Only the package `torch` (and its
+       submodules, `torch._ops.torchvision` where a library's registered ops live) is torch:
+       packages whose names merely begin with "torch" (torchvision, torchaudio, torchtext,
+       torch_geometric...) are libraries written on top of it, user code to the tracer (their
+       Python functions are inlined, their objects are ordinary objects, their classes are
+       built symbolically), as torch.compile treats them; only their registered ops
+       (`torch.ops.torchvision.nms`) are torch's. `is_torch_module` / `is_torch_value` answer
+       this for every caller (a prefix test on the name once made torchvision's functions
+       opaque graph nodes and its objects unsupported values).
 
 UNTRACED_LIBRARIES  numpy, scipy, pandas, sympy, mpmath, networkx, PIL, matplotlib: libraries
        with no tensor programs inside. Never traced: the hook skips their frames, and inside a
@@ -91,6 +99,11 @@ new_objects.py, torch_vars.py), the decisions were:
   module stays guarded by identity as before. dataclasses and numbers frames (inlined:
   `dataclasses.fields`, `dataclasses.replace`) now read their module's globals unguarded,
   like functools'.
+* builder.py (`_is_torch_callable`, the objects refused as torch values) and torch_vars.py
+  (is_compiling queries, autocast classes) tested `__module__.startswith("torch")`, which
+  took torchvision & co. for torch (torchvision's functions became opaque graph nodes whose
+  tuples had no graph meaning, its helper objects unsupported values, its callable objects
+  FX targets without a name): they ask is_torch_module / is_torch_value now.
 * _pytest and pluggy stay hook-only (TOOLING): they were skipped because their own frames ran
   under capture(), not because traced code calls them.
 """
@@ -111,17 +124,29 @@ LIBRARY_NAMESPACES = ("torch", "math", "operator", "functools", "itertools", "co
 TOOLING = ("_pytest", "pluggy")
 ANNOTATIONS = ("typing", "typing_extensions")
 
+_TORCH = frozenset(TORCH)
 _UNTRACED = frozenset(UNTRACED_LIBRARIES + UNTRACED_STDLIB)
 _NOT_CONSTRUCTED = frozenset(TORCH + UNTRACED_LIBRARIES + UNTRACED_STDLIB + NOT_CONSTRUCTED_STDLIB)
 _LIBRARY_NAMESPACES = frozenset(LIBRARY_NAMESPACES)
 
 
 def top_package(module_name):
-    """`numpy` for `numpy.linalg`; "" for None."""
-    return (module_name or "").split(".")[0]
+    """`numpy` for `numpy.linalg`; "" for None (or a `__module__` that is not a string)."""
+    return module_name.split(".")[0] if isinstance(module_name, str) else ""
 
 
 # ---- by module name (the value model) --------------------------------------------------------
+def is_torch_module(module_name):
+    """Code of this module is torch's (the package `torch`, not a package whose name begins with
+    "torch": torchvision is a library on top of it, user code here)."""
+    return top_package(module_name) in _TORCH
+
+
+def is_torch_value(value):
+    """A function, callable or class whose `__module__` is torch's."""
+    return is_torch_module(getattr(value, "__module__", None))
+
+
 def is_untraced_module(module_name):
     """Code of this module is never inlined: its callables and objects are opaque values."""
     return top_package(module_name) in _UNTRACED

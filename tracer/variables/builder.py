@@ -56,12 +56,17 @@ _GRAD_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
 def _is_torch_callable(value):
-    mod = getattr(value, "__module__", None) or ""
+    """A function or callable of torch's (runtime/policy.py: the package `torch`, not
+    torchvision & co., whose functions are user code), not TorchDynamo's own, or a C method
+    of Tensor."""
+    mod = getattr(value, "__module__", None)
+    if not isinstance(mod, str):
+        mod = ""
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         self_obj = getattr(value, "__self__", None)
         if isinstance(self_obj, types.ModuleType):
             mod = mod or self_obj.__name__
-    if mod.startswith("torch") and not mod.startswith("torch._dynamo"):
+    if policy.is_torch_module(mod) and not mod.startswith("torch._dynamo"):
         return True
     return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
@@ -623,8 +628,8 @@ _TABLE = (
     (_C_FUNCTION_TYPES, _opaque),  # the C functions not modelled above
     ((BaseException, types.TracebackType), _opaque_object),
     (lambda v, t: policy.is_untraced_module(t.__module__), _opaque_object),
-    (lambda v, t: t.__module__.startswith("torch") and _is_context_manager(v), _opaque_object),
-    (lambda v, t: t.__module__ == "builtins" or t.__module__.startswith("torch"), _unsupported),
+    (lambda v, t: policy.is_torch_module(t.__module__) and _is_context_manager(v), _opaque_object),
+    (lambda v, t: t.__module__ == "builtins" or policy.is_torch_module(t.__module__), _unsupported),
     # (anything else: _user_object)
 )
 

@@ -212,6 +212,10 @@ class UserFunctionVariable(BaseFunctionVariable):
             raise Unsupported(f"function attribute {name!r}")
         if name == "__code__":
             return ConstantVariable(self.fn.__code__)
+        if name == "__class__":
+            # a function's class cannot be reassigned: no guard (torchvision's
+            # _log_api_usage_once(fn) reads fn.__class__.__name__ on every call)
+            return builder.wrap(tx, type(self.fn), None)
         try:
             value = getattr(self.fn, name)
         except AttributeError:

@@ -434,9 +434,13 @@ class ClassVariable(ObjectVariable):
     def call(self, tx, args, kwargs):
         if self.cls in _IMMUTABLE_INFO_CLASSES() and all(a.is_constant() for a in args) and \
                 all(v.is_constant() for v in kwargs.values()):
-            # torch.finfo(dtype)/iinfo(dtype): immutable facts about a constant dtype
-            return ConstantVariable(self.cls(*[a.as_constant() for a in args],
-                                             **{k: v.as_constant() for k, v in kwargs.items()}))
+            # torch.finfo(dtype)/iinfo(dtype): immutable facts about a constant dtype;
+            # torch.device("cpu"): an immutable value (a constant of the trace)
+            try:
+                return ConstantVariable(self.cls(*[a.as_constant() for a in args],
+                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise Unsupported(f"{self.cls.__name__}() raises {type(e).__name__} (the user code raises it)")
         if _is_plain_namedtuple(self.cls):
             import inspect
             try:
@@ -470,7 +474,7 @@ def _class_defines(name, found):
 
 def _IMMUTABLE_INFO_CLASSES():
     import torch
-    return (torch.finfo, torch.iinfo)
+    return (torch.finfo, torch.iinfo, torch.device)
 
 
 def _is_plain_namedtuple(cls):

@@ -70,7 +70,7 @@ class TorchFunctionVariable(ObjectVariable):
                 return GradModeVariable(mode, immediate=tx)
         if fn in (torch.is_grad_enabled,):
             return ConstantVariable(torch.is_grad_enabled())
-        if name in _COMPILING_QUERIES and (getattr(fn, "__module__", "") or "").startswith("torch"):
+        if name in _COMPILING_QUERIES and policy.is_torch_value(fn):
             # As under torch.compile: traced code takes the library's compile-friendly path.
             # Not in torch's own code: there it selects TorchDynamo workarounds whose results
             # differ from eager (nn.TransformerEncoder skips its nested-tensor path, which
@@ -184,7 +184,7 @@ def is_autocast_class(cls) -> bool:
     """torch.autocast (torch.amp.autocast) and its torch subclasses (torch.cpu.amp.autocast,
     torch.cuda.amp.autocast)."""
     return (isinstance(cls, type) and issubclass(cls, torch.amp.autocast)
-            and (cls.__module__ or "").startswith("torch."))
+            and policy.is_torch_value(cls))
 
 
 class AutocastVariable(ContextManagerVariable):
