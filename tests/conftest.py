@@ -33,6 +33,9 @@ config.verify_guards = True
 def pytest_configure(config):
     config.addinivalue_line("markers", "internal_errors: the test injects faults; tracer internal "
                                        "errors are expected and do not fail it")
+    config.addinivalue_line("markers", "loop_resumes: the test exercises breaks inside loop bodies traced "
+                                       "in resume functions (config.loop_resume_limit = LOOP_RESUME_LIMIT; "
+                                       "the default, 0, runs such a frame as Python)")
     config.addinivalue_line("markers", "one_version: tests nothing that differs between Python "
                                        "versions; runs on CPython 3.11 only (FRAMETRACER_ALL_VERSIONS=1: all)")
     try:  # tqdm (inductor's progress bars) starts a monitor thread whose objects come and go
@@ -63,6 +66,15 @@ def fresh_tracer():
     torch.manual_seed(0)
     yield
     tracer.reset()
+
+
+@pytest.fixture(autouse=True)
+def _loop_resumes(request, monkeypatch):
+    """`@pytest.mark.loop_resumes`: a break in a loop body is traced in resume functions for
+    LOOP_RESUME_LIMIT iterations, the machinery those tests check (TRACER_LOOP_RESUMES=8)."""
+    if request.node.get_closest_marker("loop_resumes"):
+        from tracer.rewrite.graph_break import LOOP_RESUME_LIMIT
+        monkeypatch.setattr(config, "loop_resume_limit", LOOP_RESUME_LIMIT)
 
 
 @pytest.fixture(autouse=True)

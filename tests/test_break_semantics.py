@@ -171,6 +171,7 @@ def test_exception_from_inlined_helper_at_break_reaches_caller_handler():
 SCALE = 2.0
 
 
+@pytest.mark.loop_resumes
 def test_global_write_in_loop_with_break_happens_once_per_iteration():
     """The issue's program and inputs. On the fifth call (an empty list extended in the frame,
     then iterated) the iterator handed to the resume function was positioned before the list
@@ -212,6 +213,7 @@ def test_iterator_over_list_extended_in_frame_keeps_its_position():
 
 
 @pytest.mark.parametrize("brk", ["print(e, file=SINK)", "bool((x > 0).any())", "int(np.int64(e))"])
+@pytest.mark.loop_resumes
 def test_container_and_global_writes_in_loop_with_break(brk):
     """Every write in a loop body that breaks happens once per iteration, in order."""
     src = f'''
@@ -261,6 +263,7 @@ def test_builtin_raising_on_constants_is_caught_by_traced_handler():
     assert s.graph_breaks == 0 and s.fallbacks == 0 and s.graphs >= 1
 
 
+@pytest.mark.loop_resumes
 def test_list_reached_through_an_exhausted_iterator_keeps_its_mutation():
     """Found by the fuzzer. The resume function after the first loop's last break gets the
     loop's iterator and the list; the list's Variable was reached through the iterator

@@ -39,6 +39,7 @@ def _all_ops(rec):
     return [op for g in rec.graphs for op in g]
 
 
+@pytest.mark.loop_resumes
 def test_print_inside_a_list_comprehension_keeps_the_frame_captured(capsys):
     def f(x, n):
         y = x.sin() + 1
@@ -58,6 +59,7 @@ def test_print_inside_a_list_comprehension_keeps_the_frame_captured(capsys):
 
 
 @pytest.mark.parametrize("kind", ["dict", "set"])
+@pytest.mark.loop_resumes
 def test_break_inside_dict_and_set_comprehensions(kind, capsys):
     def fd(x, keys):
         base = x.exp()
@@ -80,6 +82,7 @@ def test_break_inside_dict_and_set_comprehensions(kind, capsys):
         assert rec.graphs[0] == (["exp"] if kind == "dict" else ["sum"])
 
 
+@pytest.mark.loop_resumes
 def test_outer_loop_variable_is_restored_after_the_comprehension(capsys):
     def f(x, xs):
         i = 100  # shadowed by the comprehension's i, and back afterwards
@@ -92,6 +95,7 @@ def test_outer_loop_variable_is_restored_after_the_comprehension(capsys):
         assert c.entries[0].code is not None and "add" in _all_ops(rec)
 
 
+@pytest.mark.loop_resumes
 def test_comprehension_variable_unbound_before_and_after(capsys):
     """3.12+: k has no outer binding: LOAD_FAST_AND_CLEAR saves a NULL, restored after (k is
     unbound again), also across a break inside the comprehension."""
@@ -120,6 +124,7 @@ def test_comprehension_without_a_break_is_one_graph():
     assert len(rec.graphs) == 1 and rec.graphs[0].count("mul") == 3 and rec.graphs[0].count("cos") == 3
 
 
+@pytest.mark.loop_resumes
 def test_nested_comprehensions_with_a_break_in_the_inner_one(capsys):
     def f(x, n):
         y = x.tanh()

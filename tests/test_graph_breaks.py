@@ -194,6 +194,7 @@ def test_key_error_caught_by_the_users_except_is_traced():
     assert all(e.breaks == [] for e in c.entries)
 
 
+@pytest.mark.loop_resumes
 def test_break_in_a_for_loop_over_range():
     def f(x, n):
         out = []
@@ -208,6 +209,7 @@ def test_break_in_a_for_loop_over_range():
     assert len(rec.graphs) == 4
 
 
+@pytest.mark.loop_resumes
 def test_break_in_a_for_loop_over_a_list_of_tensors():
     def f(xs):
         total = xs[0] * 0
@@ -449,3 +451,30 @@ def test_a_break_in_every_iteration_of_a_long_loop_does_not_nest_frames():
     assert s.graphs - before.graphs >= 1 and s.graph_breaks - before.graph_breaks >= 1
     again = tracer.compile(f)(x)
     assert torch.equal(again[0], expected[0]) and again[1] == 3000
+
+
+def test_a_break_in_a_loop_body_runs_the_frame_as_python_and_compiles_its_callee_once():
+    """The default (config.loop_resume_limit = 0, as TorchDynamo): a sampling loop whose body
+    breaks runs as Python, and the model it calls is traced as a frame of its own: one graph,
+    one entry, reused by every iteration (it used to be one copy per iteration, 8 of them)."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+
+    def sample(x, steps):
+        for t in range(steps):
+            x = x - 0.1 * net(x)
+            print(end="")  # a graph break in the body
+        return x
+
+    c = tracer.compile(sample)
+    before = tracer.stats()
+    x = torch.randn(2, 4)
+    with torch.no_grad():  # (as samplers run)
+        assert torch.allclose(c(x, 20), sample(x, 20))
+    s = tracer.stats()
+    graphs = [e.frame for e in s.of("graph")[-(s.graphs - before.graphs):]]
+    assert graphs == ["Sequential.forward"], graphs  # the loop frame made no graph
+    assert s.fallbacks - before.fallbacks == 1 and "a break inside a loop" in " ".join(s.fallback_reasons)
+    traced = s.frames_traced
+    with torch.no_grad():
+        assert torch.allclose(c(torch.ones(2, 4), 20), sample(torch.ones(2, 4), 20))
+    assert tracer.stats().frames_traced == traced  # warm: nothing traced again

@@ -148,6 +148,7 @@ def _under_capture(fn):
 
 @pytest.mark.parametrize("road", ["compile", "capture"])
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+@pytest.mark.loop_resumes
 def test_values_die_with_the_call(fn, road, fresh_tracer):
     """Through `tracer.compile` and through the frame hook (`tracer.capture()`), which reach
     the same convert_frame by two roads."""

@@ -153,6 +153,7 @@ def test_custom_op_python_kernel_is_not_traced_when_the_graph_runs():
 
 # ---- a break in every iteration of a long loop ---------------------------------------------------
 
+@pytest.mark.loop_resumes
 def test_break_in_a_long_loop_is_bounded():
     def f(x):
         for _ in range(300):
@@ -168,6 +169,7 @@ def test_break_in_a_long_loop_is_bounded():
     assert s.fallbacks - before.fallbacks == 1
 
 
+@pytest.mark.loop_resumes
 def test_several_breaks_per_iteration_count_iterations_not_breaks():
     """Three breaks in each iteration: the loop is captured for LOOP_RESUME_LIMIT iterations
     (one resume per break, none calling itself), then the rest runs as Python. The limit
@@ -198,6 +200,7 @@ def test_several_breaks_per_iteration_count_iterations_not_breaks():
     assert tracer.stats().frames_traced == traced
 
 
+@pytest.mark.loop_resumes
 def test_many_breaks_in_one_loop_body_nest_a_bounded_number_of_frames():
     """A body with 40 breaks reaches LOOP_NEST_LIMIT resume frames before LOOP_RESUME_LIMIT
     iterations: the nesting stays far below the recursion limit."""

@@ -298,6 +298,7 @@ def test_nested_function_with_annotations(capsys):
     assert c.entries[0].code is not None and tracer.stats().fallbacks == 0
 
 
+@pytest.mark.loop_resumes
 def test_loops_yield_from_and_star_calls_keep_their_stack_layout(capsys):
     """3.15 keeps an iterator as two stack entries (GET_ITER pushes [iterator, index | NULL],
     POP_ITER drops both, SEND sees the pair below the value); 3.14 always has CALL_FUNCTION_EX's

@@ -115,6 +115,7 @@ def _loops_mutating_their_list():
 
 
 @pytest.mark.parametrize("fn", _loops_mutating_their_list(), ids=lambda f: f.__name__)
+@pytest.mark.loop_resumes
 def test_loop_over_a_list_sees_its_mutation(fn, capsys):
     """Iterating a list snapshot its items at GET_ITER/zip/enumerate: a loop that popped
     from the list it iterated ran too many times (fuzz seed 100413: wrong result and list)."""
@@ -336,6 +337,7 @@ def f(x, y, n, s, lst, d):
     assert "share memory" in tr.of("break")[0].reason, str(tr)
 
 
+@pytest.mark.loop_resumes
 def test_fuzz_seed_920003():
     """A frame that breaks at an in-place write with autograd history (a relu_ on a view):
     the exceptions the trace raised and handled held its Python frames in a cycle with the

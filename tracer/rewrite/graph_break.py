@@ -32,6 +32,7 @@ from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_r
 
 from .codegen import EXIT, GRAPH_OUT, INSTRUCTION, READS, CodeGen, emit_stores, side_effect_values
 from ..exc import Unsupported
+from ..runtime import config
 from ..variables.exceptions import ExcInfoSlot, OuterException
 from ..variables.generators import holders_of_pending_generators
 from ..variables.stack_values import NullVariable
@@ -125,11 +126,13 @@ def loop_depth(code, target):
     chain must all differ: `iterations` grows when the break is at or before the place the
     resume started (the trace went round the loop), otherwise a later place in the body
     keeps it, so within one iteration count the targets strictly increase and no code
-    repeats. A chain stops at LOOP_RESUME_LIMIT iterations (or LOOP_NEST_LIMIT resumes):
-    then the frame refuses the break and runs as Python (its calls still traced). The limit
-    counts iterations, not breaks, so a body with three breaks is captured as often as one
-    with a single break. TorchDynamo runs the whole frame as Python at the first break in a
-    loop."""
+    repeats. A chain stops at config.loop_resume_limit iterations (or LOOP_NEST_LIMIT
+    resumes): then the frame refuses the break and runs as Python (its calls still traced).
+    The limit counts iterations, not breaks, so a body with three breaks is captured as often
+    as one with a single break. Its default is 0, TorchDynamo's choice (the whole frame runs
+    as Python at the first break in a loop): a model called in a sampling loop or a per-image
+    list comprehension is then one entry of its own, reused by every iteration, instead of
+    one copy of its graph per iteration."""
     origin = resume_origin(code)
     if origin is not None:
         orig, index_map = origin
@@ -147,8 +150,11 @@ def loop_limit_reason(code, target):
     """Why a break at `target` must not nest another resume function of its loop (None: it
     may); see loop_depth."""
     iterations, resumes = loop_depth(code, target)
-    if iterations > LOOP_RESUME_LIMIT:
-        return (f"a break in each iteration of a loop: after {LOOP_RESUME_LIMIT} iterations "
+    limit = config.loop_resume_limit
+    if iterations > limit:
+        if not limit:
+            return "a break inside a loop: the frame runs as Python, its calls traced (as TorchDynamo)"
+        return (f"a break in each iteration of a loop: after {limit} iterations "
                 f"the rest runs as Python, its calls traced")
     if resumes > LOOP_NEST_LIMIT:
         return (f"{LOOP_NEST_LIMIT} breaks in one loop: the rest runs as Python, its calls "
@@ -167,7 +173,7 @@ def _same_loop(instrs, a, b):
 # repeated calls and recompiles reuse them, so their own caches hit.
 _RESUME_CACHE = PerCode()
 _LOOP_DEPTH = PerCode()  # resume code -> loop_depth it was made for
-LOOP_RESUME_LIMIT = 8
+LOOP_RESUME_LIMIT = 8  # (the value tests set config.loop_resume_limit to; TRACER_LOOP_RESUMES)
 LOOP_NEST_LIMIT = 64  # resume frames one loop may nest (far below the recursion limit)
 
 

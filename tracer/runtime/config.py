@@ -38,6 +38,11 @@ inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
 recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
+# A graph break inside a loop body: 0 (the default, as TorchDynamo) runs the frame as Python
+# and traces its calls as frames of their own, so a model called in the loop is one cache
+# entry reused by every iteration; N > 0 traces the first N iterations in resume functions
+# (more of the loop's own ops captured, one copy of the body's graph per iteration).
+loop_resume_limit = int(os.environ.get("TRACER_LOOP_RESUMES", "") or 0)
 
 # Limits of one trace (constants, not switches).
 MAX_INLINE_DEPTH = 32  # nested inlined calls (recursion is a graph break past this)
