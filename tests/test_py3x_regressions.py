@@ -235,6 +235,7 @@ def test_inlined_any_and_all_over_a_generator(capsys):
     assert tracer.stats().graph_breaks == 0 and tracer.stats().fallbacks == 0
 
 
+@pytest.mark.loop_resumes
 def test_with_blocks_and_a_break_inside_one(capsys):
     """3.14 enters a `with` by LOAD_SPECIAL __exit__ / __enter__ and keeps [exit, self | NULL] on
     the stack; a break inside the block rebuilds both, and an exception in the block reaches

@@ -35,6 +35,7 @@ def f(x, y, n, s, lst, d):
     assert rep.ops >= 3 and rep.graph_breaks == 0 and rep.warm_hits == rep.warm_calls == 2
 
 
+@pytest.mark.loop_resumes
 def test_resume_function_uses_the_running_frames_globals():
     """One code object exec'd into two namespaces shares one cache entry; the resume function
     after a graph break was a constant bound to the *first* namespace's globals, so the
@@ -175,6 +176,7 @@ def test_locals_read_after_a_break():
 
 
 # ---- found by the fuzzer's new shapes (issue 16) ---------------------------------------------
+@pytest.mark.loop_resumes
 def test_builtin_raising_on_constants_is_the_users_exception():
     """`len(n)` of an int was an internal error (the builtin's implementation raised TypeError
     inside the tracer, and the frame ran as Python): it is the user's TypeError, with CPython's
@@ -195,6 +197,7 @@ def f(x, y, n, s, lst, d):
     assert rep.graph_breaks == 1  # the print in the handler; the TypeError itself is traced
 
 
+@pytest.mark.loop_resumes
 def test_subscript_of_a_constant_raising_is_the_users_exception():
     """`x.shape[0]` of a 0-d tensor (seed 100047) was an internal error (IndexError inside the
     tracer): it is the user's IndexError, catchable, or raised with CPython's message."""
