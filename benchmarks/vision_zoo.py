@@ -104,7 +104,8 @@ def family_table(rows):
 
 
 def main(argv):
-    names = [a for a in argv if not a.startswith("--")]
+    values = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--modes", "--out")}
+    names = [a for a in argv if not a.startswith("--") and a not in values]
     specs = vision_specs.vision_specs()
     if not specs:
         sys.exit("vision_zoo: torchvision, timm and diffusers are not installed (the extra 'vision')")
