@@ -432,6 +432,7 @@ def test_a_break_does_not_keep_dead_values_alive():
     assert c.entries[0].code is not None and len(c.entries[0].breaks) == 1, c.entries[0].reason
 
 
+@pytest.mark.loop_resumes
 def test_a_break_in_every_iteration_of_a_long_loop_does_not_nest_frames():
     """Each iteration breaks at the same place: the resume function would call itself once
     per iteration (RecursionError after ~1000). The resume runs its loop as Python instead."""
