@@ -14,8 +14,11 @@ they are checked with `warm="like_tc"` (no more frames traced again than torch.c
 compiles again on the same calls).
 """
 import os
+import warnings
 
 import pytest
+
+import tracer
 
 import harness  # noqa: E402  (tests/zoo is on sys.path: pytest's rootdir-relative import)
 import vision_specs  # noqa: E402
@@ -31,8 +34,16 @@ KNOWN_SPLITS = {
                                       "break per call (torch.compile traces NumPy as tensors: issue 35)",
     ("tv_maskrcnn", "eval"): "64 graphs to 44: paste_mask_in_image runs per mask, with int() of box "
                              "coordinates and max(tensor, 0) giving an int or a tensor by value; its "
-                             "resume functions retrace per mask",
+                             "resume functions retrace per mask until the recompile limit",
+    ("tv_retinanet", "eval"): "9 graphs to 5: the per-image comprehension frames are traced on their "
+                              "own and retrace once per image (the index they capture is guarded by "
+                              "value); torch.compile skips frames with no tensor in their locals",
 }
+# Frames run as Python for a reason of their own, per model (paste_mask_in_image writes a slice
+# whose bounds come from int() of box coordinates).
+KNOWN_FALLBACKS = {("tv_maskrcnn", "eval"): ("slice with non-constant bounds",)}
+# Where the recompile limit is reached (the frame then runs as Python, with the warning).
+KNOWN_LIMITS = {("tv_maskrcnn", "eval")}
 # Detectors whose warm calls on fresh images trace more frames again than torch.compile
 # compiles again (each frame after nms/nonzero retraces once when a data-dependent size first
 # changes, as automatic dynamic does in both; we have more such frames). Bounded at 3x.
@@ -59,15 +70,19 @@ def test_vision_model(name, mode):
     model = build()
     train = mode == "train"
     detection = family == "detection"
-    counts = harness.check(model, lambda gen: inputs(gen, train), train=train,
-                           warm="like_tc" if detection else True, atol=1e-4, rtol=1e-3)
+    with warnings.catch_warnings():
+        if (name, mode) in KNOWN_LIMITS:
+            warnings.simplefilter("ignore", tracer.RecompileLimitWarning)
+        counts = harness.check(model, lambda gen: inputs(gen, train), train=train,
+                               warm="like_tc" if detection else True, atol=1e-4, rtol=1e-3)
     known = (name, mode) in KNOWN_SPLITS
     assert counts.graphs <= counts.tc_graphs or known, str(counts)
     # frames run as Python: only those with a break inside a loop (as torch.compile runs them)
     # and the detectors' lazy iterators: a `for` over zip() that breaks, and a 3.11
     # comprehension frame whose iterator argument is an enumerate object (LAZY_ITERATORS)
     other = {r: n for r, n in counts.fallback_reasons.items()
-             if "a break inside a loop" not in r and not any(k in r for k in LAZY_ITERATORS)}
+             if "a break inside a loop" not in r
+             and not any(k in r for k in LAZY_ITERATORS + KNOWN_FALLBACKS.get((name, mode), ()))}
     assert not other, str(counts)
     if detection:
         allowed = 3 * counts.tc_warm_frames if (name, mode) in KNOWN_RETRACES else counts.tc_warm_frames
