@@ -88,8 +88,9 @@ def layout(nodes):
     for n in nodes:
         layers.setdefault(layer[n], []).append(n)
     order = {n: i for i, n in enumerate(nodes)}
-    sizes = {n: (max(len(s) for s in label_lines(n)) * CHAR_W + 2 * PAD, len(label_lines(n)) * LINE_H + 2 * PAD)
-             for n in nodes}
+    labels = {n: label_lines(n) for n in nodes}
+    sizes = {n: (max(len(s) for s in lines) * CHAR_W + 2 * PAD, len(lines) * LINE_H + 2 * PAD)
+             for n, lines in labels.items()}
     for _sweep in range(2):  # barycentre ordering: a node near the mean position of its inputs
         for k in sorted(layers):
             pos = {}

@@ -145,8 +145,9 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
     """What `obj.attr` gives when attr was found on the class."""
     if isinstance(attr, types.FunctionType):
         modelled = getattr(obj_var, "modelled_method", None)  # a method the value model answers itself
-        if modelled is not None and modelled(attr) is not None:
-            return modelled(attr)
+        answer = modelled(attr) if modelled is not None else None
+        if answer is not None:
+            return answer
         return functions.BoundMethodVariable(functions.UserFunctionVariable(attr), obj_var)
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
         return ClassVariable(cls, ConstSource(cls))
