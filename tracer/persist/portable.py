@@ -1,0 +1,308 @@
+"""Descriptions of live objects that another process can rebuild: the codec of the disk cache.
+
+Why not pickle: a cache entry's constants and guards hold functions, classes, module dicts,
+torch ops and dtypes, and a few of the tracer's own objects (the compiled graph, the rerun
+machinery). Pickle would also write whatever else it is handed (a user's tensor, a closure's
+state) and run arbitrary code to read it back. Here an object is written only as *where to find
+it again* (a module and a qualified name, an attribute of something found so, an op's name)
+or as a plain value, and every description is read back in the writing process and compared
+(`is`, or exact equality for values) before it is used: what cannot be described exactly is
+`Unportable`, with the reason, and the entry holding it is not saved (rule 1: a guard set that
+dropped a guard is never written).
+
+A description is a marshal-able value: None, bool, int, float, complex, str, bytes inline;
+everything else a tuple whose first item is a tag (TAGS below).
+
+Staleness: a description names an object, not its contents. The modules it names (`Writer.deps`)
+are recorded with a digest of their source file (store.py), so an edited helper function, model
+class or library file makes the entry unloadable; torch and the standard library are covered by
+their versions, which are part of every key.
+"""
+import enum
+import importlib
+import marshal
+import sys
+import types
+
+import torch
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+class Unportable(Exception):
+    """An object with no description another process can rebuild exactly."""
+
+
+class Stale(Exception):
+    """A description that no longer names what it named when written (reading only)."""
+
+
+# type -> (tag, describe(writer, obj) -> payload); tag -> rebuild(reader, payload). Other
+# modules of this package register the tracer's own objects (graphs, the rerun machinery).
+_EXT_WRITERS = {}
+_EXT_READERS = {}
+
+
+def register(typ, tag, write, read):
+    _EXT_WRITERS[typ] = (tag, write)
+    _EXT_READERS[tag] = read
+
+
+def _torch_names():
+    """torch's singleton descriptors (dtypes, layouts, memory formats, qschemes) by identity."""
+    out = {}
+    for name in dir(torch):
+        v = getattr(torch, name, None)
+        if isinstance(v, (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)):
+            out.setdefault(id(v), name)
+    return out
+
+
+_TORCH_NAMES = {}
+_MODULE_DICTS = {}  # id(module.__dict__) -> module name
+_MODULES_SEEN = [0]  # len(sys.modules) when _MODULE_DICTS was made
+
+
+def _module_of_dict(d):
+    """The name of the module whose globals `d` is, or None (the map is rebuilt when modules
+    were imported since it was made)."""
+    if _MODULES_SEEN[0] != len(sys.modules):
+        _MODULE_DICTS.clear()
+        for name, m in list(sys.modules.items()):
+            if isinstance(m, types.ModuleType):
+                _MODULE_DICTS[id(m.__dict__)] = name
+        _MODULES_SEEN[0] = len(sys.modules)
+    name = _MODULE_DICTS.get(id(d))
+    if name is not None and getattr(sys.modules.get(name), "__dict__", None) is d:
+        return name
+    return None
+
+
+class Writer:
+    """Describes objects; `deps` collects the names of the modules the descriptions read."""
+
+    def __init__(self):
+        self.deps = set()
+        self._memo = {}
+
+    def write(self, obj):
+        t = type(obj)
+        if t in _SCALARS:
+            return obj
+        key = id(obj)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        desc = self._describe(obj, t)
+        self._memo[key] = (obj, desc)
+        return desc
+
+    def _describe(self, obj, t):
+        if t is tuple:
+            return ("T", tuple(self.write(v) for v in obj))
+        if t is list:
+            return ("L", tuple(self.write(v) for v in obj))
+        if t is dict:
+            name = _module_of_dict(obj)  # a module's globals: by name (guard sources read them)
+            if name is not None:
+                self.deps.add(name)
+                return ("G", name)
+            return ("D", tuple((self.write(k), self.write(v)) for k, v in obj.items()))
+        if t is frozenset:
+            return ("F", tuple(self.write(v) for v in obj))
+        if t is slice:
+            return ("sl", self.write(obj.start), self.write(obj.stop), self.write(obj.step))
+        if obj is Ellipsis:
+            return ("E",)
+        if obj is NotImplemented:
+            return ("NI",)
+        ext = _EXT_WRITERS.get(t)
+        if ext is not None:
+            tag, write = ext
+            return ("X", tag, write(self, obj))
+        if t is types.CodeType:
+            return self._code(obj)
+        if t is torch.device:
+            return ("dev", str(obj))
+        if t is torch.Size:
+            return ("Sz", tuple(int(v) for v in obj))
+        if t is types.ModuleType:
+            return self._checked(obj, ("M", obj.__name__))
+        desc = self._found(obj, t)
+        if desc is None:
+            raise Unportable(f"{t.__module__}.{t.__qualname__} object {_short(obj)} has no importable name")
+        return self._checked(obj, desc)
+
+    def _found(self, obj, t):
+        """Where `obj` can be found again, or None."""
+        if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)):
+            if not _TORCH_NAMES:
+                _TORCH_NAMES.update(_torch_names())
+            name = _TORCH_NAMES.get(id(obj))
+            return None if name is None else ("A", ("M", "torch"), name)
+        if isinstance(obj, torch._ops.OpOverload):
+            return ("op", obj._schema.name, obj._overloadname)
+        if isinstance(obj, torch._ops.OpOverloadPacket):
+            return ("opp", obj._qualified_op_name)
+        if isinstance(obj, enum.Enum):
+            return ("A", self.write(t), obj.name)
+        objclass = getattr(obj, "__objclass__", None)
+        if isinstance(objclass, type) and isinstance(getattr(obj, "__name__", None), str):
+            return ("C", self.write(objclass), obj.__name__)  # a slot wrapper, a method descriptor
+        owner = getattr(obj, "__self__", None)
+        if owner is not None and not isinstance(owner, types.ModuleType) and \
+                isinstance(getattr(obj, "__name__", None), str):
+            return ("B", self.write(owner), obj.__name__)  # a bound builtin: dict.__new__
+        module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+            return ("R", module, qualname)
+        return self._class_entry(obj)
+
+    def _class_entry(self, obj):
+        """A raw class-dict entry (property, staticmethod, classmethod...) by its owner's name."""
+        for attr in ("fget", "__func__", "__wrapped__"):
+            inner = getattr(obj, attr, None)
+            qn = getattr(inner, "__qualname__", None)
+            module = getattr(inner, "__module__", None)
+            if isinstance(qn, str) and isinstance(module, str) and "." in qn and "<" not in qn:
+                owner, name = qn.rsplit(".", 1)
+                return ("C", ("R", module, owner), name)
+        return None
+
+    def _code(self, code):
+        consts = tuple(self.write(c) for c in code.co_consts)
+        bare = code.replace(co_consts=(None,) * len(code.co_consts))
+        return ("code", marshal.dumps(bare), consts)
+
+    def _checked(self, obj, desc):
+        """`desc`, read back here: it must give `obj` itself."""
+        try:
+            back = Reader().read(desc)
+        except Exception as e:  # noqa: BLE001 - any failure to find it again is the answer
+            raise Unportable(f"{_short(obj)} cannot be found again by its name ({type(e).__name__}: {e})") from None
+        if back is not obj and not (type(obj) is torch.device and back == obj):
+            raise Unportable(f"{_short(obj)} is not what its name {_spell(desc)} finds")
+        self._note_deps(desc)
+        return desc
+
+    def _note_deps(self, desc):
+        tag = desc[0]
+        if tag in ("M", "G", "R"):
+            self.deps.add(desc[1])
+        for part in desc[1:]:
+            if type(part) is tuple and part and type(part[0]) is str:
+                self._note_deps(part)
+
+
+class Reader:
+    """Rebuilds described objects. Raises Stale when a name no longer finds anything."""
+
+    def __init__(self):
+        self._memo = {}
+
+    def read(self, desc):
+        if type(desc) is not tuple:
+            return desc
+        key = id(desc)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is desc:
+            return hit[1]
+        obj = self._rebuild(desc)
+        self._memo[key] = (desc, obj)
+        return obj
+
+    def _rebuild(self, desc):
+        tag = desc[0]
+        r = self.read
+        if tag == "T":
+            return tuple(r(v) for v in desc[1])
+        if tag == "L":
+            return [r(v) for v in desc[1]]
+        if tag == "D":
+            return {r(k): r(v) for k, v in desc[1]}
+        if tag == "F":
+            return frozenset(r(v) for v in desc[1])
+        if tag == "sl":
+            return slice(r(desc[1]), r(desc[2]), r(desc[3]))
+        if tag == "E":
+            return Ellipsis
+        if tag == "NI":
+            return NotImplemented
+        if tag == "X":
+            return _EXT_READERS[desc[1]](self, desc[2])
+        if tag == "code":
+            bare = marshal.loads(desc[1])
+            return bare.replace(co_consts=tuple(r(c) for c in desc[2]))
+        if tag == "dev":
+            return torch.device(desc[1])
+        if tag == "Sz":
+            return torch.Size(desc[1])
+        if tag == "M":
+            return _import(desc[1])
+        if tag == "G":
+            return vars(_import(desc[1]))
+        if tag == "R":
+            obj = _import(desc[1])
+            for part in desc[2].split("."):
+                obj = _getattr(obj, part)
+            return obj
+        if tag == "A":
+            return _getattr(r(desc[1]), desc[2])
+        if tag == "C":
+            owner = r(desc[1])
+            try:
+                return vars(owner)[desc[2]]
+            except (KeyError, TypeError):
+                raise Stale(f"{_spell(desc)}: no such class entry") from None
+        if tag == "B":
+            return _getattr(r(desc[1]), desc[2])
+        if tag == "op":
+            ns, name = desc[1].split("::", 1)
+            packet = _getattr(getattr(torch.ops, ns), name)
+            return _getattr(packet, desc[2] or "default")
+        if tag == "opp":
+            ns, name = desc[1].split("::", 1)
+            return _getattr(getattr(torch.ops, ns), name)
+        raise Stale(f"unknown description tag {tag!r}")
+
+
+def _import(name):
+    try:
+        return sys.modules.get(name) or importlib.import_module(name)
+    except Exception as e:  # noqa: BLE001 - a module that no longer imports is stale
+        raise Stale(f"module {name} does not import ({type(e).__name__}: {e})") from None
+
+
+def _getattr(obj, name):
+    try:
+        return getattr(obj, name)
+    except Exception as e:  # noqa: BLE001
+        raise Stale(f"{_short(obj)} has no attribute {name!r} ({type(e).__name__})") from None
+
+
+def _short(obj):
+    try:
+        r = repr(obj)
+    except Exception:  # noqa: BLE001 - a user repr that raises
+        r = f"<{type(obj).__name__}>"
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _spell(desc):
+    if type(desc) is not tuple:
+        return repr(desc)
+    tag = desc[0]
+    if tag == "R":
+        return f"{desc[1]}.{desc[2]}"
+    if tag in ("M", "G"):
+        return desc[1]
+    if tag in ("A", "B"):
+        return f"{_spell(desc[1])}.{desc[2]}"
+    if tag == "C":
+        return f"{_spell(desc[1])}.__dict__[{desc[2]!r}]"
+    return tag
+
+
+def spell(desc):
+    """A description in words (tracer-dump --cache, reasons)."""
+    return _spell(desc)
