@@ -355,6 +355,8 @@ class Predicate(Guard):
     ``kind`` (set only by the constructors below, which build ``fn`` from ``arg`` themselves)
     says what ``fn`` reads, so the C check (fastpath.py) can tell when its answer cannot have
     changed and equal predicates deduplicate; a Predicate without a kind is re-run every call.
+    ``maker`` (``Predicate.made``): a module-level function with ``fn == maker(*arg)``, so
+    that another process can make ``fn`` again (the disk cache, tracer/persist/).
     """
 
     source: Source
@@ -362,6 +364,7 @@ class Predicate(Guard):
     description: str
     kind: str | None = None
     arg: tuple = ()
+    maker: Callable[..., Callable[[Any], bool]] | None = None
 
     def _key(self):
         if self.kind is not None:
@@ -373,6 +376,12 @@ class Predicate(Guard):
 
     def describe(self):
         return f"{self.source.name()}: {self.description}"
+
+    @classmethod
+    def made(cls, source: Source, maker, arg: tuple, description: str) -> "Predicate":
+        """``maker(*arg)(v)`` is true: a check without a kind of its own (re-run every call)
+        that another process can rebuild from its maker's name and plain arguments."""
+        return cls(source, maker(*arg), description, None, tuple(arg), maker)
 
     @classmethod
     def key_absent(cls, source: Source, key: Any, description: str) -> "Predicate":

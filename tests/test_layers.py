@@ -27,6 +27,7 @@ FUNCTION_LEVEL_BUDGET = 60
 # (layer, rank): an import may only go to the same rank or a larger one
 LAYERS = [
     ("tracer", 1),             # the face: tracer/*.py and the tracer-dump CLI (tracer/tools/)
+    ("tracer.persist", 1.5),   # the disk cache: above the trace's output, below the face
     ("tracer.trace", 2),
     ("tracer.rewrite", 3),
     ("tracer.variables", 4),

@@ -19,6 +19,8 @@ from .runtime.frame_hook import disable
 from .exc import BackendError, FullGraphError, Unsupported
 from .graph.shapes import mark_dynamic, mark_static
 from .runtime import config, logs as _logs
+from .runtime import cache as _cache
+from .persist.store import Store as _Store
 # Every module of the tracer is imported now, none lazily while a frame is being traced: an
 # import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
 # must not touch (capture() tracing pytest's import hook saw the hook's cache change under
@@ -26,6 +28,7 @@ from .runtime import config, logs as _logs
 from .variables import builtins_impl as _builtins_impl  # noqa: E402,F401
 from .variables import new_objects as _new_objects  # noqa: E402,F401
 
+_cache.OPEN_STORE[0] = _Store  # the disk cache (config.cache_dir, TRACER_CACHE_DIR)
 _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompiles
 
 __all__ = ["config", "compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",

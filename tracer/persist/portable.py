@@ -19,6 +19,7 @@ class or library file makes the entry unloadable; torch and the standard library
 their versions, which are part of every key.
 """
 import enum
+import hashlib
 import importlib
 import marshal
 import sys
@@ -84,6 +85,7 @@ class Writer:
     def __init__(self):
         self.deps = set()
         self._memo = {}
+        self._busy = set()
 
     def write(self, obj):
         t = type(obj)
@@ -128,35 +130,58 @@ class Writer:
             return ("Sz", tuple(int(v) for v in obj))
         if t is types.ModuleType:
             return self._checked(obj, ("M", obj.__name__))
-        desc = self._found(obj, t)
-        if desc is None:
-            raise Unportable(f"{t.__module__}.{t.__qualname__} object {_short(obj)} has no importable name")
-        return self._checked(obj, desc)
+        if id(obj) in self._busy:  # (an object reached again while describing itself)
+            raise Unportable(f"{_short(obj)} is only found through itself")
+        self._busy.add(id(obj))
+        try:
+            last = None
+            for desc in self._candidates(obj, t):
+                try:
+                    return self._checked(obj, desc)
+                except Unportable as e:
+                    last = e
+        finally:
+            self._busy.discard(id(obj))
+        if last is not None:
+            raise last
+        raise Unportable(f"{t.__module__}.{t.__qualname__} object {_short(obj)} has no importable name")
 
-    def _found(self, obj, t):
-        """Where `obj` can be found again, or None."""
+    def _candidates(self, obj, t):
+        """Where `obj` may be found again, most likely first (each is verified by _checked)."""
         if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format, torch.qscheme)):
             if not _TORCH_NAMES:
                 _TORCH_NAMES.update(_torch_names())
             name = _TORCH_NAMES.get(id(obj))
-            return None if name is None else ("A", ("M", "torch"), name)
+            if name is not None:
+                yield ("A", ("M", "torch"), name)
+            return
         if isinstance(obj, torch._ops.OpOverload):
-            return ("op", obj._schema.name, obj._overloadname)
+            yield ("op", obj._schema.name, obj._overloadname)
+            return
         if isinstance(obj, torch._ops.OpOverloadPacket):
-            return ("opp", obj._qualified_op_name)
+            yield ("opp", obj._qualified_op_name)
+            return
         if isinstance(obj, enum.Enum):
-            return ("A", self.write(t), obj.name)
-        objclass = getattr(obj, "__objclass__", None)
-        if isinstance(objclass, type) and isinstance(getattr(obj, "__name__", None), str):
-            return ("C", self.write(objclass), obj.__name__)  # a slot wrapper, a method descriptor
-        owner = getattr(obj, "__self__", None)
-        if owner is not None and not isinstance(owner, types.ModuleType) and \
-                isinstance(getattr(obj, "__name__", None), str):
-            return ("B", self.write(owner), obj.__name__)  # a bound builtin: dict.__new__
+            yield ("A", self.write(t), obj.name)
+            return
         module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        name = getattr(obj, "__name__", None)
         if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
-            return ("R", module, qualname)
-        return self._class_entry(obj)
+            yield ("R", module, qualname)
+        if isinstance(module, str) and isinstance(name, str) and name != qualname and "<" not in name:
+            yield ("R", module, name)  # a builtin method of torch's _VariableFunctions: torch.<name>
+        objclass = getattr(obj, "__objclass__", None)
+        if isinstance(objclass, type) and isinstance(name, str):
+            yield ("C", self.write(objclass), name)  # a slot wrapper, a method descriptor
+        owner = getattr(obj, "__self__", None)
+        if owner is not None and not isinstance(owner, types.ModuleType) and isinstance(name, str):
+            try:
+                yield ("B", self.write(owner), name)  # a bound builtin: dict.__new__
+            except Unportable:
+                pass
+        entry = self._class_entry(obj)
+        if entry is not None:
+            yield entry
 
     def _class_entry(self, obj):
         """A raw class-dict entry (property, staticmethod, classmethod...) by its owner's name."""
@@ -306,3 +331,38 @@ def _spell(desc):
 def spell(desc):
     """A description in words (tracer-dump --cache, reasons)."""
     return _spell(desc)
+
+
+def _canon(value):
+    """A process-independent spelling of a code constant (frozenset order depends on the
+    string hash seed; code objects are spelled by their own key)."""
+    t = type(value)
+    if t is types.CodeType:
+        return ("code", code_key(value))
+    if t is tuple:
+        return tuple(_canon(v) for v in value)
+    if t is frozenset:
+        return ("frozenset", tuple(sorted(repr(_canon(v)) for v in value)))
+    if t in (float, complex):
+        return (t.__name__, repr(value))
+    return (t.__name__, repr(value))
+
+
+_CODE_KEYS = {}  # id(code) -> (code, key): code objects are immutable
+
+
+def code_key(code):
+    """What identifies a code object across processes: its file, qualified name, first line,
+    bytecode, line table, exception table, names and constants (nested code by its own key)."""
+    hit = _CODE_KEYS.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    parts = (code.co_filename, code.co_qualname, code.co_firstlineno, code.co_code, code.co_linetable,
+             code.co_exceptiontable, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+             code.co_stacksize, _canon(code.co_consts))
+    key = hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    if len(_CODE_KEYS) > 100_000:
+        _CODE_KEYS.clear()
+    _CODE_KEYS[id(code)] = (code, key)
+    return key

@@ -50,6 +50,8 @@ class Entry:
     fullgraph: bool = False      # only reused by callers that would have made the same one
     name: str | None = None      # the frame's name in reports (records.name_of): the compiled
                                  # function's where a functools.wraps wrapper runs its code
+    rerun: object = None         # the graph's rerun.Plan (None: it raises as it is)
+    loaded: bool = False         # read from the disk cache (persist/), not traced here
 
     def made_for(self, backend, fullgraph):
         return self.backend is backend and self.fullgraph == fullgraph
@@ -116,6 +118,7 @@ class CodeCache:
         # stock nn module types kept as graph leaves that a backend then could not compile
         # (inductor on cuDNN's LSTM): this code's traces call them as Python (a graph break)
         self.leaf_breaks = set()
+        self.disk_read = set()     # (backend, fullgraph) whose entries were read from the disk cache
 
     def limit_reached(self, key=()):
         return self.by_structure.get(key, 0) >= config.recompile_limit
@@ -129,6 +132,23 @@ def structure_key(L):
     """What the recompile limit is counted per, besides the code object: the classes of the
     nn.Modules among the frame's argument slots, in order (() for a frame given none)."""
     return tuple(type(v) for v in L if isinstance(v, _Module))
+
+
+# The disk cache (tracer/persist/store.py), when config.cache_dir is set: the face registers
+# how to open one (OPEN_STORE); this layer only calls load() on a code object's first miss and
+# save() after each trace.
+OPEN_STORE = [None]
+_STORE = [None, None]  # (the directory, its Store)
+
+
+def store():
+    """The Store of config.cache_dir, or None."""
+    path = config.cache_dir
+    if not path or OPEN_STORE[0] is None:
+        return None
+    if _STORE[0] != path:
+        _STORE[:] = [path, OPEN_STORE[0](path)]
+    return _STORE[1]
 
 
 _CACHES = PerCode()  # by code identity (see PerCode)
@@ -163,6 +183,13 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
             records.HITS[0] += 1
             return hit
         code_cache = cache_for(code)
+        disk = store()
+        if disk is not None and (backend, fullgraph) not in code_cache.disk_read:
+            code_cache.disk_read.add((backend, fullgraph))
+            code_cache.entries.extend(disk.load(code, L, G, C, backend, fullgraph))
+            hit = lookup(code, L, G, C, backend, fullgraph)
+            if hit is not None:
+                return hit
         stance = compile_annotations.stance()  # torch.compiler.set_stance
         if stance == "force_eager":
             return None
@@ -190,6 +217,8 @@ def lookup_or_compile(code, L, G, C, backend, fullgraph, make_entry):
         entry = make_entry()
         code_cache.count_compile(key)
         code_cache.entries.append(entry)
+        if disk is not None:
+            disk.save(code, entry, L, G, C)
         now_dynamic = code_cache.sizes.take_notes()
         if failed is not None:
             records.recompile(code, failed + now_dynamic)

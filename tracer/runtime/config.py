@@ -42,6 +42,10 @@ dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 # and traces its calls as frames of their own, so a model called in the loop is one cache
 # entry reused by every iteration; N > 0 traces the first N iterations in resume functions
 # (more of the loop's own ops captured, one copy of the body's graph per iteration).
+# The disk cache (tracer/persist/): every entry traced is written under this directory, and a
+# later process with the same directory reads a code object's entries at its first call
+# instead of tracing (TORCHINDUCTOR_CACHE_DIR's counterpart). None: off.
+cache_dir = os.environ.get("TRACER_CACHE_DIR") or None
 loop_resume_limit = int(os.environ.get("TRACER_LOOP_RESUMES", "") or 0)
 
 # Limits of one trace (constants, not switches).

@@ -55,7 +55,8 @@ class Event:
         return f"{self.kind:<15} {self.frame}{at}: {self.reason}" if self.reason else f"{self.kind:<15} {self.frame}{at}"
 
 
-KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error", "rerun", "given_up")
+KINDS = ("frame", "graph", "break", "fallback", "recompile", "limit", "internal_error", "rerun", "given_up",
+         "disk_saved", "disk_unsaved", "disk_loaded", "disk_stale")
 
 
 class _State:
@@ -67,6 +68,7 @@ class _State:
         self.break_reasons = collections.Counter()     # reason -> count
         self.fallback_reasons = collections.Counter()
         self.given_up = {}  # frame -> why it runs as Python for good (give_up.py), each once
+        self.unsaved = {}   # frame -> why its entry was not written to the disk cache (persist/)
         self.events = collections.deque(maxlen=MAX_EVENTS)
 
 
@@ -195,6 +197,32 @@ def given_up(code, reason):
     _add(Event("given_up", name, reason, f"{code.co_filename}:{code.co_firstlineno}"))
 
 
+def disk_saved(code):
+    """An entry of `code` was written to the disk cache (TRACER_CACHE_DIR)."""
+    _add(Event("disk_saved", name_of(code)))
+
+
+def disk_unsaved(code, reason):
+    """An entry of `code` could not be written exactly (a guard on an object only this process
+    has...): it was not written."""
+    name = name_of(code)
+    with _LOCK:
+        _state.unsaved[name] = reason
+    _add(Event("disk_unsaved", name, reason, f"{code.co_filename}:{code.co_firstlineno}"))
+
+
+def disk_loaded(code, n):
+    """`n` entries of `code` were read from the disk cache instead of traced."""
+    with _LOCK:
+        _state.counts["disk_entries_loaded"] += n
+    _add(Event("disk_loaded", name_of(code), f"{n} entries"))
+
+
+def disk_stale(code, reason):
+    """An entry on disk no longer applies (an edited module, a changed function): not loaded."""
+    _add(Event("disk_stale", name_of(code), reason))
+
+
 def graph_rerun(frame_name, exc):
     """A cache entry's graph raised: the frame ran again as Python from its start (rerun.py)."""
     _add(Event("rerun", frame_name, f"the graph raised {type(exc).__name__}: {exc}; the frame ran as Python"))
@@ -226,6 +254,12 @@ class Stats:
     events: list
     given_up: dict = dataclasses.field(default_factory=dict)  # frame -> why (no tensor work)
     backend_seconds: float = 0.0  # compiling the graphs in the backend (inductor's compile)
+    # the disk cache (TRACER_CACHE_DIR): entries written, read instead of traced, not written
+    # (frame -> why), and found stale (an edited module: traced again)
+    cache_saved: int = 0
+    cache_loaded: int = 0
+    cache_unsaved: dict = dataclasses.field(default_factory=dict)
+    cache_stale: int = 0
 
     def of(self, kind):
         return [e for e in self.events if e.kind == kind]
@@ -244,6 +278,12 @@ class Stats:
         if self.fallback_reasons:
             out.append("frames run as Python, by reason:")
             out += [f"  {n:>4}  {r}" for r, n in sorted(self.fallback_reasons.items(), key=lambda kv: -kv[1])]
+        if self.cache_saved or self.cache_loaded or self.cache_unsaved or self.cache_stale:
+            out.append(f"disk cache: {self.cache_loaded} entries loaded, {self.cache_saved} saved, "
+                       f"{self.cache_stale} stale")
+            if self.cache_unsaved:
+                out.append("  not saved:")
+                out += [f"    {name}: {why}" for name, why in list(self.cache_unsaved.items())[:20]]
         if self.given_up:
             out.append(f"frames given up on (no tensor work; they run as Python): {len(self.given_up)}")
             out += [f"  {name}: {why}" for name, why in list(self.given_up.items())[:20]]
@@ -279,11 +319,13 @@ def stats():
                     backend_seconds=_state.backend_seconds,
                     break_reasons=dict(_state.break_reasons),
                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events),
-                    given_up=dict(_state.given_up))
+                    given_up=dict(_state.given_up), cache_unsaved=dict(_state.unsaved),
+                    cache_loaded=_state.counts.get("disk_entries_loaded", 0))
     return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
                  graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
                  recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
-                 internal_errors=c.get("internal_error", 0), reruns=c.get("rerun", 0), **snap)
+                 internal_errors=c.get("internal_error", 0), reruns=c.get("rerun", 0),
+                 cache_saved=c.get("disk_saved", 0), cache_stale=c.get("disk_stale", 0), **snap)
 
 
 def reset_stats():

@@ -342,7 +342,7 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
     new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
-    return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0)
+    return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)
 
 
 class _HistoryBreak(Unsupported):

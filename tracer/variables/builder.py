@@ -192,7 +192,16 @@ def const_guard(source, value):
     """Equality guard for a constant; types ConstMatch cannot express use a Predicate."""
     if check_const_supported(value):
         return ConstMatch(source, value)
-    return Predicate(source, lambda v: exact_equal(v, value), f"== {value!r}")
+    return Predicate.made(source, _equals, (value,), f"== {value!r}")
+
+
+def _equals(value):
+    return lambda v: exact_equal(v, value)
+
+
+def _set_equals(items):
+    """A set iterates in this order with these items (equal sets may iterate differently)."""
+    return lambda v: exact_equal(tuple(v), items)
 
 
 def _same_kind_of_tensor(value):
@@ -379,7 +388,7 @@ def _set(tx, value, source, g):
         raise Unsupported("set of non-constant values")
     g(TypeMatch(source, set))
     frozen = tuple(value)  # in iteration order: equal sets may iterate differently
-    g(Predicate(source, lambda v, _s=frozen: exact_equal(tuple(v), _s), f"set == {set(frozen)!r}"))
+    g(Predicate.made(source, _set_equals, (frozen,), f"set == {set(frozen)!r}"))
     var = SetVariable([ConstantVariable(v) for v in value], source)
     return var
 

@@ -538,8 +538,8 @@ class PartialVariable(Variable):
         if self.source is None:  # made in the frame: a fresh partial has no other attributes
             return False
         present = hasattr(self.real, name)
-        tx.guard(Predicate(self.source, _has_attr(name) if present else _lacks_attr(name),
-                           f"{'has' if present else 'has no'} attribute {name!r}"))
+        tx.guard(Predicate.made(self.source, _has_attr if present else _lacks_attr, (name,),
+                                f"{'has' if present else 'has no'} attribute {name!r}"))
         return present
 
     def reconstruct(self, cg):

@@ -39,7 +39,7 @@ class ObjectKeyedDictVariable(Variable):
         d = self.value
         if dict.__contains__(d, k):
             return builder.wrap(tx, dict.__getitem__(d, k), ItemSource(self.source, k))
-        tx.guard(Predicate(self.source, _absent(k), f"has no key {k!r}"))
+        tx.guard(Predicate.made(self.source, _absent, (k,), f"has no key {k!r}"))
         if default is _MISSING:
             raise exceptions.user_error(KeyError, k)
         return default
@@ -64,8 +64,8 @@ class ObjectKeyedDictVariable(Variable):
         if name == "__contains__" and len(args) == 1:
             k = self._real_key(tx, args[0])
             present = dict.__contains__(self.value, k)
-            tx.guard(Predicate(self.source, _present(k) if present else _absent(k),
-                               f"{'has' if present else 'has no'} key {k!r}"))
+            tx.guard(Predicate.made(self.source, _present if present else _absent, (k,),
+                                    f"{'has' if present else 'has no'} key {k!r}"))
             return ConstantVariable(present)
         if name == "__len__" and not args:
             return ConstantVariable(self.length(tx))

@@ -560,8 +560,8 @@ def _guarded_hooks(tx, owner_src, owner, name, kw_dicts):
         takes_kwargs = False
         for ksrc, kdict in kw_dicts:
             present = hook_id in kdict
-            tx.guard(Predicate(ksrc, _has_key(hook_id, present),
-                               f"{'has' if present else 'has no'} key {hook_id!r}"))
+            tx.guard(Predicate.made(ksrc, _has_key, (hook_id, present),
+                                    f"{'has' if present else 'has no'} key {hook_id!r}"))
             takes_kwargs = takes_kwargs or present
         out.append((builder.wrap(tx, hook, ItemSource(dsrc, hook_id)), takes_kwargs))
     return out

@@ -389,8 +389,8 @@ class ClassVariable(ObjectVariable):
             raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
         found = lookup_type_attr(self.cls, name)[1] is not None or hasattr(type, name)
         if self.source is not None:
-            tx.guard(Predicate(self.source, _class_defines(name, found),
-                               f"{'defines' if found else 'does not define'} {name!r}"))
+            tx.guard(Predicate.made(self.source, _class_defines, (name, found),
+                                    f"{'defines' if found else 'does not define'} {name!r}"))
         return found
 
     def getattr(self, tx, name):

@@ -95,7 +95,7 @@ class TensorVariable(Variable):
         inst = self.real.__dict__
         if name in inst:
             return builder.wrap(tx, inst[name], AttrSource(self.real_source, name))
-        tx.guard(Predicate(self.real_source, _lacks_instance_attr(name), f"has no attribute {name!r}"))
+        tx.guard(Predicate.made(self.real_source, _lacks_instance_attr, (name,), f"has no attribute {name!r}"))
         raise exceptions.attribute_error("Tensor", name)
 
     def setattr(self, tx, name, value):

@@ -1,0 +1,160 @@
+"""One cache entry as a record of plain values, and back.
+
+A record holds the entry's guards (guards_io.py), its rewritten code with every constant
+described (portable.py: resume functions are nested code objects, written with it), its graph
+(graph_io.py), the rerun plan that wraps the graph, what explain and stats show (breaks, the
+reason of a frame run as Python), the backend it was compiled for, and the digests of the
+source files of the modules its descriptions name (`deps`): an edited helper or model file
+makes the record unloadable.
+
+Reading rebuilds the Entry for the call that asked for it: guards first (they may need that
+call's values to find a function again), then the graph, compiled by the backend on its first
+call (graph_io.LazyCompiled: a backend needs example inputs, the first call has them), then the
+code, whose graph constant is the rebuilt graph behind the same `untraced` wrapper and rerun
+check the tracing process used.
+"""
+import hashlib
+import importlib.util
+import marshal
+import sys
+
+from ..graph.backends import eager
+from ..rewrite.graph_break import BreakInfo
+from ..rewrite.rerun import RERUN, Plan, _Plain, graph_raised, _Rerun
+from ..runtime.cache import Entry
+from ..runtime.frame_hook import skip_code, untraced
+from . import graph_io, guards_io
+from .portable import Reader, Stale, Unportable, Writer, register
+
+FORMAT = 1
+
+
+class _Graph:
+    """What the rewritten code's graph constant is written as: the entry's one graph."""
+
+
+def _write_untraced(w, _obj):
+    if getattr(w, "entry", None) is None or w.entry.graph is None:
+        raise Unportable("a compiled graph that is not the entry's own")
+    return ()
+
+
+def _read_untraced(r, _payload):
+    return r.graph_fn
+
+
+def _write_plain(w, obj):
+    return w.write(obj.code)
+
+
+def _read_plain(r, payload):
+    code = r.read(payload)
+    skip_code(code)
+    return _Plain(code)
+
+
+register(untraced, "graph", _write_untraced, _read_untraced)
+register(_Plain, "plain", _write_plain, _read_plain)
+register(_Rerun, "rerun", lambda w, obj: (), lambda r, payload: RERUN)
+
+
+def write_entry(code, entry, frame):
+    """The record of `entry` (made for `code` from the values `frame` reads: guards_io.
+    FrameValues), or Unportable naming what cannot be written."""
+    w = Writer()
+    w.entry = entry
+    record = {
+        "format": FORMAT,
+        "name": entry.name or code.co_qualname,
+        "backend": w.write(entry.backend),
+        "fullgraph": bool(entry.fullgraph),
+        "guards": guards_io.write_guards(w, entry.guards, frame),
+        "reason": entry.reason,
+        "location": entry.location,
+        "ops": int(entry.ops),
+        "breaks": tuple((str(b.reason), b.filename, b.lineno, b.opname, tuple(map(tuple, b.user_stack)))
+                        for b in entry.breaks),
+        "graph": None,
+        "rerun": None,
+        "code": None,
+    }
+    if entry.graph is not None:
+        record["graph"] = graph_io.write_graph(w, entry.graph)
+        if graph_io.is_symbolic(record["graph"]) and entry.backend is not eager:
+            raise Unportable("a graph with symbolic sizes is saved for the eager backend only")
+        plan = entry.rerun
+        if plan is not None:
+            if plan.tensors:
+                raise Unportable("a graph whose rerun snapshot holds the module's own tensors")
+            record["rerun"] = (plan.grad_mode, tuple(plan.args), w.write(plan.devices))
+    if entry.code is not None:
+        record["code"] = w.write(entry.code)
+    record["deps"] = {name: module_digest(name) for name in sorted(w.deps)}
+    return record
+
+
+def read_entry(record, frame, builtins, backend_fn):
+    """The Entry of `record` for the call whose values `frame` reads (guards_io.FrameValues).
+    Raises Stale when it no longer applies (a dependency edited, a function changed)."""
+    for name, digest in record["deps"].items():
+        if module_digest(name) != digest:
+            raise Stale(f"module {name} changed since the entry was written")
+    r = Reader()
+    guards = guards_io.read_guards(r, record["guards"], frame, builtins)
+    gm = None
+    if record["graph"] is not None:
+        gm = graph_io.read_graph(r, record["graph"])
+        compiled = graph_io.LazyCompiled(gm, backend_fn)
+        plan = None
+        if record["rerun"] is not None:
+            grad_mode, args, devices = record["rerun"]
+            plan = Plan(grad_mode, args, (), r.read(devices))
+            compiled = plan.wrap(compiled)
+        qualname = marshal.loads(record["code"][1]).co_qualname
+        r.graph_fn = untraced(compiled, graph_raised(qualname, plan.grad_mode) if plan is not None else None)
+    code = None
+    if record["code"] is not None:
+        code = r.read(record["code"])
+        skip_code(code)  # the rewritten code is never handed to the frame hook again
+    entry = Entry(guards=guards, code=code, graph=gm, reason=record["reason"], location=record["location"],
+                  ops=record["ops"], backend=backend_fn, fullgraph=record["fullgraph"], name=record["name"],
+                  loaded=True)
+    entry.breaks = [_break_info(*b) for b in record["breaks"]]
+    return entry
+
+
+def _break_info(reason, filename, lineno, opname, stack):
+    return BreakInfo(reason, filename, lineno, opname, [tuple(s) for s in stack])
+
+
+_DIGESTS = {}  # module name -> (file, digest)
+_NOT_HASHED = frozenset({"torch", "tracer", "guards", "bytecode_utils", "builtins"})
+
+
+def module_digest(name):
+    """A digest of the module's source file ("" for torch, the tracer, the standard library and
+    modules without a file: their versions are in every key, or they cannot be edited)."""
+    top = name.split(".")[0]
+    if top in _NOT_HASHED or top in sys.stdlib_module_names:
+        return ""
+    module = sys.modules.get(name)
+    if module is not None:
+        path = getattr(module, "__file__", None)
+    else:  # (not imported yet in this process: its file, without importing it)
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return "missing"
+        path = spec.origin if spec is not None and spec.has_location else None
+    if path is None:
+        return ""
+    hit = _DIGESTS.get(name)
+    if hit is not None and hit[0] == path:
+        return hit[1]
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:32]
+    except OSError:
+        digest = "unreadable"
+    _DIGESTS[name] = (path, digest)
+    return digest

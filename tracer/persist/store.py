@@ -1,0 +1,203 @@
+"""The cache directory: where entries live between processes (TRACER_CACHE_DIR).
+
+Layout: `<dir>/<environment>/<code key[:2]>/<code key>/<record digest>.entry`.
+
+- `environment` is a digest of what every entry depends on besides its own code: the Python
+  version, torch's version, frametracer's version and the digest of its own files, and the
+  record format. Another Python, torch or tracer never reads this directory's entries.
+- `code key` identifies a code object across processes (portable.code_key: file, qualified
+  name, first line, bytecode, constants, names): an edited function is another key.
+- One file per entry, named by the digest of its contents: two processes that make the same
+  entry write the same name; a file is written to a temporary name in the same directory and
+  renamed into place, so a reader sees a whole file or none.
+- A file starts with MAGIC and the SHA-256 of the rest: a truncated or corrupt file is
+  ignored, with one warning per process, never a crash.
+
+`Store.load` runs on a code object's first cache miss in the process; `Store.save` after each
+trace. Both are called by runtime/cache.py through `cache.STORE` (this package sits above the
+runtime layer, which only holds the hook).
+"""
+import hashlib
+import marshal
+import os
+import pathlib
+import sys
+import tempfile
+import threading
+import warnings
+
+import torch
+
+from ..runtime import records
+from . import entry_io
+from .guards_io import FrameValues
+from .portable import Stale, Unportable, Writer, code_key
+
+MAGIC = b"FTC\x01"
+MAX_ENTRIES_PER_CODE = 64  # newest first: an entry that never matches again ages out
+
+
+class CacheFileWarning(RuntimeWarning):
+    """A cache file could not be read (truncated, corrupt): it is ignored."""
+
+
+def _package_digest():
+    """frametracer's own code: an edit in the tracer is a new environment."""
+    h = hashlib.sha256()
+    root = pathlib.Path(__file__).resolve().parents[2]
+    for pkg in ("tracer", "guards", "bytecode_utils"):
+        for path in sorted((root / pkg).rglob("*")):
+            if path.suffix in (".py", ".so", ".c", ".pyd") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+_ENV = []
+
+
+def environment():
+    """The directory name every entry of this process goes under (see module docstring)."""
+    if not _ENV:
+        try:
+            from importlib.metadata import version  # noqa: PLC0415 - once per process
+            mine = version("frametracer")
+        except Exception:  # noqa: BLE001 - a source checkout without metadata
+            mine = "source"
+        parts = (sys.version, sys.implementation.cache_tag, torch.__version__, mine, _package_digest(),
+                 entry_io.FORMAT)
+        _ENV.append(hashlib.sha256(repr(parts).encode()).hexdigest()[:20])
+    return _ENV[0]
+
+
+def _builtins_of(G):
+    b = G.get("__builtins__", __builtins__)
+    return b if isinstance(b, dict) else vars(b)
+
+
+class Store:
+    def __init__(self, path, read_only=False):
+        self.path = os.fspath(path)
+        self.read_only = read_only
+        self.root = pathlib.Path(self.path) / environment()
+        self._warned = set()
+        self._lock = threading.Lock()
+
+    def _dir(self, key):
+        return self.root / key[:2] / key
+
+    # ---- writing --------------------------------------------------------------------------------
+    def save(self, code, entry, L, G, C):
+        """Write `entry` (just traced for `code`); an entry that cannot be written exactly is
+        recorded in tracer.stats() with the reason, and not written."""
+        if self.read_only:
+            return False
+        try:
+            key = code_key(code)
+            record = entry_io.write_entry(code, entry, FrameValues(L, G, C, _builtins_of(G)))
+            payload = marshal.dumps(record)
+        except Unportable as e:
+            records.disk_unsaved(code, str(e))
+            return False
+        except Exception as e:  # noqa: BLE001 - a bug here must not fail the user's call
+            records.internal_error(records.name_of(code), f"cache entry not written: {type(e).__name__}: {e}")
+            return False
+        data = MAGIC + hashlib.sha256(payload).digest() + payload
+        directory = self._dir(key)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            final = directory / (hashlib.sha256(payload).hexdigest()[:24] + ".entry")
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, final)
+            except BaseException:
+                _unlink(tmp)
+                raise
+        except OSError as e:
+            self._warn(f"tracer: cannot write to the cache directory {self.path}: {e}")
+            return False
+        records.disk_saved(code)
+        return True
+
+    # ---- reading --------------------------------------------------------------------------------
+    def records(self, code):
+        """The readable records of `code`'s entries, oldest first (corrupt files are warned
+        about once and skipped)."""
+        directory = self._dir(code_key(code))
+        try:
+            files = [p for p in directory.iterdir() if p.suffix == ".entry"]
+        except OSError:
+            return []
+        files.sort(key=_mtime)
+        out = []
+        for path in files[-MAX_ENTRIES_PER_CODE:]:
+            record = self._read_file(path)
+            if record is not None:
+                out.append(record)
+        return out
+
+    def _read_file(self, path):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None  # (removed by another process meanwhile)
+        payload = data[len(MAGIC) + 32:]
+        if data[:len(MAGIC)] != MAGIC or hashlib.sha256(payload).digest() != data[len(MAGIC):len(MAGIC) + 32]:
+            self._warn(f"tracer: ignoring the corrupt or truncated cache file {path}")
+            return None
+        try:
+            record = marshal.loads(payload)
+        except (ValueError, EOFError, TypeError):
+            self._warn(f"tracer: ignoring the unreadable cache file {path}")
+            return None
+        if not isinstance(record, dict) or record.get("format") != entry_io.FORMAT:
+            return None
+        return record
+
+    def load(self, code, L, G, C, backend_fn, fullgraph):
+        """The entries saved for `code` that apply to this backend and this call's values."""
+        wanted = None
+        out = []
+        for record in self.records(code):
+            if record["fullgraph"] != bool(fullgraph):
+                continue
+            if wanted is None:
+                try:
+                    wanted = Writer().write(backend_fn)
+                except Unportable:
+                    return []
+            if record["backend"] != wanted:
+                continue
+            builtins = _builtins_of(G)
+            try:
+                out.append(entry_io.read_entry(record, FrameValues(L, G, C, builtins), builtins, backend_fn))
+            except Stale as e:
+                records.disk_stale(code, str(e))
+            except Exception as e:  # noqa: BLE001 - a record we wrote but cannot read: skip it
+                records.internal_error(records.name_of(code), f"cache entry unreadable: {type(e).__name__}: {e}")
+        if out:
+            records.disk_loaded(code, len(out))
+        return out
+
+    def _warn(self, message):
+        with self._lock:
+            if message in self._warned or len(self._warned) > 20:
+                return
+            self._warned.add(message)
+        warnings.warn(message, CacheFileWarning, stacklevel=2)
+
+
+def _mtime(path):
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
