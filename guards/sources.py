@@ -47,10 +47,19 @@ class Source:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        if self is other:
+            return True
+        return type(self) is type(other) and hash(self) == hash(other) and \
+            self._key() == other._key()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
+        # a source is immutable and nested ones hash their whole path: computed once (guard
+        # sets hash each source many times while deduplicating and hoisting)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((type(self).__name__, self._key()))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name()}>"

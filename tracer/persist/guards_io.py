@@ -96,10 +96,17 @@ def _write_value(w, v):
 
 
 def _write_source(w, s):
+    """One description object per distinct source: marshal writes it once and the reader
+    rebuilds one Source for all its guards (equal sources are then the same object, which
+    the guard set's deduplication and hoisting compare cheaply)."""
     if not isinstance(s, Source):
         raise Unportable(f"{s!r} is not a Source")
-    fields = _write_fields(w, s) if dataclasses.is_dataclass(s) else ()
-    return ("src", w.write(type(s)), fields)
+    memo = w.__dict__.setdefault("sources", {})
+    desc = memo.get(s)
+    if desc is None:
+        fields = _write_fields(w, s) if dataclasses.is_dataclass(s) else ()
+        desc = memo[s] = ("src", w.write(type(s)), fields)
+    return desc
 
 
 def _write_object(w, obj, what, depth=0):
@@ -263,8 +270,14 @@ def _read_value(r, desc):
 
 
 def _read_source(r, desc):
+    memo = r.__dict__.setdefault("sources", {})
+    hit = memo.get(id(desc))
+    if hit is not None and hit[0] is desc:
+        return hit[1]
     _tag, cls, fields = desc
-    return _read_fields(r, r.read(cls), fields)
+    source = _read_fields(r, r.read(cls), fields)
+    memo[id(desc)] = (desc, source)
+    return source
 
 
 def _read_object(r, desc, live):

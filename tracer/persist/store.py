@@ -47,7 +47,8 @@ def _package_digest():
     root = pathlib.Path(__file__).resolve().parents[2]
     for pkg in ("tracer", "guards", "bytecode_utils"):
         for path in sorted((root / pkg).rglob("*")):
-            if path.suffix in (".py", ".so", ".c", ".pyd") and "__pycache__" not in path.parts:
+            # sources only (the extensions are built from the .c/.cpp files hashed here)
+            if path.suffix in (".py", ".c", ".h", ".cpp") and "__pycache__" not in path.parts:
                 h.update(str(path.relative_to(root)).encode())
                 h.update(path.read_bytes())
     return h.hexdigest()[:16]
