@@ -20,7 +20,8 @@ from .exc import BackendError, FullGraphError, Unsupported
 from .graph.shapes import mark_dynamic, mark_static
 from .runtime import config, logs as _logs
 from .runtime import cache as _cache
-from .persist.store import Store as _Store
+from .persist.store import CacheFileWarning, Store as _Store
+from .warm_start import CacheError, load_cache, save_cache
 # Every module of the tracer is imported now, none lazily while a frame is being traced: an
 # import runs the user's import hooks (sys.meta_path) and changes sys.modules, state a trace
 # must not touch (capture() tracing pytest's import hook saw the hook's cache change under
@@ -34,4 +35,4 @@ _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompile
 __all__ = ["config", "compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
            "mark_static", "CompiledFunction",
            "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
-           "ExportAssumptionWarning"]
+           "ExportAssumptionWarning", "save_cache", "load_cache", "CacheError", "CacheFileWarning"]

@@ -85,8 +85,18 @@ def aot_eager(gm, example_inputs):
 
 
 def inductor(gm, example_inputs):
+    """torch's compile_fx. A graph of static sizes gets a tracing context with its own
+    ShapeEnv, as torch.compile gives every graph: inductor's FX graph cache and AOTAutograd's
+    cache bypass a graph compiled without one ("No shape env"), and those caches are what make
+    a later process's compile of the same graph warm (the disk cache, tracer/persist/)."""
     from torch._inductor.compile_fx import compile_fx
-    return compile_fx(gm, example_inputs)
+    from torch._guards import TracingContext, tracing
+    if TracingContext.try_get() is not None:
+        return compile_fx(gm, example_inputs)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+        return compile_fx(gm, example_inputs)
 
 
 NAMED = {"eager": eager, "aot_eager": aot_eager, "inductor": inductor}

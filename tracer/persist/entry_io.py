@@ -66,6 +66,8 @@ def write_entry(code, entry, frame):
     record = {
         "format": FORMAT,
         "name": entry.name or code.co_qualname,
+        "file": code.co_filename,
+        "line": code.co_firstlineno,
         "backend": w.write(entry.backend),
         "fullgraph": bool(entry.fullgraph),
         "guards": guards_io.write_guards(w, entry.guards, frame),

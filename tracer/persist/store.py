@@ -18,6 +18,7 @@ trace. Both are called by runtime/cache.py through `cache.STORE` (this package s
 runtime layer, which only holds the hook).
 """
 import hashlib
+import json
 import marshal
 import os
 import pathlib
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import warnings
+import zipfile
 
 import torch
 
@@ -34,6 +36,7 @@ from .guards_io import FrameValues
 from .portable import Stale, Unportable, Writer, code_key
 
 MAGIC = b"FTC\x01"
+INDUCTOR = "inductor"  # the subdirectory given to TORCHINDUCTOR_CACHE_DIR when it is unset
 MAX_ENTRIES_PER_CODE = 64  # newest first: an entry that never matches again ages out
 
 
@@ -68,7 +71,12 @@ def environment():
         parts = (sys.version, sys.implementation.cache_tag, torch.__version__, mine, _package_digest(),
                  entry_io.FORMAT)
         _ENV.append(hashlib.sha256(repr(parts).encode()).hexdigest()[:20])
+        _ENV.append({"python": sys.version.split()[0], "torch": torch.__version__, "frametracer": mine,
+                     "format": entry_io.FORMAT})
     return _ENV[0]
+
+
+ENVIRONMENT_FILE = "environment.json"  # what an environment directory was made by (listings)
 
 
 def _builtins_of(G):
@@ -83,6 +91,9 @@ class Store:
         self.root = pathlib.Path(self.path) / environment()
         self._warned = set()
         self._lock = threading.Lock()
+        if not read_only:  # inductor's own caches (FX graphs, AOTAutograd, kernels) beside ours,
+            # so a loaded entry's inductor compile is warm too, unless the user chose a place
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.abspath(self.path), INDUCTOR))
 
     def _dir(self, key):
         return self.root / key[:2] / key
@@ -106,16 +117,11 @@ class Store:
         data = MAGIC + hashlib.sha256(payload).digest() + payload
         directory = self._dir(key)
         try:
+            if not self.root.is_dir():
+                self.root.mkdir(parents=True, exist_ok=True)
+                _write_atomic(self.root, ENVIRONMENT_FILE, json.dumps(_ENV[1]).encode())
             directory.mkdir(parents=True, exist_ok=True)
-            final = directory / (hashlib.sha256(payload).hexdigest()[:24] + ".entry")
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, final)
-            except BaseException:
-                _unlink(tmp)
-                raise
+            _write_atomic(directory, hashlib.sha256(payload).hexdigest()[:24] + ".entry", data)
         except OSError as e:
             self._warn(f"tracer: cannot write to the cache directory {self.path}: {e}")
             return False
@@ -134,12 +140,12 @@ class Store:
         files.sort(key=_mtime)
         out = []
         for path in files[-MAX_ENTRIES_PER_CODE:]:
-            record = self._read_file(path)
+            record = self.read_file(path)
             if record is not None:
                 out.append(record)
         return out
 
-    def _read_file(self, path):
+    def read_file(self, path):
         try:
             data = path.read_bytes()
         except OSError:
@@ -188,6 +194,92 @@ class Store:
                 return
             self._warned.add(message)
         warnings.warn(message, CacheFileWarning, stacklevel=2)
+
+
+def _write_atomic(directory, name, data):
+    """`directory/name` holds `data` whole or not at all, for every reader at every moment."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+# ---- shipping a cache: tracer.save_cache / tracer.load_cache ------------------------------------
+
+def pack(cache_dir, archive):
+    """Write the entries of `cache_dir` made by this Python/torch/frametracer into the zip file
+    `archive`; returns how many."""
+    root = pathlib.Path(cache_dir) / environment()
+    n = 0
+    tmp = pathlib.Path(str(archive) + ".part")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+        for path in sorted([*root.rglob("*"), *(root.parent / INDUCTOR).rglob("*")]):
+            if path.is_file() and not path.name.startswith(".tmp-"):
+                z.write(path, path.relative_to(root.parent).as_posix())
+                n += path.suffix == ".entry"
+    os.replace(tmp, archive)
+    return n
+
+
+def unpack(archive, cache_dir):
+    """Add the entries of a `pack`ed archive to `cache_dir` (only this environment's: another
+    Python's or torch's entries would never be read); returns how many."""
+    env = environment()
+    n = 0
+    with zipfile.ZipFile(archive) as z:
+        for info in z.infolist():
+            parts = pathlib.PurePosixPath(info.filename).parts
+            if len(parts) < 2 or parts[0] not in (env, INDUCTOR) or ".." in parts or info.is_dir():
+                continue
+            target = pathlib.Path(cache_dir).joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target.parent, target.name, z.read(info))
+            n += target.suffix == ".entry"
+    return n
+
+
+# ---- what a cache holds: tracer-dump --cache ----------------------------------------------------
+
+def listing(cache_dir):
+    """[(environment info, [(code key, [record summary...])...])...] of every environment in
+    `cache_dir` (records of other formats are counted, not read)."""
+    out = []
+    for env_dir in sorted(p for p in pathlib.Path(cache_dir).iterdir() if p.is_dir() and p.name != INDUCTOR):
+        try:
+            info = json.loads((env_dir / ENVIRONMENT_FILE).read_text())
+        except (OSError, ValueError):
+            info = {}
+        info["id"] = env_dir.name
+        info["current"] = env_dir.name == environment()
+        reader = Store(cache_dir, read_only=True)
+        codes = []
+        for code_dir in sorted(env_dir.glob("*/*")):
+            summaries = []
+            for path in sorted(code_dir.glob("*.entry"), key=_mtime):
+                record = reader.read_file(path)
+                size = _size(path)
+                if record is None:
+                    summaries.append({"file": path.name, "bytes": size, "unreadable": True})
+                    continue
+                summaries.append({"file": path.name, "bytes": size, "name": record["name"],
+                                  "where": f"{record.get('file')}:{record.get('line')}",
+                                  "guards": len(record["guards"]), "captured": record["code"] is not None,
+                                  "ops": record["ops"], "breaks": [b[0] for b in record["breaks"]],
+                                  "reason": record["reason"], "deps": sorted(record["deps"])})
+            codes.append((code_dir.name, summaries))
+        out.append((info, codes))
+    return out
+
+
+def _size(path):
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _mtime(path):

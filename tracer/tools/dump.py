@@ -51,7 +51,7 @@ import tracer
 from tracer.runtime import cache, logs
 from .pyrender import render_code
 from .trace_report import write_trace_html
-from .text import render_text
+from .text import cache_listing, render_text
 from .html_report import write_html
 from .targets import (UsageError, check_arity, check_output_path, example_inputs, load_target, parse_inputs,
                       user_frame)
@@ -176,6 +176,9 @@ def make_parser():
     p.add_argument("--trace", metavar="TRACE.jsonl",
                    help="instead of a target: draw a whole run's structured trace (TRACER_TRACE=dir) "
                         "as an HTML timeline, written to --html")
+    p.add_argument("--cache", metavar="DIR",
+                   help="instead of a target: list what a disk cache directory (TRACER_CACHE_DIR) holds: "
+                        "entries per code object, their guards, graphs, breaks and sizes")
     p.add_argument("--inputs", help='example inputs, e.g. "randn(4, 8), randn(8)" (parsed, never evaluated)')
     p.add_argument("--backend", default="eager", help="backend name (default: eager)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema_version %d)" % SCHEMA_VERSION)
@@ -198,6 +201,13 @@ def main(argv=None):
 
 def _main(argv):
     opts = make_parser().parse_args(argv)
+    if opts.cache:
+        if opts.target or opts.trace:
+            raise UsageError("--cache lists a cache directory; give it without a TARGET or --trace")
+        if not os.path.isdir(opts.cache):
+            raise UsageError(f"--cache {opts.cache}: no such directory")
+        print(cache_listing(opts.cache, as_json=opts.json))
+        return 0
     if opts.trace:
         if opts.target:
             raise UsageError("--trace draws a trace file already written; give it without a TARGET")

@@ -1,4 +1,7 @@
 """Terminal rendering of a tracer-dump report (the dict built by tools.dump.build_report)."""
+import json
+
+from tracer.persist import store
 from tracer.runtime.logs import caret, source_line
 
 _CODES = {"title": "1;36", "head": "1", "ok": "32", "bad": "1;31", "dim": "2", "warn": "33"}
@@ -109,3 +112,35 @@ def render_text(report, color=False):
                     + (f", {len(f['breaks'])} break(s)" if f["breaks"] else ""))
     head.append("")
     return "\n".join(head + [render_frame(f, style) for f in frames]) + "\n"
+
+
+def cache_listing(cache_dir, as_json=False):
+    """What `tracer-dump --cache DIR` prints: per environment (Python, torch, frametracer), per
+    code object, each entry's frame, guards, ops, breaks and size on disk."""
+    envs = store.listing(cache_dir)
+    if as_json:
+        return json.dumps([{"environment": info, "codes": [{"key": key, "entries": entries}
+                                                           for key, entries in codes]}
+                           for info, codes in envs], indent=1)
+    out = []
+    if not envs:
+        return f"{cache_dir}: no entries"
+    for info, codes in envs:
+        n = sum(len(e) for _k, e in codes)
+        size = sum(x["bytes"] for _k, e in codes for x in e)
+        mark = " (this process's)" if info.get("current") else " (another Python, torch or frametracer: not read here)"
+        out.append(f"environment {info['id']}: Python {info.get('python', '?')}, torch {info.get('torch', '?')}, "
+                   f"frametracer {info.get('frametracer', '?')}{mark}")
+        out.append(f"  {len(codes)} code objects, {n} entries, {size / 1024:.1f} KiB")
+        for key, entries in codes:
+            first = next((e for e in entries if "name" in e), None)
+            title = f"{first['name']}  {first['where']}" if first else "(unreadable)"
+            out.append(f"  {title}  [{key[:12]}]")
+            for e in entries:
+                if e.get("unreadable"):
+                    out.append(f"    {e['file']}: unreadable ({e['bytes']} bytes; ignored when loading)")
+                    continue
+                what = (f"{e['ops']} ops" if e["captured"] else f"runs as Python: {e['reason']}")
+                breaks = f", {len(e['breaks'])} breaks ({'; '.join(e['breaks'][:2])})" if e["breaks"] else ""
+                out.append(f"    {e['guards']} guards, {what}{breaks}, {e['bytes'] / 1024:.1f} KiB")
+    return "\n".join(out)
