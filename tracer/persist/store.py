@@ -107,7 +107,10 @@ class Store:
         directory = self._dir(key)
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            final = directory / (hashlib.sha256(payload).hexdigest()[:24] + ".entry")
+            # named by the record, not by marshal's bytes: marshal flags objects by their
+            # refcounts, which differ between processes that make the same record
+            name = hashlib.sha256(repr(record).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+            final = directory / (name + ".entry")
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
             try:
                 with os.fdopen(fd, "wb") as f:
