@@ -311,14 +311,26 @@ def shared_dir(tmp_path_factory):
     cache, moddir = base / "cache", base / "mods"
     write_modules(moddir)
     jobs = [["pair", {}], ["user", {"xs": [X_POS, X_NEG]}]]
-    procs = [subprocess.Popen(child_args(jobs), env=child_env(cache, moddir), cwd=str(ROOT), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    # (and, meanwhile, the same jobs in two fresh directories of their own)
+    alone = [base / "alone1", base / "alone2"]
+    procs = [subprocess.Popen(child_args(jobs), env=child_env(d, moddir), cwd=str(ROOT), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for d in [cache, cache] + alone]
     writers = []
     for p in procs:
         out, err = p.communicate(timeout=240)
         writers.append(parse(subprocess.CompletedProcess(p.args, p.returncode, out, err)))
     reader = run_child(cache, moddir, jobs)
-    return dict(writers=writers, reader=reader, cache=cache, moddir=moddir)
+    return dict(writers=writers[:2], alone_writers=writers[2:], alone=alone, reader=reader, cache=cache,
+                moddir=moddir)
+
+
+def test_same_entries_get_the_same_file_names(shared_dir):
+    """Two processes that make the same entries write the same files (what lets two writers of
+    one directory leave one file per entry)."""
+    for w in shared_dir["alone_writers"]:
+        assert w["pair"]["saved"] == 2 and w["user"]["saved"] >= 3, w
+    one, two = ([str(p.relative_to(d)) for p in entry_files(d)] for d in shared_dir["alone"])
+    assert len(one) >= 5 and one == two
 
 
 def test_two_writers_at_once_then_a_reader_loads(shared_dir):
