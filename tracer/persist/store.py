@@ -121,7 +121,7 @@ class Store:
                 self.root.mkdir(parents=True, exist_ok=True)
                 _write_atomic(self.root, ENVIRONMENT_FILE, json.dumps(_ENV[1]).encode())
             directory.mkdir(parents=True, exist_ok=True)
-            _write_atomic(directory, hashlib.sha256(payload).hexdigest()[:24] + ".entry", data)
+            _write_atomic(directory, _record_name(record) + ".entry", data)
         except OSError as e:
             self._warn(f"tracer: cannot write to the cache directory {self.path}: {e}")
             return False
