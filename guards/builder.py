@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import fastpath
-from .codegen import ExprContext, HoistContext
+from .codegen import ExprContext, HoistContext, recording
 from .guard import Guard, IdMatch, SameObject
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards, none_nested
@@ -92,9 +92,11 @@ class GuardSet:
         self._slow: list[Callable] | None = None
         self._batch = None  # (TensorMatch guards checked in one call, its check or None)
         self.full_check: Callable[[tuple, dict, Any], bool]
-        self.full_check, self.source_code = self._generate(first, tensors, rest)
-        self._op_guards: list[tuple] = []
-        self._program = fastpath.build(self, first, self._batch, rest)
+        with recording() as compiled:
+            self.full_check, self.source_code = self._generate(first, tensors, rest)
+            self._op_guards: list[tuple] = []
+            self._program = fastpath.build(self, first, self._batch, rest)
+        self.compiled = compiled  # [(text digest, code)]: what the disk cache hands a reader
         self.check: Callable[[tuple, dict, Any], bool] = (
             self._program if self._program is not None else self.full_check)
         self._covered = {i for gs in self._op_guards for i in gs}

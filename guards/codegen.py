@@ -18,9 +18,42 @@ Two contexts:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import keyword
 import re
 from typing import Any
+
+# Code objects compiled from generated text, by the text's digest: a process that reads guard
+# sets from the disk cache (tracer/persist/) is handed the code the writing process compiled
+# for the very same text (`precompiled`), and skips compile(), most of a loaded guard set's
+# cost. `recording()` collects what a guard set compiled, for the writer.
+_PRECOMPILED: dict[str, Any] = {}
+_PRECOMPILED_MAX = 20_000
+_RECORDERS: list[list] = []
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def precompiled(pairs) -> None:
+    """Make ``(digest, code)`` pairs available to ``ExprContext.compile``."""
+    if len(_PRECOMPILED) > _PRECOMPILED_MAX:
+        _PRECOMPILED.clear()
+    _PRECOMPILED.update(pairs)
+
+
+@contextlib.contextmanager
+def recording():
+    """Yields the list of ``(digest, code)`` compiled inside the block (one thread at a time:
+    guard sets are built under the cache's lock)."""
+    rec: list = []
+    _RECORDERS.append(rec)
+    try:
+        yield rec
+    finally:
+        _RECORDERS.remove(rec)
 
 
 class ExprContext:
@@ -50,11 +83,17 @@ class ExprContext:
         """exec() a ``def name(L, G, C)`` (or ``def name(V)``) with the given body; return
         (function, text)."""
         text = f"def {name}({args}):\n" + "".join(f"    {ln}\n" for ln in body_lines)
-        _check_generated(text)
+        digest = text_digest(text)
+        code = _PRECOMPILED.get(digest)
+        if code is None:  # (a precompiled text was checked where it was compiled: the same text)
+            _check_generated(text)
+            code = compile(text, f"<guards:{name}>", "exec")
+        for rec in _RECORDERS:
+            rec.append((digest, code))
         ns = dict(self.namespace)
         ns["__builtins__"] = {"getattr": getattr, "type": type, "len": len, "id": id,
                               "tuple": tuple, "map": map, "bool": bool, "Exception": Exception}
-        exec(compile(text, f"<guards:{name}>", "exec"), ns)  # noqa: S102 - generated text only
+        exec(code, ns)  # noqa: S102 - generated text only
         return ns[name], text
 
 

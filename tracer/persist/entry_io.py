@@ -18,6 +18,8 @@ import importlib.util
 import marshal
 import sys
 
+from guards.codegen import precompiled
+
 from ..graph.backends import eager
 from ..rewrite.graph_break import BreakInfo
 from ..rewrite.rerun import RERUN, Plan, _Plain, graph_raised, _Rerun
@@ -71,6 +73,9 @@ def write_entry(code, entry, frame):
         "backend": w.write(entry.backend),
         "fullgraph": bool(entry.fullgraph),
         "guards": guards_io.write_guards(w, entry.guards, frame),
+        # the code the guard set compiled from its generated text, by the text's digest: a reader
+        # generating the same text skips compile() (guards/codegen.py)
+        "guard_code": tuple((digest, marshal.dumps(c)) for digest, c in getattr(entry.guards, "compiled", ())),
         "reason": entry.reason,
         "location": entry.location,
         "ops": int(entry.ops),
@@ -102,6 +107,7 @@ def read_entry(record, frame, builtins, backend_fn):
         if module_digest(name) != digest:
             raise Stale(f"module {name} changed since the entry was written")
     r = Reader()
+    precompiled((digest, marshal.loads(c)) for digest, c in record.get("guard_code", ()))
     guards = guards_io.read_guards(r, record["guards"], frame, builtins)
     gm = None
     if record["graph"] is not None:

@@ -17,6 +17,8 @@ Layout: `<dir>/<environment>/<code key[:2]>/<code key>/<record digest>.entry`.
 trace. Both are called by runtime/cache.py through `cache.STORE` (this package sits above the
 runtime layer, which only holds the hook).
 """
+import contextlib
+import gc
 import hashlib
 import json
 import marshal
@@ -125,6 +127,9 @@ class Store:
         except OSError as e:
             self._warn(f"tracer: cannot write to the cache directory {self.path}: {e}")
             return False
+        except Exception as e:  # noqa: BLE001 - a bug here must not fail the user's call
+            records.internal_error(records.name_of(code), f"cache entry not written: {type(e).__name__}: {e}")
+            return False
         records.disk_saved(code)
         return True
 
@@ -165,6 +170,10 @@ class Store:
 
     def load(self, code, L, G, C, backend_fn, fullgraph):
         """The entries saved for `code` that apply to this backend and this call's values."""
+        with _gc_paused():
+            return self._load(code, L, G, C, backend_fn, fullgraph)
+
+    def _load(self, code, L, G, C, backend_fn, fullgraph):
         wanted = None
         out = []
         for record in self.records(code):
@@ -194,6 +203,38 @@ class Store:
                 return
             self._warned.add(message)
         warnings.warn(message, CacheFileWarning, stacklevel=2)
+
+
+def _record_name(record):
+    """An entry file's name: a digest of what the record says, not of marshal's bytes (marshal
+    flags objects by their reference counts, which differ between two processes making the
+    same record, and so does the marshal of a code object inside it: it is spelled by its key)."""
+    return hashlib.sha256(repr(_canonical(record)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _canonical(value):
+    t = type(value)
+    if t is dict:
+        return tuple((k, _canonical(v)) for k, v in sorted(value.items()))
+    if t is tuple:
+        if len(value) == 3 and value[0] == "code" and type(value[1]) is bytes:
+            return ("code", code_key(marshal.loads(value[1])), _canonical(value[2]))
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Reading a record makes tens of thousands of tuples and guard objects, none of them in a
+    cycle: each allocation burst would start a collection of the whole heap (a model's
+    process holds millions of objects: 100 ms of a 150 ms load). Collections resume after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _write_atomic(directory, name, data):
