@@ -31,6 +31,9 @@ import dataclasses
 import gc
 import io
 import math
+import os
+import sys
+import types
 import warnings
 import weakref
 import zlib
@@ -211,6 +214,20 @@ def _namespace():
     return {"SINK": io.StringIO(), "COUNTER": [0], "ACC": 0, "__name__": "fuzzprog"}
 
 
+def _module_namespace(src, module_dir, prelude):
+    """The globals of a module `fz_<digest>` whose file in `module_dir` holds `src`."""
+    name = f"fz_{zlib.crc32(src.encode()):08x}_{len(src)}"
+    path = os.path.join(module_dir, name + ".py")
+    if not os.path.exists(path):
+        with open(path, "w") as fh:
+            fh.write(src)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    vars(module).update({k: v for k, v in prelude.items() if k != "__name__"})
+    sys.modules[name] = module
+    return vars(module), path
+
+
 def _call(fn, args):
     try:
         return fn(*args), None
@@ -286,17 +303,23 @@ class Report:
     raised: bool = False          # eager raised on the first input set
 
 
-def check_source(src, backend="eager", n_inputs=None, filename="<string>"):
+def check_source(src, backend="eager", n_inputs=None, filename="<string>", module_dir=None):
+    """`module_dir`: the compiled copy of the program is a real module, written to a file there
+    and named by the program's digest, as user code is (the disk cache's entries name the
+    functions of a module; tests/fuzz/long_run.py --cache-dir runs programs twice over one
+    cache directory)."""
     try:
-        return _check(src, backend, n_inputs, filename)
+        return _check(src, backend, n_inputs, filename, module_dir)
     except Mismatch as e:
         raise Mismatch(f"{e}\n--- program ---\n{src}") from e.__cause__
 
 
-def _check(src, backend, n_inputs, filename):
+def _check(src, backend, n_inputs, filename, module_dir=None):
     _warm_up()
-    code = compile(src, filename, "exec")
     ns_e, ns_c = _namespace(), _namespace()
+    if module_dir is not None:
+        ns_c, filename = _module_namespace(src, module_dir, ns_c)
+    code = compile(src, filename, "exec")
     exec(code, ns_e)
     exec(code, ns_c)
     eager = ns_e["f"]

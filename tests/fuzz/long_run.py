@@ -62,6 +62,10 @@ def main():
     ap.add_argument("--out", default="build/fuzz")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per program (wall clock)")
     ap.add_argument("--inputs", type=int, default=None, help="input sets per program (default all)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="the disk cache (TRACER_CACHE_DIR): each program's compiled copy is a module "
+                         "file under it; a second run over the same directory loads the entries the "
+                         "first wrote (the share loaded is reported)")
     ap.add_argument("--enable", default="", help="comma-separated fuzz_shapes FEATURES to switch on "
                                                  "(e.g. those DISABLED_WHY lists), or 'all'")
     args = ap.parse_args()
@@ -72,6 +76,11 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     tracer.config.verify_guards = True  # as in the test suite: guard bugs are internal errors
+    module_dir = None
+    if args.cache_dir:
+        tracer.config.cache_dir = args.cache_dir
+        module_dir = os.path.join(args.cache_dir, "programs")
+        os.makedirs(module_dir, exist_ok=True)
     handler = InternalErrors()
     lg = logging.getLogger("tracer")
     lg.addHandler(handler)
@@ -92,7 +101,7 @@ def main():
         errors_before = tracer.stats().internal_errors
         signal.alarm(args.timeout)
         try:
-            rep = check_source(src, n_inputs=args.inputs)
+            rep = check_source(src, n_inputs=args.inputs, module_dir=module_dir)
             stat["checked"] += 1
             stat["captured"] += rep.captured
             stat["ops"] += rep.ops
@@ -126,6 +135,13 @@ def main():
             print(summary, flush=True)
     summary = (f"programs={n} failures={fails} internal_errors={internal} {_rates(stat)} "
                f"seconds={time.time() - t0:.0f} seeds={args.start}..{args.start + n - 1}")
+    if args.cache_dir:
+        s = tracer.stats()
+        summary += (f"\ndisk cache: {s.cache_loaded} entries loaded, {s.frames_traced} frames traced "
+                    f"(loaded share {s.cache_loaded / max(s.cache_loaded + s.frames_traced, 1):.1%}), "
+                    f"{s.cache_saved} saved, {len(s.of('disk_unsaved'))} not saved, {s.cache_stale} stale")
+        unsaved = collections.Counter(_short(e.reason) for e in s.of("disk_unsaved"))
+        summary += "".join(f"\n  not saved {k:5d}  {r}" for r, k in unsaved.most_common(8))
     lines = [summary, f"fuzz shapes off: {off or 'none'}", "whole-frame fallbacks of f, by reason:"]
     lines += [f"  {k:6d}  {r}" for r, k in fallback_reasons.most_common(25)]
     print("\n".join(lines), flush=True)

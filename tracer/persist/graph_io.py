@@ -23,7 +23,9 @@ import torch
 import torch.fx as fx
 from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-from ..graph.backends import compile_graph
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ..graph.backends import compile_graph, eager
 from ..graph.leaf_call import LeafCall
 from ..graph.output_graph import ByObject
 from ..graph.shapes import SYM_TYPES
@@ -248,6 +250,31 @@ class LazyCompiled:
         if compiled is None:
             with self._lock:
                 if self.compiled is None:
+                    if self.backend_fn is not eager:
+                        _example_values(self.gm, args)
                     self.compiled = compile_graph(self.backend_fn, self.gm, list(args))
                 compiled = self.compiled
         return compiled(*args)
+
+
+def _example_values(gm, args):
+    """Each node's `example_value` (a fake tensor, or the value), as a traced graph has them: a
+    written graph keeps none, and AOTAutograd's cache bypasses a graph whose method calls lack
+    them (it would trace and partition again on every warm start). Computed on fake copies of
+    the first call's arguments; a graph fake tensors cannot run is compiled without them."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with mode:
+            fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+            _Recorder(gm).run(*fakes)
+    except Exception:  # noqa: BLE001 - only the cache key of the backend's compile is at stake
+        for node in gm.graph.nodes:
+            node.meta.pop("example_value", None)
+
+
+class _Recorder(fx.Interpreter):
+    def run_node(self, n):
+        result = super().run_node(n)
+        if n.op != "output":
+            n.meta["example_value"] = result
+        return result

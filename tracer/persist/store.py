@@ -65,13 +65,8 @@ _ENV = []
 def environment():
     """The directory name every entry of this process goes under (see module docstring)."""
     if not _ENV:
-        try:
-            from importlib.metadata import version  # noqa: PLC0415 - once per process
-            mine = version("frametracer")
-        except Exception:  # noqa: BLE001 - a source checkout without metadata
-            mine = "source"
-        parts = (sys.version, sys.implementation.cache_tag, torch.__version__, mine, _package_digest(),
-                 entry_io.FORMAT)
+        mine = _package_digest()  # (its version would add nothing: a release is its files)
+        parts = (sys.version, sys.implementation.cache_tag, torch.__version__, mine, entry_io.FORMAT)
         _ENV.append(hashlib.sha256(repr(parts).encode()).hexdigest()[:20])
         _ENV.append({"python": sys.version.split()[0], "torch": torch.__version__, "frametracer": mine,
                      "format": entry_io.FORMAT})
