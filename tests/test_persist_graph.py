@@ -88,10 +88,16 @@ def test_mlp():
     assert any(n.target is torch._C._nn.linear or n.target is torch.nn.functional.linear
                for n in back.graph.nodes)
     # the meta the tracer reads later comes back; fake tensors do not
-    for a, b in zip(gm.graph.nodes, back.graph.nodes):
+    fresh = graph_io.read_graph(portable.Reader(), marshal.loads(marshal.dumps(desc)))
+    for a, b in zip(gm.graph.nodes, fresh.graph.nodes):
         assert b.meta.get("source") == a.meta.get("source")
         assert b.meta.get("stack_trace") == a.meta.get("stack_trace")
         assert "example_value" not in b.meta
+    # a compiling backend's first call gave each node a fake example value (AOTAutograd's cache
+    # key needs them), of the shapes the traced graph had
+    for a, b in zip(gm.graph.nodes, back.graph.nodes):
+        if isinstance(a.meta.get("example_value"), torch.Tensor):
+            assert tuple(b.meta["example_value"].shape) == tuple(a.meta["example_value"].shape)
     assert any("source" in n.meta for n in back.graph.nodes if n.op == "placeholder")
 
 
