@@ -41,6 +41,9 @@ def counts():
     return dict(traced=s.frames_traced, saved=s.cache_saved, loaded=s.cache_loaded, stale=s.cache_stale,
                 internal=s.internal_errors, fallbacks=s.fallbacks, unsaved=dict(s.cache_unsaved))
 
+def job_load(p):
+    return dict(n=tracer.load_cache(p["path"]), cache_dir_set=bool(tracer.config.cache_dir))
+
 def job_user(p):
     from usermod import user
     c = tracer.compile(user)
@@ -377,6 +380,31 @@ def _with_local_class():
 
 
 @pytest.mark.usefixtures("fresh_tracer")
+def test_an_unsaved_entry_keeps_no_argument_alive(tmp_path, monkeypatch):
+    """Writing an entry that turns out unportable must leave no reference cycle holding the
+    call's values (a kept exception's traceback did: found by the fuzzer's lifetime check)."""
+    import gc
+    import weakref
+    tracer.compile(lambda a: a.sin() + 1)(torch.randn(2))  # the first trace's lazy imports, once
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    g = _with_local_class()
+    compiled = tracer.compile(g)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        x = torch.linspace(-1, 1, 5)
+        ref = weakref.ref(x)
+        out = compiled(x)
+        torch.testing.assert_close(out, g(x))
+        del x, out
+        assert ref() is None, gc.get_referrers(ref())
+    finally:
+        if was:
+            gc.enable()
+    assert tracer.stats().cache_unsaved
+
+
+@pytest.mark.usefixtures("fresh_tracer")
 def test_unportable_entry_is_reported_and_not_written(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     g = _with_local_class()
@@ -396,3 +424,53 @@ def test_unportable_entry_is_reported_and_not_written(tmp_path, monkeypatch):
     s = tracer.stats()
     assert s.cache_saved == 1 and len(entry_files(tmp_path, code_key(portable.__code__))) == 1
     assert len(entry_files(tmp_path)) == 1
+
+
+# ---- shipping a cache, looking inside one, and the mistakes a user can make -------------------
+
+@pytest.mark.usefixtures("fresh_tracer")
+def test_save_cache_then_load_cache_in_a_process_without_a_cache_dir(warm, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(warm["cache"]))
+    archive = tmp_path / "model.tracercache"
+    n = tracer.save_cache(archive)
+    assert n == len(entry_files(warm["cache"])) and n >= 5, n
+    moddir = tmp_path / "mods"
+    write_modules(moddir)
+    (moddir / "editmod.py").write_text("def f(x):\n    return x.cos() * 2 + 1\n")
+    (moddir / "helpermod.py").write_text("def helper(x):\n    return x.cos() - 1.5\n")
+    got = run_child("", moddir, [["load", {"path": str(archive)}], ["user", {"xs": [X_POS, X_NEG]}],
+                                 ["enc", {}]])
+    assert got["load"]["n"] == n and got["load"]["cache_dir_set"], got["load"]
+    assert got["user"]["ok"] == [True, True] and got["user"]["traced"] == 0 and got["user"]["loaded"] >= 3, got["user"]
+    assert got["enc"]["ok"] == [True] and got["enc"]["traced"] == 0, got["enc"]
+
+
+def test_tracer_dump_lists_a_cache(warm, capsys):
+    from tracer.tools.dump import main
+    assert main(["--cache", str(warm["cache"])]) == 0
+    text = capsys.readouterr().out
+    assert "this process's" in text
+    for name in ("user", "TransformerEncoder.forward", "GPT2LMHeadModel.forward", "user.<resume@"):
+        assert name in text, text[:3000]
+    assert "guards" in text and "ops" in text and "KiB" in text
+    assert main(["--cache", str(warm["cache"]), "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    entries = [e for env in listing for code in env["codes"] for e in code["entries"]]
+    assert len(entries) == len(entry_files(warm["cache"]))
+    assert all(e["guards"] > 0 and "name" in e for e in entries)
+
+
+def test_cache_mistakes_are_one_line(tmp_path, monkeypatch, capsys):
+    from tracer.tools.dump import main
+    monkeypatch.setattr(config, "cache_dir", None)
+    with pytest.raises(tracer.CacheError, match="no cache directory is set"):
+        tracer.save_cache(tmp_path / "x.zip")
+    with pytest.raises(tracer.CacheError, match="no such file"):
+        tracer.load_cache(tmp_path / "missing.zip")
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(tracer.CacheError, match="not a file written by tracer.save_cache"):
+        tracer.load_cache(junk)
+    assert main(["--cache", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such directory" in err[0], err

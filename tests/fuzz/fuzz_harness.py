@@ -49,7 +49,8 @@ class Mismatch(AssertionError):
 
 
 def _user_type(t):
-    return getattr(t, "__module__", None) == "fuzzprog"
+    module = getattr(t, "__module__", None)
+    return module == "fuzzprog" or (isinstance(module, str) and module.startswith("fz_"))  # (module_dir)
 
 
 def _same_type(a, b):
@@ -319,6 +320,7 @@ def _check(src, backend, n_inputs, filename, module_dir=None):
     ns_e, ns_c = _namespace(), _namespace()
     if module_dir is not None:
         ns_c, filename = _module_namespace(src, module_dir, ns_c)
+        ns_e["__name__"] = ns_c["__name__"]  # (classes compare by module and name)
     code = compile(src, filename, "exec")
     exec(code, ns_e)
     exec(code, ns_c)

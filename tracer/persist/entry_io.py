@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import marshal
 import sys
+import types
 
 from guards.codegen import precompiled
 
@@ -100,7 +101,7 @@ def write_entry(code, entry, frame):
     return record
 
 
-def read_entry(record, frame, builtins, backend_fn):
+def read_entry(code, record, frame, builtins, backend_fn):
     """The Entry of `record` for the call whose values `frame` reads (guards_io.FrameValues).
     Raises Stale when it no longer applies (a dependency edited, a function changed)."""
     for name, digest in record["deps"].items():
@@ -120,15 +121,26 @@ def read_entry(record, frame, builtins, backend_fn):
             compiled = plan.wrap(compiled)
         qualname = marshal.loads(record["code"][1]).co_qualname
         r.graph_fn = untraced(compiled, graph_raised(qualname, plan.grad_mode) if plan is not None else None)
-    code = None
+    new_code = None
     if record["code"] is not None:
-        code = r.read(record["code"])
-        skip_code(code)  # the rewritten code is never handed to the frame hook again
-    entry = Entry(guards=guards, code=code, graph=gm, reason=record["reason"], location=record["location"],
+        new_code = _here(r.read(record["code"]), record["file"], code.co_filename)
+        skip_code(new_code)  # the rewritten code is never handed to the frame hook again
+    entry = Entry(guards=guards, code=new_code, graph=gm, reason=record["reason"], location=record["location"],
                   ops=record["ops"], backend=backend_fn, fullgraph=record["fullgraph"], name=record["name"],
                   loaded=True)
     entry.breaks = [_break_info(*b) for b in record["breaks"]]
     return entry
+
+
+def _here(code, written_at, here):
+    """`code` (and the code objects it holds: resume functions) with the file name of this
+    process's copy of the source, where the entry was written from another path (a cache
+    shipped from another machine or environment): tracebacks name the file that is here."""
+    if written_at == here:
+        return code
+    consts = tuple(_here(c, written_at, here) if type(c) is types.CodeType else c for c in code.co_consts)
+    return code.replace(co_filename=here if code.co_filename == written_at else code.co_filename,
+                        co_consts=consts)
 
 
 def _break_info(reason, filename, lineno, opname, stack):

@@ -22,6 +22,7 @@ import enum
 import hashlib
 import importlib
 import marshal
+import os
 import sys
 import types
 
@@ -139,11 +140,12 @@ class Writer:
                 try:
                     return self._checked(obj, desc)
                 except Unportable as e:
-                    last = e
+                    last = str(e)  # (the message: an exception kept in this frame would be a
+                    # cycle through its traceback, holding the call's values until a collection)
         finally:
             self._busy.discard(id(obj))
         if last is not None:
-            raise last
+            raise Unportable(last)
         raise Unportable(f"{t.__module__}.{t.__qualname__} object {_short(obj)} has no importable name")
 
     def _candidates(self, obj, t):
@@ -349,6 +351,30 @@ def _canon(value):
 
 
 _CODE_KEYS = {}  # id(code) -> (code, key): code objects are immutable
+_FILENAMES = {}  # co_filename -> its portable spelling
+
+
+def portable_filename(path):
+    """A source file's path relative to the sys.path entry it is imported from (the longest
+    that holds it): `transformers/models/gpt2/modeling_gpt2.py` in every virtual environment
+    and on every machine, so a cache shipped with a model (tracer.save_cache) finds its entries.
+    A file outside sys.path keeps its absolute path."""
+    hit = _FILENAMES.get(path)
+    if hit is not None:
+        return hit
+    out = path
+    if os.path.isabs(path):
+        best = ""
+        for entry in sys.path:
+            root = os.path.join(os.path.abspath(entry or os.curdir), "")
+            if path.startswith(root) and len(root) > len(best):
+                best = root
+        if best:
+            out = path[len(best):].replace(os.sep, "/")
+    if len(_FILENAMES) > 100_000:
+        _FILENAMES.clear()
+    _FILENAMES[path] = out
+    return out
 
 
 def code_key(code):
@@ -357,7 +383,8 @@ def code_key(code):
     hit = _CODE_KEYS.get(id(code))
     if hit is not None and hit[0] is code:
         return hit[1]
-    parts = (code.co_filename, code.co_qualname, code.co_firstlineno, code.co_code, code.co_linetable,
+    parts = (portable_filename(code.co_filename), code.co_qualname, code.co_firstlineno, code.co_code,
+             code.co_linetable,
              code.co_exceptiontable, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
              code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
              code.co_stacksize, _canon(code.co_consts))

@@ -183,7 +183,7 @@ class Store:
                 continue
             builtins = _builtins_of(G)
             try:
-                out.append(entry_io.read_entry(record, FrameValues(L, G, C, builtins), builtins, backend_fn))
+                out.append(entry_io.read_entry(code, record, FrameValues(L, G, C, builtins), builtins, backend_fn))
             except Stale as e:
                 records.disk_stale(code, str(e))
             except Exception as e:  # noqa: BLE001 - a record we wrote but cannot read: skip it
