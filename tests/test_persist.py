@@ -474,3 +474,53 @@ def test_cache_mistakes_are_one_line(tmp_path, monkeypatch, capsys):
     assert main(["--cache", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such directory" in err[0], err
+
+
+CAPTURE_PROGRAM = r'''
+import json, sys, torch, tracer
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+def step(x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+def main():
+    torch.manual_seed(1)
+    losses = []
+    for i in range(5):
+        x, y = torch.randn(4, 8), torch.randn(4, 2)
+        opt.zero_grad()
+        losses.append(step(x, y).item())
+        opt.step()
+    return losses
+
+if sys.argv[1] == "capture":
+    with tracer.capture():
+        losses = main()
+else:
+    losses = main()
+s = tracer.stats()
+print("RESULT " + json.dumps(dict(losses=losses, traced=s.frames_traced, loaded=s.cache_loaded,
+                                  unsaved=len(s.cache_unsaved), internal=s.internal_errors)))
+'''
+
+
+def test_capture_around_a_training_loop_warm_starts(tmp_path):
+    """capture(): the frames the hook traced (the loop, the step, the model's forward) are
+    written too, and the next process runs the same loop with every one of them loaded."""
+    path = tmp_path / "train.py"
+    path.write_text(CAPTURE_PROGRAM)
+
+    def run(mode):
+        done = subprocess.run([sys.executable, str(path), mode], env=child_env(tmp_path / "cache", tmp_path),
+                              cwd=str(ROOT), capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.split("RESULT ")[-1])
+    eager, one, two = run("eager"), run("capture"), run("capture")
+    assert one["losses"] == pytest.approx(eager["losses"], rel=1e-5)
+    assert two["losses"] == pytest.approx(eager["losses"], rel=1e-5)
+    assert one["traced"] >= 2 and one["unsaved"] == 0 and one["internal"] == 0, one
+    assert two["traced"] == 0 and two["loaded"] == one["traced"] and two["internal"] == 0, two

@@ -172,6 +172,10 @@ class Writer:
             yield ("R", module, qualname)
         if isinstance(module, str) and isinstance(name, str) and name != qualname and "<" not in name:
             yield ("R", module, name)  # a builtin method of torch's _VariableFunctions: torch.<name>
+        if isinstance(module, str) and isinstance(qualname, str) and "." in module and "<" not in qualname:
+            parts = module.split(".")
+            for i in range(len(parts) - 1, 0, -1):  # re-exported by a parent package under its
+                yield ("R", ".".join(parts[:i]), qualname)  # name (torch.manual_seed, a wrapper)
         objclass = getattr(obj, "__objclass__", None)
         if isinstance(objclass, type) and isinstance(name, str):
             yield ("C", self.write(objclass), name)  # a slot wrapper, a method descriptor
