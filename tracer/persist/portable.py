@@ -60,6 +60,24 @@ def _torch_names():
     return out
 
 
+def _builtin_types():
+    """Types of CPython's own objects that no module exports under a name (iterators, method,
+    generator, traceback...): named by `types`' spelling, or by the exemplar that makes them."""
+    def gen():
+        yield
+    out = {name: getattr(types, name) for name in dir(types) if isinstance(getattr(types, name), type)}
+    exemplars = {"range_iterator": iter(range(0)), "list_iterator": iter([]), "tuple_iterator": iter(()),
+                 "set_iterator": iter(set()), "str_iterator": iter(""), "bytes_iterator": iter(b""),
+                 "dict_keyiterator": iter({}), "dict_valueiterator": iter({}.values()),
+                 "dict_itemiterator": iter({}.items()), "dict_keys": {}.keys(), "dict_values": {}.values(),
+                 "dict_items": {}.items(), "list_reverseiterator": reversed([]), "generator": gen(),
+                 "longrange_iterator": iter(range(2 ** 64, 2 ** 64 + 1))}
+    out.update({name: type(v) for name, v in exemplars.items()})
+    return out
+
+
+_BUILTIN_TYPES = _builtin_types()
+_BUILTIN_NAMES = {id(t): name for name, t in _BUILTIN_TYPES.items()}
 _TORCH_NAMES = {}
 _MODULE_DICTS = {}  # id(module.__dict__) -> module name
 _MODULES_SEEN = [0]  # len(sys.modules) when _MODULE_DICTS was made
@@ -129,6 +147,12 @@ class Writer:
             return ("dev", str(obj))
         if t is torch.Size:
             return ("Sz", tuple(int(v) for v in obj))
+        if _is_numpy_scalar(obj):
+            desc = ("npv", self.write(t), obj.item())
+            back = Reader().read(desc)
+            if type(back) is not t or not (back == obj or (back != back and obj != obj)):
+                raise Unportable(f"{_short(obj)} does not read back exactly")
+            return desc
         if t is types.ModuleType:
             return self._checked(obj, ("M", obj.__name__))
         if id(obj) in self._busy:  # (an object reached again while describing itself)
@@ -165,6 +189,9 @@ class Writer:
             return
         if isinstance(obj, enum.Enum):
             yield ("A", self.write(t), obj.name)
+            return
+        if t is type and id(obj) in _BUILTIN_NAMES:
+            yield ("BT", _BUILTIN_NAMES[id(obj)])
             return
         module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
         name = getattr(obj, "__name__", None)
@@ -266,6 +293,13 @@ class Reader:
             return bare.replace(co_consts=tuple(r(c) for c in desc[2]))
         if tag == "dev":
             return torch.device(desc[1])
+        if tag == "BT":
+            try:
+                return _BUILTIN_TYPES[desc[1]]
+            except KeyError:
+                raise Stale(f"no builtin type {desc[1]!r} here") from None
+        if tag == "npv":
+            return r(desc[1])(desc[2])
         if tag == "Sz":
             return torch.Size(desc[1])
         if tag == "M":
@@ -295,6 +329,12 @@ class Reader:
             ns, name = desc[1].split("::", 1)
             return _getattr(getattr(torch.ops, ns), name)
         raise Stale(f"unknown description tag {tag!r}")
+
+
+def _is_numpy_scalar(obj):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.generic) and type(obj).__module__ == "numpy" and \
+        isinstance(obj.item(), (bool, int, float, complex))
 
 
 def _import(name):
