@@ -142,6 +142,8 @@ def main():
                     f"{s.cache_saved} saved, {len(s.of('disk_unsaved'))} not saved, {s.cache_stale} stale")
         unsaved = collections.Counter(_short(e.reason) for e in s.of("disk_unsaved"))
         summary += "".join(f"\n  not saved {k:5d}  {r}" for r, k in unsaved.most_common(8))
+        stale = collections.Counter(_short(e.reason) for e in s.of("disk_stale"))
+        summary += "".join(f"\n  stale {k:5d}  {r}" for r, k in stale.most_common(8))
     lines = [summary, f"fuzz shapes off: {off or 'none'}", "whole-frame fallbacks of f, by reason:"]
     lines += [f"  {k:6d}  {r}" for r, k in fallback_reasons.most_common(25)]
     print("\n".join(lines), flush=True)

@@ -82,11 +82,13 @@ def _write_guard(w, g, frame):
 
 
 def _write_fields(w, obj):
-    out = []
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        out.append((f.name, _write_source(w, v) if isinstance(v, Source) else _write_value(w, v)))
-    return tuple(out)
+    """The instance's own fields: a dataclass's, or the attributes a plain Source class set in
+    its __init__ (IterRestSource); never the cached hash."""
+    if dataclasses.is_dataclass(obj):
+        items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    else:
+        items = [(k, v) for k, v in vars(obj).items() if k != "_hash"]
+    return tuple((k, _write_source(w, v) if isinstance(v, Source) else _write_value(w, v)) for k, v in items)
 
 
 def _write_value(w, v):
@@ -104,7 +106,7 @@ def _write_source(w, s):
     memo = w.__dict__.setdefault("sources", {})
     desc = memo.get(s)
     if desc is None:
-        fields = _write_fields(w, s) if dataclasses.is_dataclass(s) else ()
+        fields = _write_fields(w, s)
         desc = memo[s] = ("src", w.write(type(s)), fields)
     return desc
 

@@ -147,6 +147,12 @@ class Writer:
             return ("dev", str(obj))
         if t is torch.Size:
             return ("Sz", tuple(int(v) for v in obj))
+        if t is types.MethodType:  # a method bound to an object described in its own right
+            desc = ("MB", self.write(obj.__self__), obj.__func__.__name__)
+            back = Reader().read(desc)
+            if type(back) is not types.MethodType or back.__func__ is not obj.__func__:
+                raise Unportable(f"{_short(obj)} is not found again through its object")
+            return desc
         if _is_numpy_scalar(obj):
             desc = ("npv", self.write(t), obj.item())
             back = Reader().read(desc)
@@ -298,6 +304,8 @@ class Reader:
                 return _BUILTIN_TYPES[desc[1]]
             except KeyError:
                 raise Stale(f"no builtin type {desc[1]!r} here") from None
+        if tag == "MB":
+            return _getattr(r(desc[1]), desc[2])
         if tag == "npv":
             return r(desc[1])(desc[2])
         if tag == "Sz":
