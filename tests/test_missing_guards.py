@@ -180,3 +180,33 @@ def test_any_autocast_answer_follows_devices_the_state_guard_does_not_list():
         torch.set_autocast_enabled("xpu", False)
     out, d = run(c, f, x)
     assert out[1] is False and d.frames == 1
+
+
+def test_presence_of_a_user_module_attribute_is_guarded():
+    """`hasattr(mod, name)` and `getattr(mod, name, default)` on a user module: the attribute
+    set later (or at import in another process, the disk cache) must not be missed."""
+    import sys
+    import types
+    mod = types.ModuleType("presence_mod")
+    sys.modules["presence_mod"] = mod
+    try:
+        def f(x):
+            return x * (3 if hasattr(mod, "FAST") else 2)
+
+        def g(x):
+            return x * getattr(mod, "FAST", 2)
+        x = torch.ones(2)
+        cf, _ = check(f, x)
+        cg, _ = check(g, x)
+        mod.FAST = 5
+        for c, fn in ((cf, f), (cg, g)):
+            out, d = run(c, fn, x)
+            torch.testing.assert_close(out, fn(x))
+            assert d.frames == 1  # recompiled: the attribute now exists
+        del mod.FAST
+        for c, fn in ((cf, f), (cg, g)):
+            out, d = run(c, fn, x)
+            torch.testing.assert_close(out, fn(x))
+            assert d.frames == 0  # the first entry fits again
+    finally:
+        del sys.modules["presence_mod"]

@@ -524,3 +524,81 @@ def test_capture_around_a_training_loop_warm_starts(tmp_path):
     assert two["losses"] == pytest.approx(eager["losses"], rel=1e-5)
     assert one["traced"] >= 2 and one["unsaved"] == 0 and one["internal"] == 0, one
     assert two["traced"] == 0 and two["loaded"] == one["traced"] and two["internal"] == 0, two
+
+
+SWITCHED_PROGRAM = r'''
+import json, os, sys, torch, tracer
+import torch.nn.functional as F
+SIG = os.environ.get("ACT") == "sig"
+if SIG:
+    def act(x):
+        return x.sigmoid()
+else:
+    def act(x):
+        return x.relu()
+
+class Block(torch.nn.Module):
+    if SIG:
+        def forward(self, x):
+            return x.sigmoid() + 1
+    else:
+        def forward(self, x):
+            return x.relu() + 1
+
+class Util:
+    scale = staticmethod(lambda x: x * 2)
+
+if SIG:
+    Util.scale = staticmethod(lambda x: x * 3)
+if os.environ.get("PATCH_GELU"):
+    F.gelu = lambda x, approximate="none": x.sigmoid()
+
+def f(x):
+    return act(x) * 2
+
+def g(m, x):
+    return m(x) - 1
+
+def h(x):
+    return Util.scale(x) + F.gelu(x)
+
+x = torch.tensor([-1.0, 0.5, 2.0])
+out = {}
+for name, fn, args in (("f", f, (x,)), ("g", g, (Block(), x)), ("h", h, (x,))):
+    before = tracer.stats()
+    got = tracer.compile(fn)(*args)
+    after = tracer.stats()
+    out[name] = dict(ok=bool(torch.allclose(got, fn(*args))), loaded=after.cache_loaded - before.cache_loaded,
+                     traced=after.frames_traced - before.frames_traced)
+print("RESULT " + json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("flag", ["", "-O"])
+def test_a_name_bound_to_other_code_in_the_next_process_is_not_loaded(tmp_path, flag):
+    """The same file, run again with another environment switch: a function, a class's method
+    and a staticmethod defined under an `if`, and a torch function monkeypatched, are found
+    under the same names with other code (the file unchanged). Entries traced with the first
+    code must not be served (each name is written with its code's fingerprint; the patched
+    torch namespace is another environment); under -O too (another environment again)."""
+    path = tmp_path / "switched.py"
+    path.write_text(SWITCHED_PROGRAM)
+
+    def run(act, opt, patch=""):
+        env = child_env(tmp_path / "cache", tmp_path)
+        env["ACT"] = act
+        env["PATCH_GELU"] = patch
+        done = subprocess.run([sys.executable, *([opt] if opt else []), str(path)], env=env, cwd=str(ROOT),
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.split("RESULT ")[-1])
+    first, again = run("relu", flag), run("relu", flag)
+    assert all(r["ok"] for r in first.values()) and all(r["ok"] for r in again.values())
+    assert all(r["traced"] == 0 and r["loaded"] >= 1 for r in again.values()), again
+    switched = run("sig", flag)
+    assert all(r["ok"] for r in switched.values()), switched
+    assert all(r["traced"] >= 1 for r in switched.values()), switched
+    patched = run("relu", flag, patch="1")  # torch.nn.functional.gelu replaced: another environment
+    assert patched["h"]["ok"] and patched["h"]["traced"] >= 1, patched
+    other = run("relu", "" if flag else "-O")  # the other optimisation level: another environment
+    assert all(r["ok"] for r in other.values()) and all(r["traced"] >= 1 for r in other.values()), other

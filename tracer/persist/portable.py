@@ -244,9 +244,11 @@ class Writer:
             back = Reader().read(desc)
         except Exception as e:  # noqa: BLE001 - any failure to find it again is the answer
             raise Unportable(f"{_short(obj)} cannot be found again by its name ({type(e).__name__}: {e})") from None
-        if back is not obj and not (type(obj) is torch.device and back == obj):
+        if back is not obj and not (type(obj) is torch.device and back == obj) and not _same_bound(obj, back):
             raise Unportable(f"{_short(obj)} is not what its name {_spell(desc)} finds")
         self._note_deps(desc)
+        if (desc[0] in _NAMED and callable(obj) and not isinstance(obj, type)) or type(obj) in _DESCRIPTORS:
+            return ("FP", desc, fingerprint(obj))
         return desc
 
     def _note_deps(self, desc):
@@ -304,6 +306,11 @@ class Reader:
                 return _BUILTIN_TYPES[desc[1]]
             except KeyError:
                 raise Stale(f"no builtin type {desc[1]!r} here") from None
+        if tag == "FP":
+            obj = r(desc[1])
+            if fingerprint(obj) != desc[2]:
+                raise Stale(f"{_spell(desc[1])} is not the code the entry was traced with")
+            return obj
         if tag == "MB":
             return _getattr(r(desc[1]), desc[2])
         if tag == "npv":
@@ -337,6 +344,13 @@ class Reader:
             ns, name = desc[1].split("::", 1)
             return _getattr(getattr(torch.ops, ns), name)
         raise Stale(f"unknown description tag {tag!r}")
+
+
+def _same_bound(obj, back):
+    """A builtin bound to a class (`dict.fromkeys`): each read makes a new bound object, equal
+    to the first (the same class, the same C function)."""
+    return type(obj) is types.BuiltinMethodType and type(back) is types.BuiltinMethodType and \
+        isinstance(obj.__self__, type) and obj.__self__ is back.__self__ and obj == back
 
 
 def _is_numpy_scalar(obj):
@@ -380,6 +394,65 @@ def _spell(desc):
     if tag == "C":
         return f"{_spell(desc[1])}.__dict__[{desc[2]!r}]"
     return tag
+
+
+_NAMED = frozenset({"R", "A", "B", "C"})
+_DESCRIPTORS = (staticmethod, classmethod, property)
+_FP_DEPTH = 4
+
+
+def fingerprint(obj, depth=0):
+    """What a name must still find for an entry to apply: a Python function's code (by its
+    key), defaults and closure contents; a descriptor's functions; another callable's type and
+    name. A name describes where an object is, not what it is: a function monkeypatched, or
+    defined under an `if` on an environment variable, is found under the same name in another
+    process with other code (and its module file unchanged)."""
+    t = type(obj)
+    if t is types.FunctionType:
+        if depth >= _FP_DEPTH:
+            return ("fn", code_key(obj.__code__))
+        return ("fn", code_key(obj.__code__), _value_print(obj.__defaults__, depth),
+                _value_print(obj.__kwdefaults__, depth),
+                tuple(_value_print(_cell(c), depth) for c in obj.__closure__ or ()))
+    if t is staticmethod or t is classmethod:
+        return (t.__name__, fingerprint(obj.__func__, depth + 1))
+    if t is property:
+        return ("property", *(fingerprint(f, depth + 1) for f in (obj.fget, obj.fset, obj.fdel)))
+    if t is types.MethodType:
+        return ("method", fingerprint(obj.__func__, depth + 1))
+    if obj is None:
+        return None
+    return ("obj", t.__module__, t.__qualname__, str(getattr(obj, "__module__", "")),
+            str(getattr(obj, "__qualname__", getattr(obj, "__name__", ""))))
+
+
+def _cell(c):
+    try:
+        return c.cell_contents
+    except ValueError:
+        return _EMPTY_CELL
+
+
+_EMPTY_CELL = object()
+
+
+def _value_print(v, depth):
+    """A default's or closure cell's part of a fingerprint: plain values by value, functions by
+    their own fingerprint, anything else by its type (its identity is this process's)."""
+    t = type(v)
+    if v is None or t in (bool, int, float, complex, str, bytes):
+        return (t.__name__, repr(v))
+    if t is tuple or t is list:
+        return (t.__name__, tuple(_value_print(x, depth) for x in v))
+    if t is dict:
+        return ("dict", tuple((repr(k), _value_print(x, depth)) for k, x in v.items()))
+    if v is _EMPTY_CELL:
+        return ("empty",)
+    if t in (types.FunctionType, staticmethod, classmethod, property, types.MethodType):
+        return fingerprint(v, depth + 1)
+    if t is type:
+        return ("type", v.__module__, v.__qualname__)
+    return ("obj", t.__module__, t.__qualname__)
 
 
 def spell(desc):

@@ -66,11 +66,28 @@ def environment():
     """The directory name every entry of this process goes under (see module docstring)."""
     if not _ENV:
         mine = _package_digest()  # (its version would add nothing: a release is its files)
-        parts = (sys.version, sys.implementation.cache_tag, torch.__version__, mine, entry_io.FORMAT)
+        # -O and -OO compile other code (`if __debug__:` blocks, asserts, docstrings)
+        parts = (sys.version, sys.implementation.cache_tag, sys.flags.optimize, torch.__version__, mine,
+                 entry_io.FORMAT, torch_patches())
         _ENV.append(hashlib.sha256(repr(parts).encode()).hexdigest()[:20])
         _ENV.append({"python": sys.version.split()[0], "torch": torch.__version__, "frametracer": mine,
                      "format": entry_io.FORMAT})
     return _ENV[0]
+
+
+def torch_patches():
+    """The functions of torch's main namespaces that are not torch's own: a process that
+    monkeypatched `torch.nn.functional.gelu` (or a Tensor method) before its first compile is
+    another environment. (Traces trust torch's functions as immutable library code and do not
+    guard them one by one: rule 7.)"""
+    out = []
+    for m in (torch, torch.nn.functional, torch.Tensor, torch.nn.Module):
+        for name, v in sorted(vars(m).items()):
+            if callable(v) and not isinstance(v, type):
+                module = getattr(v, "__module__", None) or ""
+                if not (module.startswith("torch") or module in ("builtins", "", "typing", "typing_extensions")):
+                    out.append((getattr(m, "__name__", "?"), name, module, str(getattr(v, "__qualname__", ""))))
+    return tuple(out)
 
 
 ENVIRONMENT_FILE = "environment.json"  # what an environment directory was made by (listings)

@@ -12,7 +12,7 @@ each).
 import types
 
 import torch
-from guards import ConstSource, QueryMatch, TensorMatch
+from guards import ConstSource, Predicate, QueryMatch, TensorMatch
 
 from ..exc import Unsupported
 from ..runtime import policy
@@ -341,13 +341,11 @@ class PythonModuleVariable(ObjectVariable):
     def __init__(self, module, source=None):
         super().__init__(module, source)
 
-
-
-
     def getattr(self, tx, name):
         try:
             value = getattr(self.module, name)
         except AttributeError:
+            self._guard_presence(tx, name, False)  # (getattr(mod, name, default) takes the default)
             raise exceptions.attribute_error(f"module {self.module.__name__!r}", name)
         trusted = policy.is_library_namespace(self.module.__name__)
         # Library modules' functions and classes are treated as immutable (not guarded); user
@@ -359,7 +357,21 @@ class PythonModuleVariable(ObjectVariable):
         return builder.wrap(tx, value, source)
 
     def hasattr(self, tx, name):
-        return hasattr(self.module, name)
+        present = hasattr(self.module, name)
+        self._guard_presence(tx, name, present)
+        return present
+
+    def _guard_presence(self, tx, name, present):
+        """Whether a user module has `name` is a fact of this call: a later `mod.FAST = True`
+        (or another process setting it at import) must fail the guard. A library namespace is
+        trusted like its functions (rule 7)."""
+        if policy.is_library_namespace(self.module.__name__):
+            return
+        source = self.source if self.source is not None else ConstSource(self.module)
+        if present:
+            tx.guard(Predicate.made(source, functions._has_attr, (name,), f"has attribute {name!r}"))
+        else:
+            tx.guard(Predicate.lacks_attr(source, name, f"has no attribute {name!r}"))
 
     def reconstruct(self, cg):
         cg.load_const(self.module)

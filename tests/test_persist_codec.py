@@ -1,0 +1,126 @@
+"""The disk cache's codec (tracer/persist/portable.py) and guard writer (guards_io.py), in one
+process: what can be described is read back as the very object (or an exactly equal value),
+through marshal; what cannot is Unportable with a reason, never a wrong description."""
+import collections
+import enum
+import marshal
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from guards import AttrSource, ConstSource, LocalSource, TypeMatch
+from guards.guard import Predicate
+from tracer.persist import guards_io
+from tracer.persist.portable import Reader, Unportable, Writer, code_key, portable_filename
+from tracer.trace.handlers.exceptions import GradRestore
+from tracer.variables.builder import IterRestSource
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+def _round_trip(obj):
+    w = Writer()
+    desc = marshal.loads(marshal.dumps(w.write(obj)))
+    return Reader().read(desc), w
+
+
+@pytest.mark.parametrize("obj", [
+    torch.nn.functional.relu, torch.add, torch.float16, torch.channels_last, torch.strided,
+    torch.ops.aten.add.Tensor, torch.ops.aten.mm, collections.OrderedDict.__setitem__, dict.__new__,
+    dict.fromkeys, print, len, torch.nn.Linear, torch.nn.Linear.forward, Color.RED, torch.manual_seed,
+    types.MethodType, types.GeneratorType, type(iter(range(3))), type({}.items()), types.TracebackType,
+    vars(collections), collections,
+], ids=repr)
+def test_named_objects_come_back_as_themselves(obj):
+    back, _ = _round_trip(obj)
+    # (a builtin bound to a class, dict.fromkeys, is a new equal object at every read)
+    assert back is obj or (type(back) is types.BuiltinMethodType and back == obj)
+
+
+@pytest.mark.parametrize("value", [
+    (1, 2.5, "a", None, True), [1, [2, (3,)]], {"a": 1, 2: (3, 4)}, frozenset({1, 2}), slice(1, None, 2), Ellipsis,
+    -0.0, float("nan"), 1 + 2j, b"xy", torch.Size([2, 3]), torch.device("cpu"), np.float64(0.25), np.int32(7),
+], ids=repr)
+def test_values_come_back_exactly_equal(value):
+    back, _ = _round_trip(value)
+    assert type(back) is type(value)
+    if isinstance(value, float) and value != value:
+        assert back != back
+    else:
+        assert back == value or repr(back) == repr(value)
+
+
+def test_bound_method_of_a_described_object():
+    back, _ = _round_trip(GradRestore(True).__exit__)
+    assert isinstance(back, types.MethodType) and back.__func__ is GradRestore.__exit__ and back.__self__.prev is True
+
+
+def test_what_has_no_name_is_unportable_with_a_reason():
+    def local():
+        pass
+
+    class Local:
+        pass
+    for obj in (local, Local, Local(), lambda: 0, object(), torch.randn(2)):
+        with pytest.raises(Unportable) as e:
+            Writer().write(obj)
+        assert str(e.value)
+
+
+def test_code_objects_keep_their_constants_and_key():
+    def f(x, k=3):
+        return [x * k for _ in range(2)], {"a": frozenset({1, 2})}
+    back, _ = _round_trip(f.__code__)
+    assert back == f.__code__ and code_key(back) == code_key(f.__code__)
+
+
+def test_deps_name_the_modules_a_description_reads():
+    _, w = _round_trip(np.linalg.norm)
+    assert any(d.startswith("numpy") for d in w.deps)
+
+
+def test_portable_filename_is_relative_to_its_sys_path_entry():
+    import transformers
+    name = portable_filename(transformers.__file__)
+    assert name == "transformers/__init__.py"
+    assert portable_filename("/nowhere/x.py") == "/nowhere/x.py"
+
+
+def test_guards_of_every_source_kind_round_trip():
+    """A plain Source class (IterRestSource sets its attribute in __init__) and a dataclass one,
+    inside guards written and read back: same description, same key."""
+    L = ([1, 2, 3], torch.nn.Linear(2, 2))
+    src = IterRestSource(LocalSource("it", 0))
+    guards = [TypeMatch(src, tuple), TypeMatch(AttrSource(LocalSource("m", 1), "weight"), torch.nn.Parameter),
+              Predicate.made(ConstSource(collections), _has, ("OrderedDict",), "has OrderedDict")]
+    frame = guards_io.FrameValues(L, {}, None, {})
+    w = Writer()
+    descs = marshal.loads(marshal.dumps(tuple(guards_io._write_guard(w, g, frame) for g in guards)))
+    back = [guards_io._read_guard(Reader(), d, frame, []) for d in descs]
+    assert [g.describe() for g in back] == [g.describe() for g in guards]
+    assert [g._key() for g in back[:2]] == [g._key() for g in guards[:2]]  # (a kind-less check: by id)
+    assert back[2].fn(collections) and not back[2].fn(types)
+
+
+def _has(name):
+    return lambda m: hasattr(m, name)
+
+
+def test_a_name_that_finds_other_code_is_stale():
+    """A function is written by its name and its code: a name that finds other code in the
+    reading process (monkeypatched, or defined under an environment switch) is Stale."""
+    from tracer.persist.portable import Stale
+    import json
+    desc = marshal.loads(marshal.dumps(Writer().write(json.dumps)))
+    original = json.dumps
+    try:
+        json.dumps = lambda *a, **k: "patched"
+        with pytest.raises(Stale, match="not the code the entry was traced with"):
+            Reader().read(desc)
+    finally:
+        json.dumps = original
+    assert Reader().read(desc) is json.dumps
