@@ -53,9 +53,10 @@ def build(name):
 def child(model, tool, backend):
     import torch
     m, args = build(model)
-    w0 = time.perf_counter()
     if tool == "tracer":
         import tracer
+    w0 = time.perf_counter()
+    if tool == "tracer":
         t0 = time.process_time()
         compiled = tracer.compile(m, backend=backend)
     else:
