@@ -480,26 +480,45 @@ _FILENAMES = {}  # co_filename -> its portable spelling
 
 
 def portable_filename(path):
-    """A source file's path relative to the sys.path entry it is imported from (the longest
-    that holds it): `transformers/models/gpt2/modeling_gpt2.py` in every virtual environment
-    and on every machine, so a cache shipped with a model (tracer.save_cache) finds its entries.
-    A file outside sys.path keeps its absolute path."""
+    """A source file as its module's name spells it (`transformers/models/gpt2/modeling_gpt2.py`)
+    in every virtual environment, on every machine, however the process was started (an editable
+    install's import hook, PYTHONPATH, the current directory), so a cache shipped with a model
+    (tracer.save_cache) finds its entries; a file of no imported module (a script) relative to the
+    sys.path entry that holds it; anything else keeps its absolute path."""
     hit = _FILENAMES.get(path)
     if hit is not None:
         return hit
-    out = path
-    if os.path.isabs(path):
+    out = _by_module(path)
+    if out is None and os.path.isabs(path):
         best = ""
         for entry in sys.path:
             root = os.path.join(os.path.abspath(entry or os.curdir), "")
             if path.startswith(root) and len(root) > len(best):
                 best = root
-        if best:
-            out = path[len(best):].replace(os.sep, "/")
+        out = path[len(best):].replace(os.sep, "/") if best else None
+    out = out or path
     if len(_FILENAMES) > 100_000:
         _FILENAMES.clear()
     _FILENAMES[path] = out
     return out
+
+
+_MODULE_FILES = {}
+_FILES_SEEN = [0]
+
+
+def _by_module(path):
+    if _FILES_SEEN[0] != len(sys.modules):
+        _MODULE_FILES.clear()
+        for name, m in list(sys.modules.items()):
+            f = getattr(m, "__file__", None) if name != "__main__" else None
+            if isinstance(f, str) and f.endswith(".py"):
+                _MODULE_FILES[f] = name
+        _FILES_SEEN[0] = len(sys.modules)
+    name = _MODULE_FILES.get(path)
+    if name is None:
+        return None
+    return name.replace(".", "/") + ("/__init__.py" if path.endswith("__init__.py") else ".py")
 
 
 def code_key(code):
