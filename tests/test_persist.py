@@ -428,16 +428,23 @@ def test_unportable_entry_is_reported_and_not_written(tmp_path, monkeypatch):
 
 # ---- shipping a cache, looking inside one, and the mistakes a user can make -------------------
 
-@pytest.mark.usefixtures("fresh_tracer")
-def test_save_cache_then_load_cache_in_a_process_without_a_cache_dir(warm, tmp_path, monkeypatch):
-    monkeypatch.setattr(config, "cache_dir", str(warm["cache"]))
+def _in_child(code, cache_dir, timeout=120):
+    """Run `code` in a fresh process of this Python (its environment: the suite's own process
+    may hold torch patches other tests left, which are another environment)."""
+    env = child_env(cache_dir, ROOT)
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=timeout)
+    return done
+
+
+def test_save_cache_then_load_cache_in_a_process_without_a_cache_dir(warm, tmp_path):
     archive = tmp_path / "model.tracercache"
-    n = tracer.save_cache(archive)
+    done = _in_child(f"import tracer; print('SAVED', tracer.save_cache({str(archive)!r}))", warm["cache"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    n = int(done.stdout.split("SAVED ")[-1])
     assert n == len(entry_files(warm["cache"])) and n >= 5, n
     moddir = tmp_path / "mods"
     write_modules(moddir)
-    (moddir / "editmod.py").write_text("def f(x):\n    return x.cos() * 2 + 1\n")
-    (moddir / "helpermod.py").write_text("def helper(x):\n    return x.cos() - 1.5\n")
     got = run_child("", moddir, [["load", {"path": str(archive)}], ["user", {"xs": [X_POS, X_NEG]}],
                                  ["enc", {}]])
     assert got["load"]["n"] == n and got["load"]["cache_dir_set"], got["load"]
@@ -445,16 +452,17 @@ def test_save_cache_then_load_cache_in_a_process_without_a_cache_dir(warm, tmp_p
     assert got["enc"]["ok"] == [True] and got["enc"]["traced"] == 0, got["enc"]
 
 
-def test_tracer_dump_lists_a_cache(warm, capsys):
-    from tracer.tools.dump import main
-    assert main(["--cache", str(warm["cache"])]) == 0
-    text = capsys.readouterr().out
+def test_tracer_dump_lists_a_cache(warm):
+    dump = "from tracer.tools.dump import main; raise SystemExit(main({}))"
+    done = _in_child(dump.format(["--cache", str(warm["cache"])]), warm["cache"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout
     assert "this process's" in text
     for name in ("user", "TransformerEncoder.forward", "GPT2LMHeadModel.forward", "user.<resume@"):
         assert name in text, text[:3000]
     assert "guards" in text and "ops" in text and "KiB" in text
-    assert main(["--cache", str(warm["cache"]), "--json"]) == 0
-    listing = json.loads(capsys.readouterr().out)
+    done = _in_child(dump.format(["--cache", str(warm["cache"]), "--json"]), warm["cache"])
+    listing = json.loads(done.stdout)
     entries = [e for env in listing for code in env["codes"] for e in code["entries"]]
     assert len(entries) == len(entry_files(warm["cache"]))
     assert all(e["guards"] > 0 and "name" in e for e in entries)

@@ -508,7 +508,7 @@ _FILES_SEEN = [0]
 
 
 def _by_module(path):
-    if _FILES_SEEN[0] != len(sys.modules):
+    if path not in _MODULE_FILES and _FILES_SEEN[0] != len(sys.modules):  # (rebuilt on a miss only)
         _MODULE_FILES.clear()
         for name, m in list(sys.modules.items()):
             f = getattr(m, "__file__", None) if name != "__main__" else None

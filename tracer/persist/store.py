@@ -27,6 +27,7 @@ import pathlib
 import sys
 import tempfile
 import threading
+import types
 import warnings
 import zipfile
 
@@ -46,17 +47,45 @@ class CacheFileWarning(RuntimeWarning):
     """A cache file could not be read (truncated, corrupt): it is ignored."""
 
 
-def _package_digest():
-    """frametracer's own code: an edit in the tracer is a new environment."""
-    h = hashlib.sha256()
-    root = pathlib.Path(__file__).resolve().parents[2]
+def _package_sources():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = []
     for pkg in ("tracer", "guards", "bytecode_utils"):
-        for path in sorted((root / pkg).rglob("*")):
+        for directory, dirs, files in os.walk(os.path.join(root, pkg)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
             # sources only (the extensions are built from the .c/.cpp files hashed here)
-            if path.suffix in (".py", ".c", ".h", ".cpp") and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(root)).encode())
-                h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+            found += [os.path.join(directory, f) for f in files if f.endswith((".py", ".c", ".h", ".cpp"))]
+    return root, sorted(found)
+
+
+def _package_digest():
+    """frametracer's own code: an edit in the tracer is a new environment. The digest of the
+    files' contents is remembered (in the temporary directory) under their sizes and times, so
+    a process reads ~150 stat results instead of every file."""
+    root, files = _package_sources()
+    stats = hashlib.sha256()
+    for path in files:
+        st = os.stat(path)
+        stats.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    memo = os.path.join(tempfile.gettempdir(), f"frametracer-digest-{stats.hexdigest()[:24]}")
+    try:
+        with open(memo) as fh:
+            digest = fh.read().strip()
+        if len(digest) == 16:
+            return digest
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    for path in files:
+        h.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    digest = h.hexdigest()[:16]
+    try:
+        _write_atomic(pathlib.Path(tempfile.gettempdir()), os.path.basename(memo), digest.encode())
+    except OSError:
+        pass
+    return digest
 
 
 _ENV = []
@@ -82,12 +111,17 @@ def torch_patches():
     guard them one by one: rule 7.)"""
     out = []
     for m in (torch, torch.nn.functional, torch.Tensor, torch.nn.Module):
-        for name, v in sorted(vars(m).items()):
-            if callable(v) and not isinstance(v, type):
-                module = getattr(v, "__module__", None) or ""
-                if not (module.startswith("torch") or module in ("builtins", "", "typing", "typing_extensions")):
-                    out.append((getattr(m, "__name__", "?"), name, module, str(getattr(v, "__qualname__", ""))))
-    return tuple(out)
+        for name, v in vars(m).items():
+            if type(v) in _C_CALLABLES or isinstance(v, type) or not callable(v):
+                continue  # (torch's C functions and descriptors: only Python can patch in others)
+            module = getattr(v, "__module__", None) or ""
+            if not (module.startswith("torch") or module in ("builtins", "", "typing", "typing_extensions")):
+                out.append((getattr(m, "__name__", "?"), name, module, str(getattr(v, "__qualname__", ""))))
+    return tuple(sorted(out))
+
+
+_C_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                types.GetSetDescriptorType, types.MemberDescriptorType, types.ClassMethodDescriptorType)
 
 
 ENVIRONMENT_FILE = "environment.json"  # what an environment directory was made by (listings)
