@@ -12,6 +12,7 @@ import torch
 
 from ..exc import BackendError
 from ..runtime.frame_hook import skip_code
+from .shapes import static_tracing_context
 
 
 def eager(gm, example_inputs):
@@ -93,9 +94,7 @@ def inductor(gm, example_inputs):
     from torch._guards import TracingContext, tracing
     if TracingContext.try_get() is not None:
         return compile_fx(gm, example_inputs)
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+    with tracing(static_tracing_context(example_inputs)):
         return compile_fx(gm, example_inputs)
 
 

@@ -333,3 +333,21 @@ def _shape_match(expr, sources):
 
 
 __all__ = ["Shapes", "SizePolicy", "is_symbolic", "constant_of", "SYM_TYPES"]
+
+
+def static_tracing_context(example_inputs):
+    """A tracing context for a backend compiling a graph of static sizes outside a trace (a
+    graph read from the disk cache, or a trace that made no symbol): a ShapeEnv of its own, as
+    torch.compile gives every graph (inductor's FX graph cache and AOTAutograd's cache bypass a
+    graph without one), and every input tensor fakified with static sizes (a fake mode with a
+    ShapeEnv would otherwise give it symbolic ones)."""
+    from torch._dynamo.source import LocalSource as TorchLocal
+    from torch._guards import TracingContext
+    tc = TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
+    for i, t in enumerate(example_inputs):
+        if isinstance(t, torch.Tensor):
+            n = t.dim()
+            tc.tensor_to_context[t] = StatefulSymbolicContext(
+                dynamic_sizes=[DimDynamic.STATIC] * n, dynamic_strides=[DimDynamic.INFER_STRIDE] * n,
+                constraint_sizes=[None] * n, constraint_strides=[None] * n, tensor_source=TorchLocal(f"a{i}"))
+    return tc
