@@ -503,22 +503,23 @@ def portable_filename(path):
     return out
 
 
-_MODULE_FILES = {}
-_FILES_SEEN = [0]
-
-
 def _by_module(path):
-    if path not in _MODULE_FILES and _FILES_SEEN[0] != len(sys.modules):  # (rebuilt on a miss only)
-        _MODULE_FILES.clear()
-        for name, m in list(sys.modules.items()):
-            f = getattr(m, "__file__", None) if name != "__main__" else None
-            if isinstance(f, str) and f.endswith(".py"):
-                _MODULE_FILES[f] = name
-        _FILES_SEEN[0] = len(sys.modules)
-    name = _MODULE_FILES.get(path)
-    if name is None:
+    """The module-name spelling of `path` if an imported module (not __main__) has it as its
+    file: the longest dotted name made of the path's last parts that sys.modules holds with
+    this very file (`.../tracer/graph/backends.py` -> tracer.graph.backends)."""
+    if not path.endswith(".py"):
         return None
-    return name.replace(".", "/") + ("/__init__.py" if path.endswith("__init__.py") else ".py")
+    parts = path[:-3].replace(os.sep, "/").split("/")
+    package = parts[-1] == "__init__"
+    if package:
+        parts = parts[:-1]
+    for i in range(len(parts)):
+        name = ".".join(parts[i:])
+        if name and name != "__main__":
+            m = sys.modules.get(name)
+            if m is not None and getattr(m, "__file__", None) == path:
+                return name.replace(".", "/") + ("/__init__.py" if package else ".py")
+    return None
 
 
 def code_key(code):
