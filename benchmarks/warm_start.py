@@ -88,17 +88,23 @@ def run_child(model, tool, backend, env_extra):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _tracer_env(cache_dir):
+    return {"TRACER_CACHE_DIR": cache_dir, "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor")}
+
+
 def measure(model, backend, reps, key):
     rows = {k: [] for k in ("tracer cold", "tracer warm", "tc cold", "tc warm")}
     info = {}
     with tempfile.TemporaryDirectory() as tmp:
         warm_tracer = os.path.join(tmp, "tracer-warm")
         warm_tc = os.path.join(tmp, "tc-warm")
-        run_child(model, "tracer", backend, {"TRACER_CACHE_DIR": warm_tracer})  # fill both
+        # inductor's caches beside the tracer's, named outright: a library imported before the
+        # tracer's first compile (transformers) may fix inductor's default directory first
+        run_child(model, "tracer", backend, _tracer_env(warm_tracer))  # fill both
         run_child(model, "tc", backend, {"TORCHINDUCTOR_CACHE_DIR": warm_tc})
         for r in range(reps):
-            cold = run_child(model, "tracer", backend, {"TRACER_CACHE_DIR": os.path.join(tmp, f"tc{r}")})
-            warm = run_child(model, "tracer", backend, {"TRACER_CACHE_DIR": warm_tracer})
+            cold = run_child(model, "tracer", backend, _tracer_env(os.path.join(tmp, f"tc{r}")))
+            warm = run_child(model, "tracer", backend, _tracer_env(warm_tracer))
             rows["tracer cold"].append(cold)
             rows["tracer warm"].append(warm)
             info = {"traced cold": cold["traced"], "traced warm": warm["traced"], "loaded": warm["loaded"],
