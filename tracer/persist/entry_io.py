@@ -33,10 +33,6 @@ from .portable import Reader, Stale, Unportable, Writer, register
 FORMAT = 1
 
 
-class _Graph:
-    """What the rewritten code's graph constant is written as: the entry's one graph."""
-
-
 def _write_untraced(w, _obj):
     if getattr(w, "entry", None) is None or w.entry.graph is None:
         raise Unportable("a compiled graph that is not the entry's own")
@@ -128,8 +124,7 @@ def read_entry(code, record, frame, builtins, backend_fn):
         new_code = _here(r.read(record["code"]), record["file"], code.co_filename)
         skip_code(new_code)  # the rewritten code is never handed to the frame hook again
     entry = Entry(guards=guards, code=new_code, graph=gm, reason=record["reason"], location=record["location"],
-                  ops=record["ops"], backend=backend_fn, fullgraph=record["fullgraph"], name=record["name"],
-                  loaded=True)
+                  ops=record["ops"], backend=backend_fn, fullgraph=record["fullgraph"], name=record["name"])
     entry.breaks = [_break_info(*b) for b in record["breaks"]]
     return entry
 

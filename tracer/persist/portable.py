@@ -455,11 +455,6 @@ def _value_print(v, depth):
     return ("obj", t.__module__, t.__qualname__)
 
 
-def spell(desc):
-    """A description in words (tracer-dump --cache, reasons)."""
-    return _spell(desc)
-
-
 def _canon(value):
     """A process-independent spelling of a code constant (frozenset order depends on the
     string hash seed; code objects are spelled by their own key)."""

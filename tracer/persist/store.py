@@ -180,7 +180,7 @@ class Store:
         return True
 
     # ---- reading --------------------------------------------------------------------------------
-    def records(self, code):
+    def read_records(self, code):
         """The readable records of `code`'s entries, oldest first (corrupt files are warned
         about once and skipped)."""
         directory = self._dir(code_key(code))
@@ -222,7 +222,7 @@ class Store:
     def _load(self, code, L, G, C, backend_fn, fullgraph):
         wanted = None
         out = []
-        for record in self.records(code):
+        for record in self.read_records(code):
             if record["fullgraph"] != bool(fullgraph):
                 continue
             if wanted is None:

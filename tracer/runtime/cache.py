@@ -51,7 +51,6 @@ class Entry:
     name: str | None = None      # the frame's name in reports (records.name_of): the compiled
                                  # function's where a functools.wraps wrapper runs its code
     rerun: object = None         # the graph's rerun.Plan (None: it raises as it is)
-    loaded: bool = False         # read from the disk cache (persist/), not traced here
 
     def made_for(self, backend, fullgraph):
         return self.backend is backend and self.fullgraph == fullgraph
