@@ -85,9 +85,14 @@ def _with_aliases(guards: list[Guard]) -> list[Guard]:
 class GuardSet:
     """A compiled guard set.  ``check`` is the fast generated function; never raises."""
 
-    def __init__(self, guards: list[Guard], builtins: dict) -> None:
+    def __init__(self, guards: list[Guard], builtins: dict, split: tuple[int, int] | None = None) -> None:
         self.builtins = builtins
-        first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
+        if split is None:
+            first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
+        else:  # a set written in its final order (the disk cache): (len(first), len(tensors))
+            a, b = split
+            first, tensors, rest = guards[:a], guards[a:a + b], guards[a + b:]
+        self.split = (len(first), len(tensors))
         self.guards: list[Guard] = first + tensors + rest
         self._slow: list[Callable] | None = None
         self._batch = None  # (TensorMatch guards checked in one call, its check or None)
@@ -253,6 +258,8 @@ class GuardSet:
         return f"<GuardSet {len(self.guards)} guards>"
 
 
-def compile_guards(guards: list[Guard], *, builtins: dict) -> GuardSet:
-    """Dedupe, order and compile ``guards`` into a GuardSet (one generated function)."""
-    return GuardSet(guards, builtins)
+def compile_guards(guards: list[Guard], *, builtins: dict, split: tuple[int, int] | None = None) -> GuardSet:
+    """Dedupe, order and compile ``guards`` into a GuardSet (one generated function).
+    ``split`` says the guards are already a set's ``guards`` in order, split as its ``split``
+    says: they are compiled as they are (what the disk cache reads back)."""
+    return GuardSet(guards, builtins, split)

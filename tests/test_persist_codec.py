@@ -1,15 +1,18 @@
 """The disk cache's codec (tracer/persist/portable.py) and guard writer (guards_io.py), in one
 process: what can be described is read back as the very object (or an exactly equal value),
 through marshal; what cannot is Unportable with a reason, never a wrong description."""
+import builtins
 import collections
 import enum
 import marshal
+import sys
 import types
 
 import numpy as np
 import pytest
 import torch
 
+import tracer
 from guards import AttrSource, ConstSource, LocalSource, TypeMatch
 from guards.guard import Predicate
 from tracer.persist import guards_io
@@ -124,3 +127,40 @@ def test_a_name_that_finds_other_code_is_stale():
     finally:
         json.dumps = original
     assert Reader().read(desc) is json.dumps
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+        self.b.weight = self.a.weight  # one tensor under two sources: an aliased TensorMatch
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))) * 2
+
+
+def test_a_guard_set_reads_back_in_its_written_order_with_the_same_check():
+    """The reader compiles the written order as it is (no second ordering or deduplication):
+    the same guards, split and generated text, tied weights' guard included; it passes on the
+    call it was traced from and another instance, and fails where the weights are not tied."""
+    from tracer.runtime import cache
+    tracer.reset()
+    model, x = _Tied(), torch.randn(2, 4)
+    compiled = tracer.compile(model, backend="eager")
+    assert torch.equal(compiled(x), model(x))
+    [entry] = [e for c, cc in cache._CACHES.items() if c is _Tied.forward.__code__ for e in cc.entries]
+    gs = entry.guards
+    assert any(type(g).__name__ == "SameObject" for g in gs.guards)
+    L, G = (model, x), vars(sys.modules[__name__])  # (the frame's locals by position)
+    frame = guards_io.FrameValues(L, G, None, vars(builtins))
+    w = Writer()
+    descs = marshal.loads(marshal.dumps(guards_io.write_guards(w, gs, frame)))
+    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split)
+    assert back.describe() == gs.describe() and back.split == gs.split
+    assert back.source_code == gs.source_code
+    assert back(L, G, None) and gs(L, G, None)
+    assert back((_Tied(), x), G, None)  # another instance: modules are guarded by structure
+    untied = _Tied()
+    untied.b.weight = torch.nn.Parameter(torch.randn(4, 4))
+    assert not back((untied, x), G, None) and not gs((untied, x), G, None)
+    tracer.reset()

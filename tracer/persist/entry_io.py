@@ -72,9 +72,10 @@ def write_entry(code, entry, frame):
         "backend": w.write(entry.backend),
         "fullgraph": bool(entry.fullgraph),
         "guards": guards_io.write_guards(w, entry.guards, frame),
+        "guard_split": entry.guards.split,
         # the code the guard set compiled from its generated text, by the text's digest: a reader
         # generating the same text skips compile() (guards/codegen.py)
-        "guard_code": tuple((digest, marshal.dumps(c)) for digest, c in getattr(entry.guards, "compiled", ())),
+        "guard_code": (),
         "reason": entry.reason,
         "location": entry.location,
         "ops": int(entry.ops),
@@ -84,6 +85,8 @@ def write_entry(code, entry, frame):
         "rerun": None,
         "code": None,
     }
+    compiled = [*getattr(entry.guards, "compiled", ()), *w.__dict__.get("getter_code", ())]
+    record["guard_code"] = tuple((digest, marshal.dumps(c)) for digest, c in dict(compiled).items())
     if entry.graph is not None:
         record["graph"] = graph_io.write_graph(w, entry.graph)
         if graph_io.is_symbolic(record["graph"]) and entry.backend is not eager:
@@ -107,7 +110,7 @@ def read_entry(code, record, frame, builtins, backend_fn):
             raise Stale(f"module {name} changed since the entry was written")
     r = Reader()
     precompiled((digest, marshal.loads(c)) for digest, c in record.get("guard_code", ()))
-    guards = guards_io.read_guards(r, record["guards"], frame, builtins)
+    guards = guards_io.read_guards(r, record["guards"], frame, builtins, record["guard_split"])
     gm = None
     if record["graph"] is not None:
         gm = graph_io.read_graph(r, record["graph"])

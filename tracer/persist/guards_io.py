@@ -26,7 +26,7 @@ import types
 import torch
 
 from guards import GuardSet, compile_guards
-from guards.codegen import ExprContext
+from guards.codegen import ExprContext, recording
 from guards.guard import _MISSING, IdMatch, Predicate, exact_equal
 from guards.shape import ShapeMatch
 from guards.sources import Source
@@ -53,7 +53,10 @@ def _write_guard(w, g, frame):
         obj = ref() if kind == "weak" else ref
         if kind == "weak" and obj is None:
             raise Unportable(f"guard `{g.describe()}`: its object is gone")
-        return ("id", _write_source(w, g.source), _write_object(w, obj, g.describe()))
+        desc = _write_object(w, obj, g.describe())
+        if desc[0] != "name":
+            _getter_code(w, frame, g.source)
+        return ("id", _write_source(w, g.source), desc)
     if isinstance(g, TensorMatch):
         if g.type not in _TENSOR_TYPES:
             raise Unportable(f"guard `{g.describe()}`: a tensor of type {g.type.__qualname__}")
@@ -63,7 +66,7 @@ def _write_guard(w, g, frame):
         src = _write_source(w, g.source)
         if g.kind == "same_function":
             code, _globals_id = g.arg
-            fn = _value(frame, g.source)
+            fn = _value(w, frame, g.source)
             if type(fn) is not types.FunctionType or fn.__code__ is not code:
                 raise Unportable(f"guard `{g.describe()}`: its function is not found through its source")
             return ("same_function", src, code_key(code), _globals_module(w, fn, g), g.description)
@@ -136,6 +139,16 @@ def _write_cell(w, cell, what, depth):
     return _write_object(w, value, what, depth)
 
 
+def _getter_code(w, frame, source):
+    """A reader finds this source's object again by compiling a getter (FrameValues): compile it
+    here, and the record hands the reader its code (`w.getter_code`, written beside the guard
+    set's own compiled code), which skips a compile() per source on a warm start."""
+    try:
+        _value(w, frame, source)
+    except Unportable:  # the reader checks what it finds; here only the code is wanted
+        pass
+
+
 def _globals_module(w, fn, what):
     globals_ = getattr(fn, "__globals__", None)
     desc = w.write(globals_) if globals_ is not None else None
@@ -144,11 +157,16 @@ def _globals_module(w, fn, what):
     return desc[1]
 
 
-def _value(frame, source):
-    try:
-        return frame.value(source)
-    except Stale as e:
-        raise Unportable(str(e)) from None
+def _value(w, frame, source):
+    """The value the writer's call reads through `source`; its getter's code goes into the
+    record as `_getter_code`'s does."""
+    with recording() as compiled:
+        try:
+            return frame.value(source)
+        except Stale as e:
+            raise Unportable(str(e)) from None
+        finally:
+            w.__dict__.setdefault("getter_code", []).extend(compiled)
 
 
 def _write_class_entry(w, g, frame):
@@ -159,7 +177,7 @@ def _write_class_entry(w, g, frame):
         return w.write(entry)
     except Unportable:
         pass
-    klass = _value(frame, g.source)
+    klass = _value(w, frame, g.source)
     for owner in getattr(klass, "__mro__", ()):
         if vars(owner).get(name, _MISSING) is entry:
             return w._checked(entry, ("C", w.write(owner), name))
@@ -183,10 +201,12 @@ class FrameValues:
             raise Stale(f"{source.name()} cannot be read on this call ({type(e).__name__})") from None
 
 
-def read_guards(r: Reader, descs, frame: FrameValues, builtins) -> GuardSet:
+def read_guards(r: Reader, descs, frame: FrameValues, builtins, split=None) -> GuardSet:
+    """`split`: the written set's (guards before tensors, tensors), its guards read back in
+    their order: they are not ordered and deduplicated again."""
     examples = []  # TensorMatch keeps only a weakref to its example until the set is built
     guards = [_read_guard(r, d, frame, examples) for d in descs]
-    return compile_guards(guards, builtins=builtins)
+    return compile_guards(guards, builtins=builtins, split=split)
 
 
 def _read_guard(r, d, frame, examples):
