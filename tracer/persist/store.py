@@ -17,8 +17,6 @@ Layout: `<dir>/<environment>/<code key[:2]>/<code key>/<record digest>.entry`.
 trace. Both are called by runtime/cache.py through `cache.STORE` (this package sits above the
 runtime layer, which only holds the hook).
 """
-import contextlib
-import gc
 import hashlib
 import json
 import marshal
@@ -33,7 +31,7 @@ import zipfile
 
 import torch
 
-from ..runtime import records
+from ..runtime import gc_pause, records
 from . import entry_io
 from .guards_io import FrameValues
 from .portable import Stale, Unportable, Writer, code_key
@@ -216,7 +214,7 @@ class Store:
 
     def load(self, code, L, G, C, backend_fn, fullgraph):
         """The entries saved for `code` that apply to this backend and this call's values."""
-        with _gc_paused():
+        with gc_pause.paused():
             return self._load(code, L, G, C, backend_fn, fullgraph)
 
     def _load(self, code, L, G, C, backend_fn, fullgraph):
@@ -267,20 +265,6 @@ def _canonical(value):
             return ("code", code_key(marshal.loads(value[1])), _canonical(value[2]))
         return tuple(_canonical(v) for v in value)
     return value
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Reading a record makes tens of thousands of tuples and guard objects, none of them in a
-    cycle: each allocation burst would start a collection of the whole heap (a model's
-    process holds millions of objects: 100 ms of a 150 ms load). Collections resume after."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _write_atomic(directory, name, data):

@@ -29,6 +29,7 @@ from bytecode_utils import decode, live_locals
 from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_generator_resume_code)
 
 CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "finished"
+_epoch = [0]  # changes of any generator's state (`_pending`'s memo)
 
 
 class GeneratorVariable(IteratorVariable):
@@ -37,7 +38,7 @@ class GeneratorVariable(IteratorVariable):
     def __init__(self, tx):
         super().__init__([], py_type=types.GeneratorType)
         self.frame = tx
-        self.state = CREATED
+        self._state = CREATED
         self.exc_state = None  # the exception handled inside the body while suspended
         tx.generator = self
 
@@ -137,6 +138,15 @@ class GeneratorVariable(IteratorVariable):
         return "return", result
 
     # ---- state queries ------------------------------------------------------------------------
+    @property
+    def state(self):
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        self._state = value
+        _epoch[0] += 1
+
     def delegate(self):
         """The iterator this generator is suspended in a `yield from` over, or None (below the
         sent value: [iterator, value], 3.15: [iterator, NULL, value])."""
@@ -299,6 +309,21 @@ def real_generator_needs_finalizer(gen):
     return False
 
 
+def _pending(ctx):
+    """The generators that would run code on close. This runs before every instruction while a
+    generator exists, and most generators stay suspended where closing runs nothing (an `any()`
+    over a generator expression that stopped early; every layer of an encoder leaves some): the
+    answer changes only when a generator's state does (its position moves only while it runs)
+    or the list does (a trial's rollback cuts it back), so it is kept until then. Computed anew
+    it cost a 12-layer encoder's trace a fifth of its time, growing with depth."""
+    memo = ctx.generator_memo
+    if not memo or memo[0] != (_epoch[0], len(ctx.generators), id(ctx.generators)):
+        ctx.generators = [g for g in ctx.generators if g.state != FINISHED]
+        pending = [g for g in ctx.generators if g.needs_finalizer()]
+        memo[:] = [(_epoch[0], len(ctx.generators), id(ctx.generators)), pending]
+    return memo[1]
+
+
 def collect_generators(ctx, extra_roots=()):
     """Close the suspended generators (that would run code on close) which nothing reachable
     refers to any more. Returns the ones that are still reachable.
@@ -307,8 +332,7 @@ def collect_generators(ctx, extra_roots=()):
     that the trace stops referring to would be finalized natively only when the rewritten
     frame ends, not where the program dropped it: that is Unsupported (the frame runs as
     Python there)."""
-    ctx.generators = [g for g in ctx.generators if g.state != FINISHED]
-    pending = [g for g in ctx.generators if g.needs_finalizer()]
+    pending = _pending(ctx)
     foreign = ctx.foreign_generators
     if not pending and not foreign:
         return []
