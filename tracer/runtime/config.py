@@ -26,6 +26,12 @@ recompile_limit: how many times one code object is traced for one module structu
     `recompile_limit`). Instances of one module class share an entry (modules are graph
     inputs, guarded by structure), so this counts real changes: shapes, dtypes, flags.
 
+reuse_blocks: a module call that repeats an earlier sibling's (the same class, forward and
+    kinds of arguments: the layers of a stack) is not traced again when the guards the first one
+    recorded hold on it, re-targeted: its nodes are copied with its own parameters
+    (tracer/variables/blocks.py). The graph is the one an unrolled trace makes; compile time no
+    longer grows with depth the way it did. False: every call is traced. Env: TRACER_NO_BLOCK_REUSE=1.
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -34,6 +40,7 @@ verify_guards: check what can be checked cheaply only at compile time anyway, bu
 import os
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
+reuse_blocks = os.environ.get("TRACER_NO_BLOCK_REUSE", "") in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
 recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)

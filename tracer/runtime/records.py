@@ -218,6 +218,12 @@ def disk_loaded(code, n):
     _add(Event("disk_loaded", name_of(code), f"{n} entries"))
 
 
+def blocks_replayed(n):
+    """`n` module calls were replayed from an earlier sibling's trace (variables/blocks.py)."""
+    with _LOCK:
+        _state.counts["blocks_replayed"] += n
+
+
 def disk_stale(code, reason):
     """An entry on disk no longer applies (an edited module, a changed function): not loaded."""
     _add(Event("disk_stale", name_of(code), reason))
@@ -260,6 +266,7 @@ class Stats:
     cache_loaded: int = 0
     cache_unsaved: dict = dataclasses.field(default_factory=dict)
     cache_stale: int = 0
+    blocks_replayed: int = 0  # module calls copied from an earlier sibling's trace, not traced
 
     def of(self, kind):
         return [e for e in self.events if e.kind == kind]
@@ -269,7 +276,7 @@ class Stats:
                f"graph breaks {self.graph_breaks}   fallbacks {self.fallbacks}   "
                f"recompiles {self.recompiles}   cache hits {self.cache_hits}   "
                f"internal errors {self.internal_errors}   tracing {self.trace_seconds:.3f} s   "
-               f"backend compile {self.backend_seconds:.3f} s"]
+               f"backend compile {self.backend_seconds:.3f} s   blocks replayed {self.blocks_replayed}"]
         if self.break_reasons:
             out.append("graph breaks by reason:")
             out += [f"  {n:>4}  {r}" for r, n in sorted(self.break_reasons.items(), key=lambda kv: -kv[1])]
@@ -303,7 +310,8 @@ def stats():
 
     Returns a `Stats` snapshot: the counts of frames traced, graphs, ops, graph breaks, frames
     run as Python (fallbacks), recompiles, recompile limits reached, cache hits, graphs that
-    raised and ran again as Python (reruns), tracer internal errors (each one a bug; the call
+    raised and ran again as Python (reruns), module calls replayed from an earlier sibling's
+    trace instead of traced (blocks_replayed), tracer internal errors (each one a bug; the call
     still ran as Python) and the seconds spent tracing; `break_reasons` and `fallback_reasons`
     (reason -> count), `given_up` (frames with no tensor work, run as Python, and why), and
     the recent events (up to 10,000), each with its kind, frame, reason and `file:line`.
@@ -325,7 +333,8 @@ def stats():
                  graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
                  recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
                  internal_errors=c.get("internal_error", 0), reruns=c.get("rerun", 0),
-                 cache_saved=c.get("disk_saved", 0), cache_stale=c.get("disk_stale", 0), **snap)
+                 cache_saved=c.get("disk_saved", 0), cache_stale=c.get("disk_stale", 0),
+                 blocks_replayed=c.get("blocks_replayed", 0), **snap)
 
 
 def reset_stats():

@@ -82,6 +82,13 @@ class TraceContext:
     # tensor inputs, the Variables of mutable ones and of those whose identity was compared
     input_tensor_sources: list = _state(list, release=KEEP, trial=TRUNCATE)
     mutable_inputs: list = _state(list, release=RESET, trial=TRUNCATE)
+    # (L, G, C) of the root frame: what guards read, read at trace time (variables/blocks.py)
+    frame_values: object = _state(None, release=DROP, trial=KEEP)
+    # reads through a source answered by an object met before without one: nothing guards
+    # that the source still finds it (variables/blocks.py: a block that did is not replayed)
+    unsourced_reads: list = _state(list, release=RESET, trial=TRUNCATE)
+    # block kind -> the first such module call, recorded for its siblings (variables/blocks.py)
+    blocks: dict = _state(dict, release=CLEAR, trial=COPY)
     # instructions executed (a trial's count too: the limits are on the work done)
     steps: int = _state(0, release=KEEP, trial=KEEP)
     # the guard that no global nn.Module hook is registered is made (guard_global_module_hooks)
@@ -113,6 +120,9 @@ class TraceContext:
     frame_stack: list = _state(list, release=RESET, trial=KEEP)
     # GeneratorVariables made by the trace, not finished
     generators: list = _state(list, release=RESET, trial=TRUNCATE)
+    # [when, the generators that would run code on close]: recomputed only when a generator's
+    # state or the list above changed (variables/generators.py _pending)
+    generator_memo: list = _state(list, release=RESET, trial=KEEP)
     # real generators from outside that would run code on close
     foreign_generators: list = _state(list, release=RESET, trial=TRUNCATE)
     # closing an unreachable generator (variables/generators.py)

@@ -26,7 +26,7 @@ from bytecode_utils import arg_names, versions
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
 
 from ..rewrite import codegen
-from ..runtime import config, records
+from ..runtime import config, gc_pause, records
 from ..graph.backends import compile_graph
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
@@ -220,7 +220,8 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None, stock_l
     leaves = set() if stock_leaves is None else stock_leaves
     for _ in range(_STOCK_RETRIES):
         try:
-            return _trace_once(code, L, G, C, builtins, policy, break_at, handled, leaves)
+            with gc_pause.paused():
+                return _trace_once(code, L, G, C, builtins, policy, break_at, handled, leaves)
         except StockLeaf as e:  # (a type in `leaves` is called as a leaf: it cannot raise this)
             leaves.add(e.key)
     raise Unsupported(f"more than {_STOCK_RETRIES} torch.nn modules could not be inlined", breakable=False)
@@ -279,6 +280,7 @@ class _own_saved_tensor_hooks:
 
 
 def _bind_root(tx, code, L, C):
+    tx.ctx.frame_values = (L, tx.ctx.f_globals, C)
     names = arg_names(code)
     for i, (name, value) in enumerate(zip(names, L)):
         tx.locals[name] = wrap(tx, value, LocalSource(name, i))
@@ -296,7 +298,9 @@ def _finish_break(tx, error, state, builtins, backend_fn):
 
 
 def _finish(tx, ret, state, builtins, backend_fn):
-    return _build_entry(tx, codegen.generate(tx, ret), state, builtins, backend_fn)
+    with gc_pause.paused():
+        rewrite = codegen.generate(tx, ret)
+    return _build_entry(tx, rewrite, state, builtins, backend_fn)
 
 
 def _build_entry(tx, rewrite, state, builtins, backend_fn):
@@ -320,7 +324,8 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     compiled = None
     rerun = None
     if slot is not None:
-        gm = out.build_module(rewrite.outputs)
+        with gc_pause.paused():
+            gm = out.build_module(rewrite.outputs)
         rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.history_changed)
         if rerun is HISTORY:
@@ -339,8 +344,9 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     # puts it back); the mode the traced code reached is set only after a graph that returned
     rewrite.add(codegen.AFTER_GRAPH_CALL, set_grad)
     # after the backend: it may have added guards on sizes of its own
-    guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
-    new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
+    with gc_pause.paused():  # (not the backend's compile: see gc_pause)
+        guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
+        new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)
 

@@ -117,6 +117,8 @@ def wrap(tx, value, source):
             tx.guard(SameObject(var.source, source))
         elif source is not None and is_constant_value(value):
             return _wrap_fresh(tx, value, source)
+        elif source is not None and var.source is None:
+            tx.ctx.unsourced_reads.append(source)  # nothing guards it is this object (blocks.py)
         return var
     var = _wrap_fresh(tx, value, source)
     if not is_constant_value(value):

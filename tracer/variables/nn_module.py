@@ -430,18 +430,22 @@ class NNModuleVariable(ObjectVariable):
 
     def _inline_forward(self, tx, args, kwargs):
         m = self.module
+        fn = None
         if "forward" in m.__dict__:
             forward, args = self._instance_forward(tx), list(args)
         else:
-            forward = objects.lookup_type_attr(type(m), "forward")[0]
-            if not isinstance(forward, types.FunctionType):
+            fn = objects.lookup_type_attr(type(m), "forward")[0]
+            if not isinstance(fn, types.FunctionType):
                 raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
-            objects.guard_class_lookup(tx, self, "forward", forward)  # patched on the class or the instance
-            forward, args = functions.UserFunctionVariable(forward), [self, *args]
+            objects.guard_class_lookup(tx, self, "forward", fn)  # patched on the class or the instance
+            forward, args = functions.UserFunctionVariable(fn), [self, *args]
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
         try:
-            return forward.call(tx, args, kwargs)
+            if fn is None:
+                return forward.call(tx, args, kwargs)
+            # a layer like an earlier sibling is replayed from its trace (blocks.py)
+            return blocks.call(tx, self, fn, args, kwargs, lambda: forward.call(tx, args, kwargs))
         finally:
             calls.pop()
 
@@ -791,4 +795,4 @@ def _guard_leaf_attrs(tx, mod_var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
+from . import blocks, builder, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402

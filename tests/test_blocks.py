@@ -1,0 +1,245 @@
+"""Repeated blocks traced once (tracer/variables/blocks.py): a module call like an earlier
+sibling's is replayed from that sibling's trace. Each model is traced with replays and without;
+the graphs must be the same node by node, the guards the same set, the outputs and gradients
+equal to eager, and the replays must have happened (or, where the block does what a replay
+cannot promise, not have)."""
+import re
+
+import pytest
+import torch
+
+import tracer
+from tracer.runtime import cache, config
+
+
+def _entries():
+    return [e for _c, cc in cache._CACHES.items() for e in cc.entries]
+
+
+def _structure(graph):
+    """The graph as (op, target, args) with nodes named by position: names an unrolled trace
+    spent on nodes it erased (a constant result) are not part of the structure."""
+    index = {n: i for i, n in enumerate(graph.nodes)}
+
+    def arg(a):
+        if isinstance(a, torch.fx.Node):
+            return ("node", index[a])
+        if isinstance(a, (tuple, list)):
+            return tuple(arg(x) for x in a)
+        if isinstance(a, dict):
+            return tuple((k, arg(v)) for k, v in a.items())
+        return repr(a)
+    return [(n.op, n.name if n.op == "placeholder" else "", str(n.target), arg(n.args), arg(n.kwargs))
+            for n in graph.nodes]
+
+
+def _guards(entry):
+    return sorted(re.sub(r"^\[\d+\] ", "", line) for line in entry.guards.describe().splitlines())
+
+
+def _trace(fn, args, reuse):
+    tracer.reset()
+    tracer.reset_stats()
+    config.reuse_blocks = reuse
+    try:
+        compiled = tracer.compile(fn, backend="eager")
+        out = compiled(*args)
+    finally:
+        config.reuse_blocks = True
+    s = tracer.stats()
+    entries = [e for e in _entries() if e.graph is not None]
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks == 0
+    assert len(entries) == 1
+    return out, entries[0], s, compiled
+
+
+def _check_same_as_unrolled(fn, args, min_replays):
+    out, entry, s, compiled = _trace(fn, args, True)
+    torch.testing.assert_close(out, fn(*args))
+    # the entry serves later calls on fresh inputs
+    fresh = [torch.randn_like(a).requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) and
+             a.is_floating_point() else a for a in args]
+    torch.testing.assert_close(compiled(*fresh), fn(*fresh))
+    assert tracer.stats().frames_traced == 1
+    structure, guards = _structure(entry.graph.graph), _guards(entry)
+    entry.graph.graph.lint()
+    _out2, entry2, s2, _ = _trace(fn, args, False)
+    assert s2.blocks_replayed == 0
+    assert s.blocks_replayed >= min_replays
+    assert structure == _structure(entry2.graph.graph)
+    assert guards == _guards(entry2)
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, n=5, block=None):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(block() if block else Block() for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+        self.act = torch.nn.GELU()
+        self.scale = 0.5
+
+    def forward(self, x):
+        h = self.fc2(self.act(self.fc1(self.norm(x))))
+        return x + self.scale * h
+
+
+def test_encoder_stack_is_the_unrolled_graph():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    m = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).eval()
+    _check_same_as_unrolled(m, (torch.randn(2, 5, 32),), min_replays=5)
+
+
+def test_block_stack_with_gradients():
+    torch.manual_seed(0)
+    m = Stack(6)
+    x = torch.randn(3, 16, requires_grad=True)
+    _check_same_as_unrolled(m, (x,), min_replays=5)
+    tracer.reset()
+    compiled = tracer.compile(m, backend="eager")
+    out = compiled(x)
+    grads = torch.autograd.grad(out.sum(), [x, *m.parameters()])
+    ref = torch.autograd.grad(m(x).sum(), [x, *m.parameters()])
+    for a, b in zip(grads, ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_sibling_whose_attribute_differs_is_traced_not_replayed():
+    """The guards re-targeted to the sibling fail (its `scale` differs): it is inlined, and its
+    own value is used."""
+    torch.manual_seed(0)
+    m = Stack(4)
+    m.layers[2].scale = 3.0
+    x = torch.randn(2, 16)
+    out, entry, s, compiled = _trace(m, (x,), True)
+    torch.testing.assert_close(out, m(x))
+    assert any("scale == 3.0" in g for g in _guards(entry))
+    m.layers[3].scale = 2.0  # a change after compiling: the guard re-targeted to layer 3 fails
+    torch.testing.assert_close(compiled(x), m(x))
+    assert tracer.stats().recompiles == 1
+
+
+class Indexed(torch.nn.Module):
+    """Reads a table by its own index, and a table keyed by itself."""
+    def __init__(self, i, table):
+        super().__init__()
+        self.i, self.table = i, table
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(x) * self.table[self.i] + KEYED.get(self, 0.0)
+
+
+KEYED = {}
+
+
+def test_per_layer_index_and_object_keyed_table():
+    torch.manual_seed(0)
+    table = [1.0, 2.0, 3.0, 4.0]
+    m = Stack(4, block=None)
+    m.layers = torch.nn.ModuleList(Indexed(i, table) for i in range(4))
+    KEYED.clear()
+    KEYED[m.layers[1]] = 10.0
+    KEYED[m.layers[3]] = -1.0
+    x = torch.randn(2, 8)
+    try:
+        out, _entry, _s, compiled = _trace(m, (x,), True)
+        torch.testing.assert_close(out, m(x))
+        torch.testing.assert_close(compiled(torch.ones(2, 8)), m(torch.ones(2, 8)))
+    finally:
+        KEYED.clear()
+
+
+class Counting(Block):
+    def forward(self, x):
+        self.calls = getattr(self, "calls", 0) + 1
+        return super().forward(x)
+
+
+class Viewing(torch.nn.Module):
+    def forward(self, x):
+        return x.transpose(0, 1)
+
+
+def test_blocks_with_side_effects_or_views_of_inputs_are_not_replayed():
+    torch.manual_seed(0)
+    m = Stack(3, block=Counting)
+    x = torch.randn(2, 16)
+    out, _e, s, _c = _trace(m, (x,), True)
+    torch.testing.assert_close(out, Stack.forward(m, x))
+    assert [layer.calls for layer in m.layers] == [2, 2, 2]  # the compiled call's, then eager's
+    v = Stack(3, block=Viewing)
+    x = torch.randn(2, 3)
+    out, _e, s, _c = _trace(v, (x,), True)
+    torch.testing.assert_close(out, v(x))
+    assert s.blocks_replayed == 0
+
+
+def test_aliased_arguments_are_another_kind_of_call():
+    class Two(torch.nn.Module):
+        def forward(self, a, b):
+            return a * 2 + b if a is b else a - b
+
+    class Caller(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t1, self.t2 = Two(), Two()
+
+        def forward(self, x):
+            y = x + 1
+            return self.t1(y, y + 0) + self.t2(y, y)
+
+    m = Caller()
+    x = torch.randn(4)
+    out, _e, _s, _c = _trace(m, (x,), True)
+    torch.testing.assert_close(out, m(x))
+
+
+def test_tiny_llama_without_cache():
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                                   num_key_value_heads=2, num_hidden_layers=4, vocab_size=64,
+                                   max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 64, (1, 6))
+    _check_same_as_unrolled(lambda i: model(i, use_cache=False).logits, (ids,), min_replays=3)
+
+
+def test_gpt2_with_its_cache():
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=64, n_positions=32)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(0, 64, (1, 6))
+    _check_same_as_unrolled(lambda i: model(i).logits, (ids,), min_replays=1)
+
+
+def test_conv_stages_in_train_mode():
+    """BatchNorm in training writes its running stats in place: those blocks are not replayed;
+    the rest are, and the module state after the call matches eager's."""
+    torch.manual_seed(0)
+
+    def stage():
+        return torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    m = torch.nn.Sequential(*[stage() for _ in range(3)]).train()
+    ref = torch.nn.Sequential(*[stage() for _ in range(3)]).train()
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(2, 4, 8, 8)
+    out, _e, s, _c = _trace(m, (x,), True)
+    torch.testing.assert_close(out, ref(x))
+    for a, b in zip(m.state_dict().values(), ref.state_dict().values()):
+        torch.testing.assert_close(a, b)

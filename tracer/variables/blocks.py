@@ -1,0 +1,522 @@
+"""Repeated blocks traced once: a module call that repeats an earlier sibling's is replayed.
+
+Real models are stacks of identical blocks (encoder and decoder layers, stages of equal
+convolution blocks), and tracing each one again made a model's first call grow with its
+depth. A module call is a *block* when the module has a source and the call is plain: its
+arguments are tensors made in the graph, constants, tuples of them, or values passed on
+unchanged from the caller (the very same Variable each time). The first call of a block kind
+(the module's class, its forward, the arguments' kinds and metadata, grad mode, whether a
+try of the caller is around the call) is inlined as any call, and what it did is recorded:
+
+- the guards it added, which read the module through its source (`self.layers[0].training`,
+  its submodules' types and hooks, a `layer_idx`) or read shared state (globals, classes);
+- the graph inputs it added (the block's parameters and buffers, by source);
+- the nodes it added, and how its result is made of them.
+
+A later call of the same kind, on a sibling, is *replayed* when the recorded guards, with the
+first block's source replaced by the sibling's, hold on the sibling now (they are checked on
+the frame's own arguments, as a cache entry's guards will be): the guards are added re-targeted,
+the sibling's parameters and buffers become graph inputs through the usual wrapping (with
+their own tensor guards), and the recorded nodes are copied with the sibling's inputs, in the
+order an inlined trace makes them. The graph is the one an unrolled trace gives (the tests
+compare them node by node). What the guards re-targeted cannot promise is refused at record
+time, and the sibling is then inlined as before:
+
+- side effects (a store to an attribute, a global, a container, a closure cell), a generator
+  left needing its finally, symbolic sizes, graph attributes, in-place writes to graph inputs
+  (a BatchNorm's running stats), new mutable inputs;
+- nodes that read a graph value made before the call other than the block's arguments, or a
+  graph input not found through the block's source or a shared one;
+- a result other than tensors the block made (not views of its inputs), constants, the
+  arguments themselves, and tuples of these; a tensor guard that is not on a graph input.
+
+A copied node's example value is the first block's (same metadata); each tensor the sibling's
+call returns gets a fake of its own, computed from its node's inputs, so that later code sees
+a tensor of its own (identity, version counter), as it would after an inlined call.
+`config.reuse_blocks` turns this off (the tests compare both ways).
+"""
+import dataclasses
+import operator
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
+
+from guards import Guard, Source, TensorMatch
+from guards.codegen import ExprContext
+from guards.sources import AttrSource, ItemSource
+
+from ..graph import node_meta
+from ..graph.output_graph import ByObject
+from ..graph.shapes import SYM_TYPES
+from ..runtime import config, records
+from . import containers
+from .base import ConstantVariable, is_constant_value
+from .tensor import TensorVariable
+
+_CONSTANTS = (type(None), bool, int, float, str)
+
+
+# ---- keys: which calls are the same kind of block --------------------------------------------
+
+def _arg_key(var, seen):
+    """What makes two argument Variables interchangeable for a block, or None (not a block).
+    A tensor made in the graph by its metadata (and which earlier argument it is, if it is
+    one: `f(x, x)` is another kind than `f(x, y)`); one with a source (an input) by identity."""
+    if isinstance(var, TensorVariable):
+        if var.source is not None or var.real is not None:
+            return ("same", id(var))
+        if id(var) in seen:
+            return ("again", seen[id(var)])
+        seen[id(var)] = len(seen)
+        ex = var.example
+        if not isinstance(ex, FakeTensor) or any(isinstance(s, SYM_TYPES) for s in (*ex.shape, *ex.stride())):
+            return None
+        return ("tensor", tuple(ex.shape), ex.stride(), ex.storage_offset(), ex.dtype, ex.device,
+                ex.requires_grad, ex.grad_fn is None, ex._base is None, ex.is_inference())
+    if type(var) is ConstantVariable and type(var.value) in _CONSTANTS:
+        return ("const", type(var.value), var.value)
+    if type(var) is containers.TupleVariable:
+        items = [_arg_key(v, seen) for v in var.items]
+        return None if any(i is None for i in items) else ("tuple", tuple(items))
+    return None
+
+
+def _key(tx, var, fn, args, kwargs):
+    """The kind of block this call is, or None (module docstring)."""
+    if var.source is None or not config.reuse_blocks:
+        return None
+    seen = {}
+    keys = [_arg_key(a, seen) for a in args[1:]] + [_arg_key(v, seen) for _k, v in sorted(kwargs.items())]
+    if any(k is None for k in keys):
+        return None
+    ctx = tx.ctx
+    return (type(var.module), fn, tuple(keys), tuple(sorted(kwargs)), torch.is_grad_enabled(),
+            tx.under_handler(), tuple(id(a) for a in ctx.autocast_stack), id(tx.output))
+
+
+def call(tx, var, fn, args, kwargs, inline):
+    """The result of calling module `var`'s forward `fn` with `args` (the module first) and
+    `kwargs`: `inline()`, or a replay of an earlier sibling's call of the same kind."""
+    key = _key(tx, var, fn, args, kwargs)
+    if key is None:
+        return inline()
+    memo = tx.ctx.blocks
+    block = memo.get(key)
+    if block is not None:
+        result = block.replay(tx, var, args, kwargs) if block is not _REFUSED else None
+        return result if result is not None else inline()
+    before = _Before.take(tx)
+    result = inline()
+    memo[key] = Block.record(tx, var, args, kwargs, before, result) or _REFUSED
+    return result
+
+
+_REFUSED = object()  # a kind whose first call did what a replay cannot promise
+
+
+# ---- recording the first block -----------------------------------------------------------------
+
+def _effects(se):
+    return (len(se.mutated_containers), sum(len(d) for _v, d in se.attr_stores.values()), len(se.raw_attr_stores),
+            sum(len(d) for _g, d in se.global_stores.values()), len(se.cell_stores), len(se.deferred_calls))
+
+
+@dataclasses.dataclass
+class _Before:
+    """The trace's state before the first block's call (what the record compares with)."""
+    guards: int
+    inputs: int
+    mark: tuple
+    last: object
+    effects: tuple
+    generators: int
+    mutable: int
+    marks: int
+    history: object
+    under_handler: bool
+    unsourced: int
+    grad: bool
+
+    @classmethod
+    def take(cls, tx):
+        ctx, out = tx.ctx, tx.output
+        return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), _effects(ctx.side_effects),
+                   _pending(ctx), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
+                   ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled())
+
+
+def _pending(ctx):
+    return sum(1 for g in ctx.generators if g.needs_finalizer())
+
+
+def _last(graph):
+    nodes = graph.nodes
+    return next(iter(reversed(nodes)), None) if len(nodes) else None
+
+
+class _Refused(Exception):
+    """The first block did something a replay cannot promise (module docstring)."""
+
+
+@dataclasses.dataclass
+class Block:
+    source: Source                 # the first block's
+    module: torch.nn.Module        # the first block (its submodules name the copied nodes)
+    path: str
+    guards: list                   # guards that read through `source` (re-targeted for a sibling)
+    inputs: list                   # [(Source, placeholder node)] through the block (made by the call first)
+    shared: set                    # placeholder nodes its nodes read through a shared source
+    distinct: list                 # sources of what it added to ctx.mutable_inputs
+    nodes: list                    # the call's nodes, in graph order
+    args: list                     # [(node of an argument tensor)], in _arg_nodes order
+    result: object                 # template (see _template)
+    under_handler: bool            # the call set ctx.ops_under_handler
+    check: object                  # check(V, L, G, C): the guards hold with V the sibling module
+    values: object                 # values(V, L, G, C): the inputs' values for the sibling
+
+    @classmethod
+    def record(cls, tx, var, args, kwargs, before, result):
+        try:
+            return cls._record(tx, var, args, kwargs, before, result)
+        except _Refused:
+            return None
+
+    @classmethod
+    def _record(cls, tx, var, args, kwargs, before, result):
+        ctx, out = tx.ctx, tx.output
+        m = out.mark()
+        if m[2] != before.mark[2] or m[3] != before.mark[3]:
+            raise _Refused("graph attributes or symbolic inputs")
+        if _effects(ctx.side_effects) != before.effects or len(ctx.shape_marks) != before.marks \
+                or ctx.history_write_at != before.history:
+            raise _Refused("side effects")
+        if torch.is_grad_enabled() != before.grad:
+            raise _Refused("grad mode left changed")
+        if any(_under(s, var.source) for s in ctx.unsourced_reads[before.unsourced:]):
+            raise _Refused("a read through the block answered by an object met without a source")
+        if _pending(ctx) != before.generators:
+            raise _Refused("a generator left needing its finally")
+        src = var.source
+        nodes = []
+        node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
+        root = out.graph._root
+        while node is not None and node is not root:
+            if node.op != "placeholder":
+                nodes.append(node)
+            node = node.next
+        made = set(nodes)
+        arg_nodes = _arg_nodes(args[1:], kwargs)
+        # graph inputs: those the call made, in order, then older ones its nodes read; each
+        # found through the block (the sibling's own) or through a shared source (the same)
+        by_node = {n: s for s, n, _v in out.inputs}
+        used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in arg_nodes]
+        inputs, shared = [], set()
+        for source, node in [(s, n) for s, n, _v in out.inputs[before.inputs:]] + \
+                [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
+            if any(node is n for _s, n in inputs) or node in shared:
+                continue
+            if _under(source, src):
+                inputs.append((source, node))
+            elif node in set(n for _s, n, _v in out.inputs[before.inputs:]):
+                raise _Refused("a graph input the call made, not found through the block")
+            else:
+                shared.add(node)
+        allowed = made | set(arg_nodes) | {n for _s, n in inputs} | shared
+        for n in nodes:
+            if n.op not in ("call_function", "call_method") or n.meta.get("writes"):
+                raise _Refused(f"a {n.op} node, or one writing in place")
+            for u in n.all_input_nodes:
+                if u not in allowed:
+                    raise _Refused("a node reading a graph value made before the call")
+        guards = []
+        for g in ctx.guards[before.guards:]:
+            if not any(_under(s, src) for s in g.sources()):
+                if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
+                    raise _Refused("a guard keyed by an object")
+                continue
+            if isinstance(g, TensorMatch) and not any(g.source == s for s, _n in inputs):
+                raise _Refused("a tensor guard not on a graph input")
+            if not isinstance(g, TensorMatch):
+                guards.append(g)
+        # objects the call compared by identity (or mutable ones) stay distinct: the sibling's
+        # too (a shared one is in the list already, as an inlined sibling finds it in the memo)
+        distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if _under(v.source, src)]
+        template = _template(result, made, arg_nodes)
+        # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
+        # checked and read by calling them with its module (no compile per sibling)
+        to_root = _Retarget(src, _ROOT)
+        guards = [to_root(g) for g in guards]
+        inputs = [(to_root(s), n) for s, n in inputs]
+        distinct = [to_root(d) for d in distinct]
+        check, values = _compile(ctx.f_builtins, guards, [s for s, _n in inputs])
+        return cls(_ROOT, var.module, var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
+                   ctx.ops_under_handler and not before.under_handler, check, values)
+
+    # ---- replaying it on a sibling -------------------------------------------------------------
+    def replay(self, tx, var, args, kwargs):
+        """The sibling's result, its nodes and guards added; None (nothing added) when the
+        re-targeted guards do not hold on it."""
+        ctx, out = tx.ctx, tx.output
+        L, G, C = ctx.frame_values
+        if not self.check(var.module, L, G, C):
+            return None
+        retarget = _Retarget(_ROOT, var.source)
+        ctx.guards.extend(retarget(g) for g in self.guards)
+        env = dict(zip(self.args, _arg_nodes(args[1:], kwargs)))
+        env.update((n, n) for n in self.shared)
+        sources = [retarget(source) for source, _node in self.inputs]
+        values = self.values(var.module, L, G, C)
+        for (source, node), new_source, value in zip(self.inputs, sources, values):
+            rel = _module_path(source, self.source)
+            if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
+                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}")
+            else:
+                tv = builder.wrap(tx, value, new_source)
+            env[node] = tv.node
+        modules = _ModuleMap(self, var)
+        for n in self.nodes:
+            new = out.graph.create_node(n.op, n.target, fx.map_arg(n.args, env.__getitem__),
+                                        fx.map_arg(n.kwargs, env.__getitem__))
+            meta = dict(n.meta)
+            if "nn_module_stack" in meta:
+                meta["nn_module_stack"] = modules(meta["nn_module_stack"])
+            if "source_fn_stack" in meta:
+                meta["source_fn_stack"] = [(new.name, meta["source_fn_stack"][-1][1])]
+            new.meta.update(meta)
+            env[n] = new
+        ctx.mutable_inputs.extend(_Distinct(retarget(d)) for d in self.distinct)
+        if self.under_handler:
+            ctx.ops_under_handler = True
+        records.blocks_replayed(1)
+        return _build(self.result, env, list(args[1:]) + [v for _k, v in sorted(kwargs.items())], out)
+
+
+class _Distinct:
+    """An entry of ctx.mutable_inputs, which is read for its source only (convert_frame)."""
+
+    def __init__(self, source):
+        self.source = source
+
+
+def _arg_nodes(args, kwargs):
+    """The graph nodes of the tensors made in the graph among the arguments, in order."""
+    out = []
+
+    def walk(v):
+        if isinstance(v, TensorVariable):
+            if v.source is None and v.real is None:
+                out.append(v.node)
+        elif type(v) is containers.TupleVariable:
+            for item in v.items:
+                walk(item)
+    for a in args:
+        walk(a)
+    for _k, v in sorted(kwargs.items()):
+        walk(v)
+    return out
+
+
+def _template(result, made, arg_nodes):
+    if isinstance(result, TensorVariable):
+        if result.source is not None or result.real is not None:
+            raise _Refused("a result found through a source")
+        if result.node in made:
+            return ("tensor", _view_chain(result.node, made))
+        if result.node in arg_nodes:
+            return ("arg", result.node)
+        raise _Refused("a result made before the call")
+    if type(result) is ConstantVariable and type(result.value) in _CONSTANTS:
+        return ("const", result.value)
+    if type(result) is containers.TupleVariable:
+        return ("tuple", [_template(v, made, arg_nodes) for v in result.items])
+    raise _Refused(f"a result of type {type(result).__name__}")
+
+
+def _view_chain(node, made):
+    """The nodes whose fakes a sibling's result needs afresh, base first: the result node and,
+    while it is a view of another node the call made (a transpose of the attention's output),
+    that node. A view of an argument or an input is refused: the sibling's would be a view of
+    the first block's."""
+    chain = [node]
+    while True:
+        n = chain[-1]
+        if n.target is operator.getitem:
+            raise _Refused("a result taken from a multi-output op")
+        ex = n.meta.get("example_value")
+        bases = [u for u in n.all_input_nodes
+                 if isinstance(u.meta.get("example_value"), torch.Tensor) and _same_storage(ex, u.meta["example_value"])]
+        if not bases:
+            return list(reversed(chain))
+        if len(bases) > 1 or bases[0] not in made:
+            raise _Refused("a result that is a view of a value from before the call")
+        chain.append(bases[0])
+
+
+def _same_storage(a, b):
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - no storage to compare: assume it may alias
+        return True
+
+
+def _build(template, env, arg_vars, out):
+    kind = template[0]
+    if kind == "const":
+        return ConstantVariable(template[1])
+    if kind == "tuple":
+        return containers.TupleVariable([_build(t, env, arg_vars, out) for t in template[1]])
+    if kind == "arg":
+        new = env[template[1]]
+        for v in _flat(arg_vars):
+            if isinstance(v, TensorVariable) and v.node is new:
+                return v
+        raise AssertionError("a block's argument passed back was not found among the sibling's")
+    for n in template[1]:  # the view chain, base first: fakes of the sibling's own
+        new = env[n]
+        example = _fresh_example(new, out)
+        node_meta.set_value(new, example)
+    return TensorVariable(new, example)
+
+
+def _flat(vars_):
+    for v in vars_:
+        if type(v) is containers.TupleVariable:
+            yield from _flat(v.items)
+        else:
+            yield v
+
+
+def _fresh_example(node, out):
+    """The result node's fake, computed again from its inputs' fakes: a tensor of its own."""
+    args = fx.map_arg(node.args, lambda n: n.meta["example_value"])
+    kwargs = fx.map_arg(node.kwargs, lambda n: n.meta["example_value"])
+    target = node.target.fn if isinstance(node.target, ByObject) else node.target
+    with out.fake_mode:
+        if node.op == "call_method":
+            return getattr(args[0], target)(*args[1:], **kwargs)
+        return target(*args, **kwargs)
+
+
+# ---- sources: under a block, re-targeted to a sibling --------------------------------------------
+
+def _under(source, root):
+    s = source
+    while s is not None:
+        if s == root:
+            return True
+        s = s.base
+    return False
+
+
+def _plain_keys(g):
+    """The guard's sources index only by plain constants (not by an object such as a module)."""
+    for s in g.sources():
+        while s is not None:
+            key = getattr(s, "key", None)
+            if key is not None and not is_constant_value(key):
+                return False
+            s = s.base
+    return True
+
+
+def _module_path(source, root):
+    """`linear1.weight` for `root._modules['linear1']._parameters['weight']`; None for a source
+    that is not a chain of module dicts."""
+    parts, s = [], source
+    while s != root:
+        base = getattr(s, "base", None)
+        if type(s) is not ItemSource or type(base) is not AttrSource or \
+                base.attr not in ("_modules", "_parameters", "_buffers"):
+            return None
+        parts.append(str(s.key))
+        s = base.base
+    return ".".join(reversed(parts))
+
+
+class _Retarget:
+    """A guard or source with the first block's source replaced by the sibling's. Sources and
+    guards are frozen: a changed one is a copy with its changed fields (and no cached hash)."""
+
+    def __init__(self, old, new):
+        self.old, self.new, self.memo = old, new, {}
+
+    def __call__(self, obj):
+        if isinstance(obj, Source):
+            if obj == self.old:
+                return self.new
+            hit = self.memo.get(obj)
+            if hit is None:
+                hit = self.memo[obj] = self._copy(obj)
+            return hit
+        if isinstance(obj, Guard):
+            return self._copy(obj)
+        if type(obj) is tuple:
+            new = tuple(self(o) for o in obj)
+            return obj if all(a is b for a, b in zip(new, obj)) else new
+        return obj
+
+    def _copy(self, obj):
+        fields = {k: v for k, v in vars(obj).items() if k != "_hash"}
+        changed = {k: self(v) for k, v in fields.items()}
+        if all(changed[k] is fields[k] for k in fields):
+            return obj
+        new = object.__new__(type(obj))
+        for k, v in changed.items():
+            object.__setattr__(new, k, v)
+        return new
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _Root(Source):
+    """The block's module, whatever its source: `V` in a block's compiled check and getter."""
+
+    def _key(self):
+        return ()
+
+    def name(self):
+        return "<block>"
+
+    def guard_expr(self, ctx):
+        return "V"
+
+
+_ROOT = _Root()
+
+
+def _compile(builtins, guards, sources):
+    """(check, values) of a recorded block: check(V, L, G, C) is whether every guard holds with
+    V the sibling module, values(V, L, G, C) the sibling's values of `sources`."""
+    ex = ExprContext(builtins)
+    conds = [c for g in guards for c in g.conditions(ex)] or ["True"]
+    check, _ = ex.compile("check_block", ["try:", f"    return bool({' and '.join(f'({c})' for c in conds)})",
+                                          "except Exception:", "    return False"], args="V, L, G, C")
+    ex = ExprContext(builtins)
+    values, _ = ex.compile("check_block_values", [f"return ({''.join(s.guard_expr(ex) + ', ' for s in sources)})"],
+                           args="V, L, G, C")
+    return check, values
+
+
+class _ModuleMap:
+    """nn_module_stack entries of the first block's modules, named for the sibling's."""
+
+    def __init__(self, block, var):
+        self.old_path, self.new_path, self.new_module = block.path, var.path, var.module
+        self.first = block.module
+        self.memo = {}
+
+    def __call__(self, stack):
+        out = {}
+        for key, (path, typ) in stack.items():
+            if path == self.old_path or path.startswith(self.old_path + "."):
+                rel = path[len(self.old_path) + 1:]
+                new_path = self.new_path + ("." + rel if rel else "")
+                mod = self.new_module.get_submodule(rel) if rel else self.new_module
+                out[str(id(mod))] = (new_path, typ)
+            else:
+                out[key] = (path, typ)
+        return out
+
+
+# Modules of the value model that also import this one's users (see generators.py).
+from . import builder, nn_module  # noqa: E402
