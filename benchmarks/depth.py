@@ -23,7 +23,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-DEPTHS = {"encoder": (2, 6, 12, 24, 48), "llama": (2, 6, 12, 24)}
+DEPTHS = {"encoder": (2, 6, 12, 24, 48), "llama": (2, 6, 12, 24), "llama_cache": (2, 6, 12, 24)}
+WHAT = {
+    "encoder": "nn.TransformerEncoder, d_model 64, 4 heads, eval, input (2, 10, 64)",
+    "llama": "tiny HF LlamaForCausalLM (hidden 64), eval, `model(ids, use_cache=False)`, 8 tokens",
+    "llama_cache": "the same LLaMA called as `model(ids)`: it makes a DynamicCache that every layer "
+                   "updates, so its layers are traced one by one (a block with side effects is not replayed)",
+}
 
 
 def build(name, layers):
@@ -38,7 +44,11 @@ def build(name, layers):
     cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                    num_key_value_heads=2, num_hidden_layers=layers, vocab_size=100,
                                    max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(cfg).eval(), (torch.randint(0, 100, (1, 8)),)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 100, (1, 8))
+    if name == "llama":
+        return (lambda i: model(i, use_cache=False).logits), (ids,)
+    return model, (ids,)
 
 
 def child(model, layers, tool):
@@ -57,7 +67,7 @@ def child(model, layers, tool):
     result = {"ms": seconds * 1000}
     if tool == "tracer":
         s = tracer.stats()
-        result.update(traced=s.frames_traced, graphs=s.graphs, breaks=s.graph_breaks)
+        result.update(traced=s.frames_traced, graphs=s.graphs, breaks=s.graph_breaks, replayed=s.blocks_replayed)
     print(json.dumps(result))
 
 
@@ -87,7 +97,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs="+")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--models", default="encoder,llama")
+    ap.add_argument("--models", default="encoder,llama,llama_cache")
     ap.add_argument("--out", default=os.path.join(HERE, "depth.md"))
     a = ap.parse_args()
     if a.child:
@@ -102,9 +112,9 @@ def main():
             for n in DEPTHS[model]:
                 for tool in ("tracer", "tc"):
                     rows.setdefault((n, tool), []).append(run_child(model, str(n), tool))
-        lines += [f"\n## {model}\n",
+        lines += [f"\n## {model}\n", WHAT[model] + "\n",
                   "| layers | tracer | torch.compile | tracer / torch.compile | tracer x its 2-layer | "
-                  "torch.compile x its 2-layer | tracer graphs, breaks |",
+                  "torch.compile x its 2-layer | tracer graphs, breaks, blocks replayed |",
                   "|---:|---:|---:|---:|---:|---:|---:|"]
         med = {k: statistics.median(r["ms"] for r in v) for k, v in rows.items()}
         lo = DEPTHS[model][0]
@@ -112,7 +122,7 @@ def main():
             t, c = med[(n, "tracer")], med[(n, "tc")]
             info = rows[(n, "tracer")][-1]
             lines.append(f"| {n} | {t:.0f} | {c:.0f} | {t / c:.2f}x | {t / med[(lo, 'tracer')]:.1f}x | "
-                         f"{c / med[(lo, 'tc')]:.1f}x | {info['graphs']}, {info['breaks']} |")
+                         f"{c / med[(lo, 'tc')]:.1f}x | {info['graphs']}, {info['breaks']}, {info['replayed']} |")
         hi = DEPTHS[model][-1]
         per_t = (med[(hi, "tracer")] - med[(lo, "tracer")]) / (hi - lo)
         per_c = (med[(hi, "tc")] - med[(lo, "tc")]) / (hi - lo)

@@ -243,3 +243,48 @@ def test_conv_stages_in_train_mode():
     torch.testing.assert_close(out, ref(x))
     for a, b in zip(m.state_dict().values(), ref.state_dict().values()):
         torch.testing.assert_close(a, b)
+
+
+def test_same_class_same_input_other_parameter_shapes():
+    """Two Linear layers read the same input but have other weight shapes (Falcon's
+    query_key_value and dense_h_to_4h): the second is not a replay of the first."""
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.Linear(8, 4), torch.nn.Linear(8, 6), torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.a(x).sum(-1) + self.b(x).sum(-1) + self.c(x).sum(-1)
+
+    torch.manual_seed(0)
+    m = Two()
+    x = torch.randn(3, 8)
+    out, _e, s, _c = _trace(m, (x,), True)
+    torch.testing.assert_close(out, m(x))
+    assert s.blocks_replayed == 1  # c, like a
+
+
+def test_a_store_pending_on_a_sibling_is_what_it_reads():
+    """The frame sets a sibling's attribute before calling it: the write is pending (replayed
+    after the graph), and the inlined call reads the new value; a replay checked on the live
+    module would read the old one, so there is none."""
+    class Setter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stack = Stack(3)
+
+        def forward(self, x):
+            x = self.stack.layers[0](x)
+            self.stack.layers[1].scale = 4.0
+            x = self.stack.layers[1](x)
+            return self.stack.layers[2](x)
+
+    torch.manual_seed(0)
+    m = Setter()
+    ref_model = Setter()
+    ref_model.load_state_dict(m.state_dict())
+    x = torch.randn(2, 16)
+    out, _e, s, _c = _trace(m, (x,), True)
+    torch.testing.assert_close(out, ref_model(x))
+    assert m.stack.layers[1].scale == 4.0
+    assert s.blocks_replayed >= 1  # layer 2 (nothing pending on it)

@@ -106,6 +106,8 @@ def call(tx, var, fn, args, kwargs, inline):
     if block is not None:
         result = block.replay(tx, var, args, kwargs) if block is not _REFUSED else None
         return result if result is not None else inline()
+    if tx.side_effects.writes_under(var):  # reads of pending stores are not guarded: no record
+        return inline()
     before = _Before.take(tx)
     result = inline()
     memo[key] = Block.record(tx, var, args, kwargs, before, result) or _REFUSED
@@ -164,7 +166,8 @@ class Block:
     source: Source                 # the first block's
     module: torch.nn.Module        # the first block (its submodules name the copied nodes)
     path: str
-    guards: list                   # guards that read through `source` (re-targeted for a sibling)
+    guards: list                   # guards that read through `source` (re-targeted for a sibling;
+                                   # its inputs' tensor guards are checked, and made by wrapping)
     inputs: list                   # [(Source, placeholder node)] through the block (made by the call first)
     shared: set                    # placeholder nodes its nodes read through a shared source
     distinct: list                 # sources of what it added to ctx.mutable_inputs
@@ -174,6 +177,7 @@ class Block:
     under_handler: bool            # the call set ctx.ops_under_handler
     check: object                  # check(V, L, G, C): the guards hold with V the sibling module
     values: object                 # values(V, L, G, C): the inputs' values for the sibling
+    effects: tuple                 # the side-effect log's sizes when it was recorded (_effects)
 
     @classmethod
     def record(cls, tx, var, args, kwargs, before, result):
@@ -235,10 +239,14 @@ class Block:
                 if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
                     raise _Refused("a guard keyed by an object")
                 continue
-            if isinstance(g, TensorMatch) and not any(g.source == s for s, _n in inputs):
-                raise _Refused("a tensor guard not on a graph input")
             if not isinstance(g, TensorMatch):
                 guards.append(g)
+        # each input's tensor guard (made now or before the call) is checked on the sibling's
+        # input, not added: wrapping the sibling's input makes its own
+        matches = {g.source: g for g in ctx.guards if isinstance(g, TensorMatch)}
+        if any(s not in matches for s, _n in inputs):
+            raise _Refused("a graph input without its tensor guard")
+        tensor_checks = [matches[s] for s, _n in inputs]
         # objects the call compared by identity (or mutable ones) stay distinct: the sibling's
         # too (a shared one is in the list already, as an inlined sibling finds it in the memo)
         distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if _under(v.source, src)]
@@ -249,15 +257,20 @@ class Block:
         guards = [to_root(g) for g in guards]
         inputs = [(to_root(s), n) for s, n in inputs]
         distinct = [to_root(d) for d in distinct]
-        check, values = _compile(ctx.f_builtins, guards, [s for s, _n in inputs])
+        check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
+                                 [s for s, _n in inputs])
         return cls(_ROOT, var.module, var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
-                   ctx.ops_under_handler and not before.under_handler, check, values)
+                   ctx.ops_under_handler and not before.under_handler, check, values, before.effects)
 
     # ---- replaying it on a sibling -------------------------------------------------------------
     def replay(self, tx, var, args, kwargs):
         """The sibling's result, its nodes and guards added; None (nothing added) when the
         re-targeted guards do not hold on it."""
         ctx, out = tx.ctx, tx.output
+        # the check reads the live objects: a store pending since the first block's call (or
+        # on the sibling) would be what an inlined call reads instead
+        if _effects(ctx.side_effects) != self.effects or ctx.side_effects.writes_under(var):
+            return None
         L, G, C = ctx.frame_values
         if not self.check(var.module, L, G, C):
             return None
