@@ -204,8 +204,7 @@ class Block:
         src = var.source
         nodes = []
         node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
-        root = out.graph._root
-        while node is not None and node is not root:
+        while node is not None and node.op != "root":  # (the graph's sentinel closes its ring)
             if node.op != "placeholder":
                 nodes.append(node)
             node = node.next
