@@ -288,3 +288,27 @@ def test_a_store_pending_on_a_sibling_is_what_it_reads():
     torch.testing.assert_close(out, ref_model(x))
     assert m.stack.layers[1].scale == 4.0
     assert s.blocks_replayed >= 1  # layer 2 (nothing pending on it)
+
+
+def test_a_replayed_guard_set_reads_back_as_the_same_text():
+    """The disk cache hands a reader the code the writer compiled for the very same guard text:
+    re-targeted guards must make the text an inlined trace makes (a predicate's own function
+    each), or a warm start compiles the whole guard set again."""
+    import builtins
+    import marshal
+    import sys
+    from tracer.persist import guards_io
+    from tracer.persist.portable import Reader, Writer
+
+    torch.manual_seed(0)
+    m = Stack(4)
+    x = torch.randn(2, 16)
+    _out, entry, s, _c = _trace(m, (x,), True)
+    assert s.blocks_replayed >= 3
+    gs = entry.guards
+    L, G = (m, x), vars(sys.modules[__name__])
+    frame = guards_io.FrameValues(L, G, None, vars(builtins))
+    descs = marshal.loads(marshal.dumps(guards_io.write_guards(Writer(), gs, frame)))
+    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split)
+    assert back.source_code == gs.source_code
+    assert back(L, G, None)

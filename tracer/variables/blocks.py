@@ -37,12 +37,13 @@ a tensor of its own (identity, version counter), as it would after an inlined ca
 """
 import dataclasses
 import operator
+import types
 
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 
-from guards import Guard, Source, TensorMatch
+from guards import Guard, Predicate, Source, TensorMatch
 from guards.codegen import ExprContext
 from guards.sources import AttrSource, ItemSource
 
@@ -473,10 +474,27 @@ class _Retarget:
         changed = {k: self(v) for k, v in fields.items()}
         if all(changed[k] is fields[k] for k in fields):
             return obj
+        if isinstance(obj, Predicate):
+            # each predicate of an inlined trace has a check function of its own (made from its
+            # arguments): a copy sharing it would make the guard set's text differ from the
+            # one a disk-cache reader makes again, and its compiled code go unused
+            changed["fn"] = _fresh(changed["fn"])
         new = object.__new__(type(obj))
         for k, v in changed.items():
             object.__setattr__(new, k, v)
         return new
+
+
+def _fresh(fn):
+    """Another function object with `fn`'s code, closure and defaults (fn itself if not a
+    plain function)."""
+    if type(fn) is not types.FunctionType:
+        return fn
+    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    return new
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
