@@ -13,22 +13,30 @@ try of the caller is around the call) is inlined as any call, and what it did is
 - the graph inputs it added (the block's parameters and buffers, by source);
 - the nodes it added, and how its result is made of them.
 
-A later call of the same kind, on a sibling, is *replayed* when the recorded guards, with the
-first block's source replaced by the sibling's, hold on the sibling now (they are checked on
-the frame's own arguments, as a cache entry's guards will be): the guards are added re-targeted,
-the sibling's parameters and buffers become graph inputs through the usual wrapping (with
-their own tensor guards), and the recorded nodes are copied with the sibling's inputs, in the
-order an inlined trace makes them. The graph is the one an unrolled trace gives (the tests
-compare them node by node). What the guards re-targeted cannot promise is refused at record
-time, and the sibling is then inlined as before:
+The guards and the inputs' sources are kept from a stand-in root (`_Root`, `V` in generated
+code) and compiled once into a check and a getter. A later call of the same kind, on a
+sibling, is *replayed* when the check holds with the sibling module as `V` (on the frame's own
+arguments, as a cache entry's guards will read them); the check includes the first block's
+inputs' tensor guards, so another weight shape is another block. The guards are then added
+re-targeted to the sibling's source, its parameters and buffers become graph inputs through
+the usual wrapping (which makes their tensor guards), and the recorded nodes are copied with
+the sibling's inputs, in the order an inlined trace makes them. The graph and the guards are
+those an unrolled trace gives (tests/test_blocks.py compares them). What re-targeted guards
+cannot promise makes the first call unrecorded, and every sibling is then inlined as before:
 
 - side effects (a store to an attribute, a global, a container, a closure cell), a generator
   left needing its finally, symbolic sizes, graph attributes, in-place writes to graph inputs
-  (a BatchNorm's running stats), new mutable inputs;
+  (a BatchNorm's running stats);
+- a read through the block answered by an object met before without a source (nothing guards
+  it), a guard whose source indexes by an object (`table[self]`), a store pending on the
+  block (its reads of it are not guarded);
 - nodes that read a graph value made before the call other than the block's arguments, or a
-  graph input not found through the block's source or a shared one;
-- a result other than tensors the block made (not views of its inputs), constants, the
-  arguments themselves, and tuples of these; a tensor guard that is not on a graph input.
+  graph input the call made that is not found through the block;
+- a result other than tensors the block made (not views of values from before the call, not
+  taken from a multi-output op), constants, the arguments themselves, and tuples of these.
+
+A replay is refused (the sibling is inlined) where a store became pending since the record or
+is pending on the sibling: an inlined call would read it, the check reads the live objects.
 
 A copied node's example value is the first block's (same metadata); each tensor the sibling's
 call returns gets a fake of its own, computed from its node's inputs, so that later code sees
