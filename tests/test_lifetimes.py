@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import tracer
+from tracer.runtime import gc_pause
 from helpers import traced
 
 
@@ -40,13 +41,10 @@ def no_cyclic_gc():
     # what these tests are about
     tracer.compile(lambda a: a.sin() + 1)(torch.randn(2))
     gc.collect()
-    was = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with gc_pause.paused():
+            yield
     finally:
-        if was:
-            gc.enable()
         gc.collect()
 
 

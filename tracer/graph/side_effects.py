@@ -86,6 +86,13 @@ class SideEffects:
         """The lengths of the logs a trial cannot take back: equal marks, nothing changed."""
         return tuple(len(getattr(self, name)) for name in self.MARKED)
 
+    def sizes(self):
+        """How many of each kind of pending effect there are: equal sizes, no effect recorded
+        in between (variables/blocks.py: a block's call made none; none was made since)."""
+        return (len(self.mutated_containers), sum(len(d) for _v, d in self.attr_stores.values()),
+                len(self.raw_attr_stores), sum(len(d) for _g, d in self.global_stores.values()),
+                len(self.cell_stores), len(self.deferred_calls))
+
     def checkpoint(self):
         """The state a refused trial goes back to: restorable(), restore()."""
         return _Checkpoint(self)

@@ -73,9 +73,11 @@ def write_entry(code, entry, frame):
         "fullgraph": bool(entry.fullgraph),
         "guards": guards_io.write_guards(w, entry.guards, frame),
         "guard_split": entry.guards.split,
-        # the code the guard set compiled from its generated text, by the text's digest: a reader
-        # generating the same text skips compile() (guards/codegen.py)
-        "guard_code": (),
+        # the code the guard set compiled from its generated text, and the getters writing the
+        # guards compiled (guards_io._value), by the text's digest: a reader generating the same
+        # text skips compile() (guards/codegen.py)
+        "guard_code": tuple((digest, marshal.dumps(c)) for digest, c in dict(
+            [*getattr(entry.guards, "compiled", ()), *w.__dict__.get("getter_code", ())]).items()),
         "reason": entry.reason,
         "location": entry.location,
         "ops": int(entry.ops),
@@ -85,8 +87,6 @@ def write_entry(code, entry, frame):
         "rerun": None,
         "code": None,
     }
-    compiled = [*getattr(entry.guards, "compiled", ()), *w.__dict__.get("getter_code", ())]
-    record["guard_code"] = tuple((digest, marshal.dumps(c)) for digest, c in dict(compiled).items())
     if entry.graph is not None:
         record["graph"] = graph_io.write_graph(w, entry.graph)
         if graph_io.is_symbolic(record["graph"]) and entry.backend is not eager:

@@ -121,7 +121,7 @@ class TraceContext:
     # GeneratorVariables made by the trace, not finished
     generators: list = _state(list, release=RESET, trial=TRUNCATE)
     # [when, the generators that would run code on close]: recomputed only when a generator's
-    # state or the list above changed (variables/generators.py _pending)
+    # state or the list above changed (variables/generators.py pending)
     generator_memo: list = _state(list, release=RESET, trial=KEEP)
     # real generators from outside that would run code on close
     foreign_generators: list = _state(list, release=RESET, trial=TRUNCATE)

@@ -59,7 +59,7 @@ from ..graph import node_meta
 from ..graph.output_graph import ByObject
 from ..graph.shapes import SYM_TYPES
 from ..runtime import config, records
-from . import containers
+from . import containers, generators
 from .base import ConstantVariable, is_constant_value
 from .tensor import TensorVariable
 
@@ -128,11 +128,6 @@ _REFUSED = object()  # a kind whose first call did what a replay cannot promise
 
 # ---- recording the first block -----------------------------------------------------------------
 
-def _effects(se):
-    return (len(se.mutated_containers), sum(len(d) for _v, d in se.attr_stores.values()), len(se.raw_attr_stores),
-            sum(len(d) for _g, d in se.global_stores.values()), len(se.cell_stores), len(se.deferred_calls))
-
-
 @dataclasses.dataclass
 class _Before:
     """The trace's state before the first block's call (what the record compares with)."""
@@ -152,13 +147,9 @@ class _Before:
     @classmethod
     def take(cls, tx):
         ctx, out = tx.ctx, tx.output
-        return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), _effects(ctx.side_effects),
-                   _pending(ctx), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
+        return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), ctx.side_effects.sizes(),
+                   len(generators.pending(ctx)), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
                    ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled())
-
-
-def _pending(ctx):
-    return sum(1 for g in ctx.generators if g.needs_finalizer())
 
 
 def _last(graph):
@@ -172,9 +163,7 @@ class _Refused(Exception):
 
 @dataclasses.dataclass
 class Block:
-    source: Source                 # the first block's
-    module: torch.nn.Module        # the first block (its submodules name the copied nodes)
-    path: str
+    path: str                      # the first block's module path (nn_module_stack entries)
     guards: list                   # guards that read through `source` (re-targeted for a sibling;
                                    # its inputs' tensor guards are checked, and made by wrapping)
     inputs: list                   # [(Source, placeholder node)] through the block (made by the call first)
@@ -186,7 +175,7 @@ class Block:
     under_handler: bool            # the call set ctx.ops_under_handler
     check: object                  # check(V, L, G, C): the guards hold with V the sibling module
     values: object                 # values(V, L, G, C): the inputs' values for the sibling
-    effects: tuple                 # the side-effect log's sizes when it was recorded (_effects)
+    effects: tuple                 # the side-effect log's sizes when it was recorded
 
     @classmethod
     def record(cls, tx, var, args, kwargs, before, result):
@@ -201,14 +190,14 @@ class Block:
         m = out.mark()
         if m[2] != before.mark[2] or m[3] != before.mark[3]:
             raise _Refused("graph attributes or symbolic inputs")
-        if _effects(ctx.side_effects) != before.effects or len(ctx.shape_marks) != before.marks \
+        if ctx.side_effects.sizes() != before.effects or len(ctx.shape_marks) != before.marks \
                 or ctx.history_write_at != before.history:
             raise _Refused("side effects")
         if torch.is_grad_enabled() != before.grad:
             raise _Refused("grad mode left changed")
         if any(_under(s, var.source) for s in ctx.unsourced_reads[before.unsourced:]):
             raise _Refused("a read through the block answered by an object met without a source")
-        if _pending(ctx) != before.generators:
+        if len(generators.pending(ctx)) != before.generators:
             raise _Refused("a generator left needing its finally")
         src = var.source
         nodes = []
@@ -222,19 +211,21 @@ class Block:
         # graph inputs: those the call made, in order, then older ones its nodes read; each
         # found through the block (the sibling's own) or through a shared source (the same)
         by_node = {n: s for s, n, _v in out.inputs}
-        used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in arg_nodes]
-        inputs, shared = [], set()
-        for source, node in [(s, n) for s, n, _v in out.inputs[before.inputs:]] + \
-                [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
-            if any(node is n for _s, n in inputs) or node in shared:
+        args_set = set(arg_nodes)
+        used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in args_set]
+        made_inputs = [(s, n) for s, n, _v in out.inputs[before.inputs:]]
+        inputs, shared, seen = [], set(), set()
+        for source, node in made_inputs + [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
+            if node in seen:
                 continue
+            seen.add(node)
             if _under(source, src):
                 inputs.append((source, node))
-            elif node in set(n for _s, n, _v in out.inputs[before.inputs:]):
+            elif any(node is n for _s, n in made_inputs):
                 raise _Refused("a graph input the call made, not found through the block")
             else:
                 shared.add(node)
-        allowed = made | set(arg_nodes) | {n for _s, n in inputs} | shared
+        allowed = made | args_set | {n for _s, n in inputs} | shared
         for n in nodes:
             if n.op not in ("call_function", "call_method") or n.meta.get("writes"):
                 raise _Refused(f"a {n.op} node, or one writing in place")
@@ -267,7 +258,7 @@ class Block:
         distinct = [to_root(d) for d in distinct]
         check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
                                  [s for s, _n in inputs])
-        return cls(_ROOT, var.module, var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
+        return cls(var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
                    ctx.ops_under_handler and not before.under_handler, check, values, before.effects)
 
     # ---- replaying it on a sibling -------------------------------------------------------------
@@ -277,7 +268,7 @@ class Block:
         ctx, out = tx.ctx, tx.output
         # the check reads the live objects: a store pending since the first block's call (or
         # on the sibling) would be what an inlined call reads instead
-        if _effects(ctx.side_effects) != self.effects or ctx.side_effects.writes_under(var):
+        if ctx.side_effects.sizes() != self.effects or ctx.side_effects.writes_under(var):
             return None
         L, G, C = ctx.frame_values
         if not self.check(var.module, L, G, C):
@@ -289,7 +280,7 @@ class Block:
         sources = [retarget(source) for source, _node in self.inputs]
         values = self.values(var.module, L, G, C)
         for (source, node), new_source, value in zip(self.inputs, sources, values):
-            rel = _module_path(source, self.source)
+            rel = _module_path(source, _ROOT)
             if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
                 tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}")
             else:
@@ -540,8 +531,6 @@ class _ModuleMap:
 
     def __init__(self, block, var):
         self.old_path, self.new_path, self.new_module = block.path, var.path, var.module
-        self.first = block.module
-        self.memo = {}
 
     def __call__(self, stack):
         out = {}

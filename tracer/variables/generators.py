@@ -29,7 +29,7 @@ from bytecode_utils import decode, live_locals
 from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_generator_resume_code)
 
 CREATED, SUSPENDED, RUNNING, FINISHED = "created", "suspended", "running", "finished"
-_epoch = [0]  # changes of any generator's state (`_pending`'s memo)
+_epoch = [0]  # changes of any generator's state (`pending`'s memo)
 
 
 class GeneratorVariable(IteratorVariable):
@@ -309,7 +309,7 @@ def real_generator_needs_finalizer(gen):
     return False
 
 
-def _pending(ctx):
+def pending(ctx):
     """The generators that would run code on close. This runs before every instruction while a
     generator exists, and most generators stay suspended where closing runs nothing (an `any()`
     over a generator expression that stopped early; every layer of an encoder leaves some): the
@@ -319,8 +319,8 @@ def _pending(ctx):
     memo = ctx.generator_memo
     if not memo or memo[0] != (_epoch[0], len(ctx.generators), id(ctx.generators)):
         ctx.generators = [g for g in ctx.generators if g.state != FINISHED]
-        pending = [g for g in ctx.generators if g.needs_finalizer()]
-        memo[:] = [(_epoch[0], len(ctx.generators), id(ctx.generators)), pending]
+        found = [g for g in ctx.generators if g.needs_finalizer()]
+        memo[:] = [(_epoch[0], len(ctx.generators), id(ctx.generators)), found]
     return memo[1]
 
 
@@ -332,19 +332,19 @@ def collect_generators(ctx, extra_roots=()):
     that the trace stops referring to would be finalized natively only when the rewritten
     frame ends, not where the program dropped it: that is Unsupported (the frame runs as
     Python there)."""
-    pending = _pending(ctx)
+    waiting = pending(ctx)
     foreign = ctx.foreign_generators
-    if not pending and not foreign:
+    if not waiting and not foreign:
         return []
     live = _reachable(ctx, extra_roots)
     for var in foreign:
         if id(var) not in live:
             raise Unsupported("a generator made outside the frame, suspended inside try/with, is dropped "
                               "here: its finally would run at another time")
-    if not pending:
+    if not waiting:
         return []
     alive = []
-    for g in pending:
+    for g in waiting:
         if id(g) in live:
             alive.append(g)
             continue
@@ -362,7 +362,7 @@ def collect_generators(ctx, extra_roots=()):
 def holders_of_pending_generators(ctx, local_vars, already):
     """Names (not in `already`) of locals through which a generator that would run code on
     close is reachable."""
-    if not any(g.needs_finalizer() for g in ctx.generators) and not ctx.foreign_generators:
+    if not pending(ctx) and not ctx.foreign_generators:
         return set()
     out = set()
     for name, var in local_vars.items():
@@ -373,8 +373,8 @@ def holders_of_pending_generators(ctx, local_vars, already):
 
 def _reaches_pending(ctx, var):
     foreign = {id(v) for v in ctx.foreign_generators}
-    pending = {id(g) for g in ctx.generators if g.needs_finalizer()} | foreign
-    return bool(_walk([var], foreign, ctx.frames) & pending)
+    waiting = {id(g) for g in pending(ctx)} | foreign
+    return bool(_walk([var], foreign, ctx.frames) & waiting)
 
 
 def _reachable(ctx, extra_roots):
