@@ -36,6 +36,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "loop_resumes: the test exercises breaks inside loop bodies traced "
                                        "in resume functions (config.loop_resume_limit = LOOP_RESUME_LIMIT; "
                                        "the default, 0, runs such a frame as Python)")
+    config.addinivalue_line("markers", "cuda: needs a CUDA device, skipped without one "
+                                       "(`python -m pytest -m cuda` where one is lent)")
     config.addinivalue_line("markers", "one_version: tests nothing that differs between Python "
                                        "versions; runs on CPython 3.11 only (FRAMETRACER_ALL_VERSIONS=1: all)")
     try:  # tqdm (inductor's progress bars) starts a monitor thread whose objects come and go

@@ -19,7 +19,7 @@ from helpers import assert_captured, traced
 
 # TRACER_TEST_DEVICE=cpu runs the same checks on the CPU (to debug the tests themselves)
 DEV = os.environ.get("TRACER_TEST_DEVICE", "cuda")
-pytestmark = [pytest.mark.skipif(DEV == "cuda" and not torch.cuda.is_available(), reason="no CUDA device"),
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(DEV == "cuda" and not torch.cuda.is_available(), reason="no CUDA device"),
               pytest.mark.usefixtures("fresh_tracer")]
 
 BACKENDS = ["eager", "inductor"]

@@ -16,7 +16,7 @@ from bytecode_utils import arg_count, make_binder, make_function
 from .runtime import cache
 from .runtime import records
 from .runtime.records import HITS
-from .graph.backends import backend_name, resolve
+from .graph.backends import backend_name, inductor_with, new_step, resolve
 from .check import checked
 from .options import check_callable, check_options
 from .trace.convert_frame import convert_frame
@@ -43,14 +43,21 @@ class CompiledFunction(_DispatchBase or object):
     function's positional parameters that an entry's guards accept runs in C
     (tracer/runtime/_dispatch.c); every other call is `_slow`."""
 
+    def __new__(cls, fn, backend="eager", *args, mode=None, options=None, **kwargs):
+        if cls is CompiledFunction and (mode is not None or options) and \
+                getattr(inductor_with(mode, options, kwargs.get("dynamic")), "cudagraphs", False):
+            cls = _CudagraphFunction
+        return super().__new__(cls)
+
     def __init__(self, fn, backend="eager", fullgraph=False, check=False, check_rtol=1e-4, check_atol=1e-5,
-                 dynamic=None):
+                 dynamic=None, mode=None, options=None):
         if not isinstance(fn, types.FunctionType):
             raise TypeError(f"CompiledFunction expects a Python function, got {type(fn).__name__} "
                             f"(tracer.compile takes any callable)")
         self._fn = fn
         self._code = fn.__code__
-        self._backend = resolve(backend)
+        # (mode/options: inductor's, checked by compile(); one backend object per configuration)
+        self._backend = resolve(backend) if mode is None and not options else inductor_with(mode, options, dynamic)
         self._fullgraph = fullgraph
         self._dynamic = dynamic
         self._n = arg_count(self._code)
@@ -186,6 +193,16 @@ class CompiledFunction(_DispatchBase or object):
     @property
     def entries(self):
         return [e for e in self._entries() if e is not None]
+
+
+class _CudagraphFunction(CompiledFunction):
+    """A compiled function whose graphs inductor runs as CUDA graphs: each call starts a new
+    step of the cudagraph trees first (backends.new_step), as a call of a torch.compile'd
+    function does."""
+
+    def __call__(self, *args, **kwargs):
+        new_step()
+        return CompiledFunction.__call__(self, *args, **kwargs)
 
 
 if _DispatchBase is not None:
@@ -436,8 +453,8 @@ def _protocol_method(name):
     return method
 
 
-def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=False, check_rtol=1e-4,
-            check_atol=1e-5):
+def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None, check=False,
+            check_rtol=1e-4, check_atol=1e-5):
     """Trace `fn` (a function or nn.Module) into FX graphs run by `backend`.
 
     Usable as `@compile`, `@compile(backend=...)` or `compile(fn, ...)`. `check=True` (or a
@@ -447,23 +464,29 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, check=Fa
     `dynamic`: None (default) compiles static shapes first and makes a size symbolic once it
     changes between calls (automatic dynamic, as torch.compile); True makes every input size
     (and int argument) symbolic from the first call; False never does (only `mark_dynamic`).
+
+    `mode` and `options` are torch.compile's, for backend "inductor": "reduce-overhead" runs
+    the graphs as CUDA graphs, "max-autotune" also tunes the kernels; `options` is a dict of
+    inductor config names to values (backends.Inductor).
     """
     check_options("tracer.compile", backend=backend, fullgraph=fullgraph, dynamic=dynamic, check=check,
-                  check_rtol=check_rtol, check_atol=check_atol)
-    options = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol,
-                   dynamic=dynamic)
+                  check_rtol=check_rtol, check_atol=check_atol, mode=mode, options=options)
+    given = dict(backend=backend, fullgraph=fullgraph, check=check, check_rtol=check_rtol, check_atol=check_atol,
+                 dynamic=dynamic)
+    if mode is not None or options:
+        given.update(mode=mode, options=options)
     if fn is None:
-        return lambda f: compile(f, **options)
+        return lambda f: compile(f, **given)
     if isinstance(fn, torch.nn.Module):
-        return CompiledModule(fn, **options)
+        return CompiledModule(fn, **given)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return types.MethodType(CompiledFunction(fn.__func__, **options), fn.__self__)
+        return types.MethodType(CompiledFunction(fn.__func__, **given), fn.__self__)
     if not isinstance(fn, types.FunctionType):
         check_callable("tracer.compile", fn)
         # a builtin, an OpOverload, a callable object: traced through a Python function that
         # calls it (as torch.compile does), with its own code object, hence its own cache
-        return CompiledFunction(_trampoline(fn), **options)
-    return CompiledFunction(fn, **options)
+        return CompiledFunction(_trampoline(fn), **given)
+    return CompiledFunction(fn, **given)
 
 
 def _trampoline(target):

@@ -7,12 +7,21 @@ the options it has; the messages name the entry point.
 """
 import numbers
 
-from .graph.backends import NAMED
+from .graph.backends import NAMED, backend_name, inductor_with
 
 
 def check_options(where, *, backend=None, fullgraph=False, dynamic=None, check=False, check_rtol=1e-4,
-                  check_atol=1e-5):
+                  check_atol=1e-5, mode=None, options=None):
     """Raise TypeError/ValueError naming `where` (e.g. "tracer.compile") for a bad option."""
+    if (mode is not None or options is not None) and backend != "inductor":
+        given = "mode" if mode is not None else "options"
+        raise ValueError(f"{where}: {given} is inductor's; backend {backend_name(backend) if callable(backend) else repr(backend)} "
+                         f"takes none (use backend='inductor', or configure your backend itself)")
+    if mode is not None or options is not None:
+        try:
+            inductor_with(mode, options, dynamic)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {e}") from None
     if not callable(backend) and backend not in NAMED:
         if not isinstance(backend, str):
             raise TypeError(f"{where}: backend must be a name or a callable (gm, example_inputs), "

@@ -148,7 +148,7 @@ def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss, fresh=None
 
 
 def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, atol=1e-5, rtol=1e-4,
-          compare_tc=True, warm=True):
+          compare_tc=True, warm=True, backend="eager", device=None, **compile_options):
     """Run `call(model, *args, **kwargs)` (default: `model(*args, **kwargs)`) eagerly and through
     tracer.compile, assert equal outputs/gradients and no compiles when warm, and return Counts.
 
@@ -157,16 +157,23 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
     after NMS): fresh inputs may trace frames again, no more of them than torch.compile
     compiles again on the same calls (Counts.warm_frames beside Counts.tc_warm_frames; the
     caller asserts), and the outputs still equal eager's.
+
+    `backend`, `device` and `compile_options` (mode, options): where and how the compiled side
+    runs (tests/test_cuda.py: inductor on CUDA); eager runs on the same device.
     """
+    if device is not None:
+        model.to(device)
     model.train(train)
     gen = torch.Generator().manual_seed(0)
     in1, in2 = _split(make_inputs(gen)), _split(make_inputs(gen))
+    if device is not None:
+        in1, in2 = _to(in1, device), _to(in2, device)
     if call is None:
         def call(*a, **k):
             return model(*a, **k)
-        compiled_call = tracer.compile(model)
+        compiled_call = tracer.compile(model, backend=backend, **compile_options)
     else:
-        compiled_call = tracer.compile(call)
+        compiled_call = tracer.compile(call, backend=backend, **compile_options)
 
     ref1 = run(call, model, *in1, train, loss_fn)
     ref2 = run(call, model, *in2, train, loss_fn)
@@ -201,6 +208,10 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
             call, model, *in1, train, loss_fn, fresh=in2 if warm == "like_tc" else None)
     tracer.reset()
     return counts
+
+
+def _to(inputs, device):
+    return torch.utils._pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, inputs)
 
 
 def _split(inputs):

@@ -104,6 +104,11 @@ def _s2s(cfg_cls, model_cls, **cfg):
     return lambda: getattr(tf, model_cls)(getattr(tf, cfg_cls)(**{**base, **cfg}))
 
 
+# the models `make test` runs (one per family; ZOO=full runs all), also on a GPU with inductor
+# (tests/test_cuda_modes.py)
+FAST = {("llama", "eval"), ("bert", "train"), ("t5", "eval"), ("wav2vec2", "eval"), ("vit", "eval")}
+
+
 def hf_specs():
     """name -> (family, build, inputs(gen, labels))."""
     if tf is None:

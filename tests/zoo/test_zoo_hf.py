@@ -15,7 +15,7 @@ import hf_specs  # noqa: E402
 
 SPECS = hf_specs.hf_specs()
 FULL = os.environ.get("ZOO", "") == "full"
-FAST = {("llama", "eval"), ("bert", "train"), ("t5", "eval"), ("wav2vec2", "eval"), ("vit", "eval")}
+FAST = hf_specs.FAST
 # Where the tracer splits more than torch.compile, and why (also in docs/semantics.md, "Real models").
 KNOWN_SPLITS = {}
 

@@ -91,14 +91,105 @@ def inductor(gm, example_inputs):
     cache bypass a graph compiled without one ("No shape env"), and those caches are what make
     a later process's compile of the same graph warm (the disk cache, tracer/persist/)."""
     from torch._inductor.compile_fx import compile_fx
+    return _in_tracing_context(lambda: compile_fx(gm, example_inputs), example_inputs)
+
+
+def _in_tracing_context(run, example_inputs):
     from torch._guards import TracingContext, tracing
     if TracingContext.try_get() is not None:
-        return compile_fx(gm, example_inputs)
+        return run()
     with tracing(static_tracing_context(example_inputs)):
-        return compile_fx(gm, example_inputs)
+        return run()
 
 
 NAMED = {"eager": eager, "aot_eager": aot_eager, "inductor": inductor}
+
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class Inductor:
+    """inductor with torch.compile's `mode` and `options`, turned into inductor config patches
+    exactly as torch.compile turns them (torch._TorchCompileInductorWrapper: mode presets,
+    option names and types checked). One object per distinct configuration (`inductor_with`):
+    cache entries are matched to their backend by identity, so the instances of a model class
+    compiled with the same mode share their entries.
+
+    `cudagraphs` (mode "reduce-overhead" or "max-autotune", or the option
+    "triton.cudagraphs"): inductor records the graph's kernels in CUDA graphs (cudagraph trees)
+    and replays them. A replay reads its inputs from fixed addresses, so each other input is
+    copied in on every call: the module parameters and buffers the graph reads (graph inputs,
+    as a module's tensors are here: output_graph.add_input's `static`) are marked static, with
+    the metadata through which AOTAutograd learns the same from TorchDynamo
+    (`_mark_static_inputs`). A call of a compiled function starts a new step of the trees
+    (api.CompiledFunction: `new_step`), as a call of a torch.compile'd one does."""
+
+    def __init__(self, mode, options, dynamic):
+        self.mode, self.options, self.dynamic = mode, dict(options or {}), dynamic
+        self.config = torch._TorchCompileInductorWrapper(mode, self.options, dynamic).config
+        self.cudagraphs = bool(self.config.get("triton.cudagraphs", False))
+        self.__qualname__ = f"inductor(mode={mode!r})" if not self.options else \
+            f"inductor(mode={mode!r}, options={self.options!r})"
+
+    def __call__(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+        if self.cudagraphs:
+            _mark_static_inputs(gm, example_inputs)
+        return _in_tracing_context(lambda: compile_fx(gm, example_inputs, config_patches=dict(self.config)),
+                                   example_inputs)
+
+    def __repr__(self):
+        return self.__qualname__
+
+
+_INDUCTORS = {}
+
+
+def inductor_with(mode=None, options=None, dynamic=None):
+    """The inductor backend for torch.compile's `mode` and `options`: plain `inductor` for
+    none, otherwise the one Inductor object of that configuration. A bad mode, option name or
+    option type raises ValueError naming it (torch's own check, in one line)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(map(repr, MODES))}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"options must be a dict of inductor config names to values, not {type(options).__name__}")
+    if mode in (None, "default") and not options:
+        return inductor
+    try:
+        made = Inductor(mode, options, dynamic)
+    except RuntimeError as e:  # torch: "Unexpected optimization option x, known options are [...]"
+        raise ValueError(str(e).split(", known options")[0]) from None
+    key = (mode, repr(sorted(made.config.items())), dynamic)
+    return _INDUCTORS.setdefault(key, made)
+
+
+def _mark_static_inputs(gm, example_inputs):
+    """Tell AOTAutograd which graph inputs keep their address between calls (a module's
+    parameters and buffers), in the form TorchDynamo gives it: a compile id in gm.meta, a
+    source on every placeholder, the static type in the placeholder's `tensor_dict`, and the
+    sources of gm's own parameters (those of its call_module targets). inductor's cudagraphs
+    then reads those inputs in place instead of copying them on every replay; one whose
+    address does change (another instance of the model) is recorded again, as torch.compile's
+    unguarded static inputs are. A tensor the user marked (`torch._dynamo.mark_static_address`,
+    as transformers' StaticCache marks its key and value tensors) is static too."""
+    from torch._dynamo.source import LocalSource
+    from torch._guards import CompileId
+    gm.meta.setdefault("dynamo_compile_id", CompileId(frame_id=0, frame_compile_id=0))
+    names = [n for n, _ in gm.named_parameters(remove_duplicate=False)] + \
+        [n for n, _ in gm.named_buffers(remove_duplicate=False)]
+    gm._param_name_to_source = {n: LocalSource(f"__tracer_attr_{i}") for i, n in enumerate(names)}
+    for i, (node, value) in enumerate(zip(gm.graph.find_nodes(op="placeholder"), example_inputs)):
+        node._dynamo_source = LocalSource(f"__tracer_input_{i}")
+        marked = getattr(value, "_dynamo_static_input_type", None)
+        if marked or node.meta.get("static_address"):
+            node.meta.setdefault("tensor_dict", {})["_dynamo_static_input_type"] = marked or "unguarded"
+
+
+def new_step():
+    """A new top-level call of a compiled function: cudagraph trees may reuse the memory of the
+    previous call's outputs from here on (what torch.compile's entry does on every call; without
+    it each call would be recorded as a continuation of the last)."""
+    from torch._dynamo.mutation_guard import GenerationTracker
+    GenerationTracker.generation += 1
 
 
 def resolve(backend):

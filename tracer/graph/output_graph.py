@@ -93,7 +93,10 @@ class OutputGraph:
         elif id(tensor) not in self._fake_memo:
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
-        return self._placeholder(source, tensor, self._fake_memo[id(tensor)], name)
+        node = self._placeholder(source, tensor, self._fake_memo[id(tensor)], name)
+        if static:  # (its address too: inductor's cudagraphs reads it in place, backends.Inductor)
+            node.meta["static_address"] = True
+        return node
 
     def add_sym_input(self, value, source):
         """An int (float) graph input with a symbolic value; None when the ShapeEnv specialised

@@ -21,7 +21,7 @@ import types
 
 from guards.codegen import precompiled
 
-from ..graph.backends import eager
+from ..graph.backends import Inductor, eager, inductor_with
 from ..rewrite.graph_break import BreakInfo
 from ..rewrite.rerun import RERUN, Plan, _Plain, graph_raised, _Rerun
 from ..runtime.cache import Entry
@@ -31,6 +31,11 @@ from . import graph_io, guards_io
 from .portable import Reader, Stale, Unportable, Writer, register
 
 FORMAT = 1
+
+# inductor with a mode or options: by its configuration (read back: the one object of it)
+register(Inductor, "backend.inductor",
+         lambda w, b: (b.mode, w.write(tuple(sorted(b.options.items()))), b.dynamic),
+         lambda r, p: inductor_with(p[0], dict(r.read(p[1])), p[2]))
 
 
 def _write_untraced(w, _obj):

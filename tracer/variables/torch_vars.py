@@ -274,7 +274,7 @@ class AutocastReentry:
         self._local = __import__("threading").local()
 
     def enter(self):
-        mode = torch.amp.autocast_mode._UnmanagedAutocast(*self.args)
+        mode = _UNMANAGED_AUTOCAST(*self.args)
         mode.__enter__()
         stack = self._local.__dict__.setdefault("modes", [])
         stack.append(mode)
@@ -282,6 +282,10 @@ class AutocastReentry:
 
     def __call__(self, exc_type, exc, tb):
         return self._local.modes.pop().__exit__(exc_type, exc, tb)
+
+
+# (torch 2.11 has no such subclass; it only tells an autocast entered outside a `with` apart)
+_UNMANAGED_AUTOCAST = getattr(torch.amp.autocast_mode, "_UnmanagedAutocast", torch.amp.autocast_mode.autocast)
 
 
 class AutocastReentryVariable(ObjectVariable):
