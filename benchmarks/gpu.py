@@ -2,6 +2,7 @@
 without CUDA graphs (mode="reduce-overhead"). Results: benchmarks/gpu.md.
 
     python benchmarks/gpu.py --out DIR [--models gpt2,llama,resnet50,vit,t5] [--device cuda]
+    (GPU_BENCH_LAYERS=N: the transformers' depth, 6 by default)
 
 How it measures, and why so:
 * First call (compile + first run, wall and CPU time of the process, GPU synchronised) in a
@@ -31,6 +32,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = ("tracer", "torch.compile")
 MODES = ("default", "reduce-overhead")
+# beside them: the tracer with its repeated blocks unrolled for inductor
+# (config.inductor_subgraphs off), default mode: what outlining them changes
+VARIANTS = [(tool, mode) for tool in TOOLS for mode in MODES] + [("tracer-unrolled", "default")]
 
 
 # ---- models (random weights, nothing downloaded) --------------------------------------------
@@ -38,7 +42,7 @@ def build(name, device, tiny=False):
     """(model, args, kwargs, loss-free call) for `name`: eval, no_grad, the serving shape."""
     import torch
     torch.manual_seed(0)
-    L = 1 if tiny else 6
+    L = int(os.environ.get("GPU_BENCH_LAYERS", 1 if tiny else 6))
     if name in ("gpt2", "llama", "t5", "vit"):
         import transformers as tf
     if name == "gpt2":
@@ -96,7 +100,8 @@ def one(args):
         want = _main_output(model(*a, **kw)).clone()
         sync()
         w0, c0 = time.perf_counter(), time.process_time()
-        if args.tool == "tracer":
+        if args.tool.startswith("tracer"):
+            tracer.config.inductor_subgraphs = args.tool == "tracer"
             compiled = tracer.compile(model, backend="inductor", mode=mode)
         else:
             compiled = torch.compile(model, backend="inductor", mode=mode)
@@ -125,8 +130,9 @@ def one(args):
     print(json.dumps(dict(model=args.model, tool=args.tool, mode=args.mode, first_wall_s=first_wall,
                           first_cpu_s=first_cpu, warm_ms=statistics.median(per_call) * 1e3,
                           warm_cpu_ms=statistics.median(cpu_per_call) * 1e3, max_abs_err=err, equal=bool(ok),
-                          compiled_during_warm=retraced, tracer_graphs=s.graphs if args.tool == "tracer" else None,
-                          tc_graphs=counters["stats"]["unique_graphs"] if args.tool != "tracer" else None)))
+                          compiled_during_warm=retraced,
+                          tracer_graphs=s.graphs if args.tool.startswith("tracer") else None,
+                          tc_graphs=counters["stats"]["unique_graphs"] if args.tool == "torch.compile" else None)))
 
 
 def _ready(sync_dir, expect):
@@ -155,15 +161,14 @@ class _turn:
 def run_model(name, args):
     sync_dir = tempfile.mkdtemp(prefix=f"gpu-{name}-")
     procs = []
-    for tool in TOOLS:
-        for mode in MODES:
-            cache = tempfile.mkdtemp(prefix="cache-")
-            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
-                       TRITON_CACHE_DIR=os.path.join(cache, "triton"), TRACER_NO_DISK_CACHE="1")
-            cmd = [sys.executable, __file__, "--one", "--model", name, "--tool", tool, "--mode", mode,
-                   "--device", args.device, "--sync-dir", sync_dir, "--expect", str(len(TOOLS) * len(MODES)),
-                   "--blocks", str(args.blocks), "--calls", str(args.calls)] + (["--tiny"] if args.tiny else [])
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for tool, mode in VARIANTS:
+        cache = tempfile.mkdtemp(prefix="cache-")
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+        cmd = [sys.executable, __file__, "--one", "--model", name, "--tool", tool, "--mode", mode,
+               "--device", args.device, "--sync-dir", sync_dir, "--expect", str(len(VARIANTS)),
+               "--blocks", str(args.blocks), "--calls", str(args.calls)] + (["--tiny"] if args.tiny else [])
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     rows = []
     for p in procs:
         out, err = p.communicate(timeout=args.timeout)
@@ -186,10 +191,11 @@ def table(rows, card, torch_version):
              "warm torch.compile ms | ratio | graphs (tracer / tc) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for (model, tool, mode), r in sorted(by.items()):
-        if tool != "tracer" or (model, "torch.compile", mode) not in by:
+        if not tool.startswith("tracer") or (model, "torch.compile", mode) not in by:
             continue
         t = by[(model, "torch.compile", mode)]
-        lines.append(f"| {model} | {mode} | {r['first_wall_s']:.1f} | {t['first_wall_s']:.1f} | "
+        label = mode if tool == "tracer" else f"{mode}, blocks unrolled"
+        lines.append(f"| {model} | {label} | {r['first_wall_s']:.1f} | {t['first_wall_s']:.1f} | "
                      f"{r['first_wall_s'] / t['first_wall_s']:.2f}x | {r['warm_ms']:.3f} | {t['warm_ms']:.3f} | "
                      f"{r['warm_ms'] / t['warm_ms']:.2f}x | {r['tracer_graphs']} / {t['tc_graphs']} |")
     for r in rows:

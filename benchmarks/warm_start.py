@@ -50,9 +50,20 @@ def build(name):
     return two_breaks, (torch.randn(16), 3)
 
 
+def on_device(m, args):
+    """WARM_START_DEVICE=cuda: the model and its tensor inputs on that device (the GPU run:
+    .ci/gpu-check); inductor keeps its Triton kernels under its cache directory."""
+    dev = os.environ.get("WARM_START_DEVICE")
+    if not dev:
+        return m, args
+    import torch
+    m = m.to(dev) if isinstance(m, torch.nn.Module) else m
+    return m, tuple(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args)
+
+
 def child(model, tool, backend):
     import torch
-    m, args = build(model)
+    m, args = on_device(*build(model))
     if tool == "tracer":
         import tracer
     w0 = time.perf_counter()
@@ -116,6 +127,12 @@ def measure(model, backend, reps, key):
             for key in ("ms", "wall")}, info
 
 
+def _device_name():
+    import torch
+    dev = os.environ.get("WARM_START_DEVICE")
+    return "CPU" if not dev or dev == "cpu" else f"models on {torch.cuda.get_device_name()}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=3)
@@ -146,7 +163,7 @@ def main():
         "# Warm start: the second process's first call",
         "",
         f"`python benchmarks/warm_start.py` ({time.strftime('%Y-%m-%d')}; CPython {platform.python_version()}, "
-        f"torch {torch.__version__}, {os.cpu_count()} cores, CPU). Each number is the median of {a.reps} "
+        f"torch {torch.__version__}, {os.cpu_count()} cores, {_device_name()}). Each number is the median of {a.reps} "
         "fresh processes, from the `compile()` call to the end of the first call (the model built "
         "and torch imported before). cold: empty caches; warm: the caches a first process filled "
         "(tracer: `TRACER_CACHE_DIR`, which also holds inductor's caches; torch.compile: "

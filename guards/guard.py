@@ -369,6 +369,8 @@ class Predicate(Guard):
     def _key(self):
         if self.kind is not None:
             return (self.source, self.kind, const_key(self.arg))
+        if self.maker is not None:  # the same maker and arguments make the same check
+            return (self.source, "made", id(self.maker), const_key(self.arg))
         return (self.source, id(self.fn), self.description)
 
     def conditions(self, ctx):

@@ -11,6 +11,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 import tracer
+from helpers import traced
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +46,31 @@ def test_raise_from_caught_by_the_caller():
         return x + 1 if flag == "1" else x - 1
 
     run(f, torch.zeros(2))
+
+
+def test_an_environment_read_is_guarded_by_its_variable_only(monkeypatch):
+    """Reading one environment variable guards that variable (present with its value, or
+    absent), not the whole environment: another variable set afterwards (inductor sets
+    TORCHINDUCTOR_CACHE_DIR in its first compile, which failed the new entry's own guards)
+    traces nothing; setting the variable read retraces, with its value."""
+    monkeypatch.delenv("TRACER_TEST_FLAG", raising=False)
+
+    def f(x):
+        flag = os.environ.get("TRACER_TEST_FLAG", "0")
+        return x + 1 if flag == "1" else x - 1
+
+    c = tracer.compile(f)
+    x = torch.zeros(2)
+    with traced() as t:
+        assert torch.equal(c(x), f(x))
+        monkeypatch.setenv("TRACER_TEST_OTHER_VARIABLE", "1")
+        assert torch.equal(c(x), f(x))
+    assert t.frames_traced == 1 and t.internal_errors == 0 and t.graphs == 1, str(t)
+    monkeypatch.setenv("TRACER_TEST_FLAG", "1")
+    with traced() as t2:
+        assert torch.equal(c(x), x + 1)
+        assert torch.equal(c(x), x + 1)
+    assert t2.frames_traced == 1 and t2.recompiles == 1, str(t2)
 
 
 # ---- inspect.signature ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from .graph.backends import NAMED, backend_name, inductor_with
 def check_options(where, *, backend=None, fullgraph=False, dynamic=None, check=False, check_rtol=1e-4,
                   check_atol=1e-5, mode=None, options=None):
     """Raise TypeError/ValueError naming `where` (e.g. "tracer.compile") for a bad option."""
-    if (mode is not None or options is not None) and backend != "inductor":
+    if (mode is not None or options) and backend != "inductor":  # (an empty dict is no option)
         given = "mode" if mode is not None else "options"
         raise ValueError(f"{where}: {given} is inductor's; backend {backend_name(backend) if callable(backend) else repr(backend)} "
                          f"takes none (use backend='inductor', or configure your backend itself)")

@@ -11,7 +11,9 @@ tests/test_torch_internals.py resolves each).
 import torch
 
 from ..exc import BackendError
+from ..runtime import config
 from ..runtime.frame_hook import skip_code
+from . import subgraphs
 from .shapes import static_tracing_context
 
 
@@ -91,7 +93,14 @@ def inductor(gm, example_inputs):
     cache bypass a graph compiled without one ("No shape env"), and those caches are what make
     a later process's compile of the same graph warm (the disk cache, tracer/persist/)."""
     from torch._inductor.compile_fx import compile_fx
+    gm = _outlined(gm)
     return _in_tracing_context(lambda: compile_fx(gm, example_inputs), example_inputs)
+
+
+def _outlined(gm):
+    """gm with its repeated blocks as one subgraph each (graph/subgraphs.py), which inductor
+    lowers once; gm itself with config.inductor_subgraphs off."""
+    return subgraphs.outline(gm) if config.inductor_subgraphs else gm
 
 
 def _in_tracing_context(run, example_inputs):
@@ -132,6 +141,7 @@ class Inductor:
 
     def __call__(self, gm, example_inputs):
         from torch._inductor.compile_fx import compile_fx
+        gm = _outlined(gm)
         if self.cudagraphs:
             _mark_static_inputs(gm, example_inputs)
         return _in_tracing_context(lambda: compile_fx(gm, example_inputs, config_patches=dict(self.config)),

@@ -58,6 +58,7 @@ from guards.sources import AttrSource, ItemSource
 from ..graph import node_meta
 from ..graph.output_graph import ByObject
 from ..graph.shapes import SYM_TYPES
+from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
 from . import containers, generators
 from .base import ConstantVariable, is_constant_value
@@ -119,7 +120,10 @@ def call(tx, var, fn, args, kwargs, inline):
         return inline()
     before = _Before.take(tx)
     result = inline()
-    memo[key] = Block.record(tx, var, args, kwargs, before, result) or _REFUSED
+    block = memo[key] = Block.record(tx, var, args, kwargs, before, result) or _REFUSED
+    if block is not _REFUSED:
+        for n in block.nodes:  # (inductor compiles the calls as one subgraph: graph/subgraphs.py)
+            n.meta[BLOCK_META] = (id(block), 0)
     return result
 
 
@@ -176,6 +180,7 @@ class Block:
     check: object                  # check(V, L, G, C): the guards hold with V the sibling module
     values: object                 # values(V, L, G, C): the inputs' values for the sibling
     effects: tuple                 # the side-effect log's sizes when it was recorded
+    replays: int = 0               # siblings replayed so far (their nodes' BLOCK_META call number)
 
     @classmethod
     def record(cls, tx, var, args, kwargs, before, result):
@@ -296,7 +301,9 @@ class Block:
             if "source_fn_stack" in meta:
                 meta["source_fn_stack"] = [(new.name, meta["source_fn_stack"][-1][1])]
             new.meta.update(meta)
+            new.meta[BLOCK_META] = (id(self), self.replays + 1)
             env[n] = new
+        self.replays += 1
         ctx.mutable_inputs.extend(_Distinct(retarget(d)) for d in self.distinct)
         if self.under_handler:
             ctx.ops_under_handler = True

@@ -30,6 +30,7 @@ import enum
 import functools
 import math
 import operator
+import os
 import types
 
 import torch
@@ -355,6 +356,13 @@ def _deque(tx, value, source, g):
     return var
 
 
+# The process environment's storage (os.environ._data): code reads one variable
+# (`os.environ.get("X")`) while the set of variables changes under the program (inductor sets
+# TORCHINDUCTOR_CACHE_DIR in its first compile): each read is guarded by its key, never the
+# whole key set, which would fail an entry's guards as soon as the backend compiled it.
+_READ_BY_KEY = tuple(e._data for e in (os.environ, getattr(os, "environb", None)) if e is not None)
+
+
 def _dict(tx, value, source, g):
     """A dict, OrderedDict or defaultdict: its exact type and its keys in order (DictKeysMatch);
     values wrapped through their ItemSources, a defaultdict's factory through its attribute.
@@ -362,6 +370,8 @@ def _dict(tx, value, source, g):
     A mutable input when it has a source."""
     t = type(value)
     g(TypeMatch(source, t))
+    if source is not None and any(value is d for d in _READ_BY_KEY):
+        return keyed_dict.ObjectKeyedDictVariable(value, source)
     keys = tuple(value.keys())
     if not all(is_constant_value(k) for k in keys):
         if source is None:
