@@ -89,7 +89,7 @@ def child(model, tool, backend):
 
 
 def run_child(model, tool, backend, env_extra):
-    env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (ROOT, os.environ.get("PYTHONPATH")))), **env_extra)
     env.pop("TRACER_CACHE_DIR", None) if "TRACER_CACHE_DIR" not in env_extra else None
     env.pop("TORCHINDUCTOR_CACHE_DIR", None) if "TORCHINDUCTOR_CACHE_DIR" not in env_extra else None
     p = subprocess.run([sys.executable, __file__, "--child", model, tool, backend], env=env, cwd=ROOT,

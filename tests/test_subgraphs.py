@@ -82,6 +82,18 @@ def test_the_calls_of_a_block_become_calls_of_one_shared_subgraph():
         torch.testing.assert_close(new(*inputs)[0], model(x))
 
 
+def test_a_graph_loaded_from_the_disk_cache_is_outlined_the_same():
+    """The block tags survive the disk cache (persist/graph_io.py): a second process outlines
+    its loaded graph into the same code, so inductor's own caches hit on a warm start."""
+    from tracer.persist import graph_io, portable
+    torch.manual_seed(0)
+    with torch.no_grad():
+        gm, inputs = _graph(Stack().eval(), torch.randn(3, 8))
+    back = graph_io.read_graph(portable.Reader(), graph_io.write_graph(portable.Writer(), gm))
+    assert len(_invokes(subgraphs.outline(back))) == 4
+    assert subgraphs.outline(back).code == subgraphs.outline(gm).code
+
+
 def test_random_blocks_stay_inline_and_eval_dropout_does_not_count():
     """A dropout that draws (train mode) keeps its block inline: each inlined call draws its
     own numbers. The same dropout in eval draws nothing, and the block is outlined."""

@@ -109,11 +109,13 @@ def _signature(nodes):
 
 def _effectful(node):
     """Whether the node writes in place or draws random numbers. The aten spy that made the
-    node says so (meta "writes", "random": a dropout in eval draws nothing); a node made
-    without it is judged by its name."""
+    node says so (meta "random": a dropout in eval draws nothing; "writes", which a block's
+    record refuses, so a tagged node has none); a node made without it is judged by its name.
+    "random" is what a graph loaded from the disk cache keeps (persist/graph_io.py): the same
+    decision there gives inductor the same graph, and its caches hit."""
+    if "random" in node.meta:
+        return bool(node.meta["random"]) or bool(node.meta.get("writes"))
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    if "writes" in node.meta:
-        return bool(node.meta["writes"]) or bool(node.meta.get("random"))
     return name.endswith("_") or any(word in name for word in ("dropout", "rand", "bernoulli", "multinomial"))
 
 

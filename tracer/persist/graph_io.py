@@ -39,6 +39,12 @@ _HOOKS = ("_hooks", "_hooks_with_kwargs", "_hooks_always_called")
 portable.register(ByObject, "fx.ByObject", lambda w, o: w.write(o.fn), lambda r, p: ByObject(r.read(p)))
 
 
+def _plain_meta(v):
+    """A meta value written as it is: a str, a bool, or a tuple of ints (a block call's tag,
+    which decides what inductor gets as one subgraph: graph/subgraphs.py)."""
+    return type(v) in (str, bool) or (type(v) is tuple and all(type(x) is int for x in v))
+
+
 def write_graph(writer, gm):
     """gm's description: ("fx", VERSION, codegen, nodes, attrs, symbolic)."""
     graph = gm.graph
@@ -51,7 +57,7 @@ def write_graph(writer, gm):
         if n.op in ("get_attr", "call_module") and n.target not in attrs:
             attrs[n.target] = _write_attr(writer, gm, n)
         target = writer.write(n.target) if n.op == "call_function" else n.target
-        meta = tuple((k, n.meta[k]) for k in KEPT_META if type(n.meta.get(k)) in (str, bool))
+        meta = tuple((k, n.meta[k]) for k in KEPT_META if _plain_meta(n.meta.get(k)))
         nodes.append((n.op, n.name, target, _args(writer, n.args), _args(writer, n.kwargs),
                       writer.write(n.type), meta))
         if n.op == "placeholder":
