@@ -74,7 +74,7 @@ class CompiledFunction(_DispatchBase or object):
         cache.register_view(self)
         functools.update_wrapper(self, fn)
 
-    def _slow(self, *args, **kwargs):
+    def _slow(self, /, *args, **kwargs):  # (positional-only: a keyword named `self` is the user's)
         """The whole call in Python: binding, the entries' checks, a miss (C runs the hit
         path of a plain positional call and comes here for anything else)."""
         if kwargs or len(args) != self._n or not self._simple:
@@ -200,7 +200,7 @@ class _CudagraphFunction(CompiledFunction):
     step of the cudagraph trees first (backends.new_step), as a call of a torch.compile'd
     function does."""
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         new_step()
         return CompiledFunction.__call__(self, *args, **kwargs)
 

@@ -229,7 +229,35 @@ def compile_graph(backend_fn, gm, example_inputs):
                            f"not a callable")
         err.backend = backend_fn
         raise err
-    return _unhooked(compiled)
+    compiled = _unhooked(compiled)
+    leaves = _made_leaves(gm) if backend_fn is not eager else ()
+    return _with_leaves(compiled, leaves) if leaves else compiled
+
+
+def _made_leaves(gm):
+    """Positions of the graph's outputs that are leaf tensors requiring grad made by the graph
+    itself (`torch.ones(2, requires_grad=True)` in the frame). Eager's forward makes them so;
+    a compiling backend runs the graph as a whole (AOTAutograd: under no_grad when no input
+    needs a gradient) and hands back a tensor without requires_grad."""
+    out = next(iter(reversed(gm.graph.nodes)), None)
+    if out is None or out.op != "output" or not isinstance(out.args[0], (tuple, list)):
+        return ()
+    return tuple(i for i, n in enumerate(out.args[0])
+                 if isinstance(n, torch.fx.Node) and n.op != "placeholder"
+                 and isinstance(v := n.meta.get("example_value"), torch.Tensor)
+                 and v.requires_grad and v.is_leaf)
+
+
+def _with_leaves(compiled, leaves):
+    def run_graph_making_leaves(*args):
+        outs = compiled(*args)
+        for i in leaves:
+            t = outs[i]
+            if not t.requires_grad and t.is_leaf:
+                t.requires_grad_(True)
+        return outs
+    skip_code(run_graph_making_leaves.__code__)
+    return run_graph_making_leaves
 
 
 def _unhooked(compiled):

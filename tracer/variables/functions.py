@@ -533,7 +533,9 @@ class PartialVariable(Variable):
         raise Unsupported(f"partial attribute {name!r}")
 
     def hasattr(self, tx, name):
-        if name in ("func", "args", "keywords") or hasattr(functools.partial, name):
+        # what an instance finds through its class (`functools.partial.__name__` is the class's
+        # own name, which an instance does not have)
+        if name in ("func", "args", "keywords") or any(name in c.__dict__ for c in functools.partial.__mro__):
             return True
         if self.source is None:  # made in the frame: a fresh partial has no other attributes
             return False
