@@ -362,3 +362,18 @@ def test_vars_without_an_argument_still_runs_the_frame_as_python():
 
     c = tracer.compile(f)
     assert torch.equal(c(torch.ones(2)), f(torch.ones(2)))
+
+
+def test_dict_fromkeys_made_in_the_frame():
+    """`dict.fromkeys` and `OrderedDict.fromkeys` (classmethods of C classes, once refused as
+    "value of type classmethod_descriptor"): one value object under every key, as CPython."""
+    def f(x, names):
+        d = dict.fromkeys(names, 0)
+        for n in names:
+            d[n] += len(n)
+        o = collections.OrderedDict.fromkeys("ab")
+        shared = dict.fromkeys("xy", [])
+        shared["x"].append(1)
+        return x * d["bb"], d, o, shared, shared["y"]
+
+    check(f, torch.ones(2), ["a", "bb"], graphs=1, dynamo=True)

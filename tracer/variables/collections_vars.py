@@ -192,6 +192,36 @@ def make_dict(tx, cls, args, kwargs):
     return DictVariable(items, user_cls=cls)
 
 
+class FromKeysVariable(Variable):
+    """`dict.fromkeys` / `OrderedDict.fromkeys` (a classmethod of a C class: the bound method
+    is a new object at each read, so it is modelled by the class it belongs to)."""
+
+    def __init__(self, cls):
+        super().__init__(None)
+        self.cls = cls
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def call(self, tx, args, kwargs):
+        """Every key bound to the one value (the same object under each key), as CPython does."""
+        if kwargs or not 1 <= len(args) <= 2:
+            raise Unsupported(f"{self.cls.__name__}.fromkeys() takes an iterable and a value")
+        value = args[1] if len(args) == 2 else ConstantVariable(None)
+        keys = [containers._const_key(tx, k) for k in args[0].iterate(tx)]
+        return DictVariable({k: value for k in keys}, user_cls=self.cls)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.cls)
+        cg.load_attr("fromkeys")
+
+    def __repr__(self):
+        return f"{self.cls.__name__}.fromkeys"
+
+
+FROMKEYS_CLASSES = (dict, collections.OrderedDict)
+
+
 def make_defaultdict(tx, args, kwargs):
     factory = args[0] if args else ConstantVariable(None)
     rest = make_dict(tx, dict, list(args[1:]), kwargs)

@@ -406,6 +406,8 @@ class ClassVariable(ObjectVariable):
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
+        if name == "fromkeys" and self.cls in collections_vars.FROMKEYS_CLASSES:
+            return collections_vars.FromKeysVariable(self.cls)
         if owner is None:  # (not `attr is None`: `X = None` on the class is an attribute)
             if meta_owner is not None and not _binds(meta_attr) and self.source is not None:
                 # plain data on the metaclass, read through the class (re-read by the guard)
