@@ -12,6 +12,10 @@
   across a helper that breaks (so it is traced as its own frame, with the attribute's presence
   guarded).
 * `structseq_results`: torch.max/min(dim), sort, topk results read by field and unpacked.
+* `library_objects` (issue 35's wrong values, as shapes): functools.partial objects called and
+  asked for attributes they do not have (`__name__`), deques with a maxlen grown at both ends
+  and rotated, an attribute set on a NamedTuple subclass instance, a data descriptor with only
+  `__set__` read back, `dict.fromkeys` with one shared value.
 
 `statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
 module level (manager classes, `import contextlib`) is added once per program to
@@ -50,6 +54,25 @@ _MODULE_LINES = [
     "def tag_of(a):",
     "    print('tag_of', file=SINK)",
     "    return getattr(a, 'tag', -1) + (10 if hasattr(a, 'tag') else 0)",
+    "",
+    "import collections, functools, typing",
+    "",
+    "class Pair(typing.NamedTuple):",
+    "    a: int",
+    "    b: int",
+    "",
+    "class PairX(Pair):",
+    "    pass",
+    "",
+    "class SetOnly:",
+    "    def __set__(self, obj, v):",
+    "        obj.__dict__['_v'] = v",
+    "",
+    "class HasSetOnly:",
+    "    d = SetOnly()",
+    "",
+    "def add3(a, b, c=1):",
+    "    return a + b * c",
 ]
 
 
@@ -232,8 +255,45 @@ def structseq_results(g, env, ind, depth):
         g.emit(ind, f"{t} = {t} - {r}.values")
 
 
+def library_objects(g, env, ind, depth):
+    _module_helpers(g)
+    i, t = g.pick(env["I"]), g.pick(env["T"])
+    k = g.r(0, 4)
+    if k == 0:
+        p = g.tmp("p")
+        g.emit(ind, f"{p} = functools.partial(add3, {g.int_expr(env)}{g.pick(['', ', c=2'])})")
+        g.emit(ind, f"{i} = ({p}({g.int_expr(env)}) + hasattr({p}, '__name__') + 2 * hasattr({p}, '__qualname__')"
+                    f" + 4 * hasattr({p}, 'func') + len({p}.args) + len({p}.keywords)) % 1000")
+    elif k == 1:
+        dq = g.tmp("dq")
+        g.emit(ind, f"{dq} = collections.deque([{i}, 2], maxlen={g.r(2, 4)})")
+        g.emit(ind, f"{dq}.{g.pick(['extendleft', 'extend'])}([{g.int_expr(env)}, 3])")
+        g.emit(ind, f"{dq}.appendleft({g.r(0, 9)})")
+        g.emit(ind, f"{dq}.rotate({g.r(-1, 1)})")
+        g.emit(ind, f"{i} = (sum({dq}) + {dq}[0] * 3 + len({dq})) % 1000")
+    elif k == 2:
+        n = g.tmp("nt")
+        g.emit(ind, f"{n} = PairX({i}, 2)")
+        g.emit(ind, f"if {g.cond_expr(env)}:")
+        g.emit(ind + 1, f"{n}.extra = {g.int_expr(env)}")
+        g.emit(ind, f"{i} = ({n}.a + getattr({n}, 'extra', 7) + len({n})) % 1000")
+    elif k == 3:
+        h = g.tmp("h")
+        g.emit(ind, f"{h} = HasSetOnly()")
+        g.emit(ind, f"if {g.cond_expr(env)}:")
+        g.emit(ind + 1, f"{h}.d = {i}")
+        g.emit(ind, f"{i} = ({i} + (type({h}.d).__name__ == 'SetOnly') + len(vars({h}))) % 1000")
+    else:
+        fk = g.tmp("fk")
+        keys = g.pick(["['a', 'b']", "'ab'", "('a',)"])
+        g.emit(ind, f"{fk} = dict.fromkeys({keys}, {g.int_expr(env)})")
+        g.emit(ind, f"{fk}['a'] += 1")
+        g.emit(ind, f"{i} = ({i} + sum({fk}.values()) + len({fk})) % 1000")
+        g.emit(ind, f"{t} = {t} * len({fk})")
+
+
 KINDS = (generators_and_containers, exception_chains, user_context_managers, tensor_attributes,
-         structseq_results)
+         structseq_results, library_objects)
 
 
 def statement(g, env, ind, depth):
