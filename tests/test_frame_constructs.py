@@ -377,3 +377,29 @@ def test_dict_fromkeys_made_in_the_frame():
         return x * d["bb"], d, o, shared, shared["y"]
 
     check(f, torch.ones(2), ["a", "bb"], graphs=1, dynamo=True)
+
+
+class _Key:
+    pass
+
+
+_K1, _K2 = _Key(), _Key()
+
+
+def test_item_assignment_on_a_dict_keyed_by_objects():
+    """A dict input keyed by objects (a registry keyed by classes or instances) written in
+    the frame: later reads in the trace see the write, and the rewritten code makes it on
+    the real dict after the graph (once refused: "item assignment on ObjectKeyedDict")."""
+    def f(x, d):
+        d[_K1] = 2
+        n = len(d)
+        d[_K2] = x * 3
+        return x + d[_K1] + n + (_K2 in d), d[_Key] + 1
+
+    c, _ = check(f, torch.ones(2), {_Key: 1}, graphs=1)
+    # a dict that already holds _K1 (the same key objects on both sides: a deep copy would not)
+    x = torch.ones(2)
+    mine, theirs = {_Key: 5, _K1: 0}, {_Key: 5, _K1: 0}
+    got, want = c(x, mine), f(x, theirs)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1] == 6
+    assert list(mine) == list(theirs) and mine[_K1] == theirs[_K1] == 2 and torch.equal(mine[_K2], theirs[_K2])

@@ -5,8 +5,12 @@ Registries keyed by types are common in library code (huggingface_hub's
 constant keys (it models every item, and can be mutated and rebuilt); this one only reads:
 `d[k]`, `d.get(k, default)`, `k in d`, `len(d)`, where `k` is a constant or a Variable whose
 real object the trace knows. Each read guards what it used: the item's value through its
-own source, or the key's absence. Anything else (iteration, mutation) is Unsupported.
+own source, or the key's absence. `d[k] = v` is kept pending (later reads in the trace see
+it) and made by the rewritten code after the graph (`operator.setitem` on the real dict: a
+deferred call, in program order). Anything else (iteration, deletion) is Unsupported.
 """
+import operator
+
 from guards import LengthMatch, Predicate
 from guards.sources import ItemSource
 
@@ -22,6 +26,7 @@ class ObjectKeyedDictVariable(Variable):
     def __init__(self, value, source):
         super().__init__(source)
         self.value = value
+        self.pending = {}  # real key -> Variable: stores the rewritten code makes after the graph
 
     def python_type(self):
         return type(self.value)
@@ -36,6 +41,8 @@ class ObjectKeyedDictVariable(Variable):
 
     def _read(self, tx, key, default=_MISSING):
         k = self._real_key(tx, key)
+        if k in self.pending:
+            return self.pending[k]
         d = self.value
         if dict.__contains__(d, k):
             return builder.wrap(tx, dict.__getitem__(d, k), ItemSource(self.source, k))
@@ -47,9 +54,23 @@ class ObjectKeyedDictVariable(Variable):
     def getitem(self, tx, key):
         return self._read(tx, key)
 
+    def setitem(self, tx, key, value):
+        if self.source is None:
+            raise Unsupported("item assignment on a dict keyed by objects that has no source")
+        k = self._real_key(tx, key)
+        self._guard_presence(tx, k)  # (len() after the store counts on it)
+        self.pending[k] = value
+        tx.side_effects.defer_call(operator.setitem, [self, key, value], {})
+
+    def _guard_presence(self, tx, k):
+        present = dict.__contains__(self.value, k)
+        tx.guard(Predicate.made(self.source, _present if present else _absent, (k,),
+                                f"{'has' if present else 'has no'} key {k!r}"))
+        return present
+
     def length(self, tx):
         tx.guard(LengthMatch(self.source, len(self.value), type(self.value)))
-        return len(self.value)
+        return len(self.value) + sum(1 for k in self.pending if not dict.__contains__(self.value, k))
 
     def truthy(self, tx):
         return self.length(tx) != 0
@@ -63,10 +84,10 @@ class ObjectKeyedDictVariable(Variable):
             return self._read(tx, args[0])
         if name == "__contains__" and len(args) == 1:
             k = self._real_key(tx, args[0])
-            present = dict.__contains__(self.value, k)
-            tx.guard(Predicate.made(self.source, _present if present else _absent, (k,),
-                                    f"{'has' if present else 'has no'} key {k!r}"))
-            return ConstantVariable(present)
+            return ConstantVariable(k in self.pending or self._guard_presence(tx, k))
+        if name == "__setitem__" and len(args) == 2:
+            self.setitem(tx, args[0], args[1])
+            return ConstantVariable(None)
         if name == "__len__" and not args:
             return ConstantVariable(self.length(tx))
         raise Unsupported(f"dict.{name} on a dict keyed by objects (only reads by key are traced)")
