@@ -403,3 +403,39 @@ def test_item_assignment_on_a_dict_keyed_by_objects():
     got, want = c(x, mine), f(x, theirs)
     assert torch.equal(got[0], want[0]) and got[1] == want[1] == 6
     assert list(mine) == list(theirs) and mine[_K1] == theirs[_K1] == 2 and torch.equal(mine[_K2], theirs[_K2])
+
+
+class _WithNew:
+    def __new__(cls, v):
+        obj = super().__new__(cls)
+        obj.v = v
+        return obj
+
+
+class _NewAndInit:
+    def __new__(cls, v, scale=1):
+        obj = object.__new__(cls)
+        obj.made = v * 2
+        return obj
+
+    def __init__(self, v, scale=1):
+        self.v = v * scale
+
+
+class _NewReturnsOther:
+    def __new__(cls, v):
+        return v + 1  # not an instance of the class: __init__ does not run
+
+    def __init__(self, v):
+        raise RuntimeError("never runs")
+
+
+def test_classes_with_their_own_new_made_in_the_frame():
+    """A class's own `__new__` is inlined (super().__new__ / object.__new__ make the object);
+    `__init__` follows only for an instance of the class, and object.__init__ takes the
+    arguments when the class has its own __new__ (once refused: "has a custom __new__")."""
+    def f(x):
+        a, b = _WithNew(3), _NewAndInit(2, scale=5)
+        return x + a.v + b.v + b.made + _NewReturnsOther(4), a, b
+
+    check(f, torch.ones(2), graphs=1)

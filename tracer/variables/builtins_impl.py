@@ -223,6 +223,16 @@ def _slice(tx, *args):
     return ConstantVariable(slice(*(a.as_constant() for a in args)))
 
 
+@impl(object.__new__)
+def _object_new(tx, cls, *args, **kwargs):
+    """`object.__new__(cls)` / `super().__new__(cls)` inside a custom __new__: a new object
+    of a user class (new_objects.object_new). Extra arguments are object.__new__'s to check
+    against the class's __init__: not modelled."""
+    if args or kwargs:
+        raise Unsupported("object.__new__ with arguments beyond the class")
+    return new_objects.object_new(tx, cls)
+
+
 @impl(getattr)
 def _getattr(tx, obj, name, *default):
     if not (name.is_constant() and isinstance(name.as_constant(), str)):

@@ -12,9 +12,13 @@ matters, and only if it escapes (returned, stored into an input, live at a graph
 Then the rewritten code builds the real object once per piece of generated code, without
 running user code again: `new(cls)`, `object.__setattr__` for each attribute (the traced
 `__setattr__` already ran), the builtin base's `__setitem__` for each item, in order
-(`rebuild_object`). Classes whose construction or state cannot be modelled exactly
-(`__slots__`, a custom `__new__`, `__del__`, a metaclass other than type/ABCMeta, a C base
-other than object/dict/OrderedDict) are Unsupported.
+(`rebuild_object`). A class's own `__new__` (a Python function) is inlined with the class
+first; the object it makes with `object.__new__(cls)` / `super().__new__(cls)` is a
+NewObjectVariable, and `__init__` follows when it returns an instance of the class, as
+`type.__call__` does (the rebuild calls object.__new__, not the custom one: its effects were
+traced). Classes whose construction or state cannot be modelled exactly (`__slots__`,
+`__del__`, a metaclass other than type/ABCMeta, a C base other than object/dict/OrderedDict,
+a `__new__` that is not a Python function) are Unsupported.
 """
 import abc
 import collections
@@ -39,8 +43,10 @@ GENERIC_GETATTRIBUTE = tuple({id(f): f for f in (object.__getattribute__, *(
 _MISSING = object()
 
 
-def constructible_reason(cls):
-    """None when instances of `cls` can be built symbolically; else why not."""
+def constructible_reason(cls, new_allowed=False):
+    """None when instances of `cls` can be built symbolically; else why not. `new_allowed`:
+    a custom `__new__` written in Python is fine (construct inlines it; object.__new__(cls)
+    inside it makes the object)."""
     name = cls.__qualname__
     if type(cls) not in (type, abc.ABCMeta):
         return f"{name} has the metaclass {type(cls).__name__}"
@@ -59,9 +65,28 @@ def constructible_reason(cls):
     if not cls.__dictoffset__:
         return f"{name} instances have no __dict__"
     new = _type_attr(cls, "__new__")
-    if new not in _ALLOWED_NEW:
-        return f"{name} has a custom __new__"
+    if new not in _ALLOWED_NEW and not (new_allowed and custom_new(cls) is not None and _dict_base(cls) is None):
+        return f"{name} has a custom __new__ that is not a Python function"
     return None
+
+
+def custom_new(cls):
+    """The Python function of `cls`'s own `__new__` (a staticmethod in a class body), or None."""
+    new = _type_attr(cls, "__new__")
+    fn = new.__func__ if isinstance(new, staticmethod) else new
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
+def object_new(tx, cls_var):
+    """`object.__new__(cls)` (and `super().__new__(cls)` reaching it) for a user class: a new
+    object, no __init__ run (the caller, or type.__call__ after a custom __new__, runs it)."""
+    cls = getattr(cls_var, "cls", None)
+    if not isinstance(cls, type) or not is_user_class(cls):
+        raise Unsupported(f"object.__new__({cls_var}) of a class not built symbolically")
+    reason = constructible_reason(cls, new_allowed=True)
+    if reason is not None:
+        raise Unsupported(f"constructing a {cls.__qualname__} object inside the traced frame: {reason}")
+    return NewObjectVariable(cls)
 
 
 def is_user_class(cls):
@@ -95,17 +120,24 @@ def _dict_base(cls):
 def construct(tx, cls_var, args, kwargs):
     """`cls(*args, **kwargs)` for a user class: a NewObjectVariable, __init__ inlined."""
     cls = cls_var.cls
-    reason = constructible_reason(cls)
+    reason = constructible_reason(cls, new_allowed=True)
     if reason is not None:
         raise Unsupported(f"constructing a {cls.__qualname__} object inside the traced frame: {reason}")
-    obj = NewObjectVariable(cls)
+    new = custom_new(cls)
+    if new is not None:
+        objects.guarded_type_lookup(tx, ConstSource(cls), cls, "__new__")
+        obj = functions.UserFunctionVariable(new).call(tx, [cls_var, *args], kwargs)
+        if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
+            return obj  # type.__call__ runs __init__ only on an instance of the class
+    else:
+        obj = NewObjectVariable(cls)
     init = obj._class_attr(tx, "__init__")
     if isinstance(init, types.FunctionType):
         ret = functions.UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
         if not (ret.is_constant() and ret.as_constant() is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returned a value (the user code raises TypeError)")
     elif init is object.__init__:
-        if args or kwargs:
+        if (args or kwargs) and new is None:  # (object.__init__ takes them when __new__ is the class's)
             raise Unsupported(f"{cls.__qualname__}() takes no arguments (the user code raises TypeError)")
     elif isinstance(init, _SLOT_TYPES) and init.__objclass__ in _DICT_BASES:
         obj.slot_call(tx, init.__objclass__, "__init__", list(args), kwargs)

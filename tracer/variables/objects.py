@@ -522,6 +522,8 @@ class SuperVariable(Variable):
         if not (isinstance(klass, type) and isinstance(self.cls, type) and issubclass(klass, self.cls)):
             raise Unsupported("super(C, x) where x is neither an instance nor a subclass of C")
         attr, _owner = guarded_super_lookup(tx, klass, name, self.cls)
+        if attr is object.__new__:  # super().__new__(cls) in a custom __new__
+            return functions.BuiltinVariable(object.__new__)
         if isinstance(attr, staticmethod):
             attr = attr.__func__
         if isinstance(attr, types.FunctionType):
