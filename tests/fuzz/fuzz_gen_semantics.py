@@ -15,7 +15,8 @@
 * `library_objects` (issue 35's wrong values, as shapes): functools.partial objects called and
   asked for attributes they do not have (`__name__`), deques with a maxlen grown at both ends
   and rotated, an attribute set on a NamedTuple subclass instance, a data descriptor with only
-  `__set__` read back, `dict.fromkeys` with one shared value.
+  `__set__` read back, `dict.fromkeys` with one shared value, a class whose own `__new__`
+  sometimes returns another object (then `__init__` does not run).
 
 `statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
 module level (manager classes, `import contextlib`) is added once per program to
@@ -73,6 +74,14 @@ _MODULE_LINES = [
     "",
     "def add3(a, b, c=1):",
     "    return a + b * c",
+    "",
+    "class NewV:",
+    "    def __new__(cls, v, w=0):",
+    "        o = super().__new__(cls)",
+    "        o.v = v",
+    "        return o if v % 3 else v + w",
+    "    def __init__(self, v, w=0):",
+    "        self.w = w",
 ]
 
 
@@ -258,8 +267,12 @@ def structseq_results(g, env, ind, depth):
 def library_objects(g, env, ind, depth):
     _module_helpers(g)
     i, t = g.pick(env["I"]), g.pick(env["T"])
-    k = g.r(0, 4)
-    if k == 0:
+    k = g.r(0, 5)
+    if k == 5:
+        o = g.tmp("nv")
+        g.emit(ind, f"{o} = NewV({i}, {g.int_expr(env)})")
+        g.emit(ind, f"{i} = ({o} if isinstance({o}, int) else {o}.v + {o}.w) % 1000")
+    elif k == 0:
         p = g.tmp("p")
         g.emit(ind, f"{p} = functools.partial(add3, {g.int_expr(env)}{g.pick(['', ', c=2'])})")
         g.emit(ind, f"{i} = ({p}({g.int_expr(env)}) + hasattr({p}, '__name__') + 2 * hasattr({p}, '__qualname__')"
