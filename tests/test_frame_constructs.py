@@ -439,3 +439,33 @@ def test_classes_with_their_own_new_made_in_the_frame():
         return x + a.v + b.v + b.made + _NewReturnsOther(4), a, b
 
     check(f, torch.ones(2), graphs=1)
+
+
+class _Total(list):
+    def total(self):
+        return sum(self)
+
+
+class _Scaled(list):
+    def __init__(self, items, tag):
+        super().__init__(items)
+        self.tag = tag
+
+    def append(self, v):
+        super().append(v * 10)
+
+
+def test_list_subclasses_made_in_the_frame():
+    """A user class deriving from list (once refused: "derives from the builtin type list"):
+    list's own methods act on its elements, the class's own override them, attributes beside
+    them; the object comes back as its class with both."""
+    def f(x, y):
+        t = _Total([1, 2])
+        t.append(3)
+        t.extend([4])
+        t.insert(0, 5)
+        s = _Scaled([x, y], "tag")
+        s.append(1)
+        return x + t.total() + len(s) + t[0] + t.pop(), t, s, [v for v in t], isinstance(t, list)
+
+    check(f, torch.ones(2), torch.zeros(2), graphs=1)

@@ -16,9 +16,10 @@ running user code again: `new(cls)`, `object.__setattr__` for each attribute (th
 first; the object it makes with `object.__new__(cls)` / `super().__new__(cls)` is a
 NewObjectVariable, and `__init__` follows when it returns an instance of the class, as
 `type.__call__` does (the rebuild calls object.__new__, not the custom one: its effects were
-traced). Classes whose construction or state cannot be modelled exactly (`__slots__`,
-`__del__`, a metaclass other than type/ABCMeta, a C base other than object/dict/OrderedDict,
-a `__new__` that is not a Python function) are Unsupported.
+traced). A list subclass keeps its elements in a ListVariable, which list's own methods act
+on. Classes whose construction or state cannot be modelled exactly (`__slots__`, `__del__`, a
+metaclass other than type/ABCMeta, a C base other than object/dict/OrderedDict/list, a
+`__new__` that is not a Python function) are Unsupported.
 """
 import abc
 import collections
@@ -34,12 +35,13 @@ from .dict_storage import ODICT_THROUGH_SELF, odict_through_self
 
 _HEAPTYPE = 1 << 9
 _DICT_BASES = (dict, collections.OrderedDict)
-_ALLOWED_C_BASES = (object, dict, collections.OrderedDict)
-_ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"])
+_ALLOWED_C_BASES = (object, dict, collections.OrderedDict, list)
+_DICT_AND_OBJECT = (object, dict, collections.OrderedDict)
+_ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"], list.__dict__["__new__"])
 _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
 # (all PyObject_GenericGetAttr; 3.13's SimpleNamespace inherits object's instead of its own)
 GENERIC_GETATTRIBUTE = tuple({id(f): f for f in (object.__getattribute__, *(
-    vars(t).get("__getattribute__", object.__getattribute__) for t in (dict, types.SimpleNamespace)))}.values())
+    vars(t).get("__getattribute__", object.__getattribute__) for t in (dict, list, types.SimpleNamespace)))}.values())
 _MISSING = object()
 
 
@@ -139,11 +141,16 @@ def construct(tx, cls_var, args, kwargs):
     elif init is object.__init__:
         if (args or kwargs) and new is None:  # (object.__init__ takes them when __new__ is the class's)
             raise Unsupported(f"{cls.__qualname__}() takes no arguments (the user code raises TypeError)")
-    elif isinstance(init, _SLOT_TYPES) and init.__objclass__ in _DICT_BASES:
+    elif isinstance(init, _SLOT_TYPES) and init.__objclass__ in (*_DICT_BASES, list):
         obj.slot_call(tx, init.__objclass__, "__init__", list(args), kwargs)
     else:
         raise Unsupported(f"{cls.__qualname__}.__init__ is {type(init).__name__}, not traced")
     return obj
+
+
+def list_put(obj, _index, item):
+    """How rebuild_object fills a list subclass: its elements in order (keys are positions)."""
+    list.append(obj, item)
 
 
 def rebuild_object(cls, new, names, values, setitem, keys, items):
@@ -177,9 +184,13 @@ class SlotMethodVariable(Variable):
         return f"SlotMethod({self.descriptor.__objclass__.__name__}.{self.descriptor.__name__})"
 
 
-def slot_method(attr):
-    """A SlotMethodVariable for a slot descriptor of object/dict/OrderedDict, else None."""
-    if isinstance(attr, _SLOT_TYPES) and getattr(attr, "__objclass__", None) in _ALLOWED_C_BASES:
+def slot_method(attr, on_object=False):
+    """A SlotMethodVariable for a slot descriptor of object/dict/OrderedDict, else None.
+    `on_object`: bound to an object whose state the value model holds (objects.bind_class_attr),
+    where list's methods count too (a list subclass's elements); read off a class
+    (`list.append`), they stay what they were, applied to any list."""
+    bases = _ALLOWED_C_BASES if on_object else _DICT_AND_OBJECT
+    if isinstance(attr, _SLOT_TYPES) and getattr(attr, "__objclass__", None) in bases:
         return SlotMethodVariable(attr)
     return None
 
@@ -238,6 +249,8 @@ class NewObjectVariable(Variable):
         base = _dict_base(cls)
         self.dict_base = base
         self.items = containers.DictVariable({}) if base is not None else None
+        # a list subclass: its elements (list's own methods act on them: slot_call)
+        self.elements = containers.ListVariable([]) if issubclass(cls, list) else None
 
     def _class_attr(self, tx, name, missing=None):
         """`name` as type(self)'s MRO holds it (or `missing`), guarded: the class is not the
@@ -375,6 +388,8 @@ class NewObjectVariable(Variable):
 
     # ---- C slot methods of object / dict / OrderedDict ----------------------------------------
     def slot_call(self, tx, owner, name, args, kwargs):
+        if owner is list:
+            return self._list_call(tx, name, args, kwargs)
         if owner is object:
             if name == "__setattr__" and len(args) == 2 and not kwargs:
                 self.generic_setattr(tx, _attr_name(args[0]), args[1])
@@ -407,6 +422,21 @@ class NewObjectVariable(Variable):
             return self.items.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
 
+    def _list_call(self, tx, name, args, kwargs):
+        """list's own methods on a list subclass's elements (those the class does not define)."""
+        if self.elements is None or name not in _LIST_METHODS:
+            raise Unsupported(f"list.{name} on a new {self.cls.__name__} object")
+        if name == "__init__":
+            if len(args) > 1 or kwargs:
+                raise Unsupported("list() with more than one argument (the user code raises TypeError)")
+            self.elements.items[:] = args[0].iterate(tx) if args else []
+            return ConstantVariable(None)
+        if name == "__iter__" and not args:
+            return functions.iterator_of(self.elements.iterate(tx))
+        if name == "copy":
+            return containers.ListVariable(list(self.elements.items))
+        return self.elements.call_method(tx, name, args, kwargs)
+
     def _update(self, tx, args, kwargs):
         if len(args) > 1:
             raise Unsupported("dict update with more than one positional argument (the user code raises TypeError)")
@@ -421,14 +451,16 @@ class NewObjectVariable(Variable):
         base = self.dict_base
         cg.extend(versions.load_const_callable(rebuild_object))
         cg.load_const(self.cls)
-        cg.load_const(dict.__new__ if base is not None else object.__new__)
+        cg.load_const(dict.__new__ if base is not None else list.__new__ if self.elements is not None
+                      else object.__new__)
         names = tuple(self.attrs.items)
         cg.load_const(names)
         for n in names:
             cg.reconstruct(self.attrs.items[n])
         cg.build(tuple, len(names))
-        cg.load_const(base.__setitem__ if base is not None else None)
-        pairs = list(self.items.items.items()) if self.items is not None else []
+        cg.load_const(base.__setitem__ if base is not None else list_put if self.elements is not None else None)
+        pairs = list(self.items.items.items()) if self.items is not None else \
+            list(enumerate(self.elements.items)) if self.elements is not None else []
         for k, _ in pairs:
             containers.load_key(cg, k)
         cg.build(tuple, len(pairs))
@@ -441,6 +473,8 @@ class NewObjectVariable(Variable):
         return f"NewObject({self.cls.__name__})"
 
 
+_LIST_METHODS = ("__init__", "__iter__", "__len__", "__getitem__", "__setitem__", "__contains__", "append",
+                 "extend", "insert", "pop", "index", "count", "reverse", "clear", "remove", "copy", "sort")
 _DICT_METHODS = ("__getitem__", "__setitem__", "__contains__", "__len__", "get", "keys", "values", "items",
                  "pop", "setdefault", "clear")
 _ODICT_AS_DICT = ("__init__", "__setitem__", "__delitem__", "__iter__", "keys", "values", "items", "update",

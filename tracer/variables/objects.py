@@ -151,8 +151,8 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         return functions.BoundMethodVariable(functions.UserFunctionVariable(attr), obj_var)
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
         return ClassVariable(cls, ConstSource(cls))
-    if hasattr(obj_var, "slot_call"):  # object/dict slot methods act on the object's state
-        slot = new_objects.slot_method(attr)
+    if hasattr(obj_var, "slot_call"):  # object/dict/list slot methods act on the object's state
+        slot = new_objects.slot_method(attr, on_object=True)
         if slot is not None:
             return functions.BoundMethodVariable(slot, obj_var)
     if isinstance(attr, staticmethod):
