@@ -11,6 +11,7 @@ import sys
 import torch
 
 import tracer
+from helpers import traced
 from semantics_helpers import check, run
 
 
@@ -469,3 +470,51 @@ def test_list_subclasses_made_in_the_frame():
         return x + t.total() + len(s) + t[0] + t.pop(), t, s, [v for v in t], isinstance(t, list)
 
     check(f, torch.ones(2), torch.zeros(2), graphs=1)
+
+
+class _Singleton:
+    _made = None
+
+    def __new__(cls, v):
+        if cls._made is None:
+            cls._made = super().__new__(cls)
+        return cls._made
+
+    def __init__(self, v):
+        self.v = v
+
+
+def test_a_new_that_returns_an_existing_instance_runs_its_init_as_python():
+    """`__init__` runs on whatever instance `__new__` returns; one made before the call (a
+    singleton kept on the class) is a real object, so the construction is a graph break
+    with its reason, and the value is eager's (once: the old __init__ state, silently)."""
+    _Singleton(1)
+
+    def f(x):
+        return x + _Singleton(2).v
+
+    with traced() as t:
+        got = tracer.compile(f)(torch.zeros(1))
+    assert torch.equal(got, torch.full((1,), 2.0)) and _Singleton._made.v == 2
+    assert any("returned an instance made before the call" in e.reason for e in t.events if e.kind == "break"), str(t)
+
+
+class _Growing(list):
+    pass
+
+
+def test_a_loop_over_a_list_subclass_sees_its_appends():
+    """iter() of a list subclass made in the frame is live, as a plain list's: appends made
+    during the loop, or after iter() and before the reads, are seen (once: a snapshot)."""
+    def f(x):
+        a = _Growing([1, 2])
+        seen = []
+        for v in a:
+            seen.append(v)
+            if v == 1:
+                a.append(3)
+        it = iter(a)
+        a.append(4)
+        return x + len(seen), seen, list(it)
+
+    check(f, torch.ones(2), graphs=1)

@@ -138,6 +138,26 @@ def test_a_call_of_another_shape_is_left_out_of_the_subgraph():
     torch.testing.assert_close(new(*inputs), want)
 
 
+class _ViewBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x)) + self.fc2(x)
+        return h.transpose(0, 1)  # a view: invoke_subgraph's outputs alias nothing
+
+
+def test_a_block_returning_a_view_stays_inline():
+    torch.manual_seed(0)
+    model = nn.Sequential(*[_ViewBlock() for _ in range(4)]).eval()
+    with torch.no_grad():
+        gm, inputs = _graph(model, torch.randn(16, 16))
+    tagged = sum(subgraphs.BLOCK_META in n.meta for n in gm.graph.nodes)
+    assert tagged >= 8, "the blocks were replayed (tagged)"
+    assert not _invokes(subgraphs.outline(gm))
+
+
 @pytest.mark.parametrize("outlined", [True, False], ids=["subgraphs", "unrolled"])
 def test_inductor_eval_and_train_equal_eager(monkeypatch, outlined):
     """End to end through inductor (CPU): eval outputs, then training steps' outputs and

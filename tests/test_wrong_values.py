@@ -107,20 +107,25 @@ def test_a_set_only_data_descriptor_reads_back_as_itself():
     assert_captured(t)
 
 
+@pytest.mark.parametrize("x_grad", [False, True], ids=["no-grad-input", "grad-input"])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-def test_a_leaf_made_with_requires_grad_in_the_frame_keeps_it(backend):
+def test_a_leaf_made_with_requires_grad_in_the_frame_keeps_it(backend, x_grad):
     """`torch.ones(2, requires_grad=True)` returned from the frame is a leaf that requires
-    grad, whatever the backend (AOTAutograd ran the graph under no_grad and handed it back
-    without), and gradients reach it."""
+    grad, whatever the backend, and gradients reach it: AOTAutograd handed it back without
+    requires_grad (no input needing a gradient: the graph ran under no_grad) or, with one,
+    as an output of its backward node (not a leaf, its .grad never filled)."""
     def f(x):
         w = torch.ones(2, requires_grad=True)
         return x * 2, w
 
+    x = torch.ones(2, requires_grad=x_grad)
     with traced() as t:
-        y, w = tracer.compile(f, backend=backend)(torch.ones(2))
-    assert w.requires_grad and w.is_leaf and not y.requires_grad
-    (w * 3).sum().backward()
+        y, w = tracer.compile(f, backend=backend)(x)
+    assert w.requires_grad and w.is_leaf and y.requires_grad == x_grad
+    ((w * 3).sum() + y.sum()).backward() if x_grad else (w * 3).sum().backward()
     torch.testing.assert_close(w.grad, torch.full((2,), 3.0))
+    if x_grad:
+        torch.testing.assert_close(x.grad, torch.full((2,), 2.0))
     assert_captured(t)
 
 

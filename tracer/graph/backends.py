@@ -249,13 +249,19 @@ def _made_leaves(gm):
 
 
 def _with_leaves(compiled, leaves):
+    """Each such output a leaf that requires grad, as eager made it: AOTAutograd hands it back
+    without requires_grad (no input needs a gradient: the graph ran under no_grad) or, when
+    an input does, as an output of its backward node (not a leaf: its .grad never fills)."""
     def run_graph_making_leaves(*args):
         outs = compiled(*args)
+        fixed = list(outs)
         for i in leaves:
-            t = outs[i]
-            if not t.requires_grad and t.is_leaf:
+            t = fixed[i]
+            if not t.is_leaf:
+                fixed[i] = t.detach().requires_grad_(True)
+            elif not t.requires_grad:
                 t.requires_grad_(True)
-        return outs
+        return type(outs)(fixed) if isinstance(outs, tuple) else fixed
     skip_code(run_graph_making_leaves.__code__)
     return run_graph_making_leaves
 

@@ -104,7 +104,19 @@ def _signature(nodes):
             return None
         rows.append((node.op, node.target, _freeze(fx.map_arg(node.args, ref)), _freeze(fx.map_arg(node.kwargs, ref))))
     after = tuple(index[n] for n in _used_after(nodes))
+    if any(_is_view(nodes[i]) for i in after):  # invoke_subgraph's outputs alias nothing
+        return None
     return tuple(rows), len(ext), after
+
+
+def _is_view(node):
+    """A value used after the call that is a view (of an input of the call or of another
+    output): invoke_subgraph assumes its outputs alias nothing, so a later write through the
+    view would lose its link to the base."""
+    v = node.meta.get("example_value")
+    if v is None:  # a graph read from the disk cache: the tag written beside it (blocks.py)
+        return bool(node.meta.get("view"))
+    return not isinstance(v, torch.Tensor) or v._is_view()
 
 
 def _effectful(node):

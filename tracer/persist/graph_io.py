@@ -33,7 +33,7 @@ from . import portable
 from .portable import Unportable
 
 VERSION = 1
-KEPT_META = ("source", "stack_trace", "random", "static_address", "block_call")
+KEPT_META = ("source", "stack_trace", "random", "static_address", "block_call", "view")
 _HOOKS = ("_hooks", "_hooks_with_kwargs", "_hooks_always_called")
 
 portable.register(ByObject, "fx.ByObject", lambda w, o: w.write(o.fn), lambda r, p: ByObject(r.read(p)))

@@ -124,6 +124,9 @@ def call(tx, var, fn, args, kwargs, inline):
     if block is not _REFUSED:
         for n in block.nodes:  # (inductor compiles the calls as one subgraph: graph/subgraphs.py)
             n.meta[BLOCK_META] = (id(block), 0)
+            ev = n.meta.get("example_value")
+            if isinstance(ev, torch.Tensor) and ev._is_view():
+                n.meta["view"] = True  # (kept on disk: a loaded graph is outlined alike)
     return result
 
 

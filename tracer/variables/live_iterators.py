@@ -85,6 +85,9 @@ def iterator_over(tx, v):
         return v
     if isinstance(v, ListVariable):
         return ListIteratorVariable(v)  # live view: appends/pops during the loop are seen
+    live = getattr(v, "live_iterator", None)  # (a list subclass made in the frame)
+    if live is not None and (it := live(tx)) is not None:
+        return it
     base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
     if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
         return DictIteratorVariable(base, kind)

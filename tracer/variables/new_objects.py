@@ -130,7 +130,16 @@ def construct(tx, cls_var, args, kwargs):
         objects.guarded_type_lookup(tx, ConstSource(cls), cls, "__new__")
         obj = functions.UserFunctionVariable(new).call(tx, [cls_var, *args], kwargs)
         if not (isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls)):
-            return obj  # type.__call__ runs __init__ only on an instance of the class
+            # type.__call__ runs __init__ on any instance of the class: an existing one (a
+            # singleton kept on the class) would need it run on the real object
+            try:
+                returned = obj.python_type()
+            except Unsupported:
+                returned = None
+            if returned is None or issubclass(returned, cls):
+                raise Unsupported(f"{cls.__qualname__}.__new__ returned an instance made before the call "
+                                  f"(its __init__ would run on it)")
+            return obj
     else:
         obj = NewObjectVariable(cls)
     init = obj._class_attr(tx, "__init__")
@@ -367,6 +376,13 @@ class NewObjectVariable(Variable):
     def iterate(self, tx):
         return self._special(tx, "__iter__", [], "iteration").iterate(tx)
 
+    def live_iterator(self, tx):
+        """`iter(obj)` of a list subclass that keeps list's __iter__: a live iterator over its
+        elements (a loop that appends sees the new ones), as for a plain list; None otherwise."""
+        if self.elements is not None and self._class_attr(tx, "__iter__") is list.__iter__:
+            return containers.ListIteratorVariable(self.elements)
+        return None
+
     def length(self, tx):
         n = self._special(tx, "__len__", [], "len()")
         if not n.is_constant():
@@ -431,8 +447,8 @@ class NewObjectVariable(Variable):
                 raise Unsupported("list() with more than one argument (the user code raises TypeError)")
             self.elements.items[:] = args[0].iterate(tx) if args else []
             return ConstantVariable(None)
-        if name == "__iter__" and not args:
-            return functions.iterator_of(self.elements.iterate(tx))
+        if name == "__iter__" and not args:  # live, as CPython's list iterator: appends in the loop are seen
+            return containers.ListIteratorVariable(self.elements)
         if name == "copy":
             return containers.ListVariable(list(self.elements.items))
         return self.elements.call_method(tx, name, args, kwargs)
