@@ -164,12 +164,13 @@ def inductor_with(mode=None, options=None, dynamic=None):
         raise TypeError(f"options must be a dict of inductor config names to values, not {type(options).__name__}")
     if mode in (None, "default") and not options:
         return inductor
-    try:
-        made = Inductor(mode, options, dynamic)
-    except RuntimeError as e:  # torch: "Unexpected optimization option x, known options are [...]"
-        raise ValueError(str(e).split(", known options")[0]) from None
-    key = (mode, repr(sorted(made.config.items())), dynamic)
-    return _INDUCTORS.setdefault(key, made)
+    key = (mode, repr(sorted((options or {}).items())), dynamic)
+    if key not in _INDUCTORS:  # (torch's wrapper checks the options: only on a new configuration)
+        try:
+            _INDUCTORS[key] = Inductor(mode, options, dynamic)
+        except RuntimeError as e:  # torch: "Unexpected optimization option x, known options are [...]"
+            raise ValueError(str(e).split(", known options")[0]) from None
+    return _INDUCTORS[key]
 
 
 def _mark_static_inputs(gm, example_inputs):

@@ -418,8 +418,6 @@ class BuiltinVariable(ObjectVariable):
                 return slot
         if self.fn is itertools.chain and name == "from_iterable":
             return BuiltinVariable(itertools_impl.chain_from_iterable)
-        if name == "fromkeys" and self.fn in collections_vars.FROMKEYS_CLASSES:
-            return collections_vars.FromKeysVariable(self.fn)
         if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
             return objects.ClassVariable(self.fn, self.source).getattr(tx, name)
         return super().getattr(tx, name)
@@ -618,4 +616,4 @@ def library_object(obj):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls, collections_vars  # noqa: E402
+from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls  # noqa: E402

@@ -78,9 +78,8 @@ class NNModuleVariable(ObjectVariable):
     def getattr(self, tx, name):
         """`m.name`: with nn.Module's `__getattr__`, its three dicts first when the class has no
         attribute of that name (its __setattr__ keeps them apart from the instance dict), then
-        the generic lookup. A class's own `__getattr__`
-        (a config fallback) is inlined after the generic lookup; it reaches the dicts through
-        `super().__getattr__` (module_getattr)."""
+        the generic lookup. A class's own `__getattr__` (a config fallback) is inlined after the
+        generic lookup; it reaches the dicts through `super().__getattr__` (module_getattr)."""
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             return pending
@@ -89,10 +88,8 @@ class NNModuleVariable(ObjectVariable):
         cls = type(m)
         fallback, _ = objects.lookup_type_attr(cls, "__getattr__")
         attr, owner = objects.lookup_type_attr(cls, name)  # (owner: a class attribute may be None)
-        if fallback is _MODULE_GETATTR and owner is None:
-            # the dicts only when the class has no such attribute: a method named like a
-            # submodule (`def proj(self, x)` beside `self.proj = Linear(...)`) is what eager
-            # finds, __getattr__ running only when ordinary lookup fails
+        if fallback is _MODULE_GETATTR and owner is None:  # (a method named like a submodule
+            # wins, as in eager: __getattr__ runs only when ordinary lookup fails)
             found = self._module_dicts_attr(tx, name)
             if found is not None:
                 return found
