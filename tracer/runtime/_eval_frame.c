@@ -26,11 +26,13 @@
  *   set_rule_type(type_or_None) -> previous            (process-wide)
  *   give_up(code) / is_given_up(code) / lift_give_up(code)   (process-wide; rule type only,
  *                              lifted by a frame with a tensor argument: set_tensor_type(t))
+ *   allow_unhooked(code) / is_unhooked(code)   (a given-up code may run with the evaluator
+ *                              uninstalled: UNHOOKED_FLAG)
  *   untraced(fn, on_error=None) -> a callable that calls fn with this thread's callback off;
  *                              if fn raises an Exception, on_error(exc) is the result
  *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
  *   clear_thread_caches()      drop this thread's recycled function object / view
- *   _hook_installed() -> bool, _active_count() -> int   (for tests)
+ *   _hook_installed() -> bool, _active_count() -> int, _frames_seen() -> int   (for tests)
  *
  * CPython internals relied on (checked against the 3.11.7, 3.12.1, 3.13.0, 3.14.10 and 3.15.2 headers)
  * ---------------------------------------------------------------------------------
@@ -196,6 +198,7 @@ static _Thread_local PyCodeObject *tls_pending = NULL;
 /* Number of thread-local callback references alive (in TLS, or parked by a
    disable bracket).  The evaluator is installed while this is > 0. */
 static Py_ssize_t n_active = 0;
+static unsigned long long n_frames_seen = 0;  /* frames our evaluator was handed (for tests) */
 static int hook_in_chain = 0;                 /* our evaluator is in the interp chain */
 static _PyFrameEvalFunction prev_eval = NULL; /* evaluator we chain to; NULL = default */
 static Py_ssize_t extra_index = -1;           /* our slot in code objects' co_extra */
@@ -214,7 +217,26 @@ static PyObject *rule_type = NULL;            /* strong ref to a type, or NULL *
    among its arguments (`tensor_type`, or in the *args tuple) lifts the mark and reaches the
    callback, which traces it: a function called with ints first and tensors later. */
 #define GIVEN_UP_FLAG ((uintptr_t)8)
+#define KIND_MASK ((uintptr_t)15)          /* the four marks above; the bits below qualify GIVEN_UP */
 static PyTypeObject *tensor_type = NULL;      /* strong ref, or NULL: a given-up mark is never lifted */
+/* A given-up frame whose last watched run reached nothing but skipped and given-up frames
+   (no frame went to the callback: nothing traced, no compiled entry run) runs with the
+   evaluator *uninstalled* (when no other thread has a callback): CPython then inlines the
+   Python-to-Python calls under it again, which it does not do while any PEP 523 evaluator is
+   installed, and that is most of what a hooked call costs (tracer/runtime/give_up.py).  Every
+   RECHECK_EVERY-th run is watched again; a watched run that reaches the callback takes the
+   mark away for good (NEVER_UNHOOKED): what it calls now has tensor work.  Only codes the
+   tracer allows (allow_unhooked: their trace saw every call they can make,
+   tracer/trace/coverage.py) are watched at all. */
+#define UNHOOKED_FLAG ((uintptr_t)16)
+#define NEVER_UNHOOKED_FLAG ((uintptr_t)32)
+#define UNHOOKABLE_FLAG ((uintptr_t)64)    /* allow_unhooked(code): its trace saw every call it can make */
+#define RUNS_SHIFT 8                       /* unhooked runs since the last watched one */
+#define RUNS_ONE ((uintptr_t)1 << RUNS_SHIFT)
+#define RECHECK_EVERY ((uintptr_t)64)
+/* Set when a frame reaches the callback on this thread: how a watched run learns that
+   something under it was not skipped or given up. */
+static _Thread_local int tls_reached = 0;
 
 static inline PyObject *
 call_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
@@ -283,6 +305,40 @@ tls_restore(PyObject *saved)
     if (leftover != NULL) {
         n_active--; /* cannot reach 0: `saved` is non-NULL and still counted */
         Py_DECREF(leftover);
+    }
+}
+
+/* A disable bracket: this thread's callback parked (`cb`, the caller's copy of it) while
+   something runs, so nothing it runs reaches the callback.  When this thread's callback is
+   the only one and ours the only evaluator, the evaluator is also uninstalled for the
+   bracket (park returns 1): CPython inlines Python-to-Python calls only while no PEP 523
+   evaluator is installed, so under the bracket they cost what they cost without us.  A
+   callback set meanwhile (by this thread inside the bracket, or by another thread)
+   installs it again as usual; unpark puts back the count and the evaluator. */
+static void install_hook(void);
+static void maybe_uninstall_hook(void);
+
+static inline int
+park(void)
+{
+    tls_callback = NULL;
+    if (n_active == 1 && prev_eval == NULL && hook_in_chain) {
+        n_active = 0;
+        maybe_uninstall_hook();
+        return 1;
+    }
+    return 0;
+}
+
+static inline void
+unpark(PyObject *cb, int uninstalled)
+{
+    if (uninstalled) {
+        n_active++; /* (before tls_restore, which may drop a callback set inside) */
+    }
+    tls_restore(cb);
+    if (uninstalled) {
+        install_hook(); /* (a no-op when a callback set inside installed it already) */
     }
 }
 
@@ -635,11 +691,56 @@ run_replacement(_PyInterpreterFrame *frame, PyCodeObject *new_code, int nargs)
 /* ------------------------------------------------------------------------ */
 /* The evaluator.                                                            */
 
+static inline void
+set_code_flags(PyCodeObject *co, uintptr_t flags)
+{
+    if (CODE_SET_EXTRA((PyObject *)co, extra_index, (void *)flags) < 0) {
+        PyErr_Clear(); /* cannot happen for a real code object and a valid index */
+    }
+}
+
+/* A frame of a given-up code, with no tensor argument: run as Python, unhooked (see
+   UNHOOKED_FLAG) or watched. */
+static PyObject *
+run_given_up(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag, PyCodeObject *co,
+             uintptr_t flags, PyObject *cb)
+{
+    if (!(flags & UNHOOKABLE_FLAG) || (flags & NEVER_UNHOOKED_FLAG)) {
+        return call_default(tstate, frame, throwflag);
+    }
+    if (flags & UNHOOKED_FLAG) {
+        if ((flags >> RUNS_SHIFT) + 1 < RECHECK_EVERY) {
+            set_code_flags(co, flags + RUNS_ONE);
+            int off = park();
+            PyObject *result = call_default(tstate, frame, throwflag);
+            unpark(cb, off);
+            return result;
+        }
+        set_code_flags(co, flags & ~(RUNS_ONE * (RECHECK_EVERY - 1))); /* this run is watched */
+    }
+    int outer = tls_reached;
+    tls_reached = 0;
+    PyObject *result = call_default(tstate, frame, throwflag);
+    int reached = tls_reached;
+    tls_reached = outer | reached;
+    uintptr_t now = code_flags(co); /* (lifted, reset or skipped meanwhile: no verdict) */
+    if ((now & KIND_MASK) == GIVEN_UP_FLAG && !(now & NEVER_UNHOOKED_FLAG)) {
+        if (!reached) {
+            set_code_flags(co, now | UNHOOKED_FLAG);
+        }
+        else if (now & UNHOOKED_FLAG) {
+            set_code_flags(co, (now & KIND_MASK) | NEVER_UNHOOKED_FLAG);
+        }
+    }
+    return result;
+}
+
 static PyObject *
 eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
     PyObject *cb = tls_callback;
     PyCodeObject *co = FRAME_CODE(frame);
+    n_frames_seen++;
 
     /* Filters, cheapest first; each runs the frame normally. */
     if (cb == NULL) {
@@ -666,18 +767,21 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
     uintptr_t flags = code_flags(co); /* 7 */
     if (flags) {
-        if (flags & SKIP_RECURSIVE_FLAG) {
-            tls_callback = NULL; /* disable bracket: nothing this frame calls is seen */
+        if (flags & SKIP_RECURSIVE_FLAG) { /* nothing this frame calls is seen */
+            int off = park();
             PyObject *result = call_default(tstate, frame, throwflag);
-            tls_restore(cb);
+            unpark(cb, off);
             return result;
         }
         if (flags & SKIP_FLAG) {
             return call_default(tstate, frame, throwflag);
         }
         if ((PyObject *)Py_TYPE(cb) == rule_type) {
-            if (flags != GIVEN_UP_FLAG || !has_tensor_arg(frame, co)) {
+            if ((flags & KIND_MASK) != GIVEN_UP_FLAG) {
                 return call_default(tstate, frame, throwflag);
+            }
+            if (!has_tensor_arg(frame, co)) {
+                return run_given_up(tstate, frame, throwflag, co, flags, cb);
             }
             if (CODE_SET_EXTRA((PyObject *)co, extra_index, (void *)0) < 0) { /* lifted */
                 PyErr_Clear();
@@ -686,6 +790,7 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
     }
 
     /* 8. Call the callback with interception off on this thread. */
+    tls_reached = 1;
     int nargs = n_arg_slots(co);
     FrameView *view = make_view(frame, nargs);
     if (view == NULL) {
@@ -695,7 +800,7 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
         }
         return call_default(tstate, frame, throwflag);
     }
-    tls_callback = NULL;
+    int off = park(); /* (the trace is Python: its calls inlined again) */
     PyObject *ret = PyObject_CallOneArg(cb, (PyObject *)view);
     release_view(view);
     if (ret != NULL && ret != Py_None) {
@@ -710,11 +815,11 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
         }
     }
     if (ret == NULL && report_error(co) < 0) { /* still with interception off */
-        tls_restore(cb);
+        unpark(cb, off);
         release_frame(tstate, frame);
         return NULL;
     }
-    tls_restore(cb);
+    unpark(cb, off);
 
     if (ret == NULL || ret == Py_None) {
         Py_XDECREF(ret);
@@ -820,12 +925,12 @@ untraced_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObje
         result = PyObject_Vectorcall(u->fn, args, nargsf, kwnames);
         return result != NULL ? result : untraced_failed(u);
     }
-    tls_callback = NULL; /* same bracket as a SKIP_RECURSIVE frame (on_error included) */
+    int off = park(); /* same bracket as a SKIP_RECURSIVE frame (on_error included) */
     result = PyObject_Vectorcall(u->fn, args, nargsf, kwnames);
     if (result == NULL) {
         result = untraced_failed(u);
     }
-    tls_restore(cb);
+    unpark(cb, off);
     return result;
 }
 
@@ -1002,13 +1107,39 @@ give_up(PyObject *Py_UNUSED(m), PyObject *code)
 }
 
 static PyObject *
+allow_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    uintptr_t flags = code_flags((PyCodeObject *)code);
+    if ((flags & KIND_MASK) == GIVEN_UP_FLAG && set_flags(code, flags | UNHOOKABLE_FLAG) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+is_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return NULL;
+    }
+    uintptr_t flags = code_flags((PyCodeObject *)code);
+    return PyBool_FromLong((flags & KIND_MASK) == GIVEN_UP_FLAG && (flags & UNHOOKED_FLAG) &&
+                           !(flags & NEVER_UNHOOKED_FLAG));
+}
+
+static PyObject *
 is_given_up(PyObject *Py_UNUSED(m), PyObject *code)
 {
     if (!PyCode_Check(code)) {
         PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
         return NULL;
     }
-    return PyBool_FromLong(code_flags((PyCodeObject *)code) == GIVEN_UP_FLAG);
+    return PyBool_FromLong((code_flags((PyCodeObject *)code) & KIND_MASK) == GIVEN_UP_FLAG);
 }
 
 static PyObject *
@@ -1018,7 +1149,7 @@ lift_give_up(PyObject *Py_UNUSED(m), PyObject *code)
         PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
         return NULL;
     }
-    if (code_flags((PyCodeObject *)code) == GIVEN_UP_FLAG && set_flags(code, 0) < 0) {
+    if ((code_flags((PyCodeObject *)code) & KIND_MASK) == GIVEN_UP_FLAG && set_flags(code, 0) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1096,6 +1227,12 @@ clear_thread_caches(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+frames_seen(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(n_frames_seen);
+}
+
+static PyObject *
 hook_installed(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
     return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) ==
@@ -1125,6 +1262,10 @@ static PyMethodDef methods[] = {
      "give_up(code): like rule_skip, except that a frame with a tensor argument lifts the mark "
      "and reaches the callback (no effect on a code already marked)"},
     {"is_given_up", is_given_up, METH_O, "is_given_up(code) -> bool"},
+    {"allow_unhooked", allow_unhooked, METH_O,
+     "allow_unhooked(code): a given-up code whose watched run reaches no traced frame runs "
+     "with the evaluator uninstalled from then on (one run in 64 watched again)"},
+    {"is_unhooked", is_unhooked, METH_O, "is_unhooked(code) -> bool: runs with the evaluator uninstalled"},
     {"lift_give_up", lift_give_up, METH_O, "lift_give_up(code): undo give_up (nothing else)"},
     {"set_tensor_type", set_tensor_type, METH_O,
      "set_tensor_type(type_or_None): the type whose instances, as arguments, lift give_up"},
@@ -1139,6 +1280,7 @@ static PyMethodDef methods[] = {
      "Drop this thread's recycled function object (it keeps the last replacement code and "
      "its globals alive) and spare frame view. Call after dropping compiled code."},
     {"_hook_installed", hook_installed, METH_NOARGS, "Is our evaluator the installed one?"},
+    {"_frames_seen", frames_seen, METH_NOARGS, "How many frames our evaluator was handed so far"},
     {"_active_count", active_count, METH_NOARGS, "Number of thread callbacks alive."},
     {NULL, NULL, 0, NULL}};
 

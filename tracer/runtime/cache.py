@@ -51,6 +51,7 @@ class Entry:
     name: str | None = None      # the frame's name in reports (records.name_of): the compiled
                                  # function's where a functools.wraps wrapper runs its code
     rerun: object = None         # the graph's rerun.Plan (None: it raises as it is)
+    saw_every_call: bool = False  # the trace ran every call its code can make (trace/coverage.py)
 
     def made_for(self, backend, fullgraph):
         return self.backend is backend and self.fullgraph == fullgraph

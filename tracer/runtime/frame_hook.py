@@ -12,6 +12,9 @@ API (callbacks are per thread; see the C file's header for the details):
     give_up(code), is_given_up(code),          like rule_skip, but a frame with a tensor among
     lift_give_up(code)                         its arguments lifts the mark and reaches the
     set_tensor_type(type_or_None)              callback (runtime/give_up.py)
+    allow_unhooked(code), is_unhooked(code)    a given-up code whose trace saw every call it
+                                               can make runs with the evaluator uninstalled
+                                               once a watched run reached no traced frame
     untraced(fn)                               fn, called with this thread's callback off
     set_error_handler(fn_or_None) -> previous  fn(exc, code) when the callback fails
     clear_thread_caches()                      drop this thread's recycled call-through
@@ -64,6 +67,8 @@ set_rule_type = _C.set_rule_type
 give_up = _C.give_up
 is_given_up = _C.is_given_up
 lift_give_up = _C.lift_give_up
+allow_unhooked = _C.allow_unhooked
+is_unhooked = _C.is_unhooked
 set_tensor_type = _C.set_tensor_type
 untraced = _C.untraced
 set_error_handler = _C.set_error_handler
@@ -85,6 +90,8 @@ __all__ = [
     "give_up",
     "is_given_up",
     "lift_give_up",
+    "allow_unhooked",
+    "is_unhooked",
     "set_tensor_type",
     "untraced",
     "set_error_handler",

@@ -18,9 +18,12 @@ The rule (`after_trace`, called by the hook's callback with each entry it traced
 * Otherwise the code is **given up on** after
   - one complete trace without tensor work (the frame returned; nothing of it is left
     untraced, so the trace saw everything this call does), or
-  - two traces without tensor work that stopped early (a graph break, a fallback): what
-    followed the stop was not seen the first time, and the second trace is a recompile,
-    i.e. the frame's Python values change from call to call.
+  - one trace without tensor work that fell back (the whole frame runs as Python: its
+    entry, guarded by nothing but global state, would serve every later call anyway;
+    given up, a later call with a tensor argument is traced instead), or
+  - two traces without tensor work that broke: what followed the break was not seen the
+    first time, and the second trace is a recompile, i.e. the frame's Python values change
+    from call to call.
 * **Data churn.** A frame with tensor work but no tensor coming in (no tensor guard: it makes
   its tensors from Python values, as a collate function does with `torch.tensor(rows)`) is
   given up on at its first recompile where a value read out of a container (a list item, a
@@ -29,7 +32,19 @@ The rule (`after_trace`, called by the hook's callback with each entry it traced
   into (a model's forward) are never given up on this way: their recompiles follow the
   cache's rules (automatic dynamic, the limit).
 * Given up on: the C hook (`_eval_frame.give_up`) runs the frame as Python from then on;
-  the cost per call is a flag check and a scan of the argument slots for a tensor. A call
+  the cost per call is a flag check and a scan of the argument slots for a tensor.
+* **Unhooked.** Even a frame the hook does nothing with costs something while our PEP 523
+  evaluator is installed: CPython inlines Python-to-Python calls only when none is, so each
+  call under a given-up frame went through the evaluator (call-heavy pure Python ran 1.3-1.4x
+  its plain time under `capture()`). A given-up code whose trace saw every call it can make
+  (`trace/coverage.py`: every call instruction of every code it ran was run, or calls a
+  builtin) is allowed to run *unhooked*: its next run is watched, and if nothing under it
+  reached the callback (nothing traced, no compiled entry run), later runs uninstall the
+  evaluator for their duration (when no other thread has a callback), so CPython runs the
+  whole subtree as it does without us. One run in 64 is watched again; a watched run that
+  reaches the callback (a function table now holds a function with tensor work) ends the
+  unhooked runs of that code for good. A call the trace did not see (the other arm of an
+  `if` that calls a model) keeps the code hooked, so what it reaches is still captured. A call
   with a tensor among its arguments (or in its `*args`) lifts the mark and is traced as
   usual: a function called with ints first and tensors later is captured when the tensors
   arrive (and, having had tensor work, is never given up on again). A tensor reaching it
@@ -58,7 +73,7 @@ from guards.sources import ItemSource
 from guards.tensor import TensorMatch
 
 from . import cache, records
-from .frame_hook import give_up as _c_give_up, is_given_up, lift_give_up, set_tensor_type
+from .frame_hook import allow_unhooked, give_up as _c_give_up, is_given_up, lift_give_up, set_tensor_type
 
 set_tensor_type(torch.Tensor)
 
@@ -109,9 +124,14 @@ def after_trace(code, entry):
     complete = entry.code is not None and not entry.breaks
     if complete:
         give_up(code, "a complete trace made no tensor work")
+    elif entry.code is None:
+        give_up(code, f"a trace made no tensor work and fell back: {entry.reason}")
     elif n >= PARTIAL_TRACES:
-        how = "broke" if entry.code is not None else f"fell back: {entry.reason}"
-        give_up(code, f"{n} traces made no tensor work (the last one {how})")
+        give_up(code, f"{n} traces made no tensor work (the last one broke)")
+    else:
+        return
+    if entry.saw_every_call:
+        allow_unhooked(code)
 
 
 def _item_facts(entry):

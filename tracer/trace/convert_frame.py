@@ -39,6 +39,7 @@ from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
 from ..variables.torch_vars import leave_autocast
+from .coverage import saw_every_call
 
 log = logging.getLogger("tracer")
 
@@ -106,6 +107,10 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
         entry = _fallback(code, ctx, state, builtins, f"internal error: {type(e).__name__}: {e}", None)
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
+    if entry.code is None:  # a fallback: what the failed trace saw (_trace_once)
+        entry.saw_every_call = bool(caught) and getattr(caught[-1], "saw_every_call", False)
+    else:
+        entry.saw_every_call = saw_every_call(ctx.frames, G, builtins)
     backend = records.backend_seconds_here() - backend_before  # (the backend's compile is its own line)
     records.frame_traced(code, entry, time.perf_counter() - t0 - backend)
     _release(ctx)
@@ -248,7 +253,9 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
         ctx.grad_at_stop = torch.is_grad_enabled()
         ctx.autocast_at_stop = list(ctx.autocast_stack)  # (at a graph break: still open)
         return ctx, frame, ret
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, Unsupported):  # (read before the release clears the frames)
+            e.saw_every_call = saw_every_call(ctx.frames, G, builtins)
         _release(ctx)  # (the caller never sees this trace; its guards are not used)
         raise
     finally:

@@ -48,6 +48,7 @@ class Frame:
         self.func = func
         self.current = None
         self.return_value = None
+        self.seen = set()            # indices of the instructions run to their end (trace/coverage.py)
         ctx.frames.append(self)      # (released when the trace is done: TraceContext.release)
         self.generator = None        # the GeneratorVariable whose body this frame is
         self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
@@ -95,6 +96,7 @@ class Frame:
                 raise Unsupported(f"opcode {inst.opname} is not supported")
             try:
                 done = handler(self, inst)
+                self.seen.add(inst.index)
             except Unsupported as e:
                 if isinstance(e, UserException) and e.fresh:
                     e.fresh = False  # raised here, while the handled exception is current
@@ -103,6 +105,8 @@ class Frame:
                 if isinstance(e, UserException) and inst.exn is not None:
                     self._to_handler(inst.exn, e)  # caught by a try block of this frame
                     continue
+                if isinstance(e, UserException):
+                    self.seen.add(inst.index)  # (it ran, and raised; a graph break did not run)
                 if e.location is None:
                     e.location = self.location()
                 if self.parent is None and e.root_step is None:
