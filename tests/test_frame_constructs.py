@@ -518,3 +518,24 @@ def test_a_loop_over_a_list_subclass_sees_its_appends():
         return x + len(seen), seen, list(it)
 
     check(f, torch.ones(2), graphs=1)
+
+
+class _AppendsTenfold(list):
+    def append(self, v):
+        super().append(v * 10)
+
+
+def test_builtin_methods_called_through_their_class():
+    """list.append(xs, v), dict.get(d, k), str.join(sep, parts)...: the method of the value's
+    own type read off the class is the method call (issue 35); a subclass that overrides it
+    still gets the base class's method, as in eager."""
+    def f(x, d, dq, xs):
+        list.append(xs, x + 1)
+        dict.__setitem__(d, "k", x * 2)
+        collections.deque.append(dq, 3)
+        mine = _AppendsTenfold([1])
+        list.append(mine, 2)  # list's own append: [1, 2], not [1, 20]
+        return (dict.get(d, "missing", 7), str.join(",", ["a", "b"]), str.upper("ab"),
+                tuple.count((1, 1, 2), 1), int.__add__(3, 4), list(mine), dict.get(d, "k") + 1)
+
+    check(f, torch.ones(2), {}, collections.deque([1]), [], graphs=1, dynamo=True)

@@ -41,7 +41,7 @@ from .options import check_options
 from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
 from .exc import BackendError, FullGraphError
-from .runtime.frame_hook import rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
+from .runtime.frame_hook import call_unhooked, rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
 # the default rule and its prefixes live in runtime/policy.py (with the value model's answers
 # to the same question); DEFAULT_SKIP_PREFIXES is re-exported: `capture(skip_prefixes=
 # DEFAULT_SKIP_PREFIXES + (dir,))` extends it
@@ -117,7 +117,9 @@ class FrameCallback:
         made = []
 
         def trace():
-            made.append(convert_frame(code, L, G, C, frame.f_builtins, self.backend, self.fullgraph, self.dynamic))
+            # (uninstalled evaluator: the tracer's own Python runs with its calls inlined)
+            made.append(call_unhooked(convert_frame, code, L, G, C, frame.f_builtins, self.backend,
+                                      self.fullgraph, self.dynamic))
             return made[0]
 
         entry = cache.lookup_or_compile(code, L, G, C, self.backend, self.fullgraph, trace)

@@ -28,6 +28,7 @@
  *                              lifted by a frame with a tensor argument: set_tensor_type(t))
  *   allow_unhooked(code) / is_unhooked(code)   (a given-up code may run with the evaluator
  *                              uninstalled: UNHOOKED_FLAG)
+ *   call_unhooked(fn, *args)   fn(*args), the evaluator uninstalled inside the callback
  *   untraced(fn, on_error=None) -> a callable that calls fn with this thread's callback off;
  *                              if fn raises an Exception, on_error(exc) is the result
  *   set_error_handler(fn_or_None) -> previous handler   (process-wide)
@@ -237,6 +238,8 @@ static PyTypeObject *tensor_type = NULL;      /* strong ref, or NULL: a given-up
 /* Set when a frame reaches the callback on this thread: how a watched run learns that
    something under it was not skipped or given up. */
 static _Thread_local int tls_reached = 0;
+/* Set while this thread runs its callback (the hook holds the callback meanwhile). */
+static _Thread_local int tls_in_callback = 0;
 
 static inline PyObject *
 call_default(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
@@ -800,8 +803,11 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
         }
         return call_default(tstate, frame, throwflag);
     }
-    int off = park(); /* (the trace is Python: its calls inlined again) */
+    tls_callback = NULL;
+    int outer_in_callback = tls_in_callback;
+    tls_in_callback = 1; /* (call_unhooked may uninstall the evaluator for a trace) */
     PyObject *ret = PyObject_CallOneArg(cb, (PyObject *)view);
+    tls_in_callback = outer_in_callback;
     release_view(view);
     if (ret != NULL && ret != Py_None) {
         if (!PyCode_Check(ret)) {
@@ -815,11 +821,11 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
         }
     }
     if (ret == NULL && report_error(co) < 0) { /* still with interception off */
-        unpark(cb, off);
+        tls_restore(cb);
         release_frame(tstate, frame);
         return NULL;
     }
-    unpark(cb, off);
+    tls_restore(cb);
 
     if (ret == NULL || ret == Py_None) {
         Py_XDECREF(ret);
@@ -1106,6 +1112,28 @@ give_up(PyObject *Py_UNUSED(m), PyObject *code)
     Py_RETURN_NONE;
 }
 
+/* call_unhooked(fn, *args): fn(*args) with the evaluator uninstalled when this thread is
+   inside its callback and holds the only callback (a trace: the tracer's own Python runs with
+   its calls inlined); elsewhere a plain call.  Not in the hit path: only a trace uses it. */
+static PyObject *
+call_unhooked(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_unhooked(fn, *args) needs fn");
+        return NULL;
+    }
+    if (!tls_in_callback || tls_callback != NULL) {
+        return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
+    }
+    int off = park(); /* (tls_callback is NULL: the hook holds it, and n_active counts it) */
+    int outer_in_callback = tls_in_callback;
+    tls_in_callback = 0;
+    PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
+    tls_in_callback = outer_in_callback;
+    unpark(NULL, off);
+    return result;
+}
+
 static PyObject *
 allow_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
 {
@@ -1262,6 +1290,9 @@ static PyMethodDef methods[] = {
      "give_up(code): like rule_skip, except that a frame with a tensor argument lifts the mark "
      "and reaches the callback (no effect on a code already marked)"},
     {"is_given_up", is_given_up, METH_O, "is_given_up(code) -> bool"},
+    {"call_unhooked", (PyCFunction)(void (*)(void))call_unhooked, METH_FASTCALL,
+     "call_unhooked(fn, *args): fn(*args), with the evaluator uninstalled when called from this "
+     "thread's frame callback and no other thread has one (a trace)"},
     {"allow_unhooked", allow_unhooked, METH_O,
      "allow_unhooked(code): a given-up code whose watched run reaches no traced frame runs "
      "with the evaluator uninstalled from then on (one run in 64 watched again)"},

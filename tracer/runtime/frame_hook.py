@@ -15,6 +15,8 @@ API (callbacks are per thread; see the C file's header for the details):
     allow_unhooked(code), is_unhooked(code)    a given-up code whose trace saw every call it
                                                can make runs with the evaluator uninstalled
                                                once a watched run reached no traced frame
+    call_unhooked(fn, *args)                   fn(*args) with the evaluator uninstalled, when
+                                               called from the callback (a trace)
     untraced(fn)                               fn, called with this thread's callback off
     set_error_handler(fn_or_None) -> previous  fn(exc, code) when the callback fails
     clear_thread_caches()                      drop this thread's recycled call-through
@@ -69,6 +71,7 @@ is_given_up = _C.is_given_up
 lift_give_up = _C.lift_give_up
 allow_unhooked = _C.allow_unhooked
 is_unhooked = _C.is_unhooked
+call_unhooked = _C.call_unhooked
 set_tensor_type = _C.set_tensor_type
 untraced = _C.untraced
 set_error_handler = _C.set_error_handler
@@ -92,6 +95,7 @@ __all__ = [
     "lift_give_up",
     "allow_unhooked",
     "is_unhooked",
+    "call_unhooked",
     "set_tensor_type",
     "untraced",
     "set_error_handler",

@@ -37,6 +37,9 @@ _HEAPTYPE = 1 << 9
 _DICT_BASES = (dict, collections.OrderedDict)
 _ALLOWED_C_BASES = (object, dict, collections.OrderedDict, list)
 _DICT_AND_OBJECT = (object, dict, collections.OrderedDict)
+# builtin types whose methods read off the class (`list.append`) apply to a value of the type
+_CLASS_READ_BASES = (*_DICT_AND_OBJECT, list, tuple, set, frozenset, str, bytes, int, float, bool,
+                     collections.deque, collections.defaultdict)
 _ALLOWED_NEW = (object.__dict__["__new__"], dict.__dict__["__new__"], list.__dict__["__new__"])
 _SLOT_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType)
 # (all PyObject_GenericGetAttr; 3.13's SimpleNamespace inherits object's instead of its own)
@@ -181,10 +184,24 @@ class SlotMethodVariable(Variable):
         self.descriptor = descriptor
 
     def call(self, tx, args, kwargs):
-        if not args or not hasattr(args[0], "slot_call"):
-            raise Unsupported(f"{self.descriptor.__objclass__.__name__}.{self.descriptor.__name__} "
-                              f"on {args[0] if args else 'nothing'}")
-        return args[0].slot_call(tx, self.descriptor.__objclass__, self.descriptor.__name__, list(args[1:]), kwargs)
+        owner, name = self.descriptor.__objclass__, self.descriptor.__name__
+        if args and hasattr(args[0], "slot_call"):
+            return args[0].slot_call(tx, owner, name, list(args[1:]), kwargs)
+        if args and self._is_own_method_of(args[0]):
+            # list.append(xs, v), dict.get(d, k), str.join(sep, parts): the method of the
+            # value's own type, called through its class: what xs.append(v) does
+            return args[0].call_method(tx, name, list(args[1:]), kwargs)
+        raise Unsupported(f"{owner.__name__}.{name} on {args[0] if args else 'nothing'}")
+
+    def _is_own_method_of(self, value):
+        """Whether `value` is exactly of a builtin value type (not a subclass, not an object
+        whose methods bind back to this variable) that finds this very descriptor."""
+        try:
+            cls = value.python_type()
+        except Unsupported:
+            return False
+        return cls in _CLASS_READ_BASES and cls is not object and \
+            objects.lookup_type_attr(cls, self.descriptor.__name__)[0] is self.descriptor
 
     def reconstruct(self, cg):
         cg.load_const(self.descriptor)
@@ -194,11 +211,12 @@ class SlotMethodVariable(Variable):
 
 
 def slot_method(attr, on_object=False):
-    """A SlotMethodVariable for a slot descriptor of object/dict/OrderedDict, else None.
+    """A SlotMethodVariable for a slot or method descriptor of a builtin type, else None.
     `on_object`: bound to an object whose state the value model holds (objects.bind_class_attr),
-    where list's methods count too (a list subclass's elements); read off a class
-    (`list.append`), they stay what they were, applied to any list."""
-    bases = _ALLOWED_C_BASES if on_object else _DICT_AND_OBJECT
+    where only object/dict/OrderedDict/list methods count (a subclass's state); read off a
+    class (`list.append`, `dict.get`, `str.join`), any builtin value type's, applied to the
+    value it is called with."""
+    bases = _ALLOWED_C_BASES if on_object else _CLASS_READ_BASES
     if isinstance(attr, _SLOT_TYPES) and getattr(attr, "__objclass__", None) in bases:
         return SlotMethodVariable(attr)
     return None
