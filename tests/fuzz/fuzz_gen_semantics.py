@@ -16,7 +16,8 @@
   asked for attributes they do not have (`__name__`), deques with a maxlen grown at both ends
   and rotated, an attribute set on a NamedTuple subclass instance, a data descriptor with only
   `__set__` read back, `dict.fromkeys` with one shared value, a class whose own `__new__`
-  sometimes returns another object (then `__init__` does not run).
+  sometimes returns another object (then `__init__` does not run), builtin methods called
+  through their class (`list.append(xs, v)`, `dict.get(d, k)`, `str.join(sep, parts)`).
 
 `statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
 module level (manager classes, `import contextlib`) is added once per program to
@@ -267,8 +268,17 @@ def structseq_results(g, env, ind, depth):
 def library_objects(g, env, ind, depth):
     _module_helpers(g)
     i, t = g.pick(env["I"]), g.pick(env["T"])
-    k = g.r(0, 5)
-    if k == 5:
+    k = g.r(0, 6)
+    if k == 6:  # builtin methods read off their class: list.append(xs, v), dict.get(d, k)...
+        xs, d = g.tmp("xs"), g.tmp("d")
+        g.emit(ind, f"{xs} = [{i}, 1]")
+        g.emit(ind, f"list.append({xs}, {g.int_expr(env)})")
+        g.emit(ind, f"{d} = {{'a': {i}}}")
+        g.emit(ind, f"dict.__setitem__({d}, 'b', {t} * 2)")
+        g.emit(ind, f"{i} = (sum({xs}) + dict.get({d}, 'a', 0) + dict.get({d}, 'z', 3)"
+                    f" + len(str.join(',', ['a', 'b']))) % 1000")
+        g.emit(ind, f"{t} = {t} + dict.get({d}, 'b', {t})")
+    elif k == 5:
         o = g.tmp("nv")
         g.emit(ind, f"{o} = NewV({i}, {g.int_expr(env)})")
         g.emit(ind, f"{i} = ({o} if isinstance({o}, int) else {o}.v + {o}.w) % 1000")
