@@ -65,6 +65,9 @@ def test_call_heavy_python_runs_unhooked_and_right():
     # watched: loop and its 3000 mid frames reached the evaluator (mid, unhooked already,
     # ran its leaf calls inlined); unhooked: only loop's own frame
     assert hooked >= 3000 and unhooked <= 2, (hooked, unhooked)
+    s = tracer.stats()
+    assert "loop" in s.unhooked and "mid" in s.unhooked and "leaf" not in s.unhooked, s.unhooked
+    assert "loop: " in str(s) and "(runs unhooked)" in str(s)
 
 
 MODEL = torch.nn.Linear(4, 2)

@@ -20,8 +20,10 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 from . import logs
+from .frame_hook import is_unhooked
 
 MAX_EVENTS = 10_000
 
@@ -68,6 +70,7 @@ class _State:
         self.break_reasons = collections.Counter()     # reason -> count
         self.fallback_reasons = collections.Counter()
         self.given_up = {}  # frame -> why it runs as Python for good (give_up.py), each once
+        self.given_up_codes = {}  # frame -> weakref to its code (is it running unhooked now?)
         self.unsaved = {}   # frame -> why its entry was not written to the disk cache (persist/)
         self.events = collections.deque(maxlen=MAX_EVENTS)
 
@@ -194,6 +197,7 @@ def given_up(code, reason):
     name = code.co_qualname
     with _LOCK:
         _state.given_up[name] = reason
+        _state.given_up_codes[name] = weakref.ref(code)
     _add(Event("given_up", name, reason, f"{code.co_filename}:{code.co_firstlineno}"))
 
 
@@ -259,6 +263,7 @@ class Stats:
     fallback_reasons: dict
     events: list
     given_up: dict = dataclasses.field(default_factory=dict)  # frame -> why (no tensor work)
+    unhooked: tuple = ()  # given-up frames that now run with the evaluator uninstalled
     backend_seconds: float = 0.0  # compiling the graphs in the backend (inductor's compile)
     # the disk cache (TRACER_CACHE_DIR): entries written, read instead of traced, not written
     # (frame -> why), and found stale (an edited module: traced again)
@@ -293,7 +298,8 @@ class Stats:
                 out += [f"    {name}: {why}" for name, why in list(self.cache_unsaved.items())[:20]]
         if self.given_up:
             out.append(f"frames given up on (no tensor work; they run as Python): {len(self.given_up)}")
-            out += [f"  {name}: {why}" for name, why in list(self.given_up.items())[:20]]
+            out += [f"  {name}: {why}{' (runs unhooked)' if name in self.unhooked else ''}"
+                    for name, why in list(self.given_up.items())[:20]]
         for kind, title in (("recompile", "recompiles (guard that failed):"),
                             ("limit", "recompile limits reached:"),
                             ("rerun", "graphs that raised (their frame ran as Python):"),
@@ -313,7 +319,8 @@ def stats():
     raised and ran again as Python (reruns), module calls replayed from an earlier sibling's
     trace instead of traced (blocks_replayed), tracer internal errors (each one a bug; the call
     still ran as Python) and the seconds spent tracing; `break_reasons` and `fallback_reasons`
-    (reason -> count), `given_up` (frames with no tensor work, run as Python, and why), and
+    (reason -> count), `given_up` (frames with no tensor work, run as Python, and why),
+    `unhooked` (those of them that now run with the frame evaluator uninstalled), and
     the recent events (up to 10,000), each with its kind, frame, reason and `file:line`.
     `print(tracer.stats())` shows a summary; `tracer.stats().of("break")` lists the recent
     events of one kind ("frame", "graph", "break", "fallback", "recompile", "limit",
@@ -329,6 +336,8 @@ def stats():
                     fallback_reasons=dict(_state.fallback_reasons), events=list(_state.events),
                     given_up=dict(_state.given_up), cache_unsaved=dict(_state.unsaved),
                     cache_loaded=_state.counts.get("disk_entries_loaded", 0))
+        codes = list(_state.given_up_codes.items())
+    snap["unhooked"] = tuple(name for name, ref in codes if (code := ref()) is not None and is_unhooked(code))
     return Stats(frames_traced=c.get("frame", 0), graphs=c.get("graph", 0),
                  graph_breaks=c.get("break", 0), fallbacks=c.get("fallback", 0),
                  recompiles=c.get("recompile", 0), recompile_limits=c.get("limit", 0),
