@@ -29,6 +29,7 @@ class Unsupported(Exception):
         self.user_stack = []      # [(filename, lineno, function name)], outermost first
         self.root_step = None     # index of the root-frame step that failed (graph breaks)
         self.root_inst = None     # that root-frame instruction
+        self.saw_every_call = False  # the failed trace ran every call its code can make (trace/coverage.py)
 
     def __str__(self):
         where = f" at {self.location}" if self.location else ""

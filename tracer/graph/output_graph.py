@@ -32,6 +32,9 @@ def _sanitize(name):
     return name
 
 
+_OPS = ("call_function", "call_method", "call_module")  # the nodes that are operations
+
+
 class OutputGraph:
     # What a scratch graph (scratch()) shares with the graph it is made from: the fake tensors
     # and their symbolic sizes, and the list that keeps what it registers alive as long as this
@@ -210,7 +213,10 @@ class OutputGraph:
         return node, example
 
     def count_ops(self):
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        return sum(1 for n in self.graph.nodes if n.op in _OPS)
+
+    def has_ops(self):
+        return any(n.op in _OPS for n in self.graph.nodes)
 
     def build_module(self, output_nodes):
         self.graph.output(tuple(output_nodes))

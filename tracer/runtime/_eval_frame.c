@@ -786,9 +786,7 @@ eval_frame_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag
             if (!has_tensor_arg(frame, co)) {
                 return run_given_up(tstate, frame, throwflag, co, flags, cb);
             }
-            if (CODE_SET_EXTRA((PyObject *)co, extra_index, (void *)0) < 0) { /* lifted */
-                PyErr_Clear();
-            }
+            set_code_flags(co, 0); /* lifted */
         }
     }
 
@@ -1050,11 +1048,21 @@ get_eval_frame(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     return Py_NewRef(tls_callback != NULL ? tls_callback : Py_None);
 }
 
+/* The module functions that take a code object: a TypeError naming what came instead. */
 static int
-set_flags(PyObject *code, uintptr_t flags)
+check_code(PyObject *code)
 {
     if (!PyCode_Check(code)) {
         PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+set_flags(PyObject *code, uintptr_t flags)
+{
+    if (check_code(code) < 0) {
         return -1;
     }
     return CODE_SET_EXTRA(code, extra_index, (void *)flags);
@@ -1078,8 +1086,7 @@ skip_code(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 static PyObject *
 rule_skip(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     if (set_flags(code, code_flags((PyCodeObject *)code) | RULE_SKIP_FLAG) < 0) {
@@ -1091,8 +1098,7 @@ rule_skip(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 is_rule_skipped(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     return PyBool_FromLong((code_flags((PyCodeObject *)code) & RULE_SKIP_FLAG) != 0);
@@ -1101,8 +1107,7 @@ is_rule_skipped(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 give_up(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     uintptr_t flags = code_flags((PyCodeObject *)code);
@@ -1137,8 +1142,7 @@ call_unhooked(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 allow_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     uintptr_t flags = code_flags((PyCodeObject *)code);
@@ -1151,8 +1155,7 @@ allow_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 is_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     uintptr_t flags = code_flags((PyCodeObject *)code);
@@ -1163,8 +1166,7 @@ is_unhooked(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 is_given_up(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     return PyBool_FromLong((code_flags((PyCodeObject *)code) & KIND_MASK) == GIVEN_UP_FLAG);
@@ -1173,8 +1175,7 @@ is_given_up(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 lift_give_up(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     if ((code_flags((PyCodeObject *)code) & KIND_MASK) == GIVEN_UP_FLAG && set_flags(code, 0) < 0) {
@@ -1222,8 +1223,7 @@ unskip_code(PyObject *Py_UNUSED(m), PyObject *code)
 static PyObject *
 is_skipped(PyObject *Py_UNUSED(m), PyObject *code)
 {
-    if (!PyCode_Check(code)) {
-        PyErr_Format(PyExc_TypeError, "expected a code object, not %.200s", Py_TYPE(code)->tp_name);
+    if (check_code(code) < 0) {
         return NULL;
     }
     return PyBool_FromLong((code_flags((PyCodeObject *)code) & (SKIP_FLAG | SKIP_RECURSIVE_FLAG)) != 0);

@@ -108,9 +108,9 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     entry = _verified(code, entry, L, G, C, state, builtins)
     entry.backend, entry.fullgraph = backend_fn, fullgraph
     if entry.code is None:  # a fallback: what the failed trace saw (_trace_once)
-        entry.saw_every_call = bool(caught) and getattr(caught[-1], "saw_every_call", False)
+        entry.saw_every_call = bool(caught) and isinstance(caught[-1], Unsupported) and caught[-1].saw_every_call
     else:
-        entry.saw_every_call = saw_every_call(ctx.frames, G, builtins)
+        entry.saw_every_call = saw_every_call(ctx, G, builtins)
     backend = records.backend_seconds_here() - backend_before  # (the backend's compile is its own line)
     records.frame_traced(code, entry, time.perf_counter() - t0 - backend)
     _release(ctx)
@@ -255,7 +255,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
         return ctx, frame, ret
     except BaseException as e:
         if isinstance(e, Unsupported):  # (read before the release clears the frames)
-            e.saw_every_call = saw_every_call(ctx.frames, G, builtins)
+            e.saw_every_call = saw_every_call(ctx, G, builtins)
         _release(ctx)  # (the caller never sees this trace; its guards are not used)
         raise
     finally:

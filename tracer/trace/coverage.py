@@ -33,11 +33,15 @@ _PUSHES = frozenset({"LOAD_FAST", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "LOAD_DER
                      "LOAD_GLOBAL", "LOAD_NAME", "PUSH_NULL"})
 
 
-def saw_every_call(frames, f_globals, f_builtins):
-    """Whether the trace whose interpreter frames are `frames` ran every call instruction of
-    each code it ran, or the callable of the calls it did not run is a builtin function or
-    builtin type (looked up now in the root's globals and builtins). False when nothing was
-    called at all: a frame that calls nothing gains nothing by running unhooked."""
+def saw_every_call(ctx, f_globals, f_builtins):
+    """Whether the trace `ctx` ran every call instruction of each code it ran, or the callable
+    of the calls it did not run is a builtin function or builtin type (looked up now in the
+    root's globals and builtins). False when nothing was called at all (a frame that calls
+    nothing gains nothing by running unhooked), and, without looking, when the trace made a
+    graph op: only a trace without tensor work is given up on, so only its answer is read."""
+    frames = ctx.frames
+    if not frames or ctx.output.has_ops():
+        return False
     seen = {}  # code -> (instrs, indices run), over every frame of the code
     for frame in frames:
         if frame.code not in seen:

@@ -88,7 +88,7 @@ class Frame:
             self.ctx.steps += 1
             if self.ctx.steps > config.MAX_STEPS:
                 raise Unsupported(f"trace longer than {config.MAX_STEPS} instructions (unbounded loop?)", breakable=False)
-            if ctx.steps % 4096 == 0 and ctx.steps >= config.MAX_STEPS_WITHOUT_OPS and not ctx.output.count_ops():
+            if ctx.steps % 4096 == 0 and ctx.steps >= config.MAX_STEPS_WITHOUT_OPS and not ctx.output.has_ops():
                 raise Unsupported(f"{ctx.steps} instructions traced and not one tensor operation: "
                                   f"a loop of plain Python runs as Python", breakable=False)
             handler = HANDLERS.get(inst.opname)
