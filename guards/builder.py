@@ -10,6 +10,12 @@ Order: guards that make a base valid run before guards that reach through it.
   1. type/id guards, and any guard on a strict base of a tensor source, by source depth;
   2. the tensor batch: all TensorMatch guards as ONE TensorGuards call;
   3. everything else, by source depth.
+Groups: the guards that read only through one module (a *group root*: ``groups``, the
+sources of the modules the trace called) are checked by a function of their own,
+``check_group(V, L, G, C)`` with V the module, called from the set's check where the group's
+first guard was. A model's repeated blocks make equal texts, compiled once and bound per
+block (codegen.ExprContext.compile): a 48-layer encoder's check was one 12,000-line function
+whose compile() was a quarter of its first call.
 The slow path ``failures`` evaluates each guard on its own (same order), skipping guards
 whose base already failed, and names each failed guard in plain words. The batch also
 requires its tensors to be distinct objects (TensorGuards rejects one tensor passed twice),
@@ -25,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import fastpath
-from .codegen import ExprContext, HoistContext, recording
+from .codegen import ExprContext, GroupContext, HoistContext, recording
 from .guard import Guard, IdMatch, SameObject
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards, none_nested
@@ -85,7 +91,8 @@ def _with_aliases(guards: list[Guard]) -> list[Guard]:
 class GuardSet:
     """A compiled guard set.  ``check`` is the fast generated function; never raises."""
 
-    def __init__(self, guards: list[Guard], builtins: dict, split: tuple[int, int] | None = None) -> None:
+    def __init__(self, guards: list[Guard], builtins: dict, split: tuple[int, int] | None = None,
+                 groups=()) -> None:
         self.builtins = builtins
         if split is None:
             first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
@@ -94,11 +101,12 @@ class GuardSet:
             first, tensors, rest = guards[:a], guards[a:a + b], guards[a + b:]
         self.split = (len(first), len(tensors))
         self.guards: list[Guard] = first + tensors + rest
+        self.groups: tuple[Source, ...] = ()  # the group roots some guard was found under
         self._slow: list[Callable] | None = None
         self._batch = None  # (TensorMatch guards checked in one call, its check or None)
         self.full_check: Callable[[tuple, dict, Any], bool]
         with recording() as compiled:
-            self.full_check, self.source_code = self._generate(first, tensors, rest)
+            self.full_check, self.source_code = self._generate(first, tensors, rest, groups)
             self._op_guards: list[tuple] = []
             self._program = fastpath.build(self, first, self._batch, rest)
         self.compiled = compiled  # [(text digest, code)]: what the disk cache hands a reader
@@ -107,11 +115,13 @@ class GuardSet:
         self._covered = {i for gs in self._op_guards for i in gs}
 
     # -- fast path ---------------------------------------------------------------------
-    def _generate(self, first, tensors, rest):
+    def _generate(self, first, tensors, rest, groups):
         ctx = HoistContext(self.builtins)
         body: list[str] = []
+        texts: list[str] = []  # the group functions' texts, once each (for source_code)
 
         index = {id(g): i for i, g in enumerate(self.guards)}
+        root_of = _GroupFinder(groups)
 
         def emit(conds: list[str], note: str) -> None:
             for c in conds:
@@ -120,9 +130,23 @@ class GuardSet:
                 body.append(f"if not ({c}): return False  # {note}")
 
         def emit_guards(gs):
+            members: dict = {}
             for g in gs:
-                conds = g.conditions(ctx)  # loads its sources into `pending`
-                emit(conds, f"[{index[id(g)]}] {type(g).__name__}")
+                root = root_of(g)
+                if root is not None:
+                    members.setdefault(root, []).append(g)
+            for g in gs:
+                root = root_of(g)
+                group = members.get(root) if root is not None else None
+                if group is None or len(group) < _GROUP_MIN:
+                    conds = g.conditions(ctx)  # loads its sources into `pending`
+                    emit(conds, f"[{index[id(g)]}] {type(g).__name__}")
+                elif g is group[0]:  # the group's first guard: the whole group here
+                    fn, text = self._group_check(root, group)
+                    if text not in texts:
+                        texts.append(text)
+                    lo, hi = index[id(group[0])], index[id(group[-1])]
+                    emit([f"{ctx.const(fn)}({ctx.value(root)}, L, G, C)"], f"[{lo}..{hi}] group of {len(group)}")
 
         emit_guards(first)
         tensors = [t for t in tensors if not t.aliased]  # their SameObject guard covers them
@@ -150,7 +174,21 @@ class GuardSet:
         lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True",
                                                           "except Exception:",
                                                           "    return False"]
-        return ctx.compile("check", lines)
+        self.groups = tuple(root_of.found)
+        fn, text = ctx.compile("check", lines)
+        return fn, "\n".join([text, *texts])
+
+    def _group_check(self, root, group):
+        """(check_group(V, L, G, C), its text): `group`'s guards, in order, with V the value
+        of `root`. Equal texts (sibling blocks) share one compiled code."""
+        ctx = GroupContext(root, self.builtins)
+        body: list[str] = []
+        for g in group:
+            for c in g.conditions(ctx):
+                body.extend(ctx.take_pending())
+                body.append(f"if not ({c}): return False  # {type(g).__name__}")
+        lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True", "except Exception:", "    return False"]
+        return ctx.compile("check_group", lines, args="V, L, G, C")
 
     def __call__(self, L, G, C) -> bool:
         return self.check(L, G, C)
@@ -258,8 +296,46 @@ class GuardSet:
         return f"<GuardSet {len(self.guards)} guards>"
 
 
-def compile_guards(guards: list[Guard], *, builtins: dict, split: tuple[int, int] | None = None) -> GuardSet:
-    """Dedupe, order and compile ``guards`` into a GuardSet (one generated function).
-    ``split`` says the guards are already a set's ``guards`` in order, split as its ``split``
-    says: they are compiled as they are (what the disk cache reads back)."""
-    return GuardSet(guards, builtins, split)
+# a group of fewer guards is checked inline: a call costs more than it saves
+_GROUP_MIN = 4
+
+
+class _GroupFinder:
+    """root_of(guard): the nearest of `roots` that every source of the guard is under (or is),
+    or None. `found` holds every root some source was found under: the reader of a written set
+    is given those, and finds each guard the same root (a root found under none is left out)."""
+
+    def __init__(self, roots) -> None:
+        self.roots = frozenset(roots)
+        self.found: dict = {}
+        self._memo: dict = {}
+
+    def _nearest(self, s):
+        hit = self._memo.get(s, self._memo)
+        if hit is self._memo:
+            b = s.base
+            hit = self._memo[s] = s if s in self.roots else (self._nearest(b) if b is not None else None)
+            if hit is not None:
+                self.found[hit] = None
+        return hit
+
+    def __call__(self, g):
+        if not self.roots:
+            return None
+        found = None
+        for s in g.sources():
+            r = self._nearest(s)
+            if r is None or (found is not None and r is not found and r != found):
+                return None
+            found = r
+        return found
+
+
+def compile_guards(guards: list[Guard], *, builtins: dict, split: tuple[int, int] | None = None,
+                   groups=()) -> GuardSet:
+    """Dedupe, order and compile ``guards`` into a GuardSet (one generated function, and one
+    per group: `groups` are sources of modules, the guards reading only through one of them
+    are checked together). ``split`` says the guards are already a set's ``guards`` in order,
+    split as its ``split`` says: they are compiled as they are (what the disk cache reads
+    back, with the written set's ``groups``)."""
+    return GuardSet(guards, builtins, split, groups)

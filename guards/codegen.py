@@ -31,6 +31,9 @@ from typing import Any
 _PRECOMPILED: dict[str, Any] = {}
 _PRECOMPILED_MAX = 20_000
 _RECORDERS: list[list] = []
+# texts up to this size are kept once compiled, for the next set making the same text: the
+# group checks of a model's repeated blocks (builder.GuardSet._group_check) are one text
+_REUSED_MAX = 100_000
 
 
 def text_digest(text: str) -> str:
@@ -88,6 +91,8 @@ class ExprContext:
         if code is None:  # (a precompiled text was checked where it was compiled: the same text)
             _check_generated(text)
             code = compile(text, f"<guards:{name}>", "exec")
+            if len(text) <= _REUSED_MAX:  # sibling blocks' group checks, one-value checks
+                precompiled(((digest, code),))
         for rec in _RECORDERS:
             rec.append((digest, code))
         ns = dict(self.namespace)
@@ -131,6 +136,16 @@ class HoistContext(ExprContext):
     def take_pending(self) -> list[str]:
         out, self.pending = self.pending, []
         return out
+
+
+class GroupContext(HoistContext):
+    """A HoistContext in which `root` is ``V``, the argument of ``check_group(V, L, G, C)``:
+    guards read through one module (a block of a model) make the same text for each of the
+    module's siblings, compiled once (builder.GuardSet._group_check)."""
+
+    def __init__(self, root, builtins: dict | None = None) -> None:
+        super().__init__(builtins)
+        self._locals[root] = "V"
 
 
 _ALLOWED_WORDS = {

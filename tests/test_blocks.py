@@ -308,7 +308,11 @@ def test_a_replayed_guard_set_reads_back_as_the_same_text():
     gs = entry.guards
     L, G = (m, x), vars(sys.modules[__name__])
     frame = guards_io.FrameValues(L, G, None, vars(builtins))
-    descs = marshal.loads(marshal.dumps(guards_io.write_guards(Writer(), gs, frame)))
-    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split)
+    w = Writer()
+    descs = marshal.loads(marshal.dumps(guards_io.write_guards(w, gs, frame)))
+    groups = marshal.loads(marshal.dumps(guards_io.write_groups(w, gs)))
+    assert groups and len(gs.groups) == len(groups)  # the blocks' guards are checked by groups
+    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split, groups)
+    assert back.groups == gs.groups
     assert back.source_code == gs.source_code
     assert back(L, G, None)

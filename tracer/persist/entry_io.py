@@ -78,6 +78,7 @@ def write_entry(code, entry, frame):
         "fullgraph": bool(entry.fullgraph),
         "guards": guards_io.write_guards(w, entry.guards, frame),
         "guard_split": entry.guards.split,
+        "guard_groups": guards_io.write_groups(w, entry.guards),
         # the code the guard set compiled from its generated text, and the getters writing the
         # guards compiled (guards_io._value), by the text's digest: a reader generating the same
         # text skips compile() (guards/codegen.py)
@@ -115,7 +116,8 @@ def read_entry(code, record, frame, builtins, backend_fn):
             raise Stale(f"module {name} changed since the entry was written")
     r = Reader()
     precompiled((digest, marshal.loads(c)) for digest, c in record.get("guard_code", ()))
-    guards = guards_io.read_guards(r, record["guards"], frame, builtins, record["guard_split"])
+    guards = guards_io.read_guards(r, record["guards"], frame, builtins, record["guard_split"],
+                                  record.get("guard_groups"))
     gm = None
     if record["graph"] is not None:
         gm = graph_io.read_graph(r, record["graph"])

@@ -47,6 +47,16 @@ def write_guards(w: Writer, guard_set: GuardSet, frame):
     return tuple(_write_guard(w, g, frame) for g in guard_set.guards)
 
 
+def write_groups(w: Writer, guard_set: GuardSet):
+    """The set's group roots (guards/builder.py): read back with its guards, they make the
+    same text, whose compiled code the record holds. None when one cannot be written (the
+    reader then checks the set as one function: the same answers, compiled again)."""
+    try:
+        return tuple(_write_source(w, s) for s in guard_set.groups)
+    except Unportable:
+        return None
+
+
 def _write_guard(w, g, frame):
     if isinstance(g, IdMatch):
         kind, ref = g._ref
@@ -201,12 +211,13 @@ class FrameValues:
             raise Stale(f"{source.name()} cannot be read on this call ({type(e).__name__})") from None
 
 
-def read_guards(r: Reader, descs, frame: FrameValues, builtins, split=None) -> GuardSet:
+def read_guards(r: Reader, descs, frame: FrameValues, builtins, split=None, groups=None) -> GuardSet:
     """`split`: the written set's (guards before tensors, tensors), its guards read back in
-    their order: they are not ordered and deduplicated again."""
+    their order: they are not ordered and deduplicated again. `groups`: write_groups'."""
     examples = []  # TensorMatch keeps only a weakref to its example until the set is built
     guards = [_read_guard(r, d, frame, examples) for d in descs]
-    return compile_guards(guards, builtins=builtins, split=split)
+    roots = tuple(_read_source(r, d) for d in groups or ())
+    return compile_guards(guards, builtins=builtins, split=split, groups=roots)
 
 
 def _read_guard(r, d, frame, examples):

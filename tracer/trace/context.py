@@ -87,6 +87,10 @@ class TraceContext:
     # reads through a source answered by an object met before without one: nothing guards
     # that the source still finds it (variables/blocks.py: a block that did is not replayed)
     unsourced_reads: list = _state(list, release=RESET, trial=TRUNCATE)
+    # sources of the modules whose forward was inlined or replayed: the guards read through
+    # one of them are checked by a function of its own, shared by its siblings (guards/builder.py)
+    module_roots: dict = _state(dict, release=KEEP, trial=KEEP)
+    block_roots: dict = _state(dict, release=KEEP, trial=KEEP)  # ... of replayed blocks, and theirs
     # block kind -> the first such module call, recorded for its siblings (variables/blocks.py)
     blocks: dict = _state(dict, release=CLEAR, trial=COPY)
     # instructions executed (a trial's count too: the limits are on the work done)

@@ -35,6 +35,7 @@ from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_
 from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
 from ..graph.shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .frame import BREAK, Frame, TraceContext
+from ..variables import blocks
 from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
@@ -352,7 +353,7 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     rewrite.add(codegen.AFTER_GRAPH_CALL, set_grad)
     # after the backend: it may have added guards on sizes of its own
     with gc_pause.paused():  # (not the backend's compile: see gc_pause)
-        guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins)
+        guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins, groups=blocks.group_roots(ctx))
         new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)

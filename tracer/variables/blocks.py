@@ -45,14 +45,14 @@ a tensor of its own (identity, version counter), as it would after an inlined ca
 """
 import dataclasses
 import operator
-import types
 
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 
-from guards import Guard, Predicate, Source, TensorMatch
+from guards import Source, TensorMatch
 from guards.codegen import ExprContext
+from guards.retarget import Retarget
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import node_meta
@@ -183,6 +183,7 @@ class Block:
     check: object                  # check(V, L, G, C): the guards hold with V the sibling module
     values: object                 # values(V, L, G, C): the inputs' values for the sibling
     effects: tuple                 # the side-effect log's sizes when it was recorded
+    source: object = None          # the first block's module's source
     replays: int = 0               # siblings replayed so far (their nodes' BLOCK_META call number)
 
     @classmethod
@@ -260,14 +261,14 @@ class Block:
         template = _template(result, made, arg_nodes)
         # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
         # checked and read by calling them with its module (no compile per sibling)
-        to_root = _Retarget(src, _ROOT)
+        to_root = Retarget(src, _ROOT)
         guards = [to_root(g) for g in guards]
         inputs = [(to_root(s), n) for s, n in inputs]
         distinct = [to_root(d) for d in distinct]
         check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
                                  [s for s, _n in inputs])
         return cls(var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
-                   ctx.ops_under_handler and not before.under_handler, check, values, before.effects)
+                   ctx.ops_under_handler and not before.under_handler, check, values, before.effects, src)
 
     # ---- replaying it on a sibling -------------------------------------------------------------
     def replay(self, tx, var, args, kwargs):
@@ -281,7 +282,7 @@ class Block:
         L, G, C = ctx.frame_values
         if not self.check(var.module, L, G, C):
             return None
-        retarget = _Retarget(_ROOT, var.source)
+        retarget = Retarget(_ROOT, var.source)
         ctx.guards.extend(retarget(g) for g in self.guards)
         env = dict(zip(self.args, _arg_nodes(args[1:], kwargs)))
         env.update((n, n) for n in self.shared)
@@ -307,11 +308,26 @@ class Block:
             new.meta[BLOCK_META] = (id(self), self.replays + 1)
             env[n] = new
         self.replays += 1
+        ctx.block_roots[self.source] = None
+        ctx.block_roots[var.source] = None
         ctx.mutable_inputs.extend(_Distinct(retarget(d)) for d in self.distinct)
         if self.under_handler:
             ctx.ops_under_handler = True
         records.blocks_replayed(1)
         return _build(self.result, env, list(args[1:]) + [v for _k, v in sorted(kwargs.items())], out)
+
+
+def group_roots(ctx):
+    """The roots of the entry's guard groups (guards/builder.py): each replayed block and the
+    block it replays (outermost: a layer, not the layer's replayed norms), whose guards are
+    then one function's text, compiled once for all of them; and the other modules whose
+    forward was inlined, outside those blocks."""
+    blocks = ctx.block_roots
+    out = {}
+    for source in (*blocks, *ctx.module_roots):
+        if source not in out and not any(b in blocks for b in source.ancestors()):
+            out[source] = None
+    return tuple(out)
 
 
 class _Distinct:
@@ -454,56 +470,6 @@ def _module_path(source, root):
         parts.append(str(s.key))
         s = base.base
     return ".".join(reversed(parts))
-
-
-class _Retarget:
-    """A guard or source with the first block's source replaced by the sibling's. Sources and
-    guards are frozen: a changed one is a copy with its changed fields (and no cached hash)."""
-
-    def __init__(self, old, new):
-        self.old, self.new, self.memo = old, new, {}
-
-    def __call__(self, obj):
-        if isinstance(obj, Source):
-            if obj == self.old:
-                return self.new
-            hit = self.memo.get(obj)
-            if hit is None:
-                hit = self.memo[obj] = self._copy(obj)
-            return hit
-        if isinstance(obj, Guard):
-            return self._copy(obj)
-        if type(obj) is tuple:
-            new = tuple(self(o) for o in obj)
-            return obj if all(a is b for a, b in zip(new, obj)) else new
-        return obj
-
-    def _copy(self, obj):
-        fields = {k: v for k, v in vars(obj).items() if k != "_hash"}
-        changed = {k: self(v) for k, v in fields.items()}
-        if all(changed[k] is fields[k] for k in fields):
-            return obj
-        if isinstance(obj, Predicate):
-            # each predicate of an inlined trace has a check function of its own (made from its
-            # arguments): a copy sharing it would make the guard set's text differ from the
-            # one a disk-cache reader makes again, and its compiled code go unused
-            changed["fn"] = _fresh(changed["fn"])
-        new = object.__new__(type(obj))
-        for k, v in changed.items():
-            object.__setattr__(new, k, v)
-        return new
-
-
-def _fresh(fn):
-    """Another function object with `fn`'s code, closure and defaults (fn itself if not a
-    plain function)."""
-    if type(fn) is not types.FunctionType:
-        return fn
-    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    new.__qualname__ = fn.__qualname__
-    new.__module__ = fn.__module__
-    return new
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -442,6 +442,8 @@ class NNModuleVariable(ObjectVariable):
             forward, args = functions.UserFunctionVariable(fn), [self, *args]
         calls = tx.ctx.module_calls
         calls.append(self)  # nodes made inside say which modules they came from (node_meta)
+        if self.source is not None:
+            tx.ctx.module_roots[self.source] = None
         try:
             if fn is None:
                 return forward.call(tx, args, kwargs)

@@ -1,0 +1,134 @@
+"""Guards checked by group (guards/builder.py) and graph inputs loaded through shared prefixes
+(tracer/rewrite/codegen.py): the two ways a model's repeated blocks stop costing a first call
+per layer. Each answer is compared with the flat form's, and each compiled call with eager."""
+import dis
+
+import pytest
+import torch
+
+import tracer
+from guards import compile_guards
+from tracer.runtime import cache
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    tracer.reset_stats()
+    yield
+    tracer.reset()
+
+
+def _encoder(layers):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+
+
+def run(model, x):
+    return model(x)
+
+
+def _entry():
+    entries = [e for _c, cc in cache._CACHES.items() for e in cc.entries if e.graph is not None]
+    assert len(entries) == 1
+    return entries[0]
+
+
+def _flat(gs):
+    """The same guards compiled as one function (no groups)."""
+    return compile_guards(gs.guards, builtins=gs.builtins, split=gs.split)
+
+
+class _Linear(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def _mutations(m):
+    """(what, apply, undo) for changes a guard must see in one layer of many."""
+    saved = {}
+
+    def set_attr(obj, name, value):
+        def apply():
+            saved[(id(obj), name)] = obj.__dict__.get(name, getattr(obj, name))
+            setattr(obj, name, value)
+        return apply, lambda: setattr(obj, name, saved[(id(obj), name)])
+
+    def hook(mod):
+        handle = []
+        return (lambda: handle.append(mod.register_forward_hook(lambda *a: None)),
+                lambda: handle.pop().remove())
+
+    other = _Linear(32, 64)
+    return [
+        ("a layer's norm eps", *set_attr(m.layers[7].norm1, "eps", 1e-3)),
+        ("a layer in training mode", *set_attr(m.layers[3], "training", True)),
+        ("a submodule replaced by one of another class", *set_attr(m.layers[5], "linear1", other)),
+        ("a forward hook on a layer's attention", *hook(m.layers[9].self_attn)),
+        ("the last layer's activation", *set_attr(m.layers[11], "activation", torch.nn.functional.gelu)),
+    ]
+
+
+def test_group_checks_answer_as_the_flat_check_and_share_their_code():
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    compiled = tracer.compile(run, backend="eager")
+    torch.testing.assert_close(compiled(m, x), m(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 10
+    gs = _entry().guards
+    assert len(gs.groups) >= 12
+    # one text per kind of group, not per layer: compiled once, bound per layer
+    texts, calls = gs.source_code.count("def check_group"), gs.source_code.count("group of")
+    assert 1 <= texts <= calls // 3
+    flat = _flat(gs)
+    assert "check_group" not in flat.source_code
+    L, G = (m, x), globals()
+    assert gs.full_check(L, G, None) and flat.full_check(L, G, None) and gs.check(L, G, None)
+    for what, apply, undo in _mutations(m):
+        apply()
+        try:
+            assert not gs.full_check(L, G, None), what
+            assert not flat.full_check(L, G, None), what
+            assert not gs.check(L, G, None), what
+            assert gs.failures(L, G, None), what
+            torch.testing.assert_close(compiled(m, x), m(x))  # a new entry: eager's answer
+        finally:
+            undo()
+        assert gs.full_check(L, G, None) and flat.full_check(L, G, None), what
+        assert gs.check(L, G, None), what
+
+
+def test_a_second_model_passes_the_group_checks():
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    compiled = tracer.compile(run, backend="eager")
+    compiled(m, x)
+    gs = _entry().guards
+    other = _encoder(12)
+    L = (other, torch.randn(2, 5, 32))
+    assert gs.full_check(L, globals(), None) and _flat(gs).full_check(L, globals(), None)
+    before = tracer.stats().frames_traced
+    torch.testing.assert_close(compiled(*L), other(L[1]))
+    assert tracer.stats().frames_traced == before  # served by the entry: nothing traced
+
+
+def test_graph_inputs_are_loaded_through_shared_prefixes():
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    compiled = tracer.compile(m, backend="eager")
+    torch.testing.assert_close(compiled(x), m(x))
+    entry = _entry()
+    n_inputs = len([n for n in entry.graph.graph.nodes if n.op == "placeholder"])
+    instrs = list(dis.get_instructions(entry.code))
+    assert n_inputs > 12 * 10
+    # each parameter: a temporary, its key, a subscript, and each module's dict read once
+    # (a chain from `self` for each parameter was 12 instructions each)
+    assert len(instrs) < 7 * n_inputs
+    modules_reads = [i for i in instrs if i.opname == "LOAD_ATTR" and i.argval == "_modules"]
+    assert len(modules_reads) <= 2 + 2 * 12  # the root's, the list's, each layer's and its attention's
+    # the temporaries are read on every call: a parameter replaced is the one used
+    with torch.no_grad():
+        m.layers[4].linear2.weight = torch.nn.Parameter(torch.randn_like(m.layers[4].linear2.weight))
+        m.layers[10].norm2.bias.add_(1.0)
+    before = tracer.stats().frames_traced
+    torch.testing.assert_close(compiled(x), m(x))
+    assert tracer.stats().frames_traced == before
