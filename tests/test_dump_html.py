@@ -50,8 +50,10 @@ def test_page_has_source_graphs_guards_bytecode(pages):
     assert 'class="captured" id="f0-L18"' in page  # `return model(x)` was captured
     assert page.count("<li>") >= len(frame["guards"])
     assert "x: tensor float32 cpu shape (2, 8, 32)" in page
-    # the graph's inputs: x, then the parameters read from the module (modules are inputs)
-    assert "RETURN_VALUE" in page and "___graph_out = graph_0(x, model._modules[" in page
+    # the graph's inputs: x, then the parameters read from the module (modules are inputs),
+    # each module read once into a temporary
+    assert "RETURN_VALUE" in page and "= model._modules[&#x27;layers&#x27;]._modules" in page
+    assert "___graph_out = graph_0(x, ___tmp" in page
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
