@@ -26,6 +26,7 @@ from ..rewrite.graph_break import BreakInfo
 from ..rewrite.rerun import RERUN, Plan, _Plain, graph_raised, _Rerun
 from ..runtime.cache import Entry
 from ..trace.handlers.exceptions import GradRestore
+from ..variables.torch_vars import SavedHooksRestore
 from ..runtime.frame_hook import skip_code, untraced
 from . import graph_io, guards_io
 from .portable import Reader, Stale, Unportable, Writer, register
@@ -62,6 +63,7 @@ register(untraced, "graph", _write_untraced, _read_untraced)
 register(_Plain, "plain", _write_plain, _read_plain)
 register(_Rerun, "rerun", lambda w, obj: (), lambda r, payload: RERUN)
 register(GradRestore, "grad_restore", lambda w, obj: bool(obj.prev), lambda r, payload: GradRestore(payload))
+register(SavedHooksRestore, "saved_hooks_restore", lambda w, obj: obj.prev, lambda r, payload: SavedHooksRestore(payload))
 
 
 def write_entry(code, entry, frame):

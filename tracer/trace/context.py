@@ -97,6 +97,16 @@ class TraceContext:
     steps: int = _state(0, release=KEEP, trial=KEEP)
     # the guard that no global nn.Module hook is registered is made (guard_global_module_hooks)
     module_hooks_guarded: bool = _state(False, release=KEEP, trial=VALUE)
+    # the saved-tensors-hooks switch (torch_vars: its message, None when on) when the trace
+    # started and where it stopped; whether the first is guarded yet
+    hooks_off_at_start: object = _state(None, release=KEEP, trial=KEEP)
+    hooks_off_at_stop: object = _state(None, release=KEEP, trial=KEEP)
+    hooks_off_guarded: bool = _state(False, release=KEEP, trial=VALUE)
+    hooks_absent_guarded: bool = _state(False, release=KEEP, trial=VALUE)  # ... that no hooks are pushed
+    # saved-tensors hooks: the user's were pushed when the trace started; the trace's own
+    # pass-through pair is pushed now (convert_frame._own_saved_tensor_hooks)
+    user_saved_hooks: bool = _state(False, release=KEEP, trial=KEEP)
+    own_saved_hooks: bool = _state(False, release=KEEP, trial=KEEP)
     # instructions executed by the root frame
     root_steps: int = _state(0, release=KEEP, trial=KEEP)
     # stop the root frame before this step (graph break)

@@ -39,7 +39,7 @@ from ..variables import blocks
 from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
-from ..variables.torch_vars import leave_autocast
+from ..variables.torch_vars import hooks_message, leave_autocast, set_hooks_message
 from .coverage import saw_every_call
 
 log = logging.getLogger("tracer")
@@ -243,8 +243,9 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
     frame = ctx.root_frame = Frame(ctx, code, G, {}, {})
     prev_grad = torch.is_grad_enabled()
     ctx.grad_at_start = prev_grad
+    ctx.hooks_off_at_start = hooks_message()
     try:
-        with _own_saved_tensor_hooks():
+        with _own_saved_tensor_hooks(ctx):
             _bind_root(frame, code, L, C)
             ret = frame.run()
         if ret is not BREAK and ctx.generators:
@@ -252,6 +253,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
             # (one still reachable escapes: it is rebuilt where it stopped, GeneratorVariable.reconstruct)
             collect_generators(ctx, extra_roots=[ret])
         ctx.grad_at_stop = torch.is_grad_enabled()
+        ctx.hooks_off_at_stop = hooks_message()
         ctx.autocast_at_stop = list(ctx.autocast_stack)  # (at a graph break: still open)
         return ctx, frame, ret
     except BaseException as e:
@@ -262,6 +264,8 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
     finally:
         leave_autocast(ctx)
         torch._C._set_grad_enabled(prev_grad)
+        if hooks_message() != ctx.hooks_off_at_start:
+            set_hooks_message(ctx.hooks_off_at_start)
 
 
 def _keep(t):
@@ -272,18 +276,25 @@ class _own_saved_tensor_hooks:
     """Fake-tensor work while tracing saves tensors for autograd like real work does; inside
     a user's `saved_tensors_hooks` (torch.utils.checkpoint's non-reentrant mode counts every
     save) those saves must not reach the user's hooks. Pass-through hooks are pushed on top
-    for the trace (hooks are a stack: only the innermost pair runs)."""
+    for the trace (hooks are a stack: only the innermost pair runs). The context says whether
+    the pair is pushed: traced code that switches hooks off takes it off (torch_vars)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
 
     def __enter__(self):
+        ctx = self.ctx
+        ctx.user_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
         try:
             torch._C._autograd._push_saved_tensors_default_hooks(_keep, _keep)
-            self.pushed = True
+            ctx.own_saved_hooks = True
         except RuntimeError:  # hooks disabled by the user (disable_saved_tensors_hooks)
-            self.pushed = False
+            ctx.own_saved_hooks = False
 
     def __exit__(self, *exc):
-        if self.pushed:
+        if self.ctx.own_saved_hooks:
             torch._C._autograd._pop_saved_tensors_default_hooks()
+            self.ctx.own_saved_hooks = False
         return False
 
 
@@ -351,6 +362,9 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     # after the check: a graph that raised reruns the frame in the mode it found (graph_raised
     # puts it back); the mode the traced code reached is set only after a graph that returned
     rewrite.add(codegen.AFTER_GRAPH_CALL, set_grad)
+    if ctx.hooks_off_at_stop != ctx.hooks_off_at_start:  # (torch_vars: the saved-tensors-hooks switch)
+        rewrite.add(codegen.AFTER_GRAPH_CALL, versions.load_const_callable(set_hooks_message)
+                    + [bc.Instr("LOAD_CONST", ctx.hooks_off_at_stop)] + versions.call(1) + [bc.Instr("POP_TOP")])
     # after the backend: it may have added guards on sizes of its own
     with gc_pause.paused():  # (not the backend's compile: see gc_pause)
         guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins, groups=blocks.group_roots(ctx))

@@ -9,6 +9,7 @@ torch.amp.autocast_mode's _enter_autocast/_exit_autocast/_UnmanagedAutocast; che
 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves
 each).
 """
+import contextlib
 import types
 
 import torch
@@ -78,6 +79,9 @@ class TorchFunctionVariable(ObjectVariable):
             if _in_torch(_asking_frame(tx).code.co_filename):
                 return ConstantVariable(False)
             return ConstantVariable(_COMPILING_QUERIES[name])
+        hooks = SAVED_HOOKS_CALLS.get(fn)
+        if hooks is not None:
+            return hooks(tx, [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()})
         if fn is torch.is_tensor and len(args) == 1:
             return ConstantVariable(isinstance(args[0], tensor_mod.TensorVariable))
         if fn is torch.Size:
@@ -178,6 +182,120 @@ def _set_grad(tx, mode):
     if torch.is_grad_enabled() != mode:
         tx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (mode,), {})
         torch._C._set_grad_enabled(mode)
+
+
+# ---- the saved-tensors-hooks switch ----------------------------------------------------------
+# torch.autograd.graph.disable_saved_tensors_hooks(message): inside, pushing saved-tensors
+# default hooks (saved_tensors_hooks, save_on_cpu, checkpoint) raises `message`. The switch is
+# torch's thread state, outside any graph: nothing a graph runs pushes hooks, so, unlike grad
+# mode, no node records it (AOTAutograd would drop one anyway). The trace flips the real
+# switch as the code does (a later query in the frame reads it), guards the state the frame
+# started in the first time it reads or sets it, and puts it back when the trace ends; the
+# rewritten code sets the state the traced code left right after the graph call (a graph
+# break inside the block), and the resume function's block end puts back the state found on
+# entry (SavedHooksRestore).
+
+_AUTOGRAD = torch._C._autograd
+hooks_message = _AUTOGRAD._saved_tensors_hooks_get_disabled_error_message
+
+
+def set_hooks_message(message):
+    """The real switch: off with `message`, on for None."""
+    if message is None:
+        _AUTOGRAD._saved_tensors_hooks_enable()
+    else:
+        _AUTOGRAD._saved_tensors_hooks_disable(message)
+
+
+def _traced_message(tx):
+    ctx = tx.ctx
+    if not ctx.hooks_off_guarded:
+        ctx.hooks_off_guarded = True
+        tx.guard(QueryMatch(hooks_message, (), (), ctx.hooks_off_at_start))
+    return hooks_message()
+
+
+def _set_traced_message(tx, message):
+    ctx = tx.ctx
+    _traced_message(tx)  # (guards the state the frame started in)
+    if message is not None:
+        # eager raises `message` when hooks are pushed (a saved_tensors_hooks block around
+        # the call): guard that none are, and take the trace's own pass-through pair off
+        # (convert_frame._own_saved_tensor_hooks), which no user hook can be above while off
+        if ctx.user_saved_hooks:
+            raise Unsupported("disable_saved_tensors_hooks() inside saved_tensors_hooks raises its message")
+        if not ctx.hooks_absent_guarded:
+            ctx.hooks_absent_guarded = True
+            tx.guard(QueryMatch(_AUTOGRAD._top_saved_tensors_default_hooks, (True,), (), None))
+        if ctx.own_saved_hooks:
+            _AUTOGRAD._pop_saved_tensors_default_hooks()
+            ctx.own_saved_hooks = False
+    set_hooks_message(message)
+
+
+class SavedHooksOffVariable(ContextManagerVariable):
+    """`torch.autograd.graph.disable_saved_tensors_hooks(message)` as a context manager."""
+
+    what = "disable_saved_tensors_hooks"
+
+    def __init__(self, message):
+        super().__init__(None)
+        self.message = message
+        self.prev = None
+
+    def python_type(self):
+        return contextlib._GeneratorContextManager
+
+    def enter(self, tx):
+        self.prev = _traced_message(tx)
+        _set_traced_message(tx, self.message)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        _set_traced_message(tx, self.prev)
+        return ConstantVariable(None)
+
+
+class SavedHooksRestore:
+    """Stands for an entered disable_saved_tensors_hooks after a graph break: its __exit__
+    puts back the state found on entry."""
+
+    def __init__(self, prev):
+        self.prev = prev
+
+    def __exit__(self, *exc_info):
+        set_hooks_message(self.prev)
+        return False
+
+
+def _hooks_off(tx, args, kwargs):
+    if len(args) + len(kwargs) != 1 or set(kwargs) - {"error_message"}:
+        raise Unsupported("disable_saved_tensors_hooks() takes one argument, the message")
+    message = args[0] if args else kwargs["error_message"]
+    if type(message) is not str:
+        raise Unsupported("disable_saved_tensors_hooks() with a message that is not a str")
+    return SavedHooksOffVariable(message)
+
+
+def _set_state(message_of):
+    def call(tx, args, kwargs):
+        message = message_of(*args, **kwargs)
+        if message is not None and type(message) is not str:
+            raise Unsupported("disabling saved tensors hooks with a message that is not a str")
+        _set_traced_message(tx, message)
+        return ConstantVariable(None)
+    return call
+
+
+SAVED_HOOKS_CALLS = {
+    torch.autograd.graph.disable_saved_tensors_hooks: _hooks_off,
+    hooks_message: lambda tx, args, kwargs: ConstantVariable(_traced_message(tx)),
+    _AUTOGRAD._saved_tensors_hooks_disable: _set_state(lambda message: message),
+    _AUTOGRAD._saved_tensors_hooks_enable: _set_state(lambda: None),
+}
+if hasattr(_AUTOGRAD, "_saved_tensors_hooks_is_enabled"):
+    SAVED_HOOKS_CALLS[_AUTOGRAD._saved_tensors_hooks_is_enabled] = (
+        lambda tx, args, kwargs: ConstantVariable(_traced_message(tx) is None))
 
 
 def is_autocast_class(cls) -> bool:

@@ -16,7 +16,8 @@ from ...variables.base import ConstantVariable, Variable, python_object
 from .registry import SINCE_314, UNTIL_313, handler
 from ...variables.objects import ClassVariable, special_method
 from ...variables.stack_values import NULL, MethodRef, NullVariable
-from ...variables.torch_vars import AutocastReentry, AutocastVariable, ContextManagerVariable
+from ...variables.torch_vars import (AutocastReentry, AutocastVariable, ContextManagerVariable, SavedHooksOffVariable,
+                                     SavedHooksRestore)
 from bytecode_utils import versions
 
 
@@ -39,6 +40,8 @@ class ExitVariable(Variable):
         if self.exit_fn is None:
             if isinstance(self.ctx, AutocastVariable):
                 return cg.call_with(AutocastReentry(self.ctx.args).enter, [])
+            if isinstance(self.ctx, SavedHooksOffVariable):
+                return cg.load_const(SavedHooksRestore(self.ctx.prev).__exit__)
             return cg.load_const(GradRestore(self.ctx.prev).__exit__)
         cg.call_with(bound_exit, [self.ctx])
 
