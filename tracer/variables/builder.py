@@ -328,7 +328,11 @@ def _sequence(tx, value, source, g):
         return TupleVariable(items, source)
     if is_structseq(t):
         return StructSeqVariable(items, t, source)
-    return NamedTupleVariable(items, t, source)
+    var = NamedTupleVariable(items, t, source)
+    inst = getattr(value, "__dict__", None)
+    if type(inst) is dict:  # a subclass's instance attributes, read by NamedTupleVariable.getattr
+        var.instance_dict = inst
+    return var
 
 
 def _list(tx, value, source, g):

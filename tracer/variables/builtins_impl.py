@@ -14,7 +14,8 @@ from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
 from .base import ConstantVariable, check_builtin_attr, python_object
 from .functions import library_object
-from .containers import IteratorVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable
+from .containers import (IteratorVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, SetVariable,
+                         TupleVariable, is_structseq)
 from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .tensor import TensorVariable
 from guards import ConstSource, Predicate
@@ -231,6 +232,23 @@ def _object_new(tx, cls, *args, **kwargs):
     if args or kwargs:
         raise Unsupported("object.__new__ with arguments beyond the class")
     return new_objects.object_new(tx, cls)
+
+
+@impl(tuple.__new__)
+def _tuple_new(tx, cls, iterable=None):
+    """`tuple.__new__(cls, iterable)`: what a namedtuple class's generated `_make` and
+    `__new__` call (`_replace` goes through `_make`); another tuple subclass is not modelled."""
+    klass = getattr(cls, "cls", None)
+    items = iterable.iterate(tx) if iterable is not None else []
+    if klass is tuple:
+        return TupleVariable(items)
+    fields = getattr(klass, "_fields", None)
+    if not (isinstance(klass, type) and issubclass(klass, tuple) and type(fields) is tuple) or \
+            is_structseq(klass):
+        raise Unsupported(f"tuple.__new__({cls}) of a tuple subclass that is not a namedtuple")
+    if len(items) != len(fields):  # (_make raises TypeError after the call: eager's answer)
+        raise Unsupported(f"tuple.__new__ of a {klass.__name__} with {len(items)} items for {len(fields)} fields")
+    return NamedTupleVariable(items, klass)
 
 
 @impl(getattr)
