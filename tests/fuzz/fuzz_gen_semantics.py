@@ -14,7 +14,8 @@
 * `structseq_results`: torch.max/min(dim), sort, topk results read by field and unpacked.
 * `library_objects` (issue 35's wrong values, as shapes): functools.partial objects called and
   asked for attributes they do not have (`__name__`), deques with a maxlen grown at both ends
-  and rotated, an attribute set on a NamedTuple subclass instance, a data descriptor with only
+  and rotated, an attribute set on a NamedTuple subclass instance (its methods and `_replace`
+  called), a data descriptor with only
   `__set__` read back, `dict.fromkeys` with one shared value, a class whose own `__new__`
   sometimes returns another object (then `__init__` does not run), builtin methods called
   through their class (`list.append(xs, v)`, `dict.get(d, k)`, `str.join(sep, parts)`).
@@ -64,7 +65,8 @@ _MODULE_LINES = [
     "    b: int",
     "",
     "class PairX(Pair):",
-    "    pass",
+    "    def tot(self):",
+    "        return self.a * 2 + self.b",
     "",
     "class SetOnly:",
     "    def __set__(self, obj, v):",
@@ -299,7 +301,8 @@ def library_objects(g, env, ind, depth):
         g.emit(ind, f"{n} = PairX({i}, 2)")
         g.emit(ind, f"if {g.cond_expr(env)}:")
         g.emit(ind + 1, f"{n}.extra = {g.int_expr(env)}")
-        g.emit(ind, f"{i} = ({n}.a + getattr({n}, 'extra', 7) + len({n})) % 1000")
+        g.emit(ind, f"{i} = ({n}.a + getattr({n}, 'extra', 7) + len({n}) + {n}.tot()"
+                    f" + {n}._replace(b={g.r(0, 3)}).tot()) % 1000")
     elif k == 3:
         h = g.tmp("h")
         g.emit(ind, f"{h} = HasSetOnly()")
