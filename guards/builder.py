@@ -28,6 +28,7 @@ the module tree re-proved only when it changed), else the generated function its
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from . import fastpath
@@ -94,8 +95,10 @@ class GuardSet:
     def __init__(self, guards: list[Guard], builtins: dict, split: tuple[int, int] | None = None,
                  groups=()) -> None:
         self.builtins = builtins
+        root_of = _GroupFinder(groups)
         if split is None:
             first, tensors, rest = order_guards(_with_aliases(_dedupe(list(guards))))
+            tensors = _by_group(tensors, root_of)
         else:  # a set written in its final order (the disk cache): (len(first), len(tensors))
             a, b = split
             first, tensors, rest = guards[:a], guards[a:a + b], guards[a + b:]
@@ -106,7 +109,7 @@ class GuardSet:
         self._batch = None  # (TensorMatch guards checked in one call, its check or None)
         self.full_check: Callable[[tuple, dict, Any], bool]
         with recording() as compiled:
-            self.full_check, self.source_code = self._generate(first, tensors, rest, groups)
+            self.full_check, self.source_code = self._generate(first, tensors, rest, root_of)
             self._op_guards: list[tuple] = []
             self._program = fastpath.build(self, first, self._batch, rest)
         self.compiled = compiled  # [(text digest, code)]: what the disk cache hands a reader
@@ -115,13 +118,38 @@ class GuardSet:
         self._covered = {i for gs in self._op_guards for i in gs}
 
     # -- fast path ---------------------------------------------------------------------
-    def _generate(self, first, tensors, rest, groups):
-        ctx = HoistContext(self.builtins)
+    def _generate(self, first, tensors, rest, root_of):
+        ctx = _MainContext(self.builtins)
         body: list[str] = []
         texts: list[str] = []  # the group functions' texts, once each (for source_code)
-
         index = {id(g): i for i, g in enumerate(self.guards)}
-        root_of = _GroupFinder(groups)
+
+        tensors = [t for t in tensors if not t.aliased]  # their SameObject guard covers them
+        examples = [t.live_example() for t in tensors]
+        batched = bool(tensors) and all(e is not None for e in examples)
+
+        # a root's guards before and after the batch are one function (its reads of the
+        # module tree made once), called where its first guard was
+        members: dict = {}
+        for g in (*first, *rest):
+            root = root_of(g)
+            if root is not None:
+                members.setdefault(root, []).append(g)
+        members = {r: gs for r, gs in members.items() if len(gs) >= _GROUP_MIN}
+        # what the check reads through a group's root outside its function (the batch's
+        # tensors, the sources of a guard across roots: NoAliasing, SameObject) the function
+        # returns, read with its own guards' reads: {root: {source: None}}
+        exports: dict = {r: {} for r in members}
+        for t in tensors if batched else ():
+            if root_of(t) in exports:
+                exports[root_of(t)][t.source] = None
+        for g in (*first, *rest):
+            if root_of(g) is None:
+                for src in g.sources():
+                    r = root_of.nearest(src)
+                    if r in exports:
+                        exports[r][src] = None
+        done: set = set()
 
         def emit(conds: list[str], note: str) -> None:
             for c in conds:
@@ -130,46 +158,50 @@ class GuardSet:
                 body.append(f"if not ({c}): return False  # {note}")
 
         def emit_guards(gs):
-            members: dict = {}
-            for g in gs:
-                root = root_of(g)
-                if root is not None:
-                    members.setdefault(root, []).append(g)
             for g in gs:
                 root = root_of(g)
                 group = members.get(root) if root is not None else None
-                if group is None or len(group) < _GROUP_MIN:
+                if group is None:
                     conds = g.conditions(ctx)  # loads its sources into `pending`
                     emit(conds, f"[{index[id(g)]}] {type(g).__name__}")
-                elif g is group[0]:  # the group's first guard: the whole group here
-                    fn, text = self._group_check(root, group)
+                elif root not in done:  # the group's first guard: the whole group here
+                    done.add(root)
+                    returned = list(exports[root])
+                    fn, text = self._group_check(root, group, returned)
                     if text not in texts:
                         texts.append(text)
-                    lo, hi = index[id(group[0])], index[id(group[-1])]
-                    emit([f"{ctx.const(fn)}({ctx.value(root)}, L, G, C)"], f"[{lo}..{hi}] group of {len(group)}")
+                    call = f"{ctx.const(fn)}({ctx.value(root)}, L, G, C)"
+                    note = f"[{index[id(group[0])]}..{index[id(group[-1])]}] group of {len(group)}"
+                    if not returned:
+                        emit([call], note)
+                        continue
+                    body.extend(ctx.take_pending())
+                    name = f"_r{len(done) - 1}"
+                    body.append(f"{name} = {call}")
+                    body.append(f"if {name} is None: return False  # {note}")
+                    ctx.lengths[name] = len(returned)
+                    for k, src in enumerate(returned):
+                        ctx.exported[src] = f"{name}[{k}]"
 
         emit_guards(first)
-        tensors = [t for t in tensors if not t.aliased]  # their SameObject guard covers them
-        if tensors:
-            examples = [t.live_example() for t in tensors]
-            if all(e is not None for e in examples):
-                # copies metadata only; dynamic entries (None) are left to ShapeMatch guards
-                tg = make_tensor_guards(examples, [t.shape for t in tensors], [t.stride for t in tensors])
-                del examples
-                self._batch = (tensors, tg.check)
-                args = ", ".join(ctx.value(t.source) for t in tensors)
-                lo, hi = index[id(tensors[0])], index[id(tensors[-1])]
-                # Sources whose identity is guarded (parameters, buffers) are the tensors
-                # seen while tracing, never nested; the others are asked first (none_nested).
-                known = {g.source for g in first if isinstance(g, IdMatch)}
-                unknown = [ctx.value(t.source) for t in tensors if t.source not in known]
-                if unknown:
-                    emit([f"{ctx.const(none_nested)}({', '.join(unknown)})"], "inputs are not nested tensors")
-                emit([f"{ctx.const(tg.check)}({args})"], f"[{lo}..{hi}] TensorMatch batch")
-            else:  # an example died: check one by one (same facts, a little slower)
-                del examples
-                self._batch = (tensors, None)
-                emit_guards(tensors)
+        if batched:
+            # copies metadata only; dynamic entries (None) are left to ShapeMatch guards
+            tg = make_tensor_guards(examples, [t.shape for t in tensors], [t.stride for t in tensors])
+            del examples
+            self._batch = (tensors, tg.check)
+            args = [ctx.value(t.source) for t in tensors]
+            lo, hi = index[id(tensors[0])], index[id(tensors[-1])]
+            # Sources whose identity is guarded (parameters, buffers) are the tensors
+            # seen while tracing, never nested; the others are asked first (none_nested).
+            known = {g.source for g in first if isinstance(g, IdMatch)}
+            unknown = [a for t, a in zip(tensors, args) if t.source not in known]
+            if unknown:
+                emit([f"{ctx.const(none_nested)}({', '.join(_starred(unknown, ctx.lengths))})"], "inputs are not nested tensors")
+            emit([f"{ctx.const(tg.check)}({', '.join(_starred(args, ctx.lengths))})"], f"[{lo}..{hi}] TensorMatch batch")
+        elif tensors:  # an example died: check one by one (same facts, a little slower)
+            del examples
+            self._batch = (tensors, None)
+            emit_guards(tensors)
         emit_guards(rest)
         lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True",
                                                           "except Exception:",
@@ -178,16 +210,24 @@ class GuardSet:
         fn, text = ctx.compile("check", lines)
         return fn, "\n".join([text, *texts])
 
-    def _group_check(self, root, group):
+    def _group_check(self, root, group, returned=()):
         """(check_group(V, L, G, C), its text): `group`'s guards, in order, with V the value
-        of `root`. Equal texts (sibling blocks) share one compiled code."""
+        of `root`; with `returned` (sources), the tuple of their values when every guard
+        holds, else None. Equal texts (sibling blocks) share one compiled code."""
         ctx = GroupContext(root, self.builtins)
         body: list[str] = []
+        fail = "None" if returned else "False"
         for g in group:
             for c in g.conditions(ctx):
                 body.extend(ctx.take_pending())
-                body.append(f"if not ({c}): return False  # {type(g).__name__}")
-        lines = ["try:"] + [f"    {ln}" for ln in body] + ["    return True", "except Exception:", "    return False"]
+                body.append(f"if not ({c}): return {fail}  # {type(g).__name__}")
+        if returned:
+            out = [ctx.value(src) for src in returned]
+            body.extend(ctx.take_pending())
+            body.append(f"return ({', '.join(out)},)")
+        else:
+            body.append("return True")
+        lines = ["try:"] + [f"    {ln}" for ln in body] + ["except Exception:", f"    return {fail}"]
         return ctx.compile("check_group", lines, args="V, L, G, C")
 
     def __call__(self, L, G, C) -> bool:
@@ -300,6 +340,50 @@ class GuardSet:
 _GROUP_MIN = 4
 
 
+class _MainContext(HoistContext):
+    """The set's check: a source a group function returned is read from its tuple."""
+
+    def __init__(self, builtins) -> None:
+        super().__init__(builtins)
+        self.exported: dict = {}  # source -> `_rN[k]`
+        self.lengths: dict = {}   # `_rN` -> the length of its tuple
+
+    def value(self, source) -> str:
+        got = self.exported.get(source)
+        return got if got is not None else super().value(source)
+
+
+_ITEM = re.compile(r"(_r\d+)\[(\d+)\]$")
+
+
+def _starred(exprs, lengths):
+    """`_r3[0], _r3[1], _r3[2]` (a group's whole tuple, in order: `lengths` by name) as `*_r3`."""
+    out, k = [], 0
+    while k < len(exprs):
+        m = _ITEM.match(exprs[k])
+        if m and m.group(2) == "0":
+            n = 1
+            while k + n < len(exprs) and exprs[k + n] == f"{m.group(1)}[{n}]":
+                n += 1
+            out.append(f"*{m.group(1)}" if n == lengths[m.group(1)] else ", ".join(exprs[k:k + n]))
+            k += n
+        else:
+            out.append(exprs[k])
+            k += 1
+    return out
+
+
+def _by_group(tensors, root_of):
+    """The batch's tensor guards with each group's consecutive (a stable sort by where the
+    group's first one was), so that the group function returning their values is one `*`."""
+    first_at: dict = {}
+    keys = []
+    for k, t in enumerate(tensors):
+        root = root_of(t)
+        keys.append((first_at.setdefault(root, k) if root is not None else k, k))
+    return [t for _key, t in sorted(zip(keys, tensors), key=lambda kt: kt[0])]
+
+
 class _GroupFinder:
     """root_of(guard): the nearest of `roots` that every source of the guard is under (or is),
     or None. `found` holds every root some source was found under: the reader of a written set
@@ -310,11 +394,12 @@ class _GroupFinder:
         self.found: dict = {}
         self._memo: dict = {}
 
-    def _nearest(self, s):
+    def nearest(self, s):
+        """The nearest root `s` is under (or is), or None."""
         hit = self._memo.get(s, self._memo)
         if hit is self._memo:
             b = s.base
-            hit = self._memo[s] = s if s in self.roots else (self._nearest(b) if b is not None else None)
+            hit = self._memo[s] = s if s in self.roots else (self.nearest(b) if b is not None else None)
             if hit is not None:
                 self.found[hit] = None
         return hit
@@ -324,7 +409,7 @@ class _GroupFinder:
             return None
         found = None
         for s in g.sources():
-            r = self._nearest(s)
+            r = self.nearest(s)
             if r is None or (found is not None and r is not found and r != found):
                 return None
             found = r

@@ -155,8 +155,9 @@ def test_a_guard_set_reads_back_in_its_written_order_with_the_same_check():
     frame = guards_io.FrameValues(L, G, None, vars(builtins))
     w = Writer()
     descs = marshal.loads(marshal.dumps(guards_io.write_guards(w, gs, frame)))
-    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split)
-    assert back.describe() == gs.describe() and back.split == gs.split
+    groups = marshal.loads(marshal.dumps(guards_io.write_groups(w, gs)))
+    back = guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split, groups)
+    assert back.describe() == gs.describe() and back.split == gs.split and set(back.groups) == set(gs.groups)
     assert back.source_code == gs.source_code
     assert back(L, G, None) and gs(L, G, None)
     assert back((_Tied(), x), G, None)  # another instance: modules are guarded by structure
