@@ -410,7 +410,7 @@ class _GroupFinder:
         found = None
         for s in g.sources():
             r = self.nearest(s)
-            if r is None or (found is not None and r is not found and r != found):
+            if r is None or (found is not None and r != found):
                 return None
             found = r
         return found
