@@ -30,6 +30,9 @@ class Unsupported(Exception):
         self.root_step = None     # index of the root-frame step that failed (graph breaks)
         self.root_inst = None     # that root-frame instruction
         self.saw_every_call = False  # the failed trace ran every call its code can make (trace/coverage.py)
+        self.sizes_from_data = False  # an op whose output size depends on tensor data (nonzero, nms):
+                                      # the break's results get dynamic sizes (rewrite/handoff.py)
+        self.root_calls = []  # handoff.root_call_dims of the failed trace: the frame runs as Python
 
     def __str__(self):
         where = f" at {self.location}" if self.location else ""

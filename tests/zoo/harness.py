@@ -34,7 +34,9 @@ class Counts:
     tc_graphs: int | None = None
     tc_breaks: int | None = None
     warm_frames: int = 0               # frames traced again on warm calls (warm="like_tc")
-    tc_warm_frames: int | None = None
+    warm_graphs: int = 0               # ... and the graphs compiled for them
+    tc_warm_frames: int | None = None  # torch.compile's, counted alike: frames its callback
+    tc_warm_graphs: int | None = None  # converted again, graphs its backend got
     break_reasons: dict = dataclasses.field(default_factory=dict)
     fallback_reasons: dict = dataclasses.field(default_factory=dict)
     tc_break_reasons: dict = dataclasses.field(default_factory=dict)
@@ -42,8 +44,9 @@ class Counts:
 
     def __str__(self):
         lines = [f"tracer: {self.graphs} graphs, {self.breaks} breaks, {self.frames} frames, "
-                 f"{self.fallbacks} fallbacks, {self.warm_frames} warm retraces; torch.compile: "
-                 f"{self.tc_graphs} graphs, {self.tc_breaks} breaks, {self.tc_warm_frames} warm retraces"]
+                 f"{self.fallbacks} fallbacks, {self.warm_frames} warm retraces ({self.warm_graphs} graphs); "
+                 f"torch.compile: {self.tc_graphs} graphs, {self.tc_breaks} breaks, {self.tc_warm_frames} "
+                 f"warm retraces ({self.tc_warm_graphs} graphs)"]
         lines += [f"  break x{n}: {r}" for r, n in self.break_reasons.items()]
         lines += [f"  fallback x{n}: {r}" for r, n in self.fallback_reasons.items()]
         lines += [f"  torch.compile break x{n}: {r}" for r, n in self.tc_break_reasons.items()]
@@ -124,9 +127,11 @@ def run(fn, model, args, kwargs, train, loss_fn=default_loss, grad_enabled=None)
 
 def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss, fresh=None):
     """torch.compile's graphs and breaks on one call (the counting backend: dynamo only), and,
-    given `fresh` inputs `(args, kwargs)`, the frames it compiled again on the warm calls
-    (the same inputs again, then the fresh ones): its own retraces, where data-dependent
-    sizes (detection) or automatic dynamic shapes make it recompile."""
+    given `fresh` inputs `(args, kwargs)`, what the warm calls (the same inputs again, then the
+    fresh ones) compiled again, where data-dependent sizes (detection) or automatic dynamic
+    shapes make it recompile: (frames, graphs). Frames are those its frame callback converted
+    (counters["frames"]["total"]: recompiles, and frames that make no graph, as the tracer's
+    frames_traced counts them); graphs are those its backend got."""
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter
     from torch._dynamo.utils import counters
@@ -140,9 +145,10 @@ def tc_counts(call, model, args, kwargs, train, loss_fn=default_loss, fresh=None
         frames, reasons = cnt.frame_count, dict(counters["graph_break"])
         warm = None
         if fresh is not None:
+            converted = counters["frames"]["total"]
             run(compiled, model, args, kwargs, train, loss_fn)
             run(compiled, model, *fresh, train, loss_fn)
-            warm = cnt.frame_count - frames
+            warm = (counters["frames"]["total"] - converted, cnt.frame_count - frames)
     torch._dynamo.reset()
     return frames, sum(reasons.values()), reasons, warm
 
@@ -196,6 +202,7 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
         got2 = run(compiled_call, model, *in2, train, loss_fn)
         s2 = tracer.stats()
         counts.warm_frames = s2.frames_traced - s1.frames_traced
+        counts.warm_graphs = s2.graphs - s1.graphs
         assert warm == "like_tc" or s2.frames_traced == s1.frames_traced, \
             f"warm calls traced {s2.frames_traced - s1.frames_traced} frame(s)\n" + \
             "\n".join(str(e) for e in s2.of("recompile")[-10:])
@@ -204,8 +211,10 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
         assert_same(got2[1], ref2[1], atol, rtol, "gradients on fresh inputs")
 
     if compare_tc:
-        counts.tc_graphs, counts.tc_breaks, counts.tc_break_reasons, counts.tc_warm_frames = tc_counts(
+        counts.tc_graphs, counts.tc_breaks, counts.tc_break_reasons, tc_warm = tc_counts(
             call, model, *in1, train, loss_fn, fresh=in2 if warm == "like_tc" else None)
+        if tc_warm is not None:
+            counts.tc_warm_frames, counts.tc_warm_graphs = tc_warm
     tracer.reset()
     return counts
 

@@ -18,6 +18,7 @@ import re
 import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch._subclasses.fake_tensor import DynamicOutputShapeException
 
 from ..exc import Unsupported
 from .node_meta import derived, set_value
@@ -195,8 +196,10 @@ class OutputGraph:
             raise
         except Exception as e:  # data-dependent output, missing fake kernel, user error
             tname = getattr(target, "__name__", str(target))
-            raise Unsupported(f"{tname}: cannot be traced with fake tensors "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+            err = Unsupported(f"{tname}: cannot be traced with fake tensors "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            err.sizes_from_data = isinstance(e, DynamicOutputShapeException)
+            raise err from e
         if spy.found:
             tname = getattr(target, "__name__", str(target))
             raise Unsupported(f"{tname}: {spy.found} returns a Python value computed from tensor "

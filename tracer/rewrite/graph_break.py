@@ -31,6 +31,7 @@ from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_r
                                    resume_target, super_self_name)
 
 from .codegen import EXIT, GRAPH_OUT, INSTRUCTION, READS, CodeGen, emit_stores, side_effect_values
+from .handoff import DATA_ROWS, hand_to_callee, hand_to_resume, link_return, symbolic_dims
 from ..exc import Unsupported
 from ..runtime import config
 from ..variables.exceptions import ExcInfoSlot, OuterException
@@ -242,6 +243,7 @@ class BreakPlan:
                            # while the instruction runs (None: none, or only its caller's)
     released_args: tuple   # argument slots the trace let go of, deleted before the instruction
     continuations: tuple   # in the order they are emitted
+    sizes_from_data: bool = False  # the instruction's results have sizes that depend on tensor data
 
     @property
     def handler(self):
@@ -253,12 +255,13 @@ class BreakPlan:
         return any(c.entry == JUMP for c in self.continuations)
 
 
-def generate_break(tx, inst, reason):
-    """The Rewrite of a frame that breaks at `inst` (the root frame stopped before it)."""
-    return emit_break(tx, plan_break(tx, inst))
+def generate_break(tx, inst, reason, sizes_from_data=False):
+    """The Rewrite of a frame that breaks at `inst` (the root frame stopped before it).
+    `sizes_from_data`: the break is an op whose output size depends on the data."""
+    return emit_break(tx, plan_break(tx, inst, sizes_from_data))
 
 
-def plan_break(tx, inst):
+def plan_break(tx, inst, sizes_from_data=False):
     """The BreakPlan for the root frame `tx` stopped before `inst`. Reads the trace's state and
     emits nothing; raises Unsupported where the break cannot be placed."""
     code = tx.code
@@ -341,7 +344,7 @@ def plan_break(tx, inst):
                                           lasti=inst.offset if handler.lasti else None, takes_exc=True))
     return BreakPlan(inst, tuple(below), tuple(inputs), tuple(live),
                      None if handled is None or isinstance(handled, OuterException) else handled,
-                     released, tuple(continuations))
+                     released, tuple(continuations), sizes_from_data)
 
 
 def _stack_kinds(stack, handled):
@@ -400,6 +403,12 @@ def emit_break(tx, plan):
                      result returned
     """
     cg = CodeGen.for_frame(tx)
+    # sizes handed on as dynamic (handoff.py): per stack item below, per passed local, and
+    # what the instruction pushes
+    dims = _Dims([symbolic_dims(v) for v in plan.below],
+                 {loc.name: symbolic_dims(loc.value) for loc in plan.live_locals if loc.passed},
+                 DATA_ROWS if plan.sizes_from_data else frozenset(),
+                 hand_to_callee(tx.instrs, plan.inst, plan.inputs))
     with cg.section(READS):
         below_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.below]
         input_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.inputs]
@@ -430,7 +439,7 @@ def emit_break(tx, plan):
     with cg.section(EXIT):
         for cont in plan.continuations:
             _emit_continuation(cg, cont, labels.get(cont.entry), below_tmps[:cont.kept], local_tmps,
-                               entered, held)
+                               entered, held, dims)
     return cg.finish()
 
 
@@ -453,7 +462,28 @@ def _emit_instruction(cg, plan, input_tmps):
     return labels
 
 
-def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held):
+@dataclasses.dataclass(frozen=True)
+class _Dims:
+    """The dimensions handed on as dynamic: of the stack items below the instruction, of the
+    passed locals by name, and of each value the instruction pushes."""
+    below: list
+    locals: dict
+    results: frozenset
+    callee: object  # the code of the Python function the instruction calls (None: not a plain call)
+
+    def of_args(self, cont, first):
+        """Per argument of the resume call (the order of _call_resume)."""
+        stack = list(self.below[:cont.kept]) + [self.results] * (len(cont.stack_kinds) - cont.kept)
+        out = [d for d, k in zip(stack, cont.stack_kinds) if k != STACK_NULL]
+        if cont.takes_exc:
+            out.append(frozenset())
+        out += [self.locals.get(n, frozenset()) for n in cont.local_names if n != first]
+        if first in cont.local_names:
+            out.insert(0, self.locals.get(first, frozenset()))
+        return out
+
+
+def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held, dims):
     """Where the continuation starts (after the instruction, or at its label): store what the
     instruction left, leave the handled exception, call the resume function."""
     if label is not None:
@@ -464,7 +494,7 @@ def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held):
     pushed = iter(results)
     stack_tmps = list(stack_tmps) + [None if k == STACK_NULL else next(pushed) for k in cont.stack_kinds[cont.kept:]]
     drop = held + results + ([exc_tmp] if exc_tmp is not None else [])
-    _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop)
+    _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, dims)
 
 
 def _enter_handler(cg, exc_tmp):
@@ -517,10 +547,15 @@ def _native(original, inst, jump_label):
     return versions.native(original, inst.index)
 
 
-def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop):
+def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, dims):
     code = cg.code
     rcode = resume_code(code, cont.target, cont.stack_kinds, cont.local_names, lasti=cont.lasti,
                         push_exc=cont.takes_exc)
+    arg_dims = dims.of_args(cont, super_self_name(code))
+    hand_to_resume(rcode, arg_dims)
+    if dims.callee is not None and cont.entry == FALL_THROUGH and cont.results:
+        # the call's result is the last stack argument
+        link_return(dims.callee, rcode, rcode.co_varnames[sum(k != STACK_NULL for k in cont.stack_kinds) - 1])
     # A function made here, not a constant function: the resume function must run with the
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two

@@ -62,21 +62,42 @@ class FrameSizes:
 
     A tensor: its sizes, with None for a dimension that already differed between traces.
     An int: its value, or None once it differed. `notes` says what became dynamic and why,
-    for the recompile record."""
+    for the recompile record.
+
+    `handed`: sizes that were already dynamic where the value came from, per argument name
+    (tracer/rewrite/handoff.py): a resume function's argument that held a symbolic size in
+    the trace that broke, or the result of an op whose output size depends on the data
+    (nonzero, nms). Every tensor reached through that argument has those dimensions dynamic
+    from its first trace, so the first change of such a size is not a trace of its own. A
+    dimension is handed as (rank, dim): it applies to the tensors of that rank (None: any)."""
 
     def __init__(self):
         self.seen = {}
         self.notes = []
+        self.handed = {}
+        self.returned = frozenset()  # dimensions the code's traces returned symbolic
+        self.returns_to = set()      # (resume code, argument name) that get what the code returns
         self.static_floats = False  # a backend refused SymFloat inputs: floats stay constants
         self.no_scalar_index = False  # a backend refused `x[t]`, t a 0-d int tensor: a graph break
 
+    def hand(self, name, dims):
+        """Make `dims` ((rank or None, dim)) of the tensors under argument `name` dynamic, from
+        the next trace on."""
+        self.handed[name] = self.handed.get(name, frozenset()) | frozenset(dims)
+
     def tensor_dims(self, source, sizes):
-        """Dimensions of `source` that differ from an earlier trace (now and for good)."""
+        """Dimensions of `source` that differ from an earlier trace (now and for good), and
+        those handed on to it."""
         prev = self.seen.get(source)
         if prev is None or not isinstance(prev, list) or len(prev) != len(sizes):
-            self.seen[source] = list(sizes)
-            return set()
+            prev = self.seen[source] = list(sizes)
         dims = set()
+        if self.handed:
+            root = source.base_root()
+            for rank, i in self.handed.get(getattr(root, "name_", None), ()):
+                if rank in (None, len(prev)) and i < len(prev):
+                    prev[i] = None
+                    dims.add(i)
         for i, (was, now) in enumerate(zip(prev, sizes)):
             if was is None:
                 dims.add(i)

@@ -130,6 +130,9 @@ class TraceContext:
     frames: list = _state(list, release=CLEAR, trial=TRUNCATE)
     # the root frame's arguments as bound (convert_frame._bind_root)
     root_args: dict = _state(dict, release=RESET, trial=KEEP)
+    # (code, {parameter: its symbolic dimensions}) of Python functions the root frame called with
+    # symbolic sizes: a frame that then runs as Python hands them on (rewrite/handoff.py)
+    root_calls: list = _state(list, release=RESET, trial=KEEP)
     # frames whose run() is executing, innermost last (pushed and popped in a finally)
     frame_stack: list = _state(list, release=RESET, trial=KEEP)
     # GeneratorVariables made by the trace, not finished

@@ -32,6 +32,7 @@ from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, Unsupported
 from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
+from ..rewrite.handoff import hand_return, hand_to_callees, root_call_dims
 from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
 from ..graph.shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .frame import BREAK, Frame, TraceContext
@@ -96,6 +97,8 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
         if fullgraph:
             raise FullGraphError(f"frame {code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                  f"could not be captured whole: {e}") from e
+        if isinstance(e, Unsupported):  # the frame runs as Python: its calls run natively
+            hand_to_callees(e.root_calls)
         entry = _fallback(code, ctx, state, builtins, str(e), getattr(e, "location", None))
     except Exception as e:  # an internal error must never reach the user (rule 1)
         caught.append(e)
@@ -259,6 +262,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
     except BaseException as e:
         if isinstance(e, Unsupported):  # (read before the release clears the frames)
             e.saw_every_call = saw_every_call(ctx, G, builtins)
+            e.root_calls = root_call_dims(ctx.root_calls)
         _release(ctx)  # (the caller never sees this trace; its guards are not used)
         raise
     finally:
@@ -310,13 +314,14 @@ def _bind_root(tx, code, L, C):
 
 def _finish_break(tx, error, state, builtins, backend_fn):
     inst = error.root_inst
-    entry = _build_entry(tx, generate_break(tx, inst, error.reason), state, builtins, backend_fn)
+    entry = _build_entry(tx, generate_break(tx, inst, error.reason, error.sizes_from_data), state, builtins, backend_fn)
     stack = list(error.user_stack)  # outermost (this frame) first
     entry.breaks.append(BreakInfo(error.reason, tx.code.co_filename, inst.lineno, inst.opname, stack))
     return entry
 
 
 def _finish(tx, ret, state, builtins, backend_fn):
+    hand_return(tx.code, ret)
     with gc_pause.paused():
         rewrite = codegen.generate(tx, ret)
     return _build_entry(tx, rewrite, state, builtins, backend_fn)

@@ -17,6 +17,7 @@ from guards.sources import GlobalsDictSource
 
 from ..exc import Unsupported, UserException
 from ..runtime import config, policy
+from ..rewrite.handoff import note_root_call
 from ..runtime.frame_hook import is_skipped
 from .handlers import HANDLERS
 from ..variables.base import ConstantVariable, Variable
@@ -201,6 +202,8 @@ class Frame:
         if is_skipped(code):
             raise Unsupported(f"{code.co_name} is marked tracer.disable")
         bound = fn_var.bind_args(self, args, kwargs)
+        if self.parent is None:
+            note_root_call(self.ctx, code, bound)
         cells = {}
         for name in code.co_cellvars:
             cells[name] = CellBox(bound.pop(name)) if name in bound else CellBox()
