@@ -61,7 +61,8 @@ def measure(name, mode, flip=False):
         c = harness.check(build(), lambda gen: inputs(gen, train), train=train,
                           warm="like_tc" if family == "detection" else True, atol=1e-4, rtol=1e-3)
         row.update(graphs=c.graphs, breaks=c.breaks, tc_graphs=c.tc_graphs, tc_breaks=c.tc_breaks,
-                   fallbacks=c.fallbacks, warm=c.warm_frames, tc_warm=c.tc_warm_frames, ok="yes",
+                   fallbacks=c.fallbacks, warm=c.warm_frames, tc_warm=c.tc_warm_frames,
+                   warm_graphs=c.warm_graphs, tc_warm_graphs=c.tc_warm_graphs, ok="yes",
                    reasons=list(c.break_reasons.items()) + list(c.fallback_reasons.items()))
         row["t_ours"], row["t_tc"] = first_calls(build, inputs, train, flip)
     except Exception as e:  # a failed check is a row, not the end of the run
@@ -72,15 +73,16 @@ def measure(name, mode, flip=False):
 
 def table(rows):
     lines = ["| model | library | family | mode | equal to eager | graphs tracer / tc | "
-             "breaks tracer / tc | warm retraces tracer / tc | first call tracer / tc (s) | ratio |",
+             "breaks tracer / tc | warm retraces tracer / tc: frames (graphs) | first call tracer / tc (s) | ratio |",
              "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r["ok"] != "yes":
             lines.append(f"| {r['name']} | {r['lib']} | {r['family']} | {r['mode']} | {r['ok']} | | | | | |")
             continue
-        tcw = "-" if r["tc_warm"] is None else r["tc_warm"]
+        tcw = "-" if r["tc_warm"] is None else f"{r['tc_warm']} ({r['tc_warm_graphs']})"
+        ours = f"{r['warm']} ({r['warm_graphs']})" if r["tc_warm"] is not None else r["warm"]
         lines.append(f"| {r['name']} | {r['lib']} | {r['family']} | {r['mode']} | yes | {r['graphs']} / "
-                     f"{r['tc_graphs']} | {r['breaks']} / {r['tc_breaks']} | {r['warm']} / {tcw} | "
+                     f"{r['tc_graphs']} | {r['breaks']} / {r['tc_breaks']} | {ours} / {tcw} | "
                      f"{r['t_ours']:.2f} / {r['t_tc']:.2f} | {r['t_ours'] / r['t_tc']:.2f}x |")
     return "\n".join(lines)
 

@@ -26,7 +26,8 @@ from bytecode_utils.resume import resume_origin
 
 from ..graph.shapes import is_symbolic
 from ..runtime.cache import cache_for
-from ..variables.containers import BaseSequence, DictVariable, IteratorVariable, ListIteratorVariable
+from ..variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListIteratorVariable,
+                                    ListVariable)
 from ..variables.functions import BoundMethodVariable, UserFunctionVariable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.base import ObjectVariable, Variable
@@ -48,7 +49,9 @@ def symbolic_dims(var, depth=0):
     if depth >= _DEPTH:
         return frozenset()
     var = _seq_of(var)
-    if isinstance(var, (BaseSequence, IteratorVariable)):
+    if isinstance(var, ListVariable) and var.append_only:
+        items = var.appended  # (its own items unread: reading them would guard its length)
+    elif isinstance(var, (BaseSequence, IteratorVariable)):
         items = var.items
     elif isinstance(var, DictVariable):
         items = var.items.values()
