@@ -196,6 +196,8 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
     assert_same(got1[0], ref1[0], atol, rtol, "output")
     assert_same(got1[1], ref1[1], atol, rtol, "gradients")
     assert counts.graphs >= 1, f"nothing was captured\n{counts}"
+    assert s1.internal_errors == before.internal_errors, \
+        "internal error(s):\n" + "\n".join(str(e) for e in s1.of("internal_error"))
 
     if warm:
         run(compiled_call, model, *in1, train, loss_fn)
@@ -207,6 +209,8 @@ def check(model, make_inputs, *, train=False, call=None, loss_fn=default_loss, a
             f"warm calls traced {s2.frames_traced - s1.frames_traced} frame(s)\n" + \
             "\n".join(str(e) for e in s2.of("recompile")[-10:])
         assert s2.cache_hits > s1.cache_hits
+        assert s2.internal_errors == s1.internal_errors, \
+            "internal error(s) on warm calls:\n" + "\n".join(str(e) for e in s2.of("internal_error"))
         assert_same(got2[0], ref2[0], atol, rtol, "output on fresh inputs")
         assert_same(got2[1], ref2[1], atol, rtol, "gradients on fresh inputs")
 

@@ -34,7 +34,7 @@ FAST = {("timm_efficientnet_b0", "eval"), ("timm_vit", "train"), ("tv_swin3d", "
 KNOWN_SPLITS = {
     ("diffusers_euler_loop", "eval"): "15 graphs to 14: NumPy in EulerDiscreteScheduler.set_timesteps is a "
                                       "break per call (torch.compile traces NumPy as tensors: issue 35)",
-    ("tv_maskrcnn", "eval"): "64 graphs to 44: paste_mask_in_image runs per mask, with int() of box "
+    ("tv_maskrcnn", "eval"): "62 graphs to 44: paste_mask_in_image runs per mask, with int() of box "
                              "coordinates and max(tensor, 0) giving an int or a tensor by value; its "
                              "resume functions retrace per mask until the recompile limit",
     ("tv_retinanet", "eval"): "9 graphs to 5: the per-image comprehension frames are traced on their "
