@@ -91,6 +91,18 @@ def test_dynamic_size_goes_on_through_later_breaks():
     assert now.frames_traced == first.frames_traced, now
 
 
+def counted(x):
+    idx = torch.nonzero(x > 0)[:, 0]
+    k = len(idx)          # an int from a size that came from the data: a symbol
+    _opaque(x)            # `k` goes on to the next resume function as an int
+    return x[:k] * k
+
+
+def test_symbolic_int_stays_symbolic_across_a_break():
+    first, now = _run(counted, [4, 6, 8, 5])
+    assert now.frames_traced == first.frames_traced, now
+
+
 def inner(z):
     z = z * 3
     _opaque(z)            # inner cannot be inlined: outer breaks at its call, inner is a frame

@@ -7,7 +7,9 @@ int. The body reads sizes (`x.shape[0]`, `x.size(1)`, `len(x)`, `x.numel()`), co
 them (`//`, `%`, `*`, `-`, `** 0.5`, `max`, `min`, `abs`), branches on them, and uses them
 in torch calls (`view`, `reshape`, `arange`, `zeros`, `new_zeros(x.shape)`, slicing by a
 size, `cat`, `expand`), in `range()` and `int()` (specialisation), in Python values that are
-returned, and across graph breaks (`print`, `.item()`).
+returned, and across graph breaks (`print`, `.item()`, rows picked by value, whose number
+comes from the data, and a callee that breaks and returns: the sizes handed on across breaks,
+tracer/rewrite/handoff.py).
 
 `sequences(rnd)` gives the calls to make, each a list of (x, y, n): sizes 0, 1, 2 and large;
 growing and shrinking; two inputs whose sizes are equal then differ; broadcasting that holds
@@ -62,7 +64,7 @@ class ShapeGen:
 
     def stmt(self, ind, depth=0):
         pad = "    " * ind
-        c = self.r(0, 25)
+        c = self.r(0, 27)
         if c == 0:
             name = self.tmp()
             self.lines.append(f"{pad}{name} = {self.int_expr()}")
@@ -121,12 +123,19 @@ class ShapeGen:
             self.lines.append(f"{pad}out = out[{self.pick(['1:', ':-1', '::2', ':b - 1', 'b // 2:'])}].sum(0) + out")
         elif c == 24:
             self.lines.append(f"{pad}out = helper(out, {self.int_expr()})")  # inlined, sizes inside
+        elif c == 25:  # rows picked by value: a size from the data (a break), used after it
+            self.lines.append(f"{pad}sel = out[out[:, 0] > {self.pick(['0', '0.5', '-1'])}]")
+            self.lines.append(f"{pad}out = out + sel.sum(0, keepdim=True) * len(sel) + sel.shape[0] % 3")
+        elif c == 26:  # a callee that breaks: a frame of its own, whose return value comes back
+            self.lines.append(f"{pad}out = noisy(out, {self.int_expr()})")
         else:
             self.lines.append(f"{pad}out = out.new_zeros(out.shape[0], {self.small()})[:, :1] + out")
 
     def program(self):
         head = ["import torch", "", "", "def helper(t, j):", "    rows, cols = t.shape",
                 "    return t.reshape(cols, rows).t() + (rows * cols) % 7 + j", "", "",
+                "def noisy(t, j):", "    rows = t.shape[0]", "    print('noisy', rows, j, file=SINK)",
+                "    return t * 2 + rows", "", "",
                 "def f(x, y, n):", "    b = x.shape[0]", "    c = x.size(1)",
                 "    k = len(x)", "    m = x.numel()", "    acc = []", "    out = x"]
         for _ in range(self.r(2, 7)):

@@ -9,10 +9,11 @@ again cost each resume function, and each function called at a break, a trace of
 the first change: a detector's chain of them traced again on every call's first new size.
 
 The break hands it on instead. For each argument of a resume function, and each parameter of a
-Python function called at the break: the dimensions of the tensors in it that were symbolic,
-or dimension 0 for a result whose size came from the data (such ops select rows, and what is
-made from their results keeps the rows). They are recorded in that code object's FrameSizes
-(runtime/cache.py), and its traces make them dynamic from the first. Only under automatic
+Python function called at the break: the dimensions of the tensors in it that were symbolic
+(an int or float that was a symbol stays one too), or dimension 0 for a result whose size came
+from the data (such ops select rows, and what is made from their results keeps the rows). They
+are recorded in that code object's FrameSizes (runtime/cache.py), and its traces make them
+dynamic from the first. Only under automatic
 dynamic (`dynamic=None`), and only ever more dynamic, never less: a guess that is too wide
 costs a specialisation, never a wrong result (sizes 0 and 1 still specialise, as torch's
 ShapeEnv does for every symbol).
@@ -25,13 +26,14 @@ from bytecode_utils import arg_names, versions
 from bytecode_utils.resume import resume_origin
 
 from ..graph.shapes import is_symbolic
-from ..runtime.cache import cache_for
+from ..runtime.cache import NUMBER, cache_for
 from ..variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListIteratorVariable,
                                     ListVariable)
 from ..variables.functions import BoundMethodVariable, UserFunctionVariable
 from ..variables.nn_module import NNModuleVariable
 from ..variables.base import ObjectVariable, Variable
 from ..variables.stack_values import MethodRef, NullVariable
+from ..variables.sym import SymNodeVariable
 from ..variables.tensor import TensorVariable
 
 DATA_ROWS = frozenset(((None, 0),))  # what a data-dependent result hands on: dim 0 of any rank
@@ -46,6 +48,9 @@ def symbolic_dims(var, depth=0):
     if isinstance(var, TensorVariable):
         shape = getattr(var.example, "shape", ())
         return frozenset((len(shape), i) for i, s in enumerate(shape) if is_symbolic(s))
+    if isinstance(var, SymNodeVariable):  # an int (float) that is a symbol: itself, not an item
+        symbolic = depth == 0 and isinstance(var.value, (torch.SymInt, torch.SymFloat)) and is_symbolic(var.value)
+        return frozenset((NUMBER,)) if symbolic else frozenset()
     if depth >= _DEPTH:
         return frozenset()
     var = _seq_of(var)

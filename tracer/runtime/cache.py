@@ -57,6 +57,9 @@ class Entry:
         return self.backend is backend and self.fullgraph == fullgraph
 
 
+NUMBER = ("number", 0)  # handed for an int or float argument: symbolic from its first trace
+
+
 class FrameSizes:
     """What earlier traces of one code object saw, per source (automatic dynamic).
 
@@ -69,7 +72,8 @@ class FrameSizes:
     the trace that broke, or the result of an op whose output size depends on the data
     (nonzero, nms). Every tensor reached through that argument has those dimensions dynamic
     from its first trace, so the first change of such a size is not a trace of its own. A
-    dimension is handed as (rank, dim): it applies to the tensors of that rank (None: any)."""
+    dimension is handed as (rank, dim): it applies to the tensors of that rank (None: any);
+    NUMBER, to an int (float) argument that was symbolic where it came from."""
 
     def __init__(self):
         self.seen = {}
@@ -108,6 +112,9 @@ class FrameSizes:
         return dims
 
     def int_dynamic(self, source, value):
+        if self.handed and NUMBER in self.handed.get(getattr(source, "name_", None), ()):
+            self.seen[source] = None  # (an argument itself: `name_` is a LocalSource's)
+            return True
         prev = self.seen.get(source, _UNSEEN)
         if prev is _UNSEEN or isinstance(prev, list):
             self.seen[source] = value
