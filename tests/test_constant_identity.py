@@ -109,3 +109,20 @@ def test_a_tuple_keeps_its_identity_across_a_break():
     got, expected = cg(x, 2), g(x, 2)
     assert got[:2] == expected[:2] == (True, True) and torch.equal(got[2], expected[2])
     assert tracer.stats().fallbacks == 0
+
+
+def test_int_and_float_of_a_symbolic_number_are_the_number():
+    """float(v) of a float argument that became a symbol (its value changed between calls) is v
+    itself, as in CPython, and stays symbolic (it was specialised into a new object: `float(v)
+    is v` was False from the second call on, found through the sizes handed across breaks)."""
+    def g(x, v, n):
+        return x + 1, float(v) is v, int(n) is n, float(v) * 2, int(n) + 1
+
+    c = tracer.compile(g)
+    for v in (2.5, 3.5, 4.5):
+        n = int(v * 1000)
+        got, want = c(torch.ones(1), v, n), g(torch.ones(1), v, n)
+        assert got[1:] == want[1:] == (True, True, v * 2, n + 1)
+        assert torch.equal(got[0], want[0])
+    s = tracer.stats()
+    assert s.graphs >= 1 and s.recompiles == 1, s  # symbolic from the second call on

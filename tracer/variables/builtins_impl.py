@@ -32,6 +32,10 @@ def impl(*fns):
 
 
 def call_builtin(tx, fn, args, kwargs):
+    if fn in (int, float) and len(args) == 1 and not kwargs and args[0].python_type() is fn:
+        # int(n) of an int, float(v) of a float: the argument itself, as in CPython; a symbolic
+        # one stays symbolic (specialised, it became a new object: `float(v) is v` was False)
+        return args[0]
     if fn in _SPECIALISING and any(is_sym(a) for a in args):  # int(n), str(n), round(n)...
         args = [specialized(a) for a in args]
     f = _IMPLS.get(fn)
