@@ -153,10 +153,17 @@ def test_range_of_a_size_specialises_it():
     assert any("x: tensor float32 cpu shape (4,)" in e.guards.describe() for e in f.entries)
 
 
-def test_int_of_a_size_specialises_it():
-    def fn(x):
+def test_int_of_a_size_is_the_size_and_str_specialises_it():
+    def fn(x):  # int() of an int is that int (as in CPython and torch.compile): still a symbol
         return x + int(x.shape[0])
     run_sequence(fn, [(torch.randn(n),) for n in (3, 4, 5, 4, 3)])
+    assert counts() == (2, 0, 0)
+    tracer.reset()
+    tracer.reset_stats()
+
+    def gn(x):  # str() needs the real number: each size its own entry
+        return x + len(str(x.shape[0] * 100))
+    run_sequence(gn, [(torch.randn(n),) for n in (3, 4, 5, 4, 3)])
     assert counts() == (3, 0, 0)
 
 
