@@ -122,6 +122,24 @@ def test_function_called_at_a_break_and_its_return_value():
     assert now.frames_traced == first.frames_traced, now
 
 
+def takes_list(boxes):
+    n = boxes[0].shape[0]
+    _opaque(boxes[0])     # takes_list cannot be inlined: a frame of its own
+    return boxes[1] * 2 + n
+
+
+def passes_a_list(x):
+    idx = torch.nonzero(x > 0)[:, 0]
+    pair = [x[idx], x[idx] + 1]
+    _opaque(x)            # `pair` goes on to the next resume function, which reads no item of it
+    return takes_list(pair)
+
+
+def test_list_passed_on_unread_hands_on_what_its_argument_was_handed():
+    first, now = _run(passes_a_list, [4, 6, 8, 5])
+    assert now.frames_traced == first.frames_traced, now
+
+
 def helper(z):
     return z.cumsum(0) * 2
 

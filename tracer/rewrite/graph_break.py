@@ -403,12 +403,6 @@ def emit_break(tx, plan):
                      result returned
     """
     cg = CodeGen.for_frame(tx)
-    # sizes handed on as dynamic (handoff.py): per stack item below, per passed local, and
-    # what the instruction pushes
-    dims = _Dims([symbolic_dims(v) for v in plan.below],
-                 {loc.name: symbolic_dims(loc.value) for loc in plan.live_locals if loc.passed},
-                 DATA_ROWS if plan.sizes_from_data else frozenset(),
-                 hand_to_callee(tx.instrs, plan.inst, plan.inputs))
     with cg.section(READS):
         below_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.below]
         input_tmps = [None if isinstance(v, NullVariable) else cg.into_tmp(v) for v in plan.inputs]
@@ -422,6 +416,14 @@ def emit_break(tx, plan):
             cg.load_const(None)
             local_tmps[loc.name] = cg.store_tmp()
         handled_tmp = None if plan.handled is None else cg.into_tmp(plan.handled)
+    # sizes handed on as dynamic (handoff.py), by the temporary that carries the value on
+    handed = _Handed(hand_to_callee(tx.instrs, plan.inst, plan.inputs),
+                     DATA_ROWS if plan.sizes_from_data else frozenset())
+    for tmp, v in zip(below_tmps, plan.below):
+        handed.add(tmp, v)
+    for loc in plan.live_locals:
+        if loc.passed:
+            handed.add(local_tmps[loc.name], loc.value)
     emit_stores(cg, side_effect_values(cg, tx))
     # Temporaries this frame holds; dropped before the resume call so that it keeps no object
     # alive longer than the original frame would (weakref callbacks, __del__ timing).
@@ -439,7 +441,7 @@ def emit_break(tx, plan):
     with cg.section(EXIT):
         for cont in plan.continuations:
             _emit_continuation(cg, cont, labels.get(cont.entry), below_tmps[:cont.kept], local_tmps,
-                               entered, held, dims)
+                               entered, held, handed)
     return cg.finish()
 
 
@@ -462,28 +464,26 @@ def _emit_instruction(cg, plan, input_tmps):
     return labels
 
 
-@dataclasses.dataclass(frozen=True)
-class _Dims:
-    """The dimensions handed on as dynamic: of the stack items below the instruction, of the
-    passed locals by name, and of each value the instruction pushes."""
-    below: list
-    locals: dict
-    results: frozenset
-    callee: object  # the code of the Python function the instruction calls (None: not a plain call)
+class _Handed:
+    """The dimensions a break hands on as dynamic (handoff.py), by the temporary that carries
+    each value to the resume call; `results`, those of what the instruction pushes; `callee`,
+    the code of the Python function the instruction calls (None: not a plain call)."""
 
-    def of_args(self, cont, first):
-        """Per argument of the resume call (the order of _call_resume)."""
-        stack = list(self.below[:cont.kept]) + [self.results] * (len(cont.stack_kinds) - cont.kept)
-        out = [d for d, k in zip(stack, cont.stack_kinds) if k != STACK_NULL]
-        if cont.takes_exc:
-            out.append(frozenset())
-        out += [self.locals.get(n, frozenset()) for n in cont.local_names if n != first]
-        if first in cont.local_names:
-            out.insert(0, self.locals.get(first, frozenset()))
-        return out
+    def __init__(self, callee, results):
+        self.callee, self.results, self.by_tmp = callee, results, {}
+
+    def add(self, tmp, var):
+        if tmp is not None:
+            self.by_tmp[tmp] = symbolic_dims(var)
+
+    def to_resume(self, rcode, args, result):
+        """`args`: the temporaries passed, in order; `result`: the one holding the call's value."""
+        hand_to_resume(rcode, [self.results if t == result else self.by_tmp.get(t) for t in args])
+        if self.callee is not None and result is not None:
+            link_return(self.callee, rcode, rcode.co_varnames[args.index(result)])
 
 
-def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held, dims):
+def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held, handed):
     """Where the continuation starts (after the instruction, or at its label): store what the
     instruction left, leave the handled exception, call the resume function."""
     if label is not None:
@@ -494,7 +494,8 @@ def _emit_continuation(cg, cont, label, stack_tmps, local_tmps, entered, held, d
     pushed = iter(results)
     stack_tmps = list(stack_tmps) + [None if k == STACK_NULL else next(pushed) for k in cont.stack_kinds[cont.kept:]]
     drop = held + results + ([exc_tmp] if exc_tmp is not None else [])
-    _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, dims)
+    result = results[-1] if results and cont.entry == FALL_THROUGH else None  # (the top of the stack)
+    _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, handed, result)
 
 
 def _enter_handler(cg, exc_tmp):
@@ -547,15 +548,10 @@ def _native(original, inst, jump_label):
     return versions.native(original, inst.index)
 
 
-def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, dims):
+def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, handed, result):
     code = cg.code
     rcode = resume_code(code, cont.target, cont.stack_kinds, cont.local_names, lasti=cont.lasti,
                         push_exc=cont.takes_exc)
-    arg_dims = dims.of_args(cont, super_self_name(code))
-    hand_to_resume(rcode, arg_dims)
-    if dims.callee is not None and cont.entry == FALL_THROUGH and cont.results:
-        # the call's result is the last stack argument
-        link_return(dims.callee, rcode, rcode.co_varnames[sum(k != STACK_NULL for k in cont.stack_kinds) - 1])
     # A function made here, not a constant function: the resume function must run with the
     # globals of the frame that runs this code, and one code object (hence one cache entry)
     # can be shared by functions with different globals (exec of the same code into two
@@ -576,6 +572,7 @@ def _call_resume(cg, cont, stack_tmps, local_tmps, exc_tmp, drop, dims):
     args += [local_tmps[n] for n in cont.local_names if n != first]
     if first in cont.local_names:  # signature order of make_resume_code (resume_arg_order)
         args.insert(0, local_tmps[first])
+    handed.to_resume(rcode, args, result)
     for t in args:
         cg.emit("LOAD_FAST", t)
     for t in drop:

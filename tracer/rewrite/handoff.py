@@ -31,6 +31,7 @@ from ..variables.containers import (BaseSequence, DictVariable, IteratorVariable
                                     ListVariable)
 from ..variables.functions import BoundMethodVariable, UserFunctionVariable
 from ..variables.nn_module import NNModuleVariable
+from ..variables.objects import lookup_type_attr
 from ..variables.base import ObjectVariable, Variable
 from ..variables.stack_values import MethodRef, NullVariable
 from ..variables.sym import SymNodeVariable
@@ -54,15 +55,20 @@ def symbolic_dims(var, depth=0):
     if depth >= _DEPTH:
         return frozenset()
     var = _seq_of(var)
+    out = frozenset()
     if isinstance(var, ListVariable) and var.append_only:
-        items = var.appended  # (its own items unread: reading them would guard its length)
+        # an input list whose own items were never read (reading them would guard its length):
+        # its items get what this frame was handed for the argument it is read through
+        items = var.appended
+        policy = var.unread_by.output.shapes.policy
+        if policy.mode is None and var.source is not None:
+            out = policy.frame.handed_under(var.source)
     elif isinstance(var, (BaseSequence, IteratorVariable)):
         items = var.items
     elif isinstance(var, DictVariable):
         items = var.items.values()
     else:
         return frozenset()
-    out = frozenset()
     for item in items:
         if isinstance(item, Variable):  # (not a list item never read)
             out |= symbolic_dims(item, depth + 1)
@@ -175,7 +181,7 @@ def _callee(var):
             return _plain_forward(obj._modules[var.name]), 1
         if var.name in getattr(obj, "__dict__", {}):
             return None, 0
-        attr = _class_attr(type(obj), var.name)
+        attr = lookup_type_attr(type(obj), var.name)[0]
         if isinstance(attr, types.FunctionType):
             return attr, 1
         if isinstance(attr, staticmethod) and isinstance(attr.__func__, types.FunctionType):
@@ -183,16 +189,9 @@ def _callee(var):
     return None, 0
 
 
-def _class_attr(cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return None
-
-
 def _plain_forward(module):
     """The forward function nn.Module.__call__ runs for `module` (None: one of its own)."""
     if module is None or type(module).__call__ is not torch.nn.Module.__call__ or "forward" in module.__dict__:
         return None
-    forward = _class_attr(type(module), "forward")
+    forward = lookup_type_attr(type(module), "forward")[0]
     return forward if isinstance(forward, types.FunctionType) else None

@@ -89,6 +89,10 @@ class FrameSizes:
         the next trace on."""
         self.handed[name] = self.handed.get(name, frozenset()) | frozenset(dims)
 
+    def handed_under(self, source):
+        """What was handed to the argument `source` is read through (hand())."""
+        return self.handed.get(getattr(source.base_root(), "name_", None), frozenset())
+
     def tensor_dims(self, source, sizes):
         """Dimensions of `source` that differ from an earlier trace (now and for good), and
         those handed on to it."""
@@ -97,8 +101,7 @@ class FrameSizes:
             prev = self.seen[source] = list(sizes)
         dims = set()
         if self.handed:
-            root = source.base_root()
-            for rank, i in self.handed.get(getattr(root, "name_", None), ()):
+            for rank, i in self.handed_under(source):
                 if rank in (None, len(prev)) and i < len(prev):
                     prev[i] = None
                     dims.add(i)

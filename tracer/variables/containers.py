@@ -354,6 +354,11 @@ class ListVariable(BaseSequence):
         return self._unread is not None
 
     @property
+    def unread_by(self):
+        """The trace whose input this list is, while its own items are unread (else None)."""
+        return None if self._unread is None else self._unread.tx
+
+    @property
     def appended(self):
         return list(self._appended)
 

@@ -110,7 +110,7 @@ class _Copier:
         if self._has_attr(var, hook):
             raise Unsupported(f"copy of a {cls.__name__}, which defines {hook}")
         for name in ("__reduce_ex__", "__reduce__", "__getstate__"):
-            if _class_attr(cls, name) is not _class_attr(object, name):
+            if objects.lookup_type_attr(cls, name)[0] is not objects.lookup_type_attr(object, name)[0]:
                 raise Unsupported(f"copy of a {cls.__name__}, which defines {name}")
         if isinstance(var, new_objects.NewObjectVariable) and var.items is not None or isinstance(cls, type) and \
                 issubclass(cls, (dict, list, set, tuple)):
@@ -155,13 +155,6 @@ class _Copier:
             if issubclass(e.exc_type, AttributeError):
                 return False
             raise
-
-
-def _class_attr(cls, name):
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return None
 
 
 def _real(var):
