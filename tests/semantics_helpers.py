@@ -25,6 +25,13 @@ def same(a, b):
                 and torch.allclose(a.detach(), b.detach(), equal_nan=True, atol=1e-6))
     if type(a) is not type(b):
         return False
+    if type(a).__module__ == "numpy" and hasattr(a, "dtype"):  # an ndarray or a NumPy scalar
+        import numpy as np
+        if a.dtype != b.dtype or np.shape(a) != np.shape(b):
+            return False
+        if a.dtype.kind not in "biufc":
+            return bool(np.array_equal(a, b))
+        return bool(np.allclose(a, b, equal_nan=True, atol=1e-6))
     if isinstance(a, BaseException):
         return a.args == b.args
     if isinstance(a, collections.deque):

@@ -286,9 +286,17 @@ class _AtenSpy(TorchDispatchMode):
                         self.writes.add(storage_id(t))
         out = func(*args, **kwargs)
         if self.found is None and _is_py_scalar(out) and \
-                func.__name__.split(".")[0] not in _METADATA_OPS:
+                func.__name__.split(".")[0] not in _METADATA_OPS and not _of_constants(args):
             self.found = str(func)
         return out
+
+
+def _of_constants(args):
+    """Every tensor argument is a fake the fake mode made from a Python constant (it keeps the
+    real value: `torch.tensor(2.0).item()` inside a library, torch._numpy's `full`): its
+    scalar is that value, the same on every call."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    return bool(tensors) and all(getattr(a, "constant", None) is not None for a in tensors)
 
 
 def _zero_dropout(func, args, kwargs):

@@ -583,6 +583,23 @@ def _opaque_object(tx, value, source, g):
     return OpaqueVariable(value, source)
 
 
+def _ndarray(tx, value, source, g):
+    """A NumPy array: a graph input through torch.from_numpy (numpy_vars.wrap_ndarray)."""
+    return numpy_vars.wrap_ndarray(tx, value, source, g)
+
+
+def _numpy_scalar(tx, value, source, g):
+    """A NumPy scalar (np.float32(2.0)): a constant, guarded by its type and value."""
+    return numpy_vars.wrap_scalar(tx, value, source, g)
+
+
+def _numpy_function(tx, value, source, g):
+    """A NumPy function torch._numpy also has (np.sum, np.linalg.norm, np.float32):
+    identity; calling it is a graph node."""
+    g(IdMatch(source, value))
+    return numpy_vars.NumpyFunctionVariable(value, numpy_vars.traced_name(value), source)
+
+
 def _unsupported(tx, value, source, g):
     """Any other builtin or torch object: Unsupported (no guard)."""
     raise Unsupported(f"value of type {type(value).__qualname__}")
@@ -625,6 +642,10 @@ _BY_TYPE_ID = {id(t): handler for t, handler in _BY_TYPE.items()}
 # or a predicate of (value, t), t being type(value).
 _TABLE = (
     (torch.Tensor, _tensor),  # subclasses (exact Tensor and Parameter: _BY_TYPE)
+    # NumPy: arrays are tensors in the graph, its scalars constants of their own type, the
+    # functions torch._numpy has traced as tensor operations (numpy_vars.py)
+    (lambda v, t: t.__module__ == "numpy" and numpy_vars.is_ndarray_type(t), _ndarray),
+    (lambda v, t: t.__module__ == "numpy" and numpy_vars.is_numpy_scalar(v), _numpy_scalar),
     (lambda v, t: is_constant_value(v), _constant),  # int/str subclasses, IntEnums, frozensets...
     (lambda v, t: isinstance(v, tuple) and (hasattr(t, "_fields") or is_structseq(t)), _sequence),
     (torch.nn.Module, _nn_module),
@@ -632,6 +653,7 @@ _TABLE = (
     (types.ModuleType, _python_module),  # subclasses
     (lambda v, t: isinstance(v, torch.jit.ScriptFunction) and
         isinstance(getattr(v, "_torchdynamo_inline", None), types.FunctionType), _script_function),
+    (lambda v, t: callable(v) and numpy_vars.traced_name(v) is not None, _numpy_function),
     # before any other callable: a function (an lru_cache wrapper, a method...) of numpy & co.
     (lambda v, t: (t is types.FunctionType or (callable(v) and not isinstance(v, type))) and
         policy.is_untraced_value(v), _opaque),
@@ -683,4 +705,4 @@ def _wrap_fresh(tx, value, source):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl, introspection, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict  # noqa: E402
+from . import builtins_impl, introspection, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict, numpy_vars  # noqa: E402

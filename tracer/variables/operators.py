@@ -12,6 +12,7 @@ from .exceptions import folding_error
 from .base import ConstantVariable, rely_on_identity
 from .containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
 from .sym import is_sym, sym_binary, sym_compare, sym_unary
+from .numpy_vars import NdarrayVariable
 from .tensor import TensorVariable
 
 _CMP = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
@@ -30,6 +31,8 @@ def _const_tuple(v):
 
 
 def binary_op(tx, name, a, b):
+    if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
+        return numpy_vars.binary_op(tx, name, a, b)
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if a.is_constant() and name.startswith("i") and name not in ("is_", "is_not"):
@@ -95,6 +98,8 @@ def unary_op(tx, name, a):
     if name in ("not_", "truth"):
         value = a.truthy(tx)
         return ConstantVariable(not value if name == "not_" else value)
+    if isinstance(a, NdarrayVariable):
+        return numpy_vars.unary_op(tx, name, a)
     fn = getattr(operator, name)
     if isinstance(a, TensorVariable):
         return torch_calls.call_torch(tx, "call_function", fn, [a], {})
@@ -141,6 +146,11 @@ def compare(tx, op, a, b):
     if op in ("is", "is not"):
         same = identical(tx, a, b)
         return ConstantVariable(same if op == "is" else not same)
+    if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
+        return numpy_vars.compare(tx, op, a, b)
+    folded = numpy_vars.dtype_compare(op, a, b)
+    if folded is not None:
+        return folded
     fn = _CMP[op]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return torch_calls.call_torch(tx, "call_function", fn, [a, b], {})
@@ -176,8 +186,8 @@ def compare(tx, op, a, b):
 def _default_eq(var, op):
     """Whether `==`/`!=` on var is object's identity comparison (a class, whose metaclass is
     type, included: type's slots are object's)."""
-    if var.is_constant():
-        return True
+    if var.is_constant():  # (a constant of a library type with an __eq__ of its own: no)
+        return type(var.as_constant()).__module__ in ("builtins", "torch")
     try:
         t = var.python_type()
     except Unsupported:
@@ -218,4 +228,4 @@ def values_equal(tx, a, b):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import introspection, objects, torch_calls  # noqa: E402
+from . import introspection, numpy_vars, objects, torch_calls  # noqa: E402

@@ -65,7 +65,7 @@ class TensorVariable(Variable):
             raise Unsupported("reading .grad inside a traced frame")
         if name == "data":  # not detach(): .data has a version counter of its own
             return torch_calls.call_torch(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
-        if name in _DATA_METHODS:
+        if name in _DATA_METHODS and name != "numpy":
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
             return torch_vars.TensorMethodVariable(self, name)
@@ -145,6 +145,8 @@ class TensorVariable(Variable):
                 value = constant_of(value)
             if is_constant_value(value):
                 return ConstantVariable(value)
+        if name == "numpy":  # the same tensor seen as a NumPy array (numpy_vars.py)
+            return numpy_vars.tensor_numpy(tx, self, args, kwargs)
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if name == "requires_grad_" and len(args) + len(kwargs) <= 1:
@@ -201,4 +203,4 @@ class TensorVariable(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, sym, torch_vars, exceptions, builder, torch_calls  # noqa: E402
+from . import containers, sym, torch_vars, exceptions, builder, torch_calls, numpy_vars  # noqa: E402

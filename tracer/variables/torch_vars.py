@@ -63,6 +63,8 @@ class TorchFunctionVariable(ObjectVariable):
     def call(self, tx, args, kwargs):
         fn = self.fn
         name = getattr(fn, "__name__", "")
+        if any(isinstance(a, numpy_vars.NdarrayVariable) for a in (*args, *kwargs.values())):
+            return numpy_vars.torch_call(tx, fn, args, kwargs)
         if name in _DENY:
             raise Unsupported(f"torch.{name} has effects outside the graph")
         if fn is torch.set_grad_enabled or fn is torch._C._set_grad_enabled:
@@ -505,4 +507,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls  # noqa: E402
+from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars  # noqa: E402

@@ -1,0 +1,575 @@
+"""NumPy arrays and NumPy calls, traced as tensor operations through `torch._numpy`.
+
+An array is an `NdarrayVariable`: a TensorVariable (the graph's tensor) seen as a NumPy array.
+A NumPy call (`np.sum(a, axis=0)`, `a.reshape(2, 3)`, `a + 1`, `a[i] = v`) is one graph node
+calling `graph/numpy_ops.py`, which runs torch's NumPy-on-tensors (tnp) on the node's tensors,
+as torch.compile does. Where the value crosses into Python the real NumPy object is made again:
+an array input enters the graph through `torch.from_numpy` (sharing its memory: in-place
+writes reach the caller's array), and an array leaving the frame is `Tensor.numpy()` of the
+graph's output.
+
+What NumPy gives and tnp does not say, modelled here so that results are NumPy's:
+- **Scalars.** NumPy hands back a scalar (`np.float64`) for a 0-d result of a ufunc, a
+  reduction or an integer index, and a 0-d array from constructors and views; tnp always
+  gives a 0-d array. A call's result is a scalar per `_SCALAR_0D` / `_ARRAY_0D`; a 0-d result
+  of a call in neither is a graph break, never a guess.
+- **NumPy scalars keep their dtype** in promotion (NEP 50): a NumPy scalar argument enters
+  the graph as a 0-d tensor of its dtype, never as a Python number.
+- **Calls on constants only** (`np.sqrt(2.0)`, `np.float32(0.5)`) giving a scalar run on the
+  real NumPy at trace time: the exact value, and a constant the trace can branch on.
+- **Arrays beside tensors.** `arr * t`, `np.sum(t)`, `torch.add(t, arr)` mix the two
+  libraries, with answers that depend on which operand converts the other (some raise):
+  a graph break, so Python gives them.
+
+Everything else NumPy can do (its random module, object and string arrays, reading an
+array's data at trace time: `.item()`, `.tolist()`, `bool(a)`) is a graph break with its
+reason, like a tensor's.
+"""
+import functools
+import math
+import operator
+import sys
+
+import torch
+from guards import Predicate
+from guards.sources import Source
+
+from ..exc import Unsupported
+from ..graph import node_meta, numpy_ops
+from ..graph.output_graph import getitem_node
+from .base import ConstantVariable, ObjectVariable, Variable
+from bytecode_utils import versions
+
+
+def np_module():
+    """numpy, when the process has imported it (never imported here)."""
+    return sys.modules.get("numpy")
+
+
+def is_ndarray_type(t):
+    np = np_module()
+    return np is not None and t is np.ndarray
+
+
+def is_numpy_scalar(value):
+    np = np_module()
+    return np is not None and isinstance(value, np.generic) and type(value).__module__ == "numpy" \
+        and value.dtype.kind in "biufc"
+
+
+# ---- which NumPy callables are traced, and what their 0-d results are ---------------------
+
+_SUBMODULES = ("", "linalg", "fft")
+# not computations on arrays (or with answers tnp gives as its own objects): called natively
+_NOT_TRACED = frozenset({"ndarray", "dtype", "finfo", "iinfo", "result_type", "can_cast", "common_type",
+                         "min_scalar_type", "issubdtype", "set_printoptions", "errstate", "seterr",
+                         "geterr", "printoptions", "broadcast_shapes", "from_dlpack", "random"})
+
+# Calls whose 0-d results NumPy gives as scalars (NumPy 2's own results, probed per name).
+_SCALAR_0D = frozenset("""
+abs absolute add all amax amin angle any arccos arccosh arcsin arcsinh arctan arctan2 arctanh argmax
+argmin around average cbrt ceil clip conj conjugate copysign corrcoef cos cosh count_nonzero deg2rad
+degrees divide dot equal exp exp2 expm1 fabs fix flip float_power floor floor_divide fmax fmin fmod
+greater greater_equal heaviside hypot inner isclose iscomplex isfinite isinf isnan isneginf isposinf
+isreal kron less less_equal log log10 log1p log2 logaddexp logaddexp2 logical_and logical_not
+logical_or logical_xor max maximum mean median min minimum mod multiply nan_to_num negative nextafter
+not_equal percentile positive power prod ptp quantile rad2deg radians reciprocal remainder rint round
+sign signbit sin sinc sinh sqrt square std subtract sum tan tanh true_divide trunc var vdot
+take matmul trace einsum nansum nanmean nanmax nanmin nanprod nanstd nanvar nanmedian nanargmax
+nanargmin gcd lcm invert bitwise_and bitwise_or bitwise_xor bitwise_not left_shift right_shift ldexp
+searchsorted modf divmod linalg.norm linalg.det linalg.matrix_rank linalg.cond
+bool_ int8 int16 int32 int64 uint8 float16 float32 float64 complex64 complex128 double single half
+""".split())
+# ... and those that give a 0-d array (constructors, views, copies).
+_ARRAY_0D = frozenset("""
+array asarray asanyarray ascontiguousarray asfortranarray copy empty empty_like full full_like ones
+ones_like zeros zeros_like reshape squeeze transpose moveaxis swapaxes broadcast_to where tensordot
+roll real imag cov i0 real_if_close atleast_1d atleast_2d atleast_3d expand_dims outer cumsum cumprod
+""".split())
+_SCALAR_METHODS = frozenset("sum mean max min std var prod any all argmax argmin round clip dot "
+                            "__abs__ __neg__ __pos__ __invert__".split())
+_ARRAY_METHODS = frozenset("copy astype reshape squeeze view transpose ravel flatten conj conjugate "
+                           "cumsum cumprod fill sort swapaxes".split())
+# array attributes and methods that need the data at trace time
+_DATA = frozenset({"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__bool__", "__int__",
+                   "__float__", "__index__", "__array__", "data", "ctypes", "nonzero", "__contains__",
+                   "__iter__", "__hash__", "__format__", "__repr__", "__str__"})
+
+
+@functools.lru_cache(maxsize=1)
+def _traced_names():
+    """id(numpy callable) -> (callable, dotted name) for the NumPy callables tnp also has."""
+    np = np_module()
+    import torch._numpy as tnp  # noqa: PLC0415 - only once numpy is in use
+    out = {}
+    for sub in _SUBMODULES:
+        mod, tmod = (np, tnp) if not sub else (getattr(np, sub, None), getattr(tnp, sub, None))
+        if mod is None or tmod is None:
+            continue
+        for name in dir(tmod):
+            if name.startswith("_") or name in _NOT_TRACED:
+                continue
+            value = getattr(mod, name, None)
+            if not callable(value) or not callable(getattr(tmod, name, None)):
+                continue
+            if isinstance(value, type) and not issubclass(value, np.generic):
+                continue
+            out.setdefault(id(value), (value, f"{sub}.{name}" if sub else name))
+    return out
+
+
+def traced_name(value):
+    """The tnp name of a NumPy callable traced as tensor operations, else None."""
+    if np_module() is None or not callable(value):
+        return None
+    hit = _traced_names().get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else None
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+class NumpyTensorSource(Source):
+    """`torch.from_numpy(base)`: the tensor a NumPy array input enters the graph as (sharing
+    its memory). Its sizes stay static (the array's own guard compares them)."""
+
+    static_sizes = True
+
+    def __init__(self, base):
+        object.__setattr__(self, "base_", base)
+
+    @property
+    def base(self):
+        return self.base_
+
+    def _key(self):
+        return (self.base_,)
+
+    def name(self):
+        return f"from_numpy({self.base_.name()})"
+
+    def guard_expr(self, ctx):
+        return f"{ctx.const(torch.from_numpy)}({ctx.value(self.base_)})"
+
+    def reconstruct(self):
+        return [*versions.load_const_callable(torch.from_numpy), *self.base_.reconstruct(), *versions.call(1)]
+
+
+def _array_like(dtype, shape, strides):
+    """The check of an array input: exactly an ndarray, of this dtype, shape and strides,
+    writeable (torch.from_numpy of a read-only array warns; writes through it would be wrong)."""
+    ndarray = np_module().ndarray
+
+    def check(a):
+        return type(a) is ndarray and a.dtype.str == dtype and a.shape == shape and a.strides == strides \
+            and a.flags.writeable
+    return check
+
+
+_TORCH_DTYPES = {"b": "bool", "i1": "int8", "i2": "int16", "i4": "int32", "i8": "int64", "u1": "uint8",
+                 "f2": "float16", "f4": "float32", "f8": "float64", "c8": "complex64", "c16": "complex128"}
+
+
+def _untraceable(a):
+    """Why an array cannot enter a graph (None: it can)."""
+    code = a.dtype.str[1:] if a.dtype.kind != "b" else "b"
+    if code not in _TORCH_DTYPES or a.dtype.byteorder == ">":
+        return f"dtype {a.dtype} has no tensor dtype"
+    if not a.flags.writeable:
+        return "read-only (torch.from_numpy needs a writeable array)"
+    if any(s < 0 or s % a.itemsize for s in a.strides):
+        return "negative or unaligned strides"
+    return None
+
+
+def _passed_through(ndarray_type):
+    """The check of an array input the graph does not take: an ndarray it could not take."""
+    return lambda a: type(a) is ndarray_type and _untraceable(a) is not None
+
+
+def wrap_ndarray(tx, value, source, g):
+    """An ndarray argument of the frame: a graph input (torch.from_numpy of it), guarded by
+    dtype, shape, strides and writeability. One no tensor can stand for (strings, objects,
+    read-only, byte-swapped) is passed through untouched, guarded as such: NumPy work on it
+    is a graph break there."""
+    if source is None:
+        raise Unsupported("a NumPy array without a source")
+    why = _untraceable(value)
+    if why is not None:
+        g(Predicate.made(source, _passed_through, (type(value),), f"is an ndarray no tensor can stand for ({why})"))
+        return objects.OpaqueVariable(value, source)
+    g(Predicate.made(source, _array_like, (value.dtype.str, value.shape, value.strides),
+                     f"is an ndarray {value.dtype} {list(value.shape)}, strides {value.strides}, writeable"))
+    tsrc = NumpyTensorSource(source)
+    t = torch.from_numpy(value)
+    node = tx.output.add_input(t, tsrc)
+    return NdarrayVariable(tensor.TensorVariable(node, node.meta["example_value"], tsrc), source=source)
+
+
+def wrap_scalar(tx, value, source, g):
+    """A NumPy scalar (np.int64, np.float32...): a constant, guarded by type and value."""
+    g(Predicate.made(source, _same_scalar, (type(value), value.item()), f"is {type(value).__name__}({value!r})"))
+    return ConstantVariable(value, source)
+
+
+def _same_scalar(t, v):
+    if isinstance(v, float) and math.isnan(v):
+        return lambda x: type(x) is t and x != x
+    return lambda x: type(x) is t and x == v
+
+
+# ---- the value --------------------------------------------------------------------------------
+
+class NdarrayVariable(Variable):
+    """A NumPy array (or, `scalar`, the NumPy scalar of a 0-d result) backed by a graph tensor."""
+
+    rebuilt_once = True  # one object, however often it is referenced after the graph
+
+    def __init__(self, tensor_var, scalar=False, source=None):
+        super().__init__(source)
+        self.tensor = tensor_var
+        self.scalar = scalar
+
+    @property
+    def example(self):
+        return self.tensor.example
+
+    def dtype(self):
+        return np_module().dtype(str(self.example.dtype).replace("torch.", ""))
+
+    def python_type(self):
+        return self.dtype().type if self.scalar else np_module().ndarray
+
+    def truthy(self, tx):
+        raise Unsupported("data-dependent branch: bool() of a NumPy array needs its value")
+
+    def identity_key(self):
+        return ("ndarray", id(self))
+
+    def getattr(self, tx, name):
+        ex = self.example
+        if name in ("shape", "ndim", "size", "itemsize", "nbytes"):
+            sizes = tuple(ex.shape)
+            if any(not isinstance(s, int) for s in sizes):
+                raise Unsupported(f"ndarray.{name} of a symbolic size")
+            values = {"shape": sizes, "ndim": len(sizes), "size": math.prod(sizes),
+                      "itemsize": ex.element_size(), "nbytes": math.prod(sizes) * ex.element_size()}
+            return ConstantVariable(values[name])
+        if name == "dtype":
+            return ConstantVariable(self.dtype())
+        if name in ("T", "real", "imag"):
+            return _call(tx, numpy_ops.ndarray_attr, [self, ConstantVariable(name)], {},
+                         scalar=self.scalar and name != "T")
+        if name in _DATA or name in ("strides", "flags", "base", "__array_interface__"):
+            raise Unsupported(f"ndarray.{name} needs the array's data or memory at trace time")
+        tnp_array = _tnp_ndarray()
+        if callable(getattr(tnp_array, name, None)):
+            return NdarrayMethodVariable(self, name)
+        raise Unsupported(f"ndarray attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def hasattr(self, tx, name):
+        return hasattr(np_module().ndarray, name)
+
+    def getitem(self, tx, key):
+        out = _call(tx, "operator.getitem", [self, key], {}, scalar=None)
+        if out.example.dim() == 0:
+            out.scalar = _scalar_index(key)
+        return out
+
+    def setitem(self, tx, key, value):
+        _call(tx, numpy_ops.ndarray_setitem, [self, key, value], {}, scalar=False)
+
+    def length(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("len() of a 0-d array")  # (TypeError in NumPy: raised natively)
+        n = self.example.shape[0]
+        if not isinstance(n, int):
+            raise Unsupported("len() of an array with a symbolic first dimension")
+        return n
+
+    def iterate(self, tx):
+        return [self.getitem(tx, ConstantVariable(i)) for i in range(self.length(tx))]
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        fn = numpy_ops.to_numpy_scalar if self.scalar else numpy_ops.to_numpy
+        cg.extend(versions.load_const_callable(fn))
+        cg.load_tensor(self.tensor)
+        cg.extend(versions.call(1))
+
+    def __repr__(self):
+        return f"{'NumpyScalar' if self.scalar else 'Ndarray'}({self.tensor!r})"
+
+
+def _scalar_index(key):
+    """Whether NumPy gives a scalar for this index of a 0-d result: ints only (`a[1, 2]`,
+    `a[()]`) do; with an Ellipsis (`a[0, ...]`) it is a 0-d view. Anything else: a break."""
+    if isinstance(key, sym.SymNodeVariable):
+        return True
+    k = key.as_constant() if key.is_constant() else None
+    items = k if type(k) is tuple else (k,)
+    if k is not None and all(type(i) is int for i in items):
+        return True
+    if k is not None and all(type(i) is int or i is Ellipsis for i in items):
+        return False
+    raise Unsupported(f"a 0-d result of indexing an array with {key} (NumPy's scalar or array?)")
+
+
+class NdarrayMethodVariable(Variable):
+    """`a.reshape` read and not yet called."""
+
+    def __init__(self, array, name):
+        super().__init__()
+        self.array, self.name = array, name
+
+    def call(self, tx, args, kwargs):
+        if self.name in _DATA:
+            raise Unsupported(f"ndarray.{self.name}() needs the array's data at trace time")
+        scalar = True if self.name in _SCALAR_METHODS else False if self.name in _ARRAY_METHODS else None
+        return _call(tx, "method." + self.name, [self.array, *args], kwargs, scalar=scalar)
+
+
+class NumpyFunctionVariable(ObjectVariable):
+    """A NumPy function (or scalar type) that tnp has: traced as one graph node."""
+
+    def __init__(self, value, name, source=None):
+        super().__init__(value, source)
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        folded = _fold_constant_call(self.value, args, kwargs)
+        if folded is not None:
+            return folded
+        scalar = True if self.name in _SCALAR_0D else False if self.name in _ARRAY_0D else None
+        return _call(tx, self.name, args, kwargs, scalar=scalar)
+
+
+def _fold_constant_call(fn, args, kwargs):
+    """`np.sqrt(2.0)`, `np.float32(0.5)`: every argument a Python or NumPy scalar constant, and
+    NumPy's answer a scalar: NumPy's own answer, at trace time."""
+    values = [*args, *kwargs.values()]
+    if not all(v.is_constant() and _scalar_constant(v.as_constant()) for v in values):
+        return None
+    try:
+        out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001 - traced instead: the graph raises as NumPy does
+        return None
+    np = np_module()
+    if isinstance(out, np.generic) and out.dtype.kind in "biufc" or type(out) in (bool, int, float, complex):
+        return ConstantVariable(out)
+    return None
+
+
+def _scalar_constant(v):
+    return type(v) in (bool, int, float, complex, str) or v is None or is_numpy_scalar(v)
+
+
+# ---- one NumPy operation as a graph node ----------------------------------------------------
+
+def binary_op(tx, name, a, b):
+    """`a <op> b` (operator's name: "add", "iadd", "lt"...) with an array on either side."""
+    for v in (a, b):
+        if isinstance(v, tensor.TensorVariable):
+            raise Unsupported(f"operator {name} between a NumPy array and a tensor (NumPy and torch "
+                              "each convert the other; Python decides)")
+    inplace = name.startswith("i") and name not in ("is_", "is_not", "invert")
+    if inplace and not isinstance(a, NdarrayVariable):
+        name, inplace = name[1:], False
+        if not hasattr(operator, name):
+            name += "_"
+    if inplace:
+        _call(tx, "operator." + name, [a, b], {}, scalar=False)
+        return a  # an in-place operator returns the array itself
+    return _call(tx, "operator." + name, [a, b], {}, scalar=True)
+
+
+def unary_op(tx, name, a):
+    return _call(tx, "operator." + name, [a], {}, scalar=True)
+
+
+def compare(tx, op, a, b):
+    names = {"<": "lt", "<=": "le", "==": "eq", "!=": "ne", ">": "gt", ">=": "ge"}
+    return binary_op(tx, names[op], a, b)
+
+
+def dtype_compare(op, a, b):
+    """`a.dtype == np.float32`, `a.dtype != "int64"`: NumPy's dtype equality on the real
+    objects (a dtype equals its scalar type, its name and its dtype); None when neither side
+    is a NumPy dtype."""
+    np = np_module()
+    if np is None or not any(v.is_constant() and isinstance(v.as_constant(), np.dtype) for v in (a, b)):
+        return None
+    try:
+        x, y = (v.as_constant() if v.is_constant() else v.as_python_object() for v in (a, b))
+    except (Unsupported, AttributeError):
+        return None
+    if op not in ("==", "!="):
+        return None
+    try:
+        same = bool(x == y)
+    except TypeError:
+        return None
+    return ConstantVariable(same if op == "==" else not same)
+
+
+def torch_call(tx, fn, args, kwargs):
+    """A torch function given a NumPy array: the conversions into a tensor."""
+    if fn in (torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor) and args and \
+            isinstance(args[0], NdarrayVariable):
+        arr = args[0]
+        if fn is torch.from_numpy and (len(args) > 1 or kwargs):
+            raise Unsupported("torch.from_numpy with more than the array")
+        rest = {k: v.as_constant() for k, v in kwargs.items()}
+        if set(rest) - {"dtype", "device", "requires_grad"} or len(args) > 1:
+            raise Unsupported(f"torch.{fn.__name__} of an array with {sorted(rest)} arguments")
+        t = arr.tensor
+        if fn is torch.tensor or (fn is torch.asarray and kwargs.get("copy") is not None):
+            t = torch_calls.call_torch(tx, "call_method", "clone", [t], {})
+        if rest:
+            t = torch_calls.call_torch(tx, "call_function", torch.as_tensor, [t],
+                                       {k: ConstantVariable(v) for k, v in rest.items()})
+        return t
+    raise Unsupported(f"torch.{getattr(fn, '__name__', fn)} given a NumPy array (torch takes tensors)")
+
+
+def tensor_numpy(tx, t, args, kwargs):
+    """`t.numpy()`: the same tensor, seen as an array (sharing memory, as in eager)."""
+    force = kwargs.get("force", args[0] if args else ConstantVariable(False)).as_constant()
+    ex = t.example
+    if not force and (ex.requires_grad or ex.device.type != "cpu"):
+        raise Unsupported("Tensor.numpy() of a tensor that requires grad or is not on the CPU "
+                          "(eager raises; Python gives the error)")
+    if force and (ex.requires_grad or ex.device.type != "cpu"):
+        t = torch_calls.call_torch(tx, "call_method", "detach", [t], {})
+        if ex.device.type != "cpu":
+            t = torch_calls.call_torch(tx, "call_method", "cpu", [t], {})
+    return NdarrayVariable(t)
+
+
+def _call(tx, target, args, kwargs, scalar):
+    """One node computing a NumPy operation; its result as Variables. `target` is a tnp name
+    ("sum", "linalg.norm", "operator.add", "method.reshape") or a numpy_ops function.
+    `scalar`: whether a 0-d result is NumPy's scalar (None: not known, a graph break)."""
+    holders = {}
+    node_args, fake_args = _to_fx(tx, args, holders)
+    node_kwargs, fake_kwargs = _to_fx(tx, kwargs, holders)
+    if isinstance(target, str) and target.startswith("method."):
+        fn, node_args = numpy_ops.ndarray_method, [target[7:], *node_args]
+        fake_args = [target[7:], *fake_args]
+    elif isinstance(target, str):
+        fn, node_args, fake_args = numpy_ops.ndarray_call, [target, *node_args], [target, *fake_args]
+    else:
+        fn = target
+    node, example = tx.output.create_node("call_function", fn, node_args, node_kwargs,
+                                          lambda: fn(*fake_args, **fake_kwargs))
+    node_meta.annotate(tx, node, example, fn)
+    return _wrap(tx, node, example, holders, scalar, target)
+
+
+def _wrap(tx, node, example, holders, scalar, target):
+    if isinstance(example, torch.Tensor):
+        same = holders.get(id(example))
+        if same is not None:
+            return same
+        var = NdarrayVariable(torch_calls.wrap_result(tx, node, example))
+        if example.dim() == 0:
+            if scalar is None and target != "operator.getitem":
+                raise Unsupported(f"numpy {target}: a 0-d result, which NumPy gives as a scalar "
+                                  "or as an array (not known for this call)")
+            var.scalar = bool(scalar)
+        return var
+    if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+        items = []
+        for i, ex in enumerate(example):
+            sub = getitem_node(tx.output, node, i) if isinstance(ex, torch.Tensor) else None
+            if sub is None:
+                raise Unsupported(f"numpy {target}: a result mixing arrays and other values")
+            items.append(_wrap(tx, sub, ex, holders, scalar, target))
+        return (containers.ListVariable if isinstance(example, list) else containers.TupleVariable)(items)
+    if example is None:
+        if node.meta.get("writes"):
+            return ConstantVariable(None)
+        tx.output.graph.erase_node(node)
+        return ConstantVariable(None)
+    tx.output.graph.erase_node(node)
+    if type(example) in (bool, int) or (type(example) is tuple and all(type(e) is int for e in example)):
+        return ConstantVariable(example)  # np.ndim, np.shape, np.size: metadata
+    raise Unsupported(f"numpy {target}: returns {type(example).__name__}, which has no graph meaning")
+
+
+def _to_fx(tx, value, holders):
+    """Variables -> (node arguments, fake arguments), for a NumPy call."""
+    if isinstance(value, dict):
+        pairs = {k: _to_fx(tx, v, holders) for k, v in value.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(value, (list, tuple)):
+        pairs = [_to_fx(tx, v, holders) for v in value]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(value, NdarrayVariable):
+        holders.setdefault(id(value.example), value)
+        return value.tensor.node, value.example
+    if isinstance(value, tensor.TensorVariable):
+        raise Unsupported("a tensor passed to a NumPy function (NumPy converts it its own way; "
+                          "Python gives the answer)")
+    if isinstance(value, (containers.ListVariable, containers.TupleVariable)) and \
+            not isinstance(value, containers.SizeVariable):
+        nodes, fakes = _to_fx(tx, value.items, holders)
+        kind = list if isinstance(value, containers.ListVariable) else tuple
+        return kind(nodes), kind(fakes)
+    if isinstance(value, sym.SymNodeVariable):
+        return value.node, value.value
+    if isinstance(value, sym.SliceVariable):
+        return value.fx_arg()
+    dtype = _dtype_name(value)
+    if dtype is not None:
+        return dtype, dtype
+    if value.is_constant():
+        c = value.as_constant()
+        if is_numpy_scalar(c):
+            return _scalar_node(tx, c)
+        if isinstance(c, tuple):
+            nodes, fakes = _to_fx(tx, [ConstantVariable(x) for x in c], holders)
+            return tuple(nodes), tuple(fakes)
+        if type(c) in (bool, int, float, complex, str, slice) or c is None or c is Ellipsis:
+            return c, c
+    raise Unsupported(f"{value} passed to a NumPy function")
+
+
+def _dtype_name(value):
+    """np.float32, np.dtype("float32"), "float32" given as a dtype: its name."""
+    np = np_module()
+    obj = value.value if isinstance(value, ObjectVariable) else \
+        value.as_constant() if value.is_constant() else None
+    if np is None:
+        return None
+    if isinstance(obj, np.dtype):
+        return obj.name
+    if isinstance(obj, type) and issubclass(obj, np.generic) and obj is not np.generic:
+        return np.dtype(obj).name
+    if obj in (float, int, bool, complex) and isinstance(value, ObjectVariable):
+        return {float: "float64", int: "int64", bool: "bool", complex: "complex128"}[obj]
+    return None
+
+
+def _scalar_node(tx, c):
+    """A NumPy scalar argument: its own node, a 0-d tensor of its dtype (NEP 50)."""
+    args = (c.dtype.name, c.item())
+    node, example = tx.output.create_node("call_function", numpy_ops.np_scalar, args, {},
+                                          lambda: numpy_ops.np_scalar(*args))
+    node_meta.annotate(tx, node, example, numpy_ops.np_scalar)
+    return node, example
+
+
+@functools.lru_cache(maxsize=1)
+def _tnp_ndarray():
+    import torch._numpy as tnp  # noqa: PLC0415 - only once numpy is in use
+    return tnp.ndarray
+
+
+# Modules of the value model that also import this one (the one import cycle, see
+# docs/design.md): imported as modules, after this module's own definitions, so that
+# either may be imported first; their names are read when a function runs.
+from . import containers, objects, sym, tensor, torch_calls  # noqa: E402
