@@ -63,3 +63,15 @@ three_breaks = ThreeBreaks().eval()
 
 def example_inputs_three_breaks():
     return (torch.randn(2, 8),)
+
+
+def numpy_features(x, bins):
+    """NumPy code on a tensor's values, traced as tensor operations (torch._numpy): one graph."""
+    a = x.detach().numpy()
+    z = (a - a.mean(axis=0)) / (a.std(axis=0) + 1e-6)
+    scores = np.clip(z, -3, 3) @ bins
+    return torch.from_numpy(scores).float(), np.abs(z).max()
+
+
+def example_inputs_numpy_features():
+    return (torch.randn(6, 4), np.linspace(0.0, 1.0, 4))

@@ -264,6 +264,18 @@ def test_read_only_array_is_passed_through():
     assert np.array_equal(out[1], b * 2) and t.graph_breaks == 0 and t.graphs == 1
 
 
+def test_numpy_scalar_beside_a_float_tensor():
+    def f(x, a):
+        w = np.mean(a)
+        return x * w, np.sqrt(a).sum() + x, x > a.max(), w * x.double()
+
+    check(f, torch.randn(3, 4), arr(5), graphs=1)
+    for x in (torch.ones(3, dtype=torch.int64), torch.tensor(2.0)):  # the number's kind decides: Python
+        c = tracer.compile(lambda x, a: x * np.mean(a))
+        _, d = run(c, lambda x, a: x * np.mean(a), x, arr(5))
+        assert d.breaks == 1
+
+
 def test_numpy_in_a_module_forward():
     class M(torch.nn.Module):
         def __init__(self):

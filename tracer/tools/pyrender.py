@@ -21,6 +21,10 @@ _BINARY = {0: "+", 1: "&", 2: "//", 3: "<<", 4: "@", 5: "*", 6: "%", 7: "|", 8: 
            11: "/", 12: "^"}
 
 
+class _Copied(str):
+    """A stack entry duplicated by COPY: once stored, the entries left show the name."""
+
+
 def _const(value, graph_names):
     for fn, name in graph_names:
         if value is fn:
@@ -153,9 +157,13 @@ def render_code(code, graphs=()):
         elif op == "SWAP":
             stack[-1], stack[-arg] = stack[-arg], stack[-1]
         elif op == "COPY":
+            stack[-arg] = _Copied(stack[-arg])  # (one object for both: a store names both)
             stack.append(stack[-arg])
         elif op in ("STORE_FAST", "STORE_DEREF", "STORE_NAME"):
-            out(f"    {av} = {pop()[0]}")
+            value = pop()[0]
+            out(f"    {av} = {value}")
+            if isinstance(value, _Copied):  # the copy left below reads the stored name
+                stack[:] = [av if v is value else v for v in stack]
         elif op == "STORE_GLOBAL":
             out(f"    global {av}; {av} = {pop()[0]}")
         elif op == "STORE_ATTR":

@@ -371,8 +371,10 @@ def _scalar_constant(v):
 
 def binary_op(tx, name, a, b):
     """`a <op> b` (operator's name: "add", "iadd", "lt"...) with an array on either side."""
-    for v in (a, b):
+    for v, other in ((a, b), (b, a)):
         if isinstance(v, tensor.TensorVariable):
+            if isinstance(other, NdarrayVariable) and other.scalar:
+                return _tensor_with_scalar(tx, name, a, b, v, other)
             raise Unsupported(f"operator {name} between a NumPy array and a tensor (NumPy and torch "
                               "each convert the other; Python decides)")
     inplace = name.startswith("i") and name not in ("is_", "is_not", "invert")
@@ -384,6 +386,22 @@ def binary_op(tx, name, a, b):
         _call(tx, "operator." + name, [a, b], {}, scalar=False)
         return a  # an in-place operator returns the array itself
     return _call(tx, "operator." + name, [a, b], {}, scalar=True)
+
+
+def _tensor_with_scalar(tx, name, a, b, t, s):
+    """`t * np.sum(arr)`: torch takes a NumPy scalar as the Python number it holds, which on a
+    floating tensor of one dimension or more computes in the tensor's dtype: the scalar's
+    0-d tensor cast to it gives exactly that. Other pairings (an integer or 0-d tensor, where
+    the number's kind or a 0-d tensor's dtype would decide) stay Python."""
+    ex = t.example
+    if not (ex.dtype.is_floating_point and ex.dim() >= 1) or s.example.dtype.is_complex:
+        raise Unsupported(f"operator {name} between a NumPy scalar and a {ex.dtype} tensor of "
+                          f"{ex.dim()} dimensions (Python decides the dtype)")
+    cast = torch_calls.call_torch(tx, "call_method", "to", [s.tensor, ConstantVariable(ex.dtype)], {})
+    fn = getattr(operator, name)
+    if name.startswith("i") and t is not a:  # `n += t` with n the scalar: a new value
+        fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
+    return torch_calls.call_torch(tx, "call_function", fn, [cast, t] if t is b else [t, cast], {})
 
 
 def unary_op(tx, name, a):
