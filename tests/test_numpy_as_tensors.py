@@ -276,6 +276,23 @@ def test_numpy_scalar_beside_a_float_tensor():
         assert d.breaks == 1
 
 
+def test_arrays_of_dynamic_size():
+    def f(x):
+        a = x.numpy()
+        n = a.shape[0]
+        return torch.from_numpy(a[: n - 1] * 2), a.shape, a.nbytes, len(a)
+
+    c = tracer.compile(f)
+    for n in (3, 5, 7, 9):
+        _, d = run(c, f, torch.randn(n, 2))
+        assert d.breaks == 0 and d.fallbacks == 0
+    with traced() as t:
+        run(c, f, torch.randn(11, 2))
+    assert t.frames_traced == 0  # the size is symbolic: one entry for every size
+    # (a symbolic size given to a NumPy operation, `a * a.size`, is specialised by
+    # torch._numpy, which makes a tensor of it: one entry per size, right for each)
+
+
 def test_numpy_in_a_module_forward():
     class M(torch.nn.Module):
         def __init__(self):

@@ -102,6 +102,18 @@ def job_constn(p):
     x = torch.linspace(-1, 1, 6)
     return dict(ok=[same(tracer.compile(addn)(x, p["n"]), addn(x, p["n"]))])
 
+def job_numpy(p):
+    import numpy as np
+    from npmod import feats
+    ok = []
+    for seed in range(2):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))
+        a = np.random.default_rng(seed).standard_normal((5, 4))
+        got, ref = tracer.compile(feats)(x, a.copy()), feats(x, a.copy())
+        ok.append(bool(same(got[0], ref[0]) and [type(v) for v in got] == [type(v) for v in ref]
+                  and np.allclose(got[1], ref[1]) and got[2] == ref[2] and got[3] == ref[3]))
+    return dict(ok=ok)
+
 def job_pair(p):
     from cfgmod import k1, k2
     x = torch.linspace(-1, 1, 6)
@@ -164,6 +176,15 @@ MODULES = {
                 for lin in self.layers:
                     x = x + lin(x).view(b, t, self.nhead, d // self.nhead).softmax(-1).view(b, t, d)
                 return self.norm(x)
+    ''',
+    "npmod.py": '''
+        import numpy as np
+        import torch
+
+        def feats(x, a):
+            z = (a - a.mean(axis=0)) / (a.std(axis=0) + 1e-6)
+            b = x.detach().numpy()
+            return torch.from_numpy(z @ b.T.astype(np.float64)), np.abs(z).max(), z.dtype, np.sqrt(2.0)
     ''',
     "cfgmod.py": '''
         def h(x):
@@ -240,14 +261,14 @@ def warm(tmp_path_factory):
     first = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 4, "layers": 2}], ["dtype", {"dtype": "float32", "n": 8}],
-        ["backend", {"backend": "eager"}], ["constn", {"n": 3}],
+        ["backend", {"backend": "eager"}], ["constn", {"n": 3}], ["numpy", {}],
     ])
     (moddir / "editmod.py").write_text("def f(x):\n    return x.cos() * 2 + 1\n")
     (moddir / "helpermod.py").write_text("def helper(x):\n    return x.cos() - 1.5\n")
     second = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_POS2, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 2, "layers": 3}], ["dtype", {"dtype": "float64", "n": 5}],
-        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}],
+        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}], ["numpy", {}],
     ])
     third = run_child(cache, moddir, [["backend", {"backend": "eager"}], ["constn", {"n": 5}]])
     return dict(first=first, second=second, third=third, cache=cache)
@@ -269,6 +290,15 @@ def test_models_warm_start(warm, model):
     assert one["ok"] == [True] and two["ok"] == [True]
     assert one["traced"] >= 1 and one["saved"] >= 1 and one["unsaved"] == {}, one
     assert two["traced"] == 0 and two["loaded"] >= 1, two
+
+
+def test_numpy_entry_is_loaded_not_traced(warm):
+    """NumPy traced as tensors (an array input, Tensor.numpy(), a NumPy scalar, a dtype, a
+    folded constant in the results) is written and read back like any entry."""
+    one, two = warm["first"]["numpy"], warm["second"]["numpy"]
+    assert one["ok"] == [True, True] and two["ok"] == [True, True]
+    assert one["traced"] == 1 and one["saved"] == 1 and one["unsaved"] == {}, one
+    assert two["traced"] == 0 and two["loaded"] == 1 and two["stale"] == 0, two
 
 
 def test_edited_function_and_edited_helper_run_the_new_code(warm):

@@ -156,6 +156,8 @@ class Gen:
         """One statement; `top` statements may create new locals (visible afterwards)."""
         if shapes.extra_stmt(self, env, ind, depth, top):
             return
+        if fuzz_gen_semantics.FOCUS is not None and self.p(0.3):
+            return fuzz_gen_semantics.FOCUS(self, env, ind, depth)
         c = self.r(0, 29)
         if c <= 5:
             if top and self.p(0.5):

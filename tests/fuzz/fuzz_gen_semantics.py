@@ -19,6 +19,8 @@
   `__set__` read back, `dict.fromkeys` with one shared value, a class whose own `__new__`
   sometimes returns another object (then `__init__` does not run), builtin methods called
   through their class (`list.append(xs, v)`, `dict.get(d, k)`, `str.join(sep, parts)`).
+* `numpy_arrays` (issue 35, NumPy traced as tensors): NumPy code on a tensor's values, in-place
+  writes through an array sharing a tensor's memory, NumPy scalars, constant calls.
 
 `statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
 module level (manager classes, `import contextlib`) is added once per program to
@@ -318,8 +320,48 @@ def library_objects(g, env, ind, depth):
         g.emit(ind, f"{t} = {t} * len({fk})")
 
 
+def numpy_arrays(g, env, ind, depth):
+    """NumPy on a tensor's values (traced through torch._numpy): ufuncs, reductions with
+    axes, indexing, dtype casts, NumPy scalars in promotion, in-place writes through an array
+    that shares a tensor's memory, constant calls folded, data-dependent reads (breaks)."""
+    t, i = g.pick(env["T"]), g.pick(env["I"])
+    a = g.tmp("a")
+    g.emit(ind, f"{a} = ({g.tensor_expr(env, 1)}).detach().numpy()")
+    k = g.r(0, 7)
+    if k == 0:
+        g.emit(ind, f"{a} = np.{g.pick(['sin', 'tanh', 'abs', 'cos'])}({a}) * {g.float_expr(env)}"
+                    f" + np.{g.pick(['float32', 'float64'])}({g.r(0, 3)})")
+    elif k == 1:
+        red = g.pick(["sum", "mean", "max", "min", "std"])
+        g.emit(ind, f"{a} = {a} - np.{red}({a}, axis=-1, keepdims=True)")
+    elif k == 2:  # the array is the tensor's memory: the write changes the tensor
+        v = g.tmp("v")
+        g.emit(ind, f"{t} = {t}.detach().clone()")
+        g.emit(ind, f"{v} = {t}.numpy()")
+        g.emit(ind, f"{v}[..., {g.pick(['0', '-1', '::2'])}] {g.pick(['+=', '*=', '='])} {g.float_expr(env)}")
+    elif k == 3:  # a data-dependent read: a graph break
+        g.emit(ind, f"{i} = (int(np.argmax({a}.reshape(-1))) + {i}) % 1000")
+    elif k == 4:  # constants: NumPy's own value at trace time
+        g.emit(ind, f"{i} = int(np.float64({i}) * 2 + np.sqrt(4.0) + np.int64(3) // 2) % 1000")
+    elif k == 5:
+        g.emit(ind, f"{a} = np.where({a} > 0, {a}, 0.5 * {a})[..., ::-1].copy()")
+    elif k == 6:
+        g.emit(ind, f"{a} = (({a} * 4).astype(np.int64) // 3 + np.int32(1)).astype(np.float32)")
+    else:  # a NumPy scalar beside a tensor
+        g.emit(ind, f"{t} = {t} * np.{g.pick(['mean', 'max', 'sum'])}(np.abs({a}) + 1) / {a}.size")
+    g.emit(ind, f"{t} = {t} + torch.from_numpy(np.ascontiguousarray({a})).to({t}.dtype)")
+
+
 KINDS = (generators_and_containers, exception_chains, user_context_managers, tensor_attributes,
-         structseq_results, library_objects)
+         structseq_results, library_objects, numpy_arrays)
+
+
+FOCUS = None  # one shape made about a third of all statements (long_run.py --focus)
+
+
+def focus(name):
+    global FOCUS
+    FOCUS = {k.__name__: k for k in KINDS}[name]
 
 
 def statement(g, env, ind, depth):

@@ -30,6 +30,7 @@ import torch._dynamo.source  # noqa: E402,F401
 
 import tracer  # noqa: E402
 import fuzz_shapes  # noqa: E402
+import fuzz_gen_semantics  # noqa: E402
 from fuzz_gen import generate  # noqa: E402
 from fuzz_harness import Mismatch, check_source  # noqa: E402
 
@@ -68,7 +69,11 @@ def main():
                          "first wrote (the share loaded is reported)")
     ap.add_argument("--enable", default="", help="comma-separated fuzz_shapes FEATURES to switch on "
                                                  "(e.g. those DISABLED_WHY lists), or 'all'")
+    ap.add_argument("--focus", default=None, help="a fuzz_gen_semantics shape (e.g. numpy_arrays) made "
+                                                  "about a third of all statements")
     args = ap.parse_args()
+    if args.focus:
+        fuzz_gen_semantics.focus(args.focus)
     for name in (fuzz_shapes.FEATURES if args.enable == "all" else filter(None, args.enable.split(","))):
         fuzz_shapes.FEATURES[name] = True
     off = sorted(k for k, v in fuzz_shapes.FEATURES.items() if not v)

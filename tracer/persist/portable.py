@@ -159,6 +159,11 @@ class Writer:
             if type(back) is not t or not (back == obj or (back != back and obj != obj)):
                 raise Unportable(f"{_short(obj)} does not read back exactly")
             return desc
+        if _is_numpy_dtype(obj):  # np.dtype("float32"): by its descriptor string
+            desc = ("npd", obj.str)
+            if Reader().read(desc) != obj:
+                raise Unportable(f"{_short(obj)} does not read back exactly")
+            return desc
         if t is types.ModuleType:
             return self._checked(obj, ("M", obj.__name__))
         if id(obj) in self._busy:  # (an object reached again while describing itself)
@@ -315,6 +320,8 @@ class Reader:
             return _getattr(r(desc[1]), desc[2])
         if tag == "npv":
             return r(desc[1])(desc[2])
+        if tag == "npd":
+            return _import("numpy").dtype(desc[1])
         if tag == "Sz":
             return torch.Size(desc[1])
         if tag == "M":
@@ -357,6 +364,11 @@ def _is_numpy_scalar(obj):
     np = sys.modules.get("numpy")
     return np is not None and isinstance(obj, np.generic) and type(obj).__module__ == "numpy" and \
         isinstance(obj.item(), (bool, int, float, complex))
+
+
+def _is_numpy_dtype(obj):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.dtype) and obj.kind in "biufc" and obj.names is None
 
 
 def _import(name):

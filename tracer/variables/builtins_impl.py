@@ -144,7 +144,7 @@ _OPERATOR_FUNCS = {
 # ---- builtins ---------------------------------------------------------------------------
 @impl(len)
 def _len(tx, obj):
-    if isinstance(obj, TensorVariable):
+    if isinstance(obj, (TensorVariable, numpy_vars.NdarrayVariable)):
         return obj.len_var(tx)  # symbolic when its first dimension is
     return ConstantVariable(obj.length(tx))
 
@@ -706,4 +706,4 @@ def is_known_builtin(fn):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage, operators  # noqa: E402
+from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage, operators, numpy_vars  # noqa: E402

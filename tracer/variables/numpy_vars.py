@@ -247,13 +247,16 @@ class NdarrayVariable(Variable):
 
     def getattr(self, tx, name):
         ex = self.example
-        if name in ("shape", "ndim", "size", "itemsize", "nbytes"):
-            sizes = tuple(ex.shape)
-            if any(not isinstance(s, int) for s in sizes):
-                raise Unsupported(f"ndarray.{name} of a symbolic size")
-            values = {"shape": sizes, "ndim": len(sizes), "size": math.prod(sizes),
-                      "itemsize": ex.element_size(), "nbytes": math.prod(sizes) * ex.element_size()}
-            return ConstantVariable(values[name])
+        if name in ("ndim", "itemsize"):
+            return ConstantVariable(ex.dim() if name == "ndim" else ex.element_size())
+        if name == "shape":  # a tuple (not a torch.Size), symbolic where the tensor's is
+            shape = self.tensor.sizes(tx, "size")
+            if shape.is_constant():
+                return ConstantVariable(tuple(shape.as_constant()))
+            return containers.TupleVariable(list(shape.items))
+        if name in ("size", "nbytes"):
+            n = self.tensor.call_method(tx, "numel", [], {})
+            return n if name == "size" else operators.binary_op(tx, "mul", n, ConstantVariable(ex.element_size()))
         if name == "dtype":
             return ConstantVariable(self.dtype())
         if name in ("T", "real", "imag"):
@@ -282,12 +285,10 @@ class NdarrayVariable(Variable):
         _call(tx, numpy_ops.ndarray_setitem, [self, key, value], {}, scalar=False)
 
     def length(self, tx):
-        if self.example.dim() == 0:
-            raise Unsupported("len() of a 0-d array")  # (TypeError in NumPy: raised natively)
-        n = self.example.shape[0]
-        if not isinstance(n, int):
-            raise Unsupported("len() of an array with a symbolic first dimension")
-        return n
+        return self.tensor.length(tx)  # (a 0-d array: a break; NumPy's TypeError comes natively)
+
+    def len_var(self, tx):
+        return self.tensor.len_var(tx)
 
     def iterate(self, tx):
         return [self.getitem(tx, ConstantVariable(i)) for i in range(self.length(tx))]
@@ -530,7 +531,7 @@ def _to_fx(tx, value, holders):
         holders.setdefault(id(value.example), value)
         return value.tensor.node, value.example
     if isinstance(value, tensor.TensorVariable):
-        raise Unsupported("a tensor passed to a NumPy function (NumPy converts it its own way; "
+        raise Unsupported(f"a tensor passed to a NumPy function ({value}) (NumPy converts it its own way; "
                           "Python gives the answer)")
     if isinstance(value, (containers.ListVariable, containers.TupleVariable)) and \
             not isinstance(value, containers.SizeVariable):
@@ -590,4 +591,4 @@ def _tnp_ndarray():
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, objects, sym, tensor, torch_calls  # noqa: E402
+from . import containers, objects, operators, sym, tensor, torch_calls  # noqa: E402
