@@ -160,6 +160,16 @@ def test_array_from_tensor_shares_its_memory():
     assert x[1] == 5.0 and x[0] == 100.0
 
 
+def test_array_of_a_tensor():
+    def f(x, betas):
+        alphas = np.asarray(x)  # shares x's memory, as x.numpy()
+        sig = np.array(((1 - betas) / betas) ** 0.5)  # diffusers' schedulers
+        alphas[0] = 3.0
+        return np.concatenate([sig[::-1], [0.0]]).astype(np.float32), x * 2
+
+    check(f, torch.rand(4), torch.linspace(0.1, 0.9, 5), graphs=1)
+
+
 def test_numpy_force_on_a_tensor_that_requires_grad():
     def f(x):
         return np.cos(x.numpy(force=True)) * 2

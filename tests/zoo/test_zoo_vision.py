@@ -32,8 +32,6 @@ FAST = {("timm_efficientnet_b0", "eval"), ("timm_vit", "train"), ("tv_swin3d", "
 # Where the tracer makes more graphs than torch.compile, and why (the same table is in
 # benchmarks/vision_zoo.md).
 KNOWN_SPLITS = {
-    ("diffusers_euler_loop", "eval"): "15 graphs to 14: NumPy in EulerDiscreteScheduler.set_timesteps is a "
-                                      "break per call (torch.compile traces NumPy as tensors: issue 35)",
     ("tv_maskrcnn", "eval"): "62 graphs to 44: paste_mask_in_image runs per mask, with int() of box "
                              "coordinates and max(tensor, 0) giving an int or a tensor by value; its "
                              "resume functions retrace per mask until the recompile limit",

@@ -86,6 +86,9 @@ array asarray asanyarray ascontiguousarray asfortranarray copy empty empty_like 
 ones_like zeros zeros_like reshape squeeze transpose moveaxis swapaxes broadcast_to where tensordot
 roll real imag cov i0 real_if_close atleast_1d atleast_2d atleast_3d expand_dims outer cumsum cumprod
 """.split())
+# the calls that make an array of a tensor argument (through Tensor.__array__, i.e. numpy()),
+# where other NumPy functions given a tensor answer with a tensor or raise
+_FROM_TENSOR = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray"})
 _SCALAR_METHODS = frozenset("sum mean max min std var prod any all argmax argmin round clip dot "
                             "__abs__ __neg__ __pos__ __invert__".split())
 _ARRAY_METHODS = frozenset("copy astype reshape squeeze view transpose ravel flatten conj conjugate "
@@ -344,6 +347,9 @@ class NumpyFunctionVariable(ObjectVariable):
         folded = _fold_constant_call(self.value, args, kwargs)
         if folded is not None:
             return folded
+        if self.name in _FROM_TENSOR and args and isinstance(args[0], tensor.TensorVariable):
+            # np.asarray(t): NumPy reads the tensor through its __array__, which is t.numpy()
+            args = [tensor_numpy(tx, args[0], [], {}), *args[1:]]
         scalar = True if self.name in _SCALAR_0D else False if self.name in _ARRAY_0D else None
         return _call(tx, self.name, args, kwargs, scalar=scalar)
 
