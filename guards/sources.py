@@ -353,6 +353,34 @@ class ConstSource(Source):
         return True
 
 
+class CallSource(Source):
+    """``fn(base)``: a value computed from another source by a module-level function of the
+    tracer's (the rest of a list iterator, the tensor of a NumPy array). Subclasses say which
+    function with `function()`; their only field is `base_` (the disk cache writes it)."""
+
+    def __init__(self, base: Source) -> None:
+        object.__setattr__(self, "base_", base)
+
+    @property
+    def base(self) -> Source:
+        return self.base_
+
+    def function(self):
+        raise NotImplementedError
+
+    def _key(self):
+        return (self.base_,)
+
+    def name(self) -> str:
+        return f"{self.function().__name__}({self.base_.name()})"
+
+    def guard_expr(self, ctx) -> str:
+        return f"{ctx.const(self.function())}({ctx.value(self.base_)})"
+
+    def reconstruct(self) -> list[Instr]:
+        return [*versions.load_const_callable(self.function()), *self.base_.reconstruct(), *versions.call(1)]
+
+
 def is_from_local(source: Source) -> bool:
     return isinstance(source.base_root(), LocalSource)
 

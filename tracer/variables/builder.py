@@ -36,7 +36,7 @@ import types
 import torch
 from guards import (ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject, TypeMatch,
                     check_const_supported, exact_equal)
-from guards.sources import AttrSource, ItemSource, LocalSource, Source
+from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 
 from ..exc import Unsupported
 from ..runtime import policy
@@ -49,7 +49,6 @@ from .nn_module import is_module_dispatch
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
 from .tensor import TensorVariable
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
-from bytecode_utils import versions
 from . import containers
 
 _BUILTIN_MODULES = (builtins, math, operator)
@@ -145,50 +144,25 @@ _SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
 MAX_ITERATOR_ITEMS = 100_000  # (a range iterator over 2**32 items reached a break: MemoryError)
 
 
-class IterRestSource(Source):
+class IterRestSource(CallSource):
     """The remaining items of a list/tuple/range iterator, as a tuple (not advancing it)."""
 
-    def __init__(self, base):
-        object.__setattr__(self, "base_", base)
-
-    @property
-    def base(self):
-        return self.base_
-
-    def _key(self):
-        return (self.base_,)
-
-    def name(self):
-        return f"rest({self.base_.name()})"
-
-    def guard_expr(self, ctx):
-        return f"{ctx.const(containers_mod.iter_rest)}({ctx.value(self.base_)})"
-
-    def reconstruct(self):
-        return [*versions.load_const_callable(containers_mod.iter_rest), *self.base_.reconstruct(), *versions.call(1)]
+    def function(self):
+        return containers_mod.iter_rest
 
 
-class IterSeqSource(IterRestSource):
-    """The list a list iterator reads (`iter_seq(it)`), or its position (`iter_pos(it)`)."""
+class IterSeqSource(CallSource):
+    """The list a list iterator reads (`iter_seq(it)`)."""
 
-    fn_name = "iter_seq"
-
-    def _key(self):
-        return (self.fn_name, self.base_)
-
-    def name(self):
-        return f"{self.fn_name}({self.base_.name()})"
-
-    def guard_expr(self, ctx):
-        return f"{ctx.const(getattr(containers, self.fn_name))}({ctx.value(self.base_)})"
-
-    def reconstruct(self):
-        return [*versions.load_const_callable(getattr(containers, self.fn_name)),
-                *self.base_.reconstruct(), *versions.call(1)]
+    def function(self):
+        return containers.iter_seq
 
 
-class IterPosSource(IterSeqSource):
-    fn_name = "iter_pos"
+class IterPosSource(CallSource):
+    """A list iterator's position (`iter_pos(it)`)."""
+
+    def function(self):
+        return containers.iter_pos
 
 
 def const_guard(source, value):

@@ -32,7 +32,7 @@ import sys
 
 import torch
 from guards import Predicate
-from guards.sources import Source
+from guards.sources import CallSource
 
 from ..exc import Unsupported
 from ..graph import node_meta, numpy_ops
@@ -131,30 +131,14 @@ def traced_name(value):
 
 # ---- inputs ---------------------------------------------------------------------------------
 
-class NumpyTensorSource(Source):
+class NumpyTensorSource(CallSource):
     """`torch.from_numpy(base)`: the tensor a NumPy array input enters the graph as (sharing
     its memory). Its sizes stay static (the array's own guard compares them)."""
 
     static_sizes = True
 
-    def __init__(self, base):
-        object.__setattr__(self, "base_", base)
-
-    @property
-    def base(self):
-        return self.base_
-
-    def _key(self):
-        return (self.base_,)
-
-    def name(self):
-        return f"from_numpy({self.base_.name()})"
-
-    def guard_expr(self, ctx):
-        return f"{ctx.const(torch.from_numpy)}({ctx.value(self.base_)})"
-
-    def reconstruct(self):
-        return [*versions.load_const_callable(torch.from_numpy), *self.base_.reconstruct(), *versions.call(1)]
+    def function(self):
+        return torch.from_numpy
 
 
 def _array_like(dtype, shape, strides):
