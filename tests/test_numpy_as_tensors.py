@@ -199,6 +199,16 @@ def test_constant_calls_fold_to_numpy_values():
     assert type(c(arr(3))[1]) is np.float64
 
 
+def test_constant_calls_on_shapes_and_lists():
+    def f(x, dims):
+        n = np.prod(x.shape)  # NumPy's np.int64, a constant: shapes are static here
+        m = np.sum(dims) + np.max([1, 5, 2])
+        return x.reshape(int(n)) * m, n
+
+    c, _ = check(f, torch.randn(2, 3), [1, 2], graphs=1)
+    assert type(c(torch.randn(2, 3), [1, 2])[1]) is np.int64
+
+
 def test_numpy_scalar_inputs_are_guarded_by_type_and_value():
     def f(a, s):
         return a * s

@@ -339,19 +339,39 @@ class NumpyFunctionVariable(ObjectVariable):
 
 
 def _fold_constant_call(fn, args, kwargs):
-    """`np.sqrt(2.0)`, `np.float32(0.5)`: every argument a Python or NumPy scalar constant, and
-    NumPy's answer a scalar: NumPy's own answer, at trace time."""
-    values = [*args, *kwargs.values()]
-    if not all(v.is_constant() and _scalar_constant(v.as_constant()) for v in values):
+    """`np.sqrt(2.0)`, `np.float32(0.5)`, `np.prod(x.shape)`: every argument a Python or NumPy
+    scalar constant (or a list or tuple of them), and NumPy's answer a scalar: NumPy's own
+    answer, at trace time."""
+    try:
+        pos = [_plain_constant(a) for a in args]
+        kw = {k: _plain_constant(v) for k, v in kwargs.items()}
+    except _NotPlain:
         return None
     try:
-        out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        out = fn(*pos, **kw)
     except Exception:  # noqa: BLE001 - traced instead: the graph raises as NumPy does
         return None
     np = np_module()
     if isinstance(out, np.generic) and out.dtype.kind in "biufc" or type(out) in (bool, int, float, complex):
         return ConstantVariable(out)
     return None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_constant(var):
+    """The value of a scalar constant, or of a list/tuple of them; else _NotPlain."""
+    if isinstance(var, (containers.ListVariable, containers.TupleVariable)):
+        items = [_plain_constant(v) for v in var.items]
+        return items if isinstance(var, containers.ListVariable) else tuple(items)
+    if not var.is_constant():
+        raise _NotPlain
+    v = var.as_constant()
+    if _scalar_constant(v) or (type(v) in (tuple, torch.Size) and all(_scalar_constant(x) for x in v)):
+        return v
+    raise _NotPlain
 
 
 def _scalar_constant(v):
