@@ -209,6 +209,25 @@ def test_constant_calls_on_shapes_and_lists():
     assert type(c(torch.randn(2, 3), [1, 2])[1]) is np.int64
 
 
+def test_numpy_scalar_input_in_a_torch_op():
+    """np.int64(12) beside a tensor is the number it holds (it was written into the graph's
+    code as `np.int64(12)`, a NameError there)."""
+    def f(x, a, z, w):
+        return x + a.sum() + z, x * w
+
+    check(f, torch.ones(2), np.ones(2), np.int64(12), np.float32(0.5), graphs=1)
+
+
+def test_dtype_questions_answered_by_numpy():
+    def f(a, b, t):
+        eps = np.finfo(np.float32).eps
+        ok = np.issubdtype(a.dtype, np.floating) and np.can_cast(np.int32, np.float64)
+        out = np.array([a, b]) * eps if ok else a
+        return out, np.dtype("float"), np.result_type(a, np.int8), np.iinfo(np.int32).max, np.ones_like(t)
+
+    check(f, arr(3), arr(3, seed=1), torch.ones(2), graphs=1)
+
+
 def test_numpy_scalar_inputs_are_guarded_by_type_and_value():
     def f(a, s):
         return a * s

@@ -61,9 +61,11 @@ def is_numpy_scalar(value):
 
 _SUBMODULES = ("", "linalg", "fft")
 # not computations on arrays (or with answers tnp gives as its own objects): called natively
-_NOT_TRACED = frozenset({"ndarray", "dtype", "finfo", "iinfo", "result_type", "can_cast", "common_type",
-                         "min_scalar_type", "issubdtype", "set_printoptions", "errstate", "seterr",
+_NOT_TRACED = frozenset({"ndarray", "common_type", "min_scalar_type", "set_printoptions", "errstate", "seterr",
                          "geterr", "printoptions", "broadcast_shapes", "from_dlpack", "random"})
+# questions about dtypes, answered by NumPy itself when their arguments are constants (dtypes,
+# scalar types, names) and a graph break otherwise: never a graph node
+_DTYPE_QUERIES = frozenset({"dtype", "finfo", "iinfo", "issubdtype", "result_type", "can_cast", "promote_types"})
 
 # Calls whose 0-d results NumPy gives as scalars (NumPy 2's own results, probed per name).
 _SCALAR_0D = frozenset("""
@@ -88,7 +90,8 @@ roll real imag cov i0 real_if_close atleast_1d atleast_2d atleast_3d expand_dims
 """.split())
 # the calls that make an array of a tensor argument (through Tensor.__array__, i.e. numpy()),
 # where other NumPy functions given a tensor answer with a tensor or raise
-_FROM_TENSOR = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray"})
+_FROM_TENSOR = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", "zeros_like", "ones_like",
+                          "empty_like", "full_like"})
 _SCALAR_METHODS = frozenset("sum mean max min std var prod any all argmax argmin round clip dot "
                             "__abs__ __neg__ __pos__ __invert__".split())
 _ARRAY_METHODS = frozenset("copy astype reshape squeeze view transpose ravel flatten conj conjugate "
@@ -118,6 +121,10 @@ def _traced_names():
             if isinstance(value, type) and not issubclass(value, np.generic):
                 continue
             out.setdefault(id(value), (value, f"{sub}.{name}" if sub else name))
+    for name in _DTYPE_QUERIES:
+        value = getattr(np, name, None)
+        if value is not None:
+            out.setdefault(id(value), (value, name))
     return out
 
 
@@ -328,12 +335,24 @@ class NumpyFunctionVariable(ObjectVariable):
         self.name = name
 
     def call(self, tx, args, kwargs):
+        if self.name == "result_type":  # an array or NumPy scalar counts by its dtype alone (NEP 50)
+            args = [ConstantVariable(a.dtype()) if isinstance(a, NdarrayVariable) else a for a in args]
         folded = _fold_constant_call(self.value, args, kwargs)
         if folded is not None:
             return folded
+        if self.name in _DTYPE_QUERIES:
+            raise Unsupported(f"np.{self.name} of values not known at trace time")
         if self.name in _FROM_TENSOR and args and isinstance(args[0], tensor.TensorVariable):
             # np.asarray(t): NumPy reads the tensor through its __array__, which is t.numpy()
             args = [tensor_numpy(tx, args[0], [], {}), *args[1:]]
+        if self.name in ("array", "asarray") and args and isinstance(args[0], (containers.ListVariable,
+                containers.TupleVariable)) and args[0].items and \
+                all(isinstance(v, NdarrayVariable) for v in args[0].items):
+            # np.array([a, b]): arrays of one shape stacked (tnp reads such a list item by item)
+            shapes = {tuple(v.example.shape) for v in args[0].items}
+            if len(shapes) == 1 and set(kwargs) <= {"dtype"} and len(args) == 1:
+                out = _call(tx, "stack", [args[0]], {}, scalar=False)
+                return out if not kwargs else _call(tx, "method.astype", [out, kwargs["dtype"]], {}, scalar=False)
         scalar = True if self.name in _SCALAR_0D else False if self.name in _ARRAY_0D else None
         return _call(tx, self.name, args, kwargs, scalar=scalar)
 
@@ -352,7 +371,8 @@ def _fold_constant_call(fn, args, kwargs):
     except Exception:  # noqa: BLE001 - traced instead: the graph raises as NumPy does
         return None
     np = np_module()
-    if isinstance(out, np.generic) and out.dtype.kind in "biufc" or type(out) in (bool, int, float, complex):
+    if isinstance(out, np.generic) and out.dtype.kind in "biufc" or type(out) in (bool, int, float, complex) \
+            or isinstance(out, (np.dtype, np.finfo, np.iinfo)):
         return ConstantVariable(out)
     return None
 
@@ -366,12 +386,21 @@ def _plain_constant(var):
     if isinstance(var, (containers.ListVariable, containers.TupleVariable)):
         items = [_plain_constant(v) for v in var.items]
         return items if isinstance(var, containers.ListVariable) else tuple(items)
+    if isinstance(var, ObjectVariable) and _is_dtype_like(var.value):
+        return var.value  # np.float32, np.floating, float (the class), as a dtype argument
     if not var.is_constant():
         raise _NotPlain
     v = var.as_constant()
+    if isinstance(v, np_module().dtype):
+        return v
     if _scalar_constant(v) or (type(v) in (tuple, torch.Size) and all(_scalar_constant(x) for x in v)):
         return v
     raise _NotPlain
+
+
+def _is_dtype_like(obj):
+    np = np_module()
+    return isinstance(obj, type) and (issubclass(obj, np.generic) or obj in (bool, int, float, complex))
 
 
 def _scalar_constant(v):

@@ -294,10 +294,12 @@ def graph_constant(c):
     for base in _GRAPH_SCALARS:
         if isinstance(c, base):
             return base(c)
+    if numpy_vars.is_numpy_scalar(c):  # np.int64(12): torch takes it as the number it holds
+        return c.item()
     return c
 
 
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, sym, tensor, torch_vars  # noqa: E402
+from . import containers, numpy_vars, sym, tensor, torch_vars  # noqa: E402
