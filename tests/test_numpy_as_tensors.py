@@ -257,7 +257,7 @@ def test_array_inputs_are_guarded_by_dtype_shape_and_strides():
 @pytest.mark.parametrize("case", ["mix", "item", "branch", "random", "tensor_arg", "object"])
 def test_what_numpy_leaves_to_python(case):
     def mix(x, a):
-        return x * 2, a * x  # an array beside a tensor: NumPy and torch convert each other
+        return x * 2, a * x, x < a  # the array on the left, a comparison: raise in eager
 
     def item(x, a):
         return x + 1, float(np.sum(a))
@@ -301,6 +301,18 @@ def test_read_only_array_is_passed_through():
     with traced() as t:
         out = c(torch.ones(2), b)  # a writeable one is traced whole (an entry of its own)
     assert np.array_equal(out[1], b * 2) and t.graph_breaks == 0 and t.graphs == 1
+
+
+def test_tensor_operator_with_an_array_on_the_right():
+    """`t * arr` is NumPy's computation on t's values, handed back as a Tensor (float64 here,
+    NumPy's promotion); `t += arr` makes a new tensor and leaves t as it was."""
+    def f(x, a):
+        y = x * a + x / a
+        z = x.clone()
+        z += a
+        return y, z, x ** a[:1], x.reshape(1, 3) @ a.reshape(3, 1)
+
+    check(f, torch.randn(3), arr(3), graphs=1)
 
 
 def test_numpy_scalar_beside_a_float_tensor():

@@ -415,6 +415,8 @@ def binary_op(tx, name, a, b):
         if isinstance(v, tensor.TensorVariable):
             if isinstance(other, NdarrayVariable) and other.scalar:
                 return _tensor_with_scalar(tx, name, a, b, v, other)
+            if v is a and (name[1:] if name.startswith("i") else name) in _TENSOR_LEFT_ARITHMETIC:
+                return _tensor_with_array(tx, name, a, b)
             raise Unsupported(f"operator {name} between a NumPy array and a tensor (NumPy and torch "
                               "each convert the other; Python decides)")
     inplace = name.startswith("i") and name not in ("is_", "is_not", "invert")
@@ -426,6 +428,25 @@ def binary_op(tx, name, a, b):
         _call(tx, "operator." + name, [a, b], {}, scalar=False)
         return a  # an in-place operator returns the array itself
     return _call(tx, "operator." + name, [a, b], {}, scalar=True)
+
+
+# `t <op> arr`: Tensor's operator gives way to the array's, so NumPy computes on t's values (its
+# __array__) and the result comes back a Tensor (its __array_wrap__); the in-place forms too
+# (a new tensor: t is not written). Measured on torch 2.13-2.15 with NumPy 2. Comparisons
+# raise TypeError there, `!=` gives a bool: those stay Python.
+_TENSOR_LEFT_ARITHMETIC = frozenset({"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"})
+
+
+def _tensor_with_array(tx, name, t, arr):
+    ex = t.example
+    if ex.requires_grad or ex.device.type != "cpu":
+        raise Unsupported(f"operator {name} of a tensor that requires grad or is not on the CPU and a "
+                          "NumPy array (eager raises; Python gives the error)")
+    base = name[1:] if name.startswith("i") else name
+    out = _call(tx, "operator." + base, [NdarrayVariable(t), arr], {}, scalar=False)
+    if out.example.dim() == 0:
+        raise Unsupported(f"operator {name} of a tensor and a NumPy array with a 0-d result")
+    return out.tensor
 
 
 def _tensor_with_scalar(tx, name, a, b, t, s):
