@@ -236,6 +236,10 @@ class NdarrayVariable(Variable):
     def truthy(self, tx):
         raise Unsupported("data-dependent branch: bool() of a NumPy array needs its value")
 
+    def as_constant(self):  # int(s), float(s), f"{s}", s as a size or an index: its data
+        raise Unsupported(f"the value of a NumPy {'scalar' if self.scalar else 'array'} computed "
+                          "in the graph is needed at trace time (int(), float(), a size, an index)")
+
     def identity_key(self):
         return ("ndarray", id(self))
 
