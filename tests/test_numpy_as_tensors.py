@@ -252,6 +252,25 @@ def test_array_inputs_are_guarded_by_dtype_shape_and_strides():
     assert t.frames_traced == 0
 
 
+def test_array_sizes_become_symbolic_when_they_change():
+    def f(a, b):
+        return np.sum(a * 2, axis=0) + b[:2], len(a), a.T @ a[:, :1]
+
+    c = tracer.compile(f)
+    for n in (4, 6, 8, 10, 12):
+        _, d = run(c, f, arr(n, 3), arr(5, 3))
+        assert d.breaks == 0 and d.fallbacks == 0
+    assert len(c.entries) == 2  # the first size, then every size
+    with traced() as t:
+        run(c, f, arr(20, 3), arr(5, 3))
+    assert t.frames_traced == 0
+    # a strided view and a Fortran-order array are not C-contiguous: static sizes, own entries
+    for a in (arr(7, 6)[:, ::2], np.asfortranarray(arr(7, 3))):
+        ref, got = f(a.copy(), arr(5, 3)), c(a, arr(5, 3))
+        assert all(np.allclose(x, y) for x, y in zip(ref, got))
+    assert len(c.entries) == 4
+
+
 # ---- what stays Python, and says why --------------------------------------------------------
 
 @pytest.mark.parametrize("case", ["mix", "item", "branch", "random", "tensor_arg", "object"])

@@ -82,8 +82,6 @@ class SizePolicy:
     def tensor_dims(self, tensor, source):
         """{dim: DimDynamic} for the dynamic dimensions of an input tensor."""
         sizes = tuple(tensor.shape)
-        if getattr(source, "static_sizes", False):  # a NumPy array's tensor (its guard compares sizes)
-            return {}
         seen = self.frame.tensor_dims(source, sizes) if self.mode is None else set()
         if isinstance(tensor, torch.nn.Parameter) or tensor.is_sparse or tensor.layout != torch.strided:
             return {}

@@ -35,7 +35,7 @@ from guards import Predicate
 from guards.sources import CallSource
 
 from ..exc import Unsupported
-from ..graph import node_meta, numpy_ops
+from ..graph import node_meta, numpy_ops, shapes
 from ..graph.output_graph import getitem_node
 from .base import ConstantVariable, ObjectVariable, Variable
 from bytecode_utils import versions
@@ -140,22 +140,26 @@ def traced_name(value):
 
 class NumpyTensorSource(CallSource):
     """`torch.from_numpy(base)`: the tensor a NumPy array input enters the graph as (sharing
-    its memory). Its sizes stay static (the array's own guard compares them)."""
-
-    static_sizes = True
+    its memory). Guards on its symbolic sizes read the array's through it."""
 
     def function(self):
         return torch.from_numpy
 
 
-def _array_like(dtype, shape, strides):
-    """The check of an array input: exactly an ndarray, of this dtype, shape and strides,
-    writeable (torch.from_numpy of a read-only array warns; writes through it would be wrong)."""
+def _array_like(dtype, ndim, sizes, strides):
+    """The check of an array input: exactly an ndarray, of this dtype and number of
+    dimensions, writeable (torch.from_numpy of a read-only array warns; writes through it
+    would be wrong), with these sizes where they are static (None: symbolic, checked by the
+    ShapeEnv's guards) and these strides (None: C-contiguous, as a symbolic array must be)."""
     ndarray = np_module().ndarray
 
     def check(a):
-        return type(a) is ndarray and a.dtype.str == dtype and a.shape == shape and a.strides == strides \
-            and a.flags.writeable
+        if type(a) is not ndarray or a.dtype.str != dtype or a.ndim != ndim or not a.flags.writeable:
+            return False
+        shape = a.shape
+        if any(s is not None and s != shape[i] for i, s in enumerate(sizes)):
+            return False
+        return a.flags.c_contiguous if strides is None else a.strides == strides
     return check
 
 
@@ -191,12 +195,18 @@ def wrap_ndarray(tx, value, source, g):
     if why is not None:
         g(Predicate.made(source, _passed_through, (type(value),), f"is an ndarray no tensor can stand for ({why})"))
         return objects.OpaqueVariable(value, source)
-    g(Predicate.made(source, _array_like, (value.dtype.str, value.shape, value.strides),
-                     f"is an ndarray {value.dtype} {list(value.shape)}, strides {value.strides}, writeable"))
     tsrc = NumpyTensorSource(source)
     t = torch.from_numpy(value)
+    if not value.flags.c_contiguous:
+        shapes.mark_static(t)  # (only a C-contiguous array's sizes may be symbolic)
     node = tx.output.add_input(t, tsrc)
-    return NdarrayVariable(tensor.TensorVariable(node, node.meta["example_value"], tsrc), source=source)
+    fake = node.meta["example_value"]
+    sizes = tuple(s if type(s) is int else None for s in fake.shape)
+    strides = value.strides if None not in sizes else None
+    g(Predicate.made(source, _array_like, (value.dtype.str, value.ndim, sizes, strides),
+                     f"is an ndarray {value.dtype} {['*' if s is None else s for s in sizes]}"
+                     f"{'' if strides is None else f', strides {strides}'}, writeable"))
+    return NdarrayVariable(tensor.TensorVariable(node, fake, tsrc), source=source)
 
 
 def wrap_scalar(tx, value, source, g):
