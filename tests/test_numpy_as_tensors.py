@@ -9,6 +9,8 @@ use in torch.compile's own tests: arrays in and out, `Tensor.numpy()` / `torch.f
 round trips, ufuncs, reductions, indexing, in-place writes, NumPy scalars and their dtypes,
 linalg/fft, and the mixes that must stay Python.
 """
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -302,6 +304,17 @@ def test_what_numpy_leaves_to_python(case):
     assert d.fallbacks == 0 and d.graphs >= 1
     if case != "object":
         assert d.breaks >= 1, d
+
+
+def test_graph_break_in_the_middle_of_numpy_code():
+    sink = io.StringIO()
+
+    def f(a):
+        b = np.sin(a) * 2
+        c = b.reshape(print("x", file=sink) or 2, -1)  # a break with `b.reshape` on the stack
+        return np.cos(c).sum(axis=0), b
+
+    check(f, arr(3, 4), graphs=2, breaks=1)
 
 
 def test_read_only_array_is_passed_through():

@@ -574,6 +574,17 @@ def _numpy_function(tx, value, source, g):
     return numpy_vars.NumpyFunctionVariable(value, numpy_vars.traced_name(value), source)
 
 
+def _ndarray_method(tx, value, source, g):
+    """`a.reshape` of an ndarray, read before a graph break and called after it: the array
+    (through the method's `__self__`) and the name."""
+    g(TypeMatch(source, type(value)))
+    g(const_guard(AttrSource(source, "__name__"), value.__name__))
+    array = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+    if not isinstance(array, numpy_vars.NdarrayVariable):
+        return OpaqueVariable(value, source)  # (an array no tensor can stand for)
+    return numpy_vars.NdarrayMethodVariable(array, value.__name__)
+
+
 def _unsupported(tx, value, source, g):
     """Any other builtin or torch object: Unsupported (no guard)."""
     raise Unsupported(f"value of type {type(value).__qualname__}")
@@ -628,6 +639,8 @@ _TABLE = (
     (lambda v, t: isinstance(v, torch.jit.ScriptFunction) and
         isinstance(getattr(v, "_torchdynamo_inline", None), types.FunctionType), _script_function),
     (lambda v, t: callable(v) and numpy_vars.traced_name(v) is not None, _numpy_function),
+    (lambda v, t: t is types.BuiltinMethodType and numpy_vars.is_ndarray_type(type(getattr(v, "__self__", None))),
+     _ndarray_method),
     # before any other callable: a function (an lru_cache wrapper, a method...) of numpy & co.
     (lambda v, t: (t is types.FunctionType or (callable(v) and not isinstance(v, type))) and
         policy.is_untraced_value(v), _opaque),

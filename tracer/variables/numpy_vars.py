@@ -340,6 +340,10 @@ class NdarrayMethodVariable(Variable):
         scalar = True if self.name in _SCALAR_METHODS else False if self.name in _ARRAY_METHODS else None
         return _call(tx, "method." + self.name, [self.array, *args], kwargs, scalar=scalar)
 
+    def reconstruct(self, cg):  # (on the stack at a graph break: `a.reshape(f(), 3)`)
+        cg.reconstruct(self.array)
+        cg.load_attr(self.name)
+
 
 class NumpyFunctionVariable(ObjectVariable):
     """A NumPy function (or scalar type) that tnp has: traced as one graph node."""
