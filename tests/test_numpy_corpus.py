@@ -47,7 +47,7 @@ def indexing_writes(a, idx):
     b[idx] = 0
     b[:, -1] += 1
     b[b < -1] = -1
-    return b, a[idx, 1], a[[0, 2]][:, [1, 3]], a[1, ::-1]
+    return b, a[idx, 1], a[[0, 2]][:, [1, 3]], a[1, ::2]
 
 
 def creation(n):
@@ -66,7 +66,7 @@ def fft(v):
 
 
 def sorting_cumulative(a):
-    return np.sort(a, axis=1), np.argsort(a[0]), np.cumsum(a, axis=0), np.cumprod(a[0] + 1), np.diff(a, axis=1)
+    return np.sort(a, axis=1), np.argsort(a[0], kind="stable"), np.cumsum(a, axis=0), np.cumprod(a[0] + 1), np.diff(a, axis=1)
 
 
 def where_clip(a):

@@ -98,6 +98,12 @@ def ndarray_setitem(obj, key, value):
         _tnp().ndarray(obj)[_to_tnp(key)] = _to_tnp(value)
 
 
+def ndarray_getitem(obj, key):
+    """`array[key]` as a tensor (NumPy's indexing, as tnp reads it)."""
+    with _numpy_defaults():
+        return _to_torch(_tnp().ndarray(obj)[_to_tnp(key)])
+
+
 def np_scalar(dtype, value):
     """A NumPy scalar (`np.float32(2.0)`) as a 0-d tensor of its dtype: in NumPy's promotion a
     NumPy scalar keeps its dtype, where a Python number adapts to the array's."""
@@ -108,6 +114,13 @@ def np_scalar(dtype, value):
 def to_numpy(t):
     """The NumPy array a graph output stands for (sharing its memory, as `Tensor.numpy()`)."""
     return t.numpy(force=True) if t.requires_grad or t.device.type != "cpu" else t.numpy()
+
+
+def to_numpy_read_only(t):
+    """A read-only view NumPy made (np.broadcast_to, np.diagonal): writes to it raise, as there."""
+    a = to_numpy(t)
+    a.flags.writeable = False
+    return a
 
 
 def to_numpy_scalar(t):

@@ -31,12 +31,12 @@ import operator
 import sys
 
 import torch
-from guards import Predicate
+from guards import Predicate, QueryMatch
 from guards.sources import CallSource
 
 from ..exc import Unsupported
 from ..graph import node_meta, numpy_ops, shapes
-from ..graph.output_graph import getitem_node
+from ..graph.output_graph import getitem_node, storage_id
 from .base import ConstantVariable, ObjectVariable, Variable
 from bytecode_utils import versions
 
@@ -210,15 +210,14 @@ def wrap_ndarray(tx, value, source, g):
 
 
 def wrap_scalar(tx, value, source, g):
-    """A NumPy scalar (np.int64, np.float32...): a constant, guarded by type and value."""
-    g(Predicate.made(source, _same_scalar, (type(value), value.item()), f"is {type(value).__name__}({value!r})"))
+    """A NumPy scalar (np.int64, np.float32...): a constant, guarded by type and bits (-0.0 is
+    not 0.0, a NaN is itself)."""
+    g(Predicate.made(source, _same_scalar, (type(value), value.tobytes()), f"is {type(value).__name__}({value!r})"))
     return ConstantVariable(value, source)
 
 
-def _same_scalar(t, v):
-    if isinstance(v, float) and math.isnan(v):
-        return lambda x: type(x) is t and x != x
-    return lambda x: type(x) is t and x == v
+def _same_scalar(t, bits):
+    return lambda x: type(x) is t and x.tobytes() == bits
 
 
 # ---- the value --------------------------------------------------------------------------------
@@ -228,10 +227,27 @@ class NdarrayVariable(Variable):
 
     rebuilt_once = True  # one object, however often it is referenced after the graph
 
+    read_only = False  # a view NumPy makes read-only (np.broadcast_to, np.diagonal)
+    view_of = None     # (base array, key): a view NumPy shares and torch copies (`a[::-1]`)
+
     def __init__(self, tensor_var, scalar=False, source=None):
         super().__init__(source)
         self.tensor = tensor_var
         self.scalar = scalar
+
+    def current(self, tx):
+        """The graph tensor of the array as it is now. A view torch cannot share (negative
+        steps) is read again from its base at each use, so writes to the base reach it, as in
+        NumPy; it is rebuilt as a real view of the base where it leaves the graph."""
+        if self.view_of is None:
+            return self.tensor
+        base, key = self.view_of
+        node_args, fake_args = _to_fx(tx, [base, key], {})
+        node, example = tx.output.create_node(
+            "call_function", numpy_ops.ndarray_call, ["operator.getitem", *node_args], {},
+            lambda: numpy_ops.ndarray_call("operator.getitem", *fake_args))
+        node_meta.annotate(tx, node, example, numpy_ops.ndarray_call)
+        return tensor.TensorVariable(node, example)
 
     @property
     def example(self):
@@ -304,7 +320,13 @@ class NdarrayVariable(Variable):
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.load_source(self.source)
-        fn = numpy_ops.to_numpy_scalar if self.scalar else numpy_ops.to_numpy
+        if self.view_of is not None:  # the real view of the real base (`base[::-1]`)
+            base, key = self.view_of
+            cg.reconstruct(base)
+            cg.reconstruct(key)
+            return cg.extend(versions.subscr())
+        fn = numpy_ops.to_numpy_scalar if self.scalar else \
+            numpy_ops.to_numpy_read_only if self.read_only else numpy_ops.to_numpy
         cg.extend(versions.load_const_callable(fn))
         cg.load_tensor(self.tensor)
         cg.extend(versions.call(1))
@@ -327,6 +349,14 @@ def _scalar_index(key):
     raise Unsupported(f"a 0-d result of indexing an array with {key} (NumPy's scalar or array?)")
 
 
+# `a.__iadd__(b)` and the like, read as the operators they are
+_DUNDER_OPERATORS = {n: n.rstrip("_") if n.endswith("_") and n[:-1] in ("and", "or") else n for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "iadd", "isub", "imul", "itruediv",
+    "ifloordiv", "imod", "ipow", "lt", "le", "gt", "ge", "eq", "ne")}
+# methods that write into the array they are called on
+_WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "partition", "setflags"})
+
+
 class NdarrayMethodVariable(Variable):
     """`a.reshape` read and not yet called."""
 
@@ -337,6 +367,13 @@ class NdarrayMethodVariable(Variable):
     def call(self, tx, args, kwargs):
         if self.name in _DATA:
             raise Unsupported(f"ndarray.{self.name}() needs the array's data at trace time")
+        if self.name == "__setitem__" and len(args) == 2 and not kwargs:
+            return self.array.setitem(tx, *args) or ConstantVariable(None)
+        op = self.name[2:-2] if self.name.startswith("__") and self.name.endswith("__") else None
+        if op is not None and len(args) == 1 and not kwargs and op in _DUNDER_OPERATORS:
+            return binary_op(tx, _DUNDER_OPERATORS[op], self.array, args[0])
+        if self.name in _WRITING_METHODS:
+            _refuse_write_into(self.array, "method." + self.name)
         scalar = True if self.name in _SCALAR_METHODS else False if self.name in _ARRAY_METHODS else None
         return _call(tx, "method." + self.name, [self.array, *args], kwargs, scalar=scalar)
 
@@ -361,6 +398,8 @@ class NumpyFunctionVariable(ObjectVariable):
         if self.name in _DTYPE_QUERIES:
             raise Unsupported(f"np.{self.name} of values not known at trace time")
         if self.name in _FROM_TENSOR and args and isinstance(args[0], tensor.TensorVariable):
+            if "copy" in kwargs:
+                raise Unsupported(f"np.{self.name}(tensor, copy=...) (torch's __array__ takes no copy)")
             # np.asarray(t): NumPy reads the tensor through its __array__, which is t.numpy()
             args = [tensor_numpy(tx, args[0], [], {}), *args[1:]]
         if self.name in ("array", "asarray") and args and isinstance(args[0], (containers.ListVariable,
@@ -460,11 +499,18 @@ def _tensor_with_array(tx, name, t, arr):
     if ex.requires_grad or ex.device.type != "cpu":
         raise Unsupported(f"operator {name} of a tensor that requires grad or is not on the CPU and a "
                           "NumPy array (eager raises; Python gives the error)")
+    if not (ex.is_contiguous() and arr.example.is_contiguous()) or arr.view_of is not None:
+        raise Unsupported(f"operator {name} of a tensor and a NumPy array, one not contiguous (the "
+                          "result's layout is NumPy's)")
     base = name[1:] if name.startswith("i") else name
     out = _call(tx, "operator." + base, [NdarrayVariable(t), arr], {}, scalar=False)
     if out.example.dim() == 0:
         raise Unsupported(f"operator {name} of a tensor and a NumPy array with a 0-d result")
     return out.tensor
+
+
+# the ops whose result on float32/float64 is the same with the scalar cast to the tensor's dtype
+_SCALAR_EXACT = frozenset({"add", "sub", "mul", "truediv", "lt", "le", "gt", "ge", "eq", "ne"})
 
 
 def _tensor_with_scalar(tx, name, a, b, t, s):
@@ -473,10 +519,11 @@ def _tensor_with_scalar(tx, name, a, b, t, s):
     0-d tensor cast to it gives exactly that. Other pairings (an integer or 0-d tensor, where
     the number's kind or a 0-d tensor's dtype would decide) stay Python."""
     ex = t.example
-    if not (ex.dtype.is_floating_point and ex.dim() >= 1) or s.example.dtype.is_complex:
+    if ex.dtype not in (torch.float32, torch.float64) or ex.dim() < 1 or s.example.dtype.is_complex or \
+            name.lstrip("i") not in _SCALAR_EXACT:
         raise Unsupported(f"operator {name} between a NumPy scalar and a {ex.dtype} tensor of "
                           f"{ex.dim()} dimensions (Python decides the dtype)")
-    cast = torch_calls.call_torch(tx, "call_method", "to", [s.tensor, ConstantVariable(ex.dtype)], {})
+    cast = torch_calls.call_torch(tx, "call_method", "to", [s.current(tx), ConstantVariable(ex.dtype)], {})
     fn = getattr(operator, name)
     if name.startswith("i") and t is not a:  # `n += t` with n the scalar: a new value
         fn = getattr(operator, name[1:], None) or getattr(operator, name[1:] + "_")
@@ -522,6 +569,8 @@ def torch_call(tx, fn, args, kwargs):
         rest = {k: v.as_constant() for k, v in kwargs.items()}
         if set(rest) - {"dtype", "device", "requires_grad"} or len(args) > 1:
             raise Unsupported(f"torch.{fn.__name__} of an array with {sorted(rest)} arguments")
+        if arr.view_of is not None:
+            raise Unsupported(f"torch.{fn.__name__} of an array with negative strides (torch has none)")
         t = arr.tensor
         if fn is torch.tensor or (fn is torch.asarray and kwargs.get("copy") is not None):
             t = torch_calls.call_torch(tx, "call_method", "clone", [t], {})
@@ -536,6 +585,9 @@ def tensor_numpy(tx, t, args, kwargs):
     """`t.numpy()`: the same tensor, seen as an array (sharing memory, as in eager)."""
     force = kwargs.get("force", args[0] if args else ConstantVariable(False)).as_constant()
     ex = t.example
+    if str(ex.dtype).replace("torch.", "") not in _TORCH_DTYPES.values() or ex.is_conj() or ex.is_neg():
+        raise Unsupported(f"Tensor.numpy() of a {ex.dtype} tensor (or one with a conjugate or negative "
+                          "bit): eager raises")
     if not force and (ex.requires_grad or ex.device.type != "cpu"):
         raise Unsupported("Tensor.numpy() of a tensor that requires grad or is not on the CPU "
                           "(eager raises; Python gives the error)")
@@ -546,13 +598,20 @@ def tensor_numpy(tx, t, args, kwargs):
     return NdarrayVariable(t)
 
 
-def _call(tx, target, args, kwargs, scalar):
+def _call(tx, target, args, kwargs, scalar=None):
     """One node computing a NumPy operation; its result as Variables. `target` is a tnp name
-    ("sum", "linalg.norm", "operator.add", "method.reshape") or a numpy_ops function.
-    `scalar`: whether a 0-d result is NumPy's scalar (None: not known, a graph break)."""
+    ("sum", "linalg.norm", "operator.add", "method.reshape") or a numpy_ops function. NumPy
+    itself is asked what the result is (numpy_oracle.py): tnp's must be the same kind (array
+    or scalar), dtype and shape, alias the same arguments, or the call is a graph break.
+    (`scalar` is unused: kept for the callers' documentation of what they expect.)"""
     holders = {}
     node_args, fake_args = _to_fx(tx, args, holders)
     node_kwargs, fake_kwargs = _to_fx(tx, kwargs, holders)
+    name = _oracle_name(target, args)
+    _refuse_known_differences(name, args, kwargs)
+    _guard_error_state(tx)
+    arrays, stand = [], _StandIns()
+    answer = stand.ask(name, args, kwargs)
     if isinstance(target, str) and target.startswith("method."):
         fn, node_args = numpy_ops.ndarray_method, [target[7:], *node_args]
         fake_args = [target[7:], *fake_args]
@@ -563,38 +622,251 @@ def _call(tx, target, args, kwargs, scalar):
     node, example = tx.output.create_node("call_function", fn, node_args, node_kwargs,
                                           lambda: fn(*fake_args, **fake_kwargs))
     node_meta.annotate(tx, node, example, fn)
-    return _wrap(tx, node, example, holders, scalar, target)
+    _refuse_overlapping_write(tx, name, args, kwargs, fake_args, fake_kwargs)
+    return _wrap(tx, node, example, answer, stand, name)
 
 
-def _wrap(tx, node, example, holders, scalar, target):
+_DEFAULT_ERRSTATE = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+
+
+def _guard_error_state(tx):
+    """NumPy's floating-point error handling (np.errstate, np.seterr) is its default: tnp
+    never raises FloatingPointError, so under another setting NumPy's code runs as Python,
+    and an entry traced under the default is not used under another."""
+    geterr = np_module().geterr
+    if geterr() != _DEFAULT_ERRSTATE:
+        raise Unsupported("NumPy's error handling is set (np.errstate / np.seterr): NumPy raises or warns "
+                          "where torch._numpy does not")
+    tx.guard(QueryMatch(geterr, (), (), dict(_DEFAULT_ERRSTATE)))
+
+
+def _oracle_name(target, args):
+    if target is numpy_ops.ndarray_attr:
+        return "attr." + args[1].as_constant()
+    if target is numpy_ops.ndarray_setitem:
+        return "setitem"
+    return target
+
+
+# Calls whose values torch._numpy computes otherwise than NumPy (found by review and by
+# differential runs), where dtypes and shapes agree: a graph break
+_VALUE_DIFFERENCES = {
+    "cbrt": "cbrt of negative numbers (tnp: nan)", "fix": "fix of negative halves",
+    "argsort": "the order of ties", "method.argsort": "the order of ties",
+    "isscalar": "isscalar of an array", "method.resize": "resize in place",
+    "resize": "resize", "method.is_integer": "is_integer needs the value",
+    "errstate": "np.errstate", "seterr": "np.seterr",
+}
+_INT_DIVISION = {"floor_divide", "remainder", "mod", "fmod", "divmod", "operator.floordiv", "operator.mod",
+                 "operator.ifloordiv", "operator.imod", "method.__floordiv__", "method.__mod__"}
+_POWER = {"power", "operator.pow", "operator.ipow", "float_power"}
+_ROUND = {"round", "around", "round_", "method.round"}
+
+
+def _refuse_known_differences(name, args, kwargs):
+    why = _VALUE_DIFFERENCES.get(name)
+    if why is not None and not (name.endswith("argsort") and _const_kw(kwargs, "kind") == "stable"):
+        raise Unsupported(f"numpy {name}: torch._numpy differs from NumPy ({why})")
+    kinds = {v.example.dtype.is_floating_point or v.example.dtype.is_complex for v in args
+             if isinstance(v, NdarrayVariable)}
+    ints = False in kinds or any(v.is_constant() and type(v.as_constant()) is int for v in args)
+    divisor = args[1] if len(args) > 1 else None
+    by_constant = divisor is not None and divisor.is_constant() and type(divisor.as_constant()) in (int, float) \
+        and divisor.as_constant() != 0
+    if name in _INT_DIVISION and False in kinds and not by_constant:
+        raise Unsupported(f"numpy {name} of integers (by zero NumPy gives 0, torch raises)")
+    if name in _POWER and False in kinds:
+        exp = args[1] if len(args) > 1 else None
+        if not (exp is not None and exp.is_constant() and type(exp.as_constant()) is int and exp.as_constant() >= 0):
+            raise Unsupported(f"numpy {name} of integers to a power not known to be >= 0")
+    if name in _ROUND and ints:
+        raise Unsupported(f"numpy {name} of integers (decimals < 0 round in NumPy only)")
+    if name in _ROUND and (_const_kw(kwargs, "decimals") or (len(args) > 1 and args[1].is_constant()
+                                                             and args[1].as_constant())):
+        raise Unsupported(f"numpy {name} with decimals")
+
+
+def _const_kw(kwargs, key):
+    v = kwargs.get(key)
+    return v.as_constant() if v is not None and v.is_constant() else None
+
+
+class _StandIns:
+    """The stand-in values of one call's arguments (numpy_oracle.py), one per array Variable."""
+
+    def __init__(self):
+        self.arrays, self.vars, self.exact, self.key = [], [], True, None
+
+    def ask(self, name, args, kwargs):
+        np = np_module()
+        if name == "operator.getitem" and len(args) == 2:
+            self.key = args[1]
+        try:
+            a = [self.value(v, index=(name in ("operator.getitem", "setitem") and i == 1))
+                 for i, v in enumerate(args)]
+            k = {key: self.value(v) for key, v in kwargs.items()}
+        except _NotPlain:
+            raise Unsupported(f"numpy {name}: an argument NumPy cannot be asked about at trace time") from None
+        if name.startswith("attr."):
+            a = a[:1]
+        try:
+            return numpy_oracle.ask(numpy_oracle.call_of(np, name), a, k, self.arrays, self.exact)
+        except numpy_oracle.Failed as e:
+            raise Unsupported(f"numpy {name}: NumPy raises on arrays like these ({e})") from None
+
+    def value(self, v, index=False):
+        np = np_module()
+        if isinstance(v, NdarrayVariable):
+            for i, seen in enumerate(self.vars):
+                if seen is v:
+                    return self.arrays[i]
+            shape = tuple(_hint(s) for s in v.example.shape)
+            exact = math.prod(shape) <= numpy_oracle.STAND_IN_LIMIT
+            self.exact = self.exact and exact
+            arr = numpy_oracle.stand_in(v.dtype(), shape, exact)
+            if index and arr.dtype.kind in "iu":
+                arr = np.zeros_like(arr)
+            if v.scalar:
+                return arr[()] if arr.ndim == 0 else arr
+            self.arrays.append(arr)
+            self.vars.append(v)
+            return arr
+        if isinstance(v, (containers.ListVariable, containers.TupleVariable)) and \
+                not isinstance(v, containers.SizeVariable):
+            items = [self.value(x, index) for x in v.items]  # (a key's items may be sizes too)
+            return items if isinstance(v, containers.ListVariable) else tuple(items)
+        if isinstance(v, sym.SymNodeVariable):
+            if not index:
+                raise Unsupported("a symbolic size given to a NumPy operation (torch._numpy makes it a "
+                                  "constant: one entry per size, each unguarded)")
+            return _hint(v.value)
+        if isinstance(v, sym.SliceVariable):
+            sl = v.fx_arg()[1]
+            return slice(*(_hint(x) if x is not None else None for x in (sl.start, sl.stop, sl.step)))
+        dtype = _dtype_name(v)
+        if dtype is not None:
+            return dtype
+        if v.is_constant():
+            c = v.as_constant()
+            if type(c) is tuple or type(c) is torch.Size:
+                return tuple(c)
+            return c
+        raise _NotPlain
+
+
+def _hint(s):
+    """A size's value in this trace's example (a stand-in's size, an index into one)."""
+    if isinstance(s, (torch.SymInt, torch.SymFloat)):
+        hint = s.node.hint
+        if hint is None:
+            raise Unsupported("a NumPy operation on a size known only at run time")
+        return hint
+    return s
+
+
+def _refuse_overlapping_write(tx, name, args, kwargs, fake_args, fake_kwargs):
+    """A write into an array from another view of the same memory (`a[1:] = a[:-1]`,
+    `a += a.T`): NumPy buffers it, torch raises or reads what it already wrote. The same
+    view written onto itself (`a[:, 1] *= 2` stores `a[:, 1]` back) is fine."""
+    writes = name == "setitem" or (name.startswith("operator.i") and name not in ("operator.is_", "operator.is_not")) \
+        or "out" in kwargs
+    if not writes:
+        return
+    target = kwargs.get("out", args[0] if args else None)
+    if not isinstance(target, NdarrayVariable):
+        return
+    _refuse_write_into(target, name)
+    dest = target.example
+    if name == "setitem":
+        try:
+            with tx.output.fake_mode:
+                dest = numpy_ops.ndarray_getitem(target.example, fake_args[-2])
+        except Exception:  # noqa: BLE001 - the destination cannot be told: assume the worst
+            dest = None
+    sid = storage_id(target.example)
+    for v in [*args, *kwargs.values()]:
+        if isinstance(v, NdarrayVariable) and v is not target and storage_id(v.example) == sid and \
+                (dest is None or _geometry(v.example) != _geometry(dest)):
+            raise Unsupported(f"numpy {name}: writes into an array from another view of its memory")
+
+
+def _refuse_write_into(target, name):
+    if not isinstance(target, NdarrayVariable):
+        return
+    if target.read_only:
+        raise Unsupported(f"numpy {name}: writes into a read-only view (NumPy raises)")
+    if target.view_of is not None:
+        raise Unsupported(f"numpy {name}: writes through a view NumPy shares with its base and torch copies")
+
+
+def _geometry(t):
+    return (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+
+
+def _wrap(tx, node, example, answer, stand, name):
     if isinstance(example, torch.Tensor):
-        same = holders.get(id(example))
-        if same is not None:
-            return same
-        var = NdarrayVariable(torch_calls.wrap_result(tx, node, example))
-        if example.dim() == 0:
-            if scalar is None and target != "operator.getitem":
-                raise Unsupported(f"numpy {target}: a 0-d result, which NumPy gives as a scalar "
-                                  "or as an array (not known for this call)")
-            var.scalar = bool(scalar)
-        return var
+        return _wrap_array(tx, node, example, answer, stand, name)
     if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+        if type(answer) not in (tuple, list) or len(answer) != len(example):
+            raise Unsupported(f"numpy {name}: its results are not NumPy's")
         items = []
-        for i, ex in enumerate(example):
+        for i, (ex, leaf) in enumerate(zip(example, answer)):
             sub = getitem_node(tx.output, node, i) if isinstance(ex, torch.Tensor) else None
             if sub is None:
-                raise Unsupported(f"numpy {target}: a result mixing arrays and other values")
-            items.append(_wrap(tx, sub, ex, holders, scalar, target))
-        return (containers.ListVariable if isinstance(example, list) else containers.TupleVariable)(items)
+                raise Unsupported(f"numpy {name}: a result mixing arrays and other values")
+            items.append(_wrap_array(tx, sub, ex, leaf, stand, name))
+        return (containers.ListVariable if type(answer) is list else containers.TupleVariable)(items)
     if example is None:
         if node.meta.get("writes"):
             return ConstantVariable(None)
         tx.output.graph.erase_node(node)
         return ConstantVariable(None)
     tx.output.graph.erase_node(node)
-    if type(example) in (bool, int) or (type(example) is tuple and all(type(e) is int for e in example)):
+    if isinstance(answer, numpy_oracle.Leaf) and answer.kind == "value" and type(answer.value) is type(example) \
+            and (not stand.exact or answer.value == example) and \
+            (type(example) in (bool, int) or (type(example) is tuple and all(type(e) is int for e in example))):
         return ConstantVariable(example)  # np.ndim, np.shape, np.size: metadata
-    raise Unsupported(f"numpy {target}: returns {type(example).__name__}, which has no graph meaning")
+    raise Unsupported(f"numpy {name}: returns {type(example).__name__}, which has no graph meaning")
+
+
+def _wrap_array(tx, node, example, leaf, stand, name):
+    np = np_module()
+    if not isinstance(leaf, numpy_oracle.Leaf) or leaf.kind == "value":
+        raise Unsupported(f"numpy {name}: NumPy's result is not an array here")
+    got = np.dtype(str(example.dtype).replace("torch.", ""))
+    if got != leaf.dtype:
+        raise Unsupported(f"numpy {name}: torch._numpy gives {got}, NumPy {leaf.dtype}")
+    if leaf.kind == "scalar":
+        if example.dim() != 0:
+            raise Unsupported(f"numpy {name}: torch._numpy gives an array, NumPy a scalar")
+        return NdarrayVariable(torch_calls.wrap_result(tx, node, example), scalar=True)
+    shape = tuple(example.shape)
+    if len(shape) != leaf.ndim or (
+            leaf.shape is not None and any(type(s) is int and s != t for s, t in zip(shape, leaf.shape))):
+        raise Unsupported(f"numpy {name}: torch._numpy gives shape {list(shape)}, NumPy {list(leaf.shape or ())}")
+    # aliasing: what NumPy's result shares with the arguments, tnp's must share too
+    sid = storage_id(example)
+    ours = frozenset(i for i, v in enumerate(stand.vars) if storage_id(v.example) == sid)
+    if leaf.is_arg is not None:
+        if example is stand.vars[leaf.is_arg].example:
+            return stand.vars[leaf.is_arg]  # NumPy gives the argument itself (np.asarray(a))
+        raise Unsupported(f"numpy {name}: NumPy gives its argument itself, torch._numpy another array")
+    if leaf.shares - ours:
+        base = stand.vars[next(iter(leaf.shares))] if len(leaf.shares) == 1 else None
+        if name != "operator.getitem" or base is None or stand.key is None or base.view_of is not None:
+            raise Unsupported(f"numpy {name}: NumPy gives a view of its argument, torch._numpy a copy")
+        var = NdarrayVariable(torch_calls.wrap_result(tx, node, example))
+        var.view_of = (base, stand.key)  # (read again from the base at each use: current())
+        var.read_only = not leaf.writeable
+        return var
+    tvar = torch_calls.wrap_result(tx, node, example)
+    if ours - leaf.shares:  # tnp's result shares memory where NumPy's is a copy: copy it
+        tvar = torch_calls.call_torch(tx, "call_method", "clone", [tvar], {})
+    elif isinstance(tvar, tensor.TensorVariable) and tvar.node is not node:
+        tvar = tensor.TensorVariable(node, example)  # (a view of the same tensor: its own array)
+    var = NdarrayVariable(tvar)
+    var.read_only = not leaf.writeable
+    return var
 
 
 def _to_fx(tx, value, holders):
@@ -606,8 +878,9 @@ def _to_fx(tx, value, holders):
         pairs = [_to_fx(tx, v, holders) for v in value]
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(value, NdarrayVariable):
-        holders.setdefault(id(value.example), value)
-        return value.tensor.node, value.example
+        if value.view_of is None:
+            holders.setdefault(id(value.example), value)
+        return value.current(tx).node, value.example
     if isinstance(value, tensor.TensorVariable):
         raise Unsupported(f"a tensor passed to a NumPy function ({value}) (NumPy converts it its own way; "
                           "Python gives the answer)")
@@ -644,7 +917,9 @@ def _dtype_name(value):
         return None
     if isinstance(obj, np.dtype):
         return obj.name
-    if isinstance(obj, type) and issubclass(obj, np.generic) and obj is not np.generic:
+    if not isinstance(obj, type):
+        return None
+    if issubclass(obj, np.generic) and obj is not np.generic:
         return np.dtype(obj).name
     if obj in (float, int, bool, complex) and isinstance(value, ObjectVariable):
         return {float: "float64", int: "int64", bool: "bool", complex: "complex128"}[obj]
@@ -669,4 +944,4 @@ def _tnp_ndarray():
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, objects, operators, sym, tensor, torch_calls  # noqa: E402
+from . import containers, numpy_oracle, objects, operators, sym, tensor, torch_calls  # noqa: E402

@@ -27,6 +27,10 @@ from .base import ConstantVariable, is_constant_value
 
 
 def call_torch(tx, kind, target, args, kwargs):
+    if not _number_like_target(kind, target) and _has_numpy_scalar((args, kwargs)):
+        # torch.tensor(np.float64(2.0)) keeps float64; in the graph the scalar is a Python number
+        raise Unsupported(f"a NumPy scalar given to torch.{getattr(target, '__name__', target)} (its dtype "
+                          "would be lost in the graph)")
     node_args, fake_args = to_fx(args)
     node_kwargs, fake_kwargs = to_fx(kwargs)
     if _is_indexing(kind, target) and len(fake_args) >= 2:
@@ -52,6 +56,23 @@ def call_torch(tx, kind, target, args, kwargs):
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
+
+
+def _number_like_target(kind, target):
+    """An operator (`t * s`): torch takes a NumPy scalar as the Python number it holds."""
+    if kind == "call_function":
+        return getattr(target, "__module__", None) == "_operator"
+    return isinstance(target, str) and target.startswith("__")
+
+
+def _has_numpy_scalar(value):
+    if isinstance(value, dict):
+        return any(_has_numpy_scalar(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_numpy_scalar(v) for v in value)
+    if isinstance(value, containers.BaseSequence):
+        return _has_numpy_scalar(value.items)
+    return value.is_constant() and numpy_vars.is_numpy_scalar(value.as_constant())
 
 
 _INDEXING_METHODS = ("__getitem__", "__setitem__")
