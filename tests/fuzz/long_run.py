@@ -76,6 +76,7 @@ def main():
         fuzz_gen_semantics.focus(args.focus)
     for name in (fuzz_shapes.FEATURES if args.enable == "all" else filter(None, args.enable.split(","))):
         fuzz_shapes.FEATURES[name] = True
+    fuzz_gen_semantics.USE_OPTIONAL = args.enable == "all"
     off = sorted(k for k, v in fuzz_shapes.FEATURES.items() if not v)
     print(f"fuzz shapes off: {off or 'none'}", flush=True)
     os.makedirs(args.out, exist_ok=True)
