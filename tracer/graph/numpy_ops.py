@@ -77,7 +77,15 @@ def ndarray_call(name, *args, **kwargs):
     """`np.<name>(*args, **kwargs)` on tensors standing for arrays."""
     fn = _resolve(name)
     with _numpy_defaults():
-        return _to_torch(fn(*_to_tnp(args), **{k: _to_tnp(v) for k, v in kwargs.items()}))
+        try:
+            return _to_torch(fn(*_to_tnp(args), **{k: _to_tnp(v) for k, v in kwargs.items()}))
+        except _tnp().linalg.LinAlgError as e:  # the user's `except np.linalg.LinAlgError`
+            raise _numpy_linalg_error()(*e.args) from None
+
+
+def _numpy_linalg_error():
+    import numpy  # noqa: PLC0415 - a NumPy graph only runs where NumPy is imported
+    return numpy.linalg.LinAlgError
 
 
 def ndarray_method(name, obj, *args, **kwargs):

@@ -10,9 +10,9 @@ array or scalar, dtype, shape, which arguments it shares memory with, writeable,
 is an argument itself) is what `numpy_vars` compares tnp's result with; a difference is a
 graph break, never a result that differs from NumPy's.
 
-The stand-ins are made once per traced call and cost what NumPy costs on them (an array of
-more than STAND_IN_LIMIT elements is shrunk to 4 per dimension: then only dtype, kind and
-number of dimensions are compared).
+The stand-ins are made once per traced call and cost what NumPy costs on them: an array of
+more than STAND_IN_LIMIT elements is zeros (no memory until written), one of more than
+SIZE_LIMIT is not asked about (the call is a graph break).
 """
 import dataclasses
 import operator
@@ -20,6 +20,7 @@ import sys
 import warnings
 
 STAND_IN_LIMIT = 1 << 18
+SIZE_LIMIT = 1 << 26
 
 
 @dataclasses.dataclass
@@ -40,11 +41,12 @@ class Failed(Exception):
 
 def stand_in(dtype, shape, exact):
     """An array of this dtype and shape with small nonzero values (a divisor, a matrix to
-    invert: random normal values are invertible, nonzero ints divide)."""
+    invert: random normal values are invertible, nonzero ints divide); past STAND_IN_LIMIT
+    elements (`exact` False) zeros, which cost no memory until written (calloc)."""
     np = sys.modules["numpy"]
     rng = np.random.default_rng(len(shape) * 7 + 1)
     if not exact:
-        shape = tuple(min(s, 4) for s in shape)
+        return np.zeros(shape, dtype)
     kind = np.dtype(dtype).kind
     if kind == "b":
         return rng.random(shape) > 0.5

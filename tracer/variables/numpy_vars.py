@@ -9,10 +9,10 @@ writes reach the caller's array), and an array leaving the frame is `Tensor.nump
 graph's output.
 
 What NumPy gives and tnp does not say, modelled here so that results are NumPy's:
-- **Scalars.** NumPy hands back a scalar (`np.float64`) for a 0-d result of a ufunc, a
-  reduction or an integer index, and a 0-d array from constructors and views; tnp always
-  gives a 0-d array. A call's result is a scalar per `_SCALAR_0D` / `_ARRAY_0D`; a 0-d result
-  of a call in neither is a graph break, never a guess.
+- **NumPy is asked.** Whether a result is NumPy's scalar (`np.float64`) or an array, its
+  dtype, shape, which arguments it shares memory with: each traced call is also run by NumPy
+  on stand-in arrays (numpy_oracle.py, numpy_calls.py), and tnp's result must agree or the
+  call is a graph break, never a guess.
 - **NumPy scalars keep their dtype** in promotion (NEP 50): a NumPy scalar argument enters
   the graph as a 0-d tensor of its dtype, never as a Python number.
 - **Calls on constants only** (`np.sqrt(2.0)`, `np.float32(0.5)`) giving a scalar run on the
@@ -26,17 +26,16 @@ array's data at trace time: `.item()`, `.tolist()`, `bool(a)`) is a graph break 
 reason, like a tensor's.
 """
 import functools
-import math
 import operator
 import sys
 
 import torch
-from guards import Predicate, QueryMatch
-from guards.sources import CallSource
+from guards import Predicate
+from guards.sources import CallSource, Source
+import bytecode
 
 from ..exc import Unsupported
 from ..graph import node_meta, numpy_ops, shapes
-from ..graph.output_graph import getitem_node, storage_id
 from .base import ConstantVariable, ObjectVariable, Variable
 from bytecode_utils import versions
 
@@ -67,35 +66,10 @@ _NOT_TRACED = frozenset({"ndarray", "common_type", "min_scalar_type", "set_print
 # scalar types, names) and a graph break otherwise: never a graph node
 _DTYPE_QUERIES = frozenset({"dtype", "finfo", "iinfo", "issubdtype", "result_type", "can_cast", "promote_types"})
 
-# Calls whose 0-d results NumPy gives as scalars (NumPy 2's own results, probed per name).
-_SCALAR_0D = frozenset("""
-abs absolute add all amax amin angle any arccos arccosh arcsin arcsinh arctan arctan2 arctanh argmax
-argmin around average cbrt ceil clip conj conjugate copysign corrcoef cos cosh count_nonzero deg2rad
-degrees divide dot equal exp exp2 expm1 fabs fix flip float_power floor floor_divide fmax fmin fmod
-greater greater_equal heaviside hypot inner isclose iscomplex isfinite isinf isnan isneginf isposinf
-isreal kron less less_equal log log10 log1p log2 logaddexp logaddexp2 logical_and logical_not
-logical_or logical_xor max maximum mean median min minimum mod multiply nan_to_num negative nextafter
-not_equal percentile positive power prod ptp quantile rad2deg radians reciprocal remainder rint round
-sign signbit sin sinc sinh sqrt square std subtract sum tan tanh true_divide trunc var vdot
-take matmul trace einsum nansum nanmean nanmax nanmin nanprod nanstd nanvar nanmedian nanargmax
-nanargmin gcd lcm invert bitwise_and bitwise_or bitwise_xor bitwise_not left_shift right_shift ldexp
-searchsorted modf divmod linalg.norm linalg.det linalg.matrix_rank linalg.cond
-bool_ int8 int16 int32 int64 uint8 float16 float32 float64 complex64 complex128 double single half
-""".split())
-# ... and those that give a 0-d array (constructors, views, copies).
-_ARRAY_0D = frozenset("""
-array asarray asanyarray ascontiguousarray asfortranarray copy empty empty_like full full_like ones
-ones_like zeros zeros_like reshape squeeze transpose moveaxis swapaxes broadcast_to where tensordot
-roll real imag cov i0 real_if_close atleast_1d atleast_2d atleast_3d expand_dims outer cumsum cumprod
-""".split())
 # the calls that make an array of a tensor argument (through Tensor.__array__, i.e. numpy()),
 # where other NumPy functions given a tensor answer with a tensor or raise
 _FROM_TENSOR = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", "zeros_like", "ones_like",
                           "empty_like", "full_like"})
-_SCALAR_METHODS = frozenset("sum mean max min std var prod any all argmax argmin round clip dot "
-                            "__abs__ __neg__ __pos__ __invert__".split())
-_ARRAY_METHODS = frozenset("copy astype reshape squeeze view transpose ravel flatten conj conjugate "
-                           "cumsum cumprod fill sort swapaxes".split())
 # array attributes and methods that need the data at trace time
 _DATA = frozenset({"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__bool__", "__int__",
                    "__float__", "__index__", "__array__", "data", "ctypes", "nonzero", "__contains__",
@@ -195,6 +169,7 @@ def wrap_ndarray(tx, value, source, g):
     if why is not None:
         g(Predicate.made(source, _passed_through, (type(value),), f"is an ndarray no tensor can stand for ({why})"))
         return objects.OpaqueVariable(value, source)
+    _refuse_shared_memory(tx, value, source, g)
     tsrc = NumpyTensorSource(source)
     t = torch.from_numpy(value)
     if not value.flags.c_contiguous:
@@ -207,6 +182,51 @@ def wrap_ndarray(tx, value, source, g):
                      f"is an ndarray {value.dtype} {['*' if s is None else s for s in sizes]}"
                      f"{'' if strides is None else f', strides {strides}'}, writeable"))
     return NdarrayVariable(tensor.TensorVariable(node, fake, tsrc), source=source)
+
+
+class BothSource(Source):
+    """`(first, second)`: two inputs, for a check that compares them."""
+
+    def __init__(self, first, second):
+        object.__setattr__(self, "first", first)
+        object.__setattr__(self, "second", second)
+
+    def _key(self):
+        return (self.first, self.second)
+
+    def name(self):
+        return f"({self.first.name()}, {self.second.name()})"
+
+    def guard_expr(self, ctx):
+        return f"({ctx.value(self.first)}, {ctx.value(self.second)})"
+
+    def reconstruct(self):
+        return [*self.first.reconstruct(), *self.second.reconstruct(), bytecode.Instr("BUILD_TUPLE", 2)]
+
+
+def _disjoint():
+    """The check of two array inputs: their memory does not overlap."""
+    bounds = np_module().lib.array_utils.byte_bounds
+
+    def check(pair):
+        (a0, a1), (b0, b1) = bounds(pair[0]), bounds(pair[1])
+        return a1 <= b0 or b1 <= a0
+    return check
+
+
+def _refuse_shared_memory(tx, value, source, g):
+    """Array inputs are separate graph inputs: a backend that functionalizes (aot_eager,
+    inductor) takes them as separate memory. Two that overlap (`f(a, a[1])`) are refused,
+    and every pair is guarded to stay apart."""
+    seen = tx.output.__dict__.setdefault("numpy_inputs", [])
+    check = _disjoint()
+    for other, other_source in seen:
+        if other is value:
+            continue
+        if not check((value, other)):
+            raise Unsupported("NumPy arrays that share memory, passed in separately")
+        g(Predicate.made(BothSource(source, other_source), _disjoint, (), "share no memory"))
+    seen.append((value, source))
 
 
 def wrap_scalar(tx, value, source, g):
@@ -242,7 +262,7 @@ class NdarrayVariable(Variable):
         if self.view_of is None:
             return self.tensor
         base, key = self.view_of
-        node_args, fake_args = _to_fx(tx, [base, key], {})
+        node_args, fake_args = numpy_calls.to_fx(tx, [base, key], {})
         node, example = tx.output.create_node(
             "call_function", numpy_ops.ndarray_call, ["operator.getitem", *node_args], {},
             lambda: numpy_ops.ndarray_call("operator.getitem", *fake_args))
@@ -284,8 +304,7 @@ class NdarrayVariable(Variable):
         if name == "dtype":
             return ConstantVariable(self.dtype())
         if name in ("T", "real", "imag"):
-            return _call(tx, numpy_ops.ndarray_attr, [self, ConstantVariable(name)], {},
-                         scalar=self.scalar and name != "T")
+            return numpy_calls.call(tx, numpy_ops.ndarray_attr, [self, ConstantVariable(name)], {})
         if name in _DATA or name in ("strides", "flags", "base", "__array_interface__"):
             raise Unsupported(f"ndarray.{name} needs the array's data or memory at trace time")
         tnp_array = _tnp_ndarray()
@@ -297,16 +316,13 @@ class NdarrayVariable(Variable):
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def hasattr(self, tx, name):
-        return hasattr(np_module().ndarray, name)
+        return hasattr(self.python_type(), name)
 
     def getitem(self, tx, key):
-        out = _call(tx, "operator.getitem", [self, key], {}, scalar=None)
-        if out.example.dim() == 0:
-            out.scalar = _scalar_index(key)
-        return out
+        return numpy_calls.call(tx, "operator.getitem", [self, key], {})
 
     def setitem(self, tx, key, value):
-        _call(tx, numpy_ops.ndarray_setitem, [self, key, value], {}, scalar=False)
+        numpy_calls.call(tx, numpy_ops.ndarray_setitem, [self, key, value], {})
 
     def length(self, tx):
         return self.tensor.length(tx)  # (a 0-d array: a break; NumPy's TypeError comes natively)
@@ -335,24 +351,12 @@ class NdarrayVariable(Variable):
         return f"{'NumpyScalar' if self.scalar else 'Ndarray'}({self.tensor!r})"
 
 
-def _scalar_index(key):
-    """Whether NumPy gives a scalar for this index of a 0-d result: ints only (`a[1, 2]`,
-    `a[()]`) do; with an Ellipsis (`a[0, ...]`) it is a 0-d view. Anything else: a break."""
-    if isinstance(key, sym.SymNodeVariable):
-        return True
-    k = key.as_constant() if key.is_constant() else None
-    items = k if type(k) is tuple else (k,)
-    if k is not None and all(type(i) is int for i in items):
-        return True
-    if k is not None and all(type(i) is int or i is Ellipsis for i in items):
-        return False
-    raise Unsupported(f"a 0-d result of indexing an array with {key} (NumPy's scalar or array?)")
-
-
 # `a.__iadd__(b)` and the like, read as the operators they are
 _DUNDER_OPERATORS = {n: n.rstrip("_") if n.endswith("_") and n[:-1] in ("and", "or") else n for n in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "iadd", "isub", "imul", "itruediv",
     "ifloordiv", "imod", "ipow", "lt", "le", "gt", "ge", "eq", "ne")}
+# functions that write into their first argument
+_WRITING_FUNCTIONS = frozenset({"copyto", "put", "put_along_axis", "fill_diagonal", "place", "putmask"})
 # methods that write into the array they are called on
 _WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "partition", "setflags"})
 
@@ -373,9 +377,8 @@ class NdarrayMethodVariable(Variable):
         if op is not None and len(args) == 1 and not kwargs and op in _DUNDER_OPERATORS:
             return binary_op(tx, _DUNDER_OPERATORS[op], self.array, args[0])
         if self.name in _WRITING_METHODS:
-            _refuse_write_into(self.array, "method." + self.name)
-        scalar = True if self.name in _SCALAR_METHODS else False if self.name in _ARRAY_METHODS else None
-        return _call(tx, "method." + self.name, [self.array, *args], kwargs, scalar=scalar)
+            numpy_calls.refuse_write_into(self.array, "method." + self.name)
+        return numpy_calls.call(tx, "method." + self.name, [self.array, *args], kwargs)
 
     def reconstruct(self, cg):  # (on the stack at a graph break: `a.reshape(f(), 3)`)
         cg.reconstruct(self.array)
@@ -408,10 +411,9 @@ class NumpyFunctionVariable(ObjectVariable):
             # np.array([a, b]): arrays of one shape stacked (tnp reads such a list item by item)
             shapes = {tuple(v.example.shape) for v in args[0].items}
             if len(shapes) == 1 and set(kwargs) <= {"dtype"} and len(args) == 1:
-                out = _call(tx, "stack", [args[0]], {}, scalar=False)
-                return out if not kwargs else _call(tx, "method.astype", [out, kwargs["dtype"]], {}, scalar=False)
-        scalar = True if self.name in _SCALAR_0D else False if self.name in _ARRAY_0D else None
-        return _call(tx, self.name, args, kwargs, scalar=scalar)
+                out = numpy_calls.call(tx, "stack", [args[0]], {})
+                return out if not kwargs else numpy_calls.call(tx, "method.astype", [out, kwargs["dtype"]], {})
+        return numpy_calls.call(tx, self.name, args, kwargs)
 
 
 def _fold_constant_call(fn, args, kwargs):
@@ -421,7 +423,7 @@ def _fold_constant_call(fn, args, kwargs):
     try:
         pos = [_plain_constant(a) for a in args]
         kw = {k: _plain_constant(v) for k, v in kwargs.items()}
-    except _NotPlain:
+    except NotPlain:
         return None
     try:
         out = fn(*pos, **kw)
@@ -434,25 +436,25 @@ def _fold_constant_call(fn, args, kwargs):
     return None
 
 
-class _NotPlain(Exception):
+class NotPlain(Exception):
     pass
 
 
 def _plain_constant(var):
-    """The value of a scalar constant, or of a list/tuple of them; else _NotPlain."""
+    """The value of a scalar constant, or of a list/tuple of them; else NotPlain."""
     if isinstance(var, (containers.ListVariable, containers.TupleVariable)):
         items = [_plain_constant(v) for v in var.items]
         return items if isinstance(var, containers.ListVariable) else tuple(items)
     if isinstance(var, ObjectVariable) and _is_dtype_like(var.value):
         return var.value  # np.float32, np.floating, float (the class), as a dtype argument
     if not var.is_constant():
-        raise _NotPlain
+        raise NotPlain
     v = var.as_constant()
     if isinstance(v, np_module().dtype):
         return v
     if _scalar_constant(v) or (type(v) in (tuple, torch.Size) and all(_scalar_constant(x) for x in v)):
         return v
-    raise _NotPlain
+    raise NotPlain
 
 
 def _is_dtype_like(obj):
@@ -482,9 +484,9 @@ def binary_op(tx, name, a, b):
         if not hasattr(operator, name):
             name += "_"
     if inplace:
-        _call(tx, "operator." + name, [a, b], {}, scalar=False)
+        numpy_calls.call(tx, "operator." + name, [a, b], {})
         return a  # an in-place operator returns the array itself
-    return _call(tx, "operator." + name, [a, b], {}, scalar=True)
+    return numpy_calls.call(tx, "operator." + name, [a, b], {})
 
 
 # `t <op> arr`: Tensor's operator gives way to the array's, so NumPy computes on t's values (its
@@ -503,7 +505,7 @@ def _tensor_with_array(tx, name, t, arr):
         raise Unsupported(f"operator {name} of a tensor and a NumPy array, one not contiguous (the "
                           "result's layout is NumPy's)")
     base = name[1:] if name.startswith("i") else name
-    out = _call(tx, "operator." + base, [NdarrayVariable(t), arr], {}, scalar=False)
+    out = numpy_calls.call(tx, "operator." + base, [NdarrayVariable(t), arr], {})
     if out.example.dim() == 0:
         raise Unsupported(f"operator {name} of a tensor and a NumPy array with a 0-d result")
     return out.tensor
@@ -531,7 +533,7 @@ def _tensor_with_scalar(tx, name, a, b, t, s):
 
 
 def unary_op(tx, name, a):
-    return _call(tx, "operator." + name, [a], {}, scalar=True)
+    return numpy_calls.call(tx, "operator." + name, [a], {})
 
 
 def compare(tx, op, a, b):
@@ -571,6 +573,8 @@ def torch_call(tx, fn, args, kwargs):
             raise Unsupported(f"torch.{fn.__name__} of an array with {sorted(rest)} arguments")
         if arr.view_of is not None:
             raise Unsupported(f"torch.{fn.__name__} of an array with negative strides (torch has none)")
+        if arr.scalar and fn is torch.from_numpy:
+            raise Unsupported("torch.from_numpy of a NumPy scalar (eager raises TypeError)")
         t = arr.tensor
         if fn is torch.tensor or (fn is torch.asarray and kwargs.get("copy") is not None):
             t = torch_calls.call_torch(tx, "call_method", "clone", [t], {})
@@ -598,343 +602,6 @@ def tensor_numpy(tx, t, args, kwargs):
     return NdarrayVariable(t)
 
 
-def _call(tx, target, args, kwargs, scalar=None):
-    """One node computing a NumPy operation; its result as Variables. `target` is a tnp name
-    ("sum", "linalg.norm", "operator.add", "method.reshape") or a numpy_ops function. NumPy
-    itself is asked what the result is (numpy_oracle.py): tnp's must be the same kind (array
-    or scalar), dtype and shape, alias the same arguments, or the call is a graph break.
-    (`scalar` is unused: kept for the callers' documentation of what they expect.)"""
-    holders = {}
-    node_args, fake_args = _to_fx(tx, args, holders)
-    node_kwargs, fake_kwargs = _to_fx(tx, kwargs, holders)
-    name = _oracle_name(target, args)
-    _refuse_known_differences(name, args, kwargs)
-    _guard_error_state(tx)
-    arrays, stand = [], _StandIns()
-    answer = stand.ask(name, args, kwargs)
-    if isinstance(target, str) and target.startswith("method."):
-        fn, node_args = numpy_ops.ndarray_method, [target[7:], *node_args]
-        fake_args = [target[7:], *fake_args]
-    elif isinstance(target, str):
-        fn, node_args, fake_args = numpy_ops.ndarray_call, [target, *node_args], [target, *fake_args]
-    else:
-        fn = target
-    node, example = tx.output.create_node("call_function", fn, node_args, node_kwargs,
-                                          lambda: fn(*fake_args, **fake_kwargs))
-    node_meta.annotate(tx, node, example, fn)
-    _refuse_overlapping_write(tx, name, args, kwargs, fake_args, fake_kwargs)
-    return _wrap(tx, node, example, answer, stand, name)
-
-
-_DEFAULT_ERRSTATE = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
-
-
-def _guard_error_state(tx):
-    """NumPy's floating-point error handling (np.errstate, np.seterr) is its default: tnp
-    never raises FloatingPointError, so under another setting NumPy's code runs as Python,
-    and an entry traced under the default is not used under another."""
-    geterr = np_module().geterr
-    if geterr() != _DEFAULT_ERRSTATE:
-        raise Unsupported("NumPy's error handling is set (np.errstate / np.seterr): NumPy raises or warns "
-                          "where torch._numpy does not")
-    tx.guard(QueryMatch(geterr, (), (), dict(_DEFAULT_ERRSTATE)))
-
-
-def _oracle_name(target, args):
-    if target is numpy_ops.ndarray_attr:
-        return "attr." + args[1].as_constant()
-    if target is numpy_ops.ndarray_setitem:
-        return "setitem"
-    return target
-
-
-# Calls whose values torch._numpy computes otherwise than NumPy (found by review and by
-# differential runs), where dtypes and shapes agree: a graph break
-_VALUE_DIFFERENCES = {
-    "cbrt": "cbrt of negative numbers (tnp: nan)", "fix": "fix of negative halves",
-    "argsort": "the order of ties", "method.argsort": "the order of ties",
-    "isscalar": "isscalar of an array", "method.resize": "resize in place",
-    "resize": "resize", "method.is_integer": "is_integer needs the value",
-    "errstate": "np.errstate", "seterr": "np.seterr",
-}
-_INT_DIVISION = {"floor_divide", "remainder", "mod", "fmod", "divmod", "operator.floordiv", "operator.mod",
-                 "operator.ifloordiv", "operator.imod", "method.__floordiv__", "method.__mod__"}
-_POWER = {"power", "operator.pow", "operator.ipow", "float_power"}
-_ROUND = {"round", "around", "round_", "method.round"}
-
-
-def _refuse_known_differences(name, args, kwargs):
-    why = _VALUE_DIFFERENCES.get(name)
-    if why is not None and not (name.endswith("argsort") and _const_kw(kwargs, "kind") == "stable"):
-        raise Unsupported(f"numpy {name}: torch._numpy differs from NumPy ({why})")
-    kinds = {v.example.dtype.is_floating_point or v.example.dtype.is_complex for v in args
-             if isinstance(v, NdarrayVariable)}
-    ints = False in kinds or any(v.is_constant() and type(v.as_constant()) is int for v in args)
-    divisor = args[1] if len(args) > 1 else None
-    by_constant = divisor is not None and divisor.is_constant() and type(divisor.as_constant()) in (int, float) \
-        and divisor.as_constant() != 0
-    if name in _INT_DIVISION and False in kinds and not by_constant:
-        raise Unsupported(f"numpy {name} of integers (by zero NumPy gives 0, torch raises)")
-    if name in _POWER and False in kinds:
-        exp = args[1] if len(args) > 1 else None
-        if not (exp is not None and exp.is_constant() and type(exp.as_constant()) is int and exp.as_constant() >= 0):
-            raise Unsupported(f"numpy {name} of integers to a power not known to be >= 0")
-    if name in _ROUND and ints:
-        raise Unsupported(f"numpy {name} of integers (decimals < 0 round in NumPy only)")
-    if name in _ROUND and (_const_kw(kwargs, "decimals") or (len(args) > 1 and args[1].is_constant()
-                                                             and args[1].as_constant())):
-        raise Unsupported(f"numpy {name} with decimals")
-
-
-def _const_kw(kwargs, key):
-    v = kwargs.get(key)
-    return v.as_constant() if v is not None and v.is_constant() else None
-
-
-class _StandIns:
-    """The stand-in values of one call's arguments (numpy_oracle.py), one per array Variable."""
-
-    def __init__(self):
-        self.arrays, self.vars, self.exact, self.key = [], [], True, None
-
-    def ask(self, name, args, kwargs):
-        np = np_module()
-        if name == "operator.getitem" and len(args) == 2:
-            self.key = args[1]
-        try:
-            a = [self.value(v, index=(name in ("operator.getitem", "setitem") and i == 1))
-                 for i, v in enumerate(args)]
-            k = {key: self.value(v) for key, v in kwargs.items()}
-        except _NotPlain:
-            raise Unsupported(f"numpy {name}: an argument NumPy cannot be asked about at trace time") from None
-        if name.startswith("attr."):
-            a = a[:1]
-        try:
-            return numpy_oracle.ask(numpy_oracle.call_of(np, name), a, k, self.arrays, self.exact)
-        except numpy_oracle.Failed as e:
-            raise Unsupported(f"numpy {name}: NumPy raises on arrays like these ({e})") from None
-
-    def value(self, v, index=False):
-        np = np_module()
-        if isinstance(v, NdarrayVariable):
-            for i, seen in enumerate(self.vars):
-                if seen is v:
-                    return self.arrays[i]
-            shape = tuple(_hint(s) for s in v.example.shape)
-            exact = math.prod(shape) <= numpy_oracle.STAND_IN_LIMIT
-            self.exact = self.exact and exact
-            arr = numpy_oracle.stand_in(v.dtype(), shape, exact)
-            if index and arr.dtype.kind in "iu":
-                arr = np.zeros_like(arr)
-            if v.scalar:
-                return arr[()] if arr.ndim == 0 else arr
-            self.arrays.append(arr)
-            self.vars.append(v)
-            return arr
-        if isinstance(v, (containers.ListVariable, containers.TupleVariable)) and \
-                not isinstance(v, containers.SizeVariable):
-            items = [self.value(x, index) for x in v.items]  # (a key's items may be sizes too)
-            return items if isinstance(v, containers.ListVariable) else tuple(items)
-        if isinstance(v, sym.SymNodeVariable):
-            if not index:
-                raise Unsupported("a symbolic size given to a NumPy operation (torch._numpy makes it a "
-                                  "constant: one entry per size, each unguarded)")
-            return _hint(v.value)
-        if isinstance(v, sym.SliceVariable):
-            sl = v.fx_arg()[1]
-            return slice(*(_hint(x) if x is not None else None for x in (sl.start, sl.stop, sl.step)))
-        dtype = _dtype_name(v)
-        if dtype is not None:
-            return dtype
-        if v.is_constant():
-            c = v.as_constant()
-            if type(c) is tuple or type(c) is torch.Size:
-                return tuple(c)
-            return c
-        raise _NotPlain
-
-
-def _hint(s):
-    """A size's value in this trace's example (a stand-in's size, an index into one)."""
-    if isinstance(s, (torch.SymInt, torch.SymFloat)):
-        hint = s.node.hint
-        if hint is None:
-            raise Unsupported("a NumPy operation on a size known only at run time")
-        return hint
-    return s
-
-
-def _refuse_overlapping_write(tx, name, args, kwargs, fake_args, fake_kwargs):
-    """A write into an array from another view of the same memory (`a[1:] = a[:-1]`,
-    `a += a.T`): NumPy buffers it, torch raises or reads what it already wrote. The same
-    view written onto itself (`a[:, 1] *= 2` stores `a[:, 1]` back) is fine."""
-    writes = name == "setitem" or (name.startswith("operator.i") and name not in ("operator.is_", "operator.is_not")) \
-        or "out" in kwargs
-    if not writes:
-        return
-    target = kwargs.get("out", args[0] if args else None)
-    if not isinstance(target, NdarrayVariable):
-        return
-    _refuse_write_into(target, name)
-    dest = target.example
-    if name == "setitem":
-        try:
-            with tx.output.fake_mode:
-                dest = numpy_ops.ndarray_getitem(target.example, fake_args[-2])
-        except Exception:  # noqa: BLE001 - the destination cannot be told: assume the worst
-            dest = None
-    sid = storage_id(target.example)
-    for v in [*args, *kwargs.values()]:
-        if isinstance(v, NdarrayVariable) and v is not target and storage_id(v.example) == sid and \
-                (dest is None or _geometry(v.example) != _geometry(dest)):
-            raise Unsupported(f"numpy {name}: writes into an array from another view of its memory")
-
-
-def _refuse_write_into(target, name):
-    if not isinstance(target, NdarrayVariable):
-        return
-    if target.read_only:
-        raise Unsupported(f"numpy {name}: writes into a read-only view (NumPy raises)")
-    if target.view_of is not None:
-        raise Unsupported(f"numpy {name}: writes through a view NumPy shares with its base and torch copies")
-
-
-def _geometry(t):
-    return (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-
-
-def _wrap(tx, node, example, answer, stand, name):
-    if isinstance(example, torch.Tensor):
-        return _wrap_array(tx, node, example, answer, stand, name)
-    if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
-        if type(answer) not in (tuple, list) or len(answer) != len(example):
-            raise Unsupported(f"numpy {name}: its results are not NumPy's")
-        items = []
-        for i, (ex, leaf) in enumerate(zip(example, answer)):
-            sub = getitem_node(tx.output, node, i) if isinstance(ex, torch.Tensor) else None
-            if sub is None:
-                raise Unsupported(f"numpy {name}: a result mixing arrays and other values")
-            items.append(_wrap_array(tx, sub, ex, leaf, stand, name))
-        return (containers.ListVariable if type(answer) is list else containers.TupleVariable)(items)
-    if example is None:
-        if node.meta.get("writes"):
-            return ConstantVariable(None)
-        tx.output.graph.erase_node(node)
-        return ConstantVariable(None)
-    tx.output.graph.erase_node(node)
-    if isinstance(answer, numpy_oracle.Leaf) and answer.kind == "value" and type(answer.value) is type(example) \
-            and (not stand.exact or answer.value == example) and \
-            (type(example) in (bool, int) or (type(example) is tuple and all(type(e) is int for e in example))):
-        return ConstantVariable(example)  # np.ndim, np.shape, np.size: metadata
-    raise Unsupported(f"numpy {name}: returns {type(example).__name__}, which has no graph meaning")
-
-
-def _wrap_array(tx, node, example, leaf, stand, name):
-    np = np_module()
-    if not isinstance(leaf, numpy_oracle.Leaf) or leaf.kind == "value":
-        raise Unsupported(f"numpy {name}: NumPy's result is not an array here")
-    got = np.dtype(str(example.dtype).replace("torch.", ""))
-    if got != leaf.dtype:
-        raise Unsupported(f"numpy {name}: torch._numpy gives {got}, NumPy {leaf.dtype}")
-    if leaf.kind == "scalar":
-        if example.dim() != 0:
-            raise Unsupported(f"numpy {name}: torch._numpy gives an array, NumPy a scalar")
-        return NdarrayVariable(torch_calls.wrap_result(tx, node, example), scalar=True)
-    shape = tuple(example.shape)
-    if len(shape) != leaf.ndim or (
-            leaf.shape is not None and any(type(s) is int and s != t for s, t in zip(shape, leaf.shape))):
-        raise Unsupported(f"numpy {name}: torch._numpy gives shape {list(shape)}, NumPy {list(leaf.shape or ())}")
-    # aliasing: what NumPy's result shares with the arguments, tnp's must share too
-    sid = storage_id(example)
-    ours = frozenset(i for i, v in enumerate(stand.vars) if storage_id(v.example) == sid)
-    if leaf.is_arg is not None:
-        if example is stand.vars[leaf.is_arg].example:
-            return stand.vars[leaf.is_arg]  # NumPy gives the argument itself (np.asarray(a))
-        raise Unsupported(f"numpy {name}: NumPy gives its argument itself, torch._numpy another array")
-    if leaf.shares - ours:
-        base = stand.vars[next(iter(leaf.shares))] if len(leaf.shares) == 1 else None
-        if name != "operator.getitem" or base is None or stand.key is None or base.view_of is not None:
-            raise Unsupported(f"numpy {name}: NumPy gives a view of its argument, torch._numpy a copy")
-        var = NdarrayVariable(torch_calls.wrap_result(tx, node, example))
-        var.view_of = (base, stand.key)  # (read again from the base at each use: current())
-        var.read_only = not leaf.writeable
-        return var
-    tvar = torch_calls.wrap_result(tx, node, example)
-    if ours - leaf.shares:  # tnp's result shares memory where NumPy's is a copy: copy it
-        tvar = torch_calls.call_torch(tx, "call_method", "clone", [tvar], {})
-    elif isinstance(tvar, tensor.TensorVariable) and tvar.node is not node:
-        tvar = tensor.TensorVariable(node, example)  # (a view of the same tensor: its own array)
-    var = NdarrayVariable(tvar)
-    var.read_only = not leaf.writeable
-    return var
-
-
-def _to_fx(tx, value, holders):
-    """Variables -> (node arguments, fake arguments), for a NumPy call."""
-    if isinstance(value, dict):
-        pairs = {k: _to_fx(tx, v, holders) for k, v in value.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(value, (list, tuple)):
-        pairs = [_to_fx(tx, v, holders) for v in value]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-    if isinstance(value, NdarrayVariable):
-        if value.view_of is None:
-            holders.setdefault(id(value.example), value)
-        return value.current(tx).node, value.example
-    if isinstance(value, tensor.TensorVariable):
-        raise Unsupported(f"a tensor passed to a NumPy function ({value}) (NumPy converts it its own way; "
-                          "Python gives the answer)")
-    if isinstance(value, (containers.ListVariable, containers.TupleVariable)) and \
-            not isinstance(value, containers.SizeVariable):
-        nodes, fakes = _to_fx(tx, value.items, holders)
-        kind = list if isinstance(value, containers.ListVariable) else tuple
-        return kind(nodes), kind(fakes)
-    if isinstance(value, sym.SymNodeVariable):
-        return value.node, value.value
-    if isinstance(value, sym.SliceVariable):
-        return value.fx_arg()
-    dtype = _dtype_name(value)
-    if dtype is not None:
-        return dtype, dtype
-    if value.is_constant():
-        c = value.as_constant()
-        if is_numpy_scalar(c):
-            return _scalar_node(tx, c)
-        if isinstance(c, tuple):
-            nodes, fakes = _to_fx(tx, [ConstantVariable(x) for x in c], holders)
-            return tuple(nodes), tuple(fakes)
-        if type(c) in (bool, int, float, complex, str, slice) or c is None or c is Ellipsis:
-            return c, c
-    raise Unsupported(f"{value} passed to a NumPy function")
-
-
-def _dtype_name(value):
-    """np.float32, np.dtype("float32"), "float32" given as a dtype: its name."""
-    np = np_module()
-    obj = value.value if isinstance(value, ObjectVariable) else \
-        value.as_constant() if value.is_constant() else None
-    if np is None:
-        return None
-    if isinstance(obj, np.dtype):
-        return obj.name
-    if not isinstance(obj, type):
-        return None
-    if issubclass(obj, np.generic) and obj is not np.generic:
-        return np.dtype(obj).name
-    if obj in (float, int, bool, complex) and isinstance(value, ObjectVariable):
-        return {float: "float64", int: "int64", bool: "bool", complex: "complex128"}[obj]
-    return None
-
-
-def _scalar_node(tx, c):
-    """A NumPy scalar argument: its own node, a 0-d tensor of its dtype (NEP 50)."""
-    args = (c.dtype.name, c.item())
-    node, example = tx.output.create_node("call_function", numpy_ops.np_scalar, args, {},
-                                          lambda: numpy_ops.np_scalar(*args))
-    node_meta.annotate(tx, node, example, numpy_ops.np_scalar)
-    return node, example
-
-
 @functools.lru_cache(maxsize=1)
 def _tnp_ndarray():
     import torch._numpy as tnp  # noqa: PLC0415 - only once numpy is in use
@@ -944,4 +611,4 @@ def _tnp_ndarray():
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, numpy_oracle, objects, operators, sym, tensor, torch_calls  # noqa: E402
+from . import containers, numpy_calls, objects, operators, sym, tensor, torch_calls  # noqa: E402
