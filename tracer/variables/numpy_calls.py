@@ -98,7 +98,6 @@ def _refuse_known_differences(name, args, kwargs):
         raise Unsupported(f"numpy {name}: torch._numpy differs from NumPy ({why})")
     kinds = {v.example.dtype.is_floating_point or v.example.dtype.is_complex for v in args
              if isinstance(v, numpy_vars.NdarrayVariable)}
-    ints = False in kinds or any(v.is_constant() and type(v.as_constant()) is int for v in args)
     divisor = args[1] if len(args) > 1 else None
     by_constant = divisor is not None and divisor.is_constant() and type(divisor.as_constant()) in (int, float) \
         and divisor.as_constant() != 0
@@ -108,11 +107,10 @@ def _refuse_known_differences(name, args, kwargs):
         exp = args[1] if len(args) > 1 else None
         if not (exp is not None and exp.is_constant() and type(exp.as_constant()) is int and exp.as_constant() >= 0):
             raise Unsupported(f"numpy {name} of integers to a power not known to be >= 0")
-    if name in _ROUND and ints:
-        raise Unsupported(f"numpy {name} of integers (decimals < 0 round in NumPy only)")
-    if name in _ROUND and (_const_kw(kwargs, "decimals") or (len(args) > 1 and args[1].is_constant()
-                                                             and args[1].as_constant())):
-        raise Unsupported(f"numpy {name} with decimals")
+    decimals = _const_kw(kwargs, "decimals") if "decimals" in kwargs else \
+        (args[1].as_constant() if len(args) > 1 and args[1].is_constant() else 0 if len(args) <= 1 else None)
+    if name in _ROUND and decimals != 0:
+        raise Unsupported(f"numpy {name} with decimals (tnp rounds otherwise, or not at all for integers)")
 
 
 def _refuse_out_of_range_ints(name, args, kwargs):
@@ -197,8 +195,6 @@ class _StandIns:
             if n > numpy_oracle.SIZE_LIMIT:
                 raise Unsupported("a NumPy array too large to ask NumPy about at trace time")
             arr = numpy_oracle.stand_in(v.dtype(), shape, n <= numpy_oracle.STAND_IN_LIMIT)
-            if index and arr.dtype.kind in "iu":
-                arr = np.zeros_like(arr)
             if v.scalar:
                 return arr[()] if arr.ndim == 0 else arr
             self.arrays.append(arr)

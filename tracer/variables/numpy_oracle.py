@@ -40,9 +40,9 @@ class Failed(Exception):
 
 
 def stand_in(dtype, shape, exact):
-    """An array of this dtype and shape with small nonzero values (a divisor, a matrix to
-    invert: random normal values are invertible, nonzero ints divide); past STAND_IN_LIMIT
-    elements (`exact` False) zeros, which cost no memory until written (calloc)."""
+    """An array of this dtype and shape: random normal floats (a matrix to invert: invertible),
+    zeros for integers (an index valid on any axis); past STAND_IN_LIMIT elements (`exact`
+    False) zeros, which cost no memory until written (calloc)."""
     np = sys.modules["numpy"]
     rng = np.random.default_rng(len(shape) * 7 + 1)
     if not exact:
@@ -50,8 +50,8 @@ def stand_in(dtype, shape, exact):
     kind = np.dtype(dtype).kind
     if kind == "b":
         return rng.random(shape) > 0.5
-    if kind in "iu":
-        return rng.integers(1, 4, size=shape).astype(dtype)
+    if kind in "iu":  # zeros: a valid index into any axis (take, take_along_axis, choose...);
+        return np.zeros(shape, dtype)  # a division by an int array is refused before it is asked
     if kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
