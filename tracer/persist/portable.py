@@ -28,6 +28,8 @@ import types
 
 import torch
 
+from ..variables import numpy_vars
+
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 
@@ -159,7 +161,7 @@ class Writer:
             if type(back) is not t or not (back == obj or (back != back and obj != obj)):
                 raise Unportable(f"{_short(obj)} does not read back exactly")
             return desc
-        if _is_numpy_dtype(obj):  # np.dtype("float32"): by its descriptor string
+        if numpy_vars.is_numpy_dtype(obj):  # np.dtype("float32"): by its descriptor string
             desc = ("npd", obj.str)
             if Reader().read(desc) != obj:
                 raise Unportable(f"{_short(obj)} does not read back exactly")
@@ -364,11 +366,6 @@ def _is_numpy_scalar(obj):
     np = sys.modules.get("numpy")
     return np is not None and isinstance(obj, np.generic) and type(obj).__module__ == "numpy" and \
         isinstance(obj.item(), (bool, int, float, complex))
-
-
-def _is_numpy_dtype(obj):
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(obj, np.dtype) and obj.kind in "biufc" and obj.names is None
 
 
 def _import(name):

@@ -7,8 +7,6 @@ None for values created during tracing. Operations the interpreter performs on v
 (attribute reads, calls, subscripts, iteration) are methods here; the default of every
 method is `Unsupported`, so a value kind supports exactly what it implements.
 """
-import sys
-
 from ..exc import Unsupported
 
 
@@ -172,12 +170,6 @@ def is_constant_value(value):
     return False
 
 
-def _numpy_value(value):
-    """A NumPy scalar or dtype (`np.finfo(np.float32).eps`, `a.dtype`): immutable, a constant."""
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(value, (np.generic, np.dtype)) and type(value).__module__.startswith("numpy")
-
-
 class ConstantVariable(Variable):
     """A Python value known exactly at trace time (guarded when it came from a source)."""
 
@@ -202,7 +194,7 @@ class ConstantVariable(Variable):
             attr = getattr(self.value, name)
         except AttributeError as e:
             raise Unsupported(f"constant {self.value!r} has no attribute {name!r}") from e
-        if is_constant_value(attr) or _numpy_value(attr):
+        if is_constant_value(attr) or numpy_vars.is_numpy_scalar(attr) or numpy_vars.is_numpy_dtype(attr):
             return ConstantVariable(attr)
         if callable(attr):
             return functions.BuiltinMethodVariable(self, name)
@@ -279,4 +271,4 @@ def python_object(var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import exceptions, functions, containers  # noqa: E402
+from . import exceptions, functions, containers, numpy_vars  # noqa: E402

@@ -56,6 +56,12 @@ def is_numpy_scalar(value):
         and value.dtype.kind in "biufc"
 
 
+def is_numpy_dtype(value):
+    """A numeric NumPy dtype (`np.dtype("float32")`): immutable, a constant."""
+    np = np_module()
+    return np is not None and isinstance(value, np.dtype) and value.kind in "biufc" and value.names is None
+
+
 # ---- which NumPy callables are traced, and what their 0-d results are ---------------------
 
 _SUBMODULES = ("", "linalg", "fft")
