@@ -24,6 +24,7 @@ __all__ = [
     "live_locals",
     "StackDepthError",
     "handler_depth",
+    "loop_components",
 ]
 
 
@@ -72,6 +73,75 @@ def successors(instrs: Sequence[Instruction], i: int) -> list[int]:
     if inst.target is not None and inst.target not in out:
         out.append(inst.target)
     return out
+
+
+def loop_components(code: types.CodeType) -> tuple[int | None, ...]:
+    """For each instruction of ``code``, which loop it is in: the id of its strongly connected
+    component of the control-flow graph (fall-through, jumps and handler edges) when that
+    component has a cycle, else None.
+
+    Why not "a backward jump at or after it goes to or before it": 3.12+ place ``except``
+    bodies after the function's last line and jump *back* from them to the code after the
+    ``try``, so that test put every handler after a loop into the loop. Two instructions are in
+    one loop body exactly when each reaches the other. Computed once per code object."""
+    hit = _LOOPS.get(code)
+    if hit is None:
+        hit = _LOOPS[code] = _loop_components(decode(code))
+    return hit
+
+
+_LOOPS = PerCode()
+
+
+def _loop_components(instrs: Sequence[Instruction]) -> tuple[int | None, ...]:
+    n = len(instrs)
+    succ = []
+    for i, inst in enumerate(instrs):
+        out = successors(instrs, i)
+        if inst.exn is not None and inst.exn.target not in out:
+            out.append(inst.exn.target)
+        succ.append(out)
+    # Tarjan's algorithm, iterative (a long function would pass the recursion limit).
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    comp: list[int | None] = [None] * n
+    counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if k < len(succ[v]):
+                work.append((v, k + 1))
+                w = succ[v][k]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if work:  # v is done: fold its low link into its parent's
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                members = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    members.append(w)
+                    if w == v:
+                        break
+                if len(members) > 1 or v in succ[v]:
+                    for w in members:
+                        comp[w] = v
+    return tuple(comp)
 
 
 def _effect(inst: Instruction, jump: bool) -> int:

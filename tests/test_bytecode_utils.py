@@ -345,3 +345,33 @@ def test_live_locals_cells_and_freevars():
     inner = next(c for c in outer.__code__.co_consts if hasattr(c, "co_code"))
     # free variables are not frame locals of the inner function
     assert all(not s for s in bu.live_locals(inner))
+
+
+def test_loop_components_are_the_cycles_of_the_control_flow_graph():
+    """An instruction is in a loop when it reaches itself; two are in one loop when each
+    reaches the other. The handler of a try after the loop is in none, whatever its place."""
+    from bytecode_utils.analysis import loop_components
+
+    def f(xs, d):
+        try:
+            n = d["k"]
+        except KeyError:
+            n = len("handler")
+        total = 0
+        for x in xs:
+            total += x
+            if total > 10:
+                return "early"
+        return total + n
+
+    instrs = bu.decode(f.__code__)
+    loops = loop_components(f.__code__)
+    const = {i.argval: i.index for i in instrs if i.opname in ("LOAD_CONST", "RETURN_CONST")}
+    handler, early = const["handler"], const["early"]
+    body = next(i.index for i in instrs if i.opname == "BINARY_OP" and "+=" in i.argrepr)
+    assert loops[handler] is None and loops[early] is None
+    assert loops[body] is not None
+    head = next(i.target for i in instrs if i.target is not None and i.target < body and i.index > body)
+    assert loops[head] == loops[body]
+    assert [k for k, c in enumerate(loops) if c is not None] == sorted(
+        k for k, c in enumerate(loops) if c == loops[body])  # one loop in f

@@ -489,3 +489,62 @@ def test_a_break_in_a_loop_body_runs_the_frame_as_python_and_compiles_its_callee
     with torch.no_grad():
         assert torch.allclose(c(torch.ones(2, 4), 20), sample(torch.ones(2, 4), 20))
     assert tracer.stats().frames_traced == traced  # warm: nothing traced again
+
+
+def _break_at_print(fn, *args):
+    """Compile `fn`, call it twice against eager; return the first entry (checked captured)."""
+    c = tracer.compile(fn, backend=Recorder())
+    for _ in range(2):
+        assert same(c(*copy.deepcopy(args)), fn(*copy.deepcopy(args)))
+    entry = c.entries[0]
+    assert entry.code is not None, entry.reason  # rewritten code, not the frame run as Python
+    assert len(entry.breaks) == 1
+    return c
+
+
+def test_a_break_in_an_except_body_is_not_in_the_loop_after_it():
+    """3.12+ put `except` bodies after the function's last line and jump back from them to
+    the code after the `try`: a backward jump that is no loop. A break there is placed as
+    any break (it was taken for a break in the loop before it, and the frame ran as Python)."""
+    def f(x, d):
+        try:
+            n = d["missing"]
+        except KeyError:
+            print(end="")  # the break
+            n = 1
+        for i in range(3):  # (code long enough that the compiler does not copy it into the handler)
+            x = x * 2 + i
+        return x + n
+
+    _break_at_print(f, torch.randn(3), {})
+
+
+def test_a_break_on_a_path_that_leaves_a_loop_is_not_in_the_loop():
+    """A break on a path that leaves the loop (an early return) runs once: it cannot make the
+    chain of resume functions a break in the body makes, so it is placed as any break."""
+    def f(x, stop):
+        for i in range(4):
+            x = x + i
+            if i == stop:
+                print(end="")  # the break, then the frame returns
+                return x * 3
+        return x
+
+    _break_at_print(f, torch.randn(3), 2)
+
+
+def test_a_break_in_an_except_body_inside_a_loop_is_in_the_loop():
+    """The handler of a try inside the body reaches the loop's head again: in the loop."""
+    def f(x, d):
+        for i in range(3):
+            try:
+                x = x + d[i]
+            except KeyError:
+                print(end="")
+                x = x - 1
+        return x
+
+    c = tracer.compile(f)
+    x = torch.randn(3)
+    assert torch.allclose(c(x, {}), f(x, {}))
+    assert c.entries[0].code is None and "a break inside a loop" in c.entries[0].reason

@@ -18,7 +18,6 @@ Failures found are kept as fixed programs in test_regressions.py.
 """
 import collections
 import random
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -84,10 +83,10 @@ def test_generated_programs(request):
             tally.add(check_source(src))
 
         check()
-    # measured on the 40 CI programs (seeds 30,000.., 2026-11-28), the same on the tree before
-    # NumPy tracing: 36 of 40 captured on 3.11, 27 of 40 on 3.13 (a print inside a loop or a
-    # @contextmanager body runs the frame as Python on 3.13+ in more of these programs)
-    tally.check(min_capture=0.85 if sys.version_info[:2] == (3, 11) else 0.65, min_hits=0.8, min_ops=3)
+    # measured on the 40 CI programs (seeds 30,000.., 2026-11-28): 36 of 40 captured on 3.11 to
+    # 3.15. (3.13+ gave 27 until a break in an `except` body placed after the function's last
+    # line stopped counting as a break in a loop: bytecode_utils.loop_components.)
+    tally.check(min_capture=0.85, min_hits=0.8, min_ops=3)
 
 
 def test_fixed_seeds_deeper_nesting(request):

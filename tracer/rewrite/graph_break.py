@@ -25,6 +25,7 @@ import dis
 import bytecode as bc
 
 from bytecode_utils import decode, live_locals, versions
+from bytecode_utils.analysis import loop_components
 from bytecode_utils.codegen import GENERATOR_FLAGS
 from bytecode_utils.instructions import PerCode, to_bytecode
 from bytecode_utils.resume import (STACK_ARG, STACK_EXC_INFO, STACK_NULL, make_resume_code, resume_origin,
@@ -139,12 +140,11 @@ def loop_depth(code, target):
         orig, index_map = origin
         start, here = resume_target(code), index_map.get(target)
         if start is not None and here is not None:
-            instrs = decode(orig)
-            if _same_loop(instrs, start, here):
+            if _same_loop(orig, start, here):
                 iterations, resumes = _LOOP_DEPTH.get(code, (0, 0))
                 return (iterations + 1 if here <= start else iterations, resumes + 1)
-            return (1, 1) if _same_loop(instrs, here, here) else (0, 0)
-    return (1, 1) if _same_loop(decode(code), target, target) else (0, 0)
+            return (1, 1) if _same_loop(orig, here, here) else (0, 0)
+    return (1, 1) if _same_loop(code, target, target) else (0, 0)
 
 
 def loop_limit_reason(code, target):
@@ -163,11 +163,13 @@ def loop_limit_reason(code, target):
     return None
 
 
-def _same_loop(instrs, a, b):
-    """Whether one loop body holds instructions `a` and `b`: a backward jump at or after
-    both goes back to or before both."""
-    lo, hi = min(a, b), max(a, b)
-    return any(j.target is not None and j.target <= lo for j in instrs[hi:])
+def _same_loop(code, a, b):
+    """Whether one loop body holds instructions `a` and `b` of `code`: each reaches the other
+    (bytecode_utils.loop_components)."""
+    loops = loop_components(code)
+    if max(a, b) >= len(loops):  # past the last instruction: no loop
+        return False
+    return loops[a] is not None and loops[a] == loops[b]
 
 
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):
