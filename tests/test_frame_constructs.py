@@ -539,3 +539,39 @@ def test_builtin_methods_called_through_their_class():
                 tuple.count((1, 1, 2), 1), int.__add__(3, 4), list(mine), dict.get(d, "k") + 1)
 
     check(f, torch.ones(2), {}, collections.deque([1]), [], graphs=1, dynamo=True)
+
+
+def test_legacy_tensor_types_called_with_data():
+    """torch.LongTensor(list) and its kin copy the data as torch.tensor(data, dtype=...) does:
+    one graph, as torch.compile captures it."""
+    def f(x):
+        idx = torch.LongTensor([2, 0, 1])
+        mask = torch.BoolTensor((1, 0, 1))
+        w = torch.Tensor([[0.5], [1.5], [2.0]])  # the default dtype
+        return x[idx] * w + torch.DoubleTensor([1, 2]).float().sum(), mask, torch.HalfTensor([1.25])
+
+    check(f, torch.randn(3, 2), graphs=1, dynamo=True)
+
+
+def test_legacy_tensor_types_called_with_sizes_or_a_tensor():
+    """With sizes they make an uninitialised tensor (torch.empty): compared by dtype and shape.
+    With a tensor of their dtype they return that very tensor: a graph break, and the same
+    object comes back."""
+    def sizes(x):
+        return torch.FloatTensor(2, 3), torch.Tensor(), torch.LongTensor(0), x + 1
+
+    c = tracer.compile(sizes, fullgraph=True)
+    x = torch.randn(3)
+    for mine, ref in zip(c(x), sizes(x)):
+        assert (mine.dtype, mine.shape) == (ref.dtype, ref.shape)
+
+    def alias(x):
+        return torch.FloatTensor(x * 2)
+
+    c = tracer.compile(alias)
+    before = tracer.stats()
+    out = c(x)
+    assert torch.equal(out, x * 2) and out.dtype == torch.float32
+    s = tracer.stats()
+    assert s.graph_breaks - before.graph_breaks == 1
+    assert "only data (a list or tuple) or sizes" in " ".join(s.break_reasons)

@@ -462,6 +462,8 @@ class ClassVariable(ObjectVariable):
             return new_objects.construct(tx, self, args, kwargs)
         if exceptions.is_builtin_exception(self.cls) and not kwargs:
             return exceptions.ExceptionVariable(self.cls, list(args))
+        if self.cls in torch_calls.LEGACY_TENSOR_TYPES:
+            return torch_calls.legacy_constructor(tx, self.cls, args, kwargs)
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
@@ -668,4 +670,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, collections_vars, autograd_function, containers, exceptions, builder, introspection  # noqa: E402
+from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, exceptions, builder, introspection  # noqa: E402

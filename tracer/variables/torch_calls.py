@@ -23,6 +23,7 @@ from ..exc import Unsupported
 from ..graph import node_meta
 from ..graph.output_graph import getitem_node
 from ..graph.shapes import SYM_TYPES, is_symbolic
+from . import containers
 from .base import ConstantVariable, is_constant_value
 
 
@@ -56,6 +57,32 @@ def call_torch(tx, kind, target, args, kwargs):
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
+
+
+# The legacy tensor types. Called with data they copy it as torch.tensor(data, dtype=...) does;
+# with sizes they make an uninitialised tensor as torch.empty does; with a tensor of their own
+# dtype they return that very tensor (an alias: refused). torch.Tensor's dtype is the default
+# one, which the global-state guard pins.
+LEGACY_TENSOR_TYPES = {getattr(torch, n): getattr(torch, n).dtype for n in (
+    "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+    "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")}
+LEGACY_TENSOR_TYPES[torch.Tensor] = None
+
+
+def legacy_constructor(tx, cls, args, kwargs):
+    """`torch.LongTensor([1, 2])`, `torch.Tensor(2, 3)`, `torch.FloatTensor()`: one node."""
+    name = cls.__name__
+    dtype = LEGACY_TENSOR_TYPES[cls] or torch.get_default_dtype()
+    if kwargs:
+        raise Unsupported(f"torch.{name}() with keyword arguments")
+    if all(type(a) is ConstantVariable and type(a.value) is int for a in args):
+        sizes = tuple(a.value for a in args) if args else (0,)
+        return call_torch(tx, "call_function", torch.empty, [ConstantVariable(sizes)], {"dtype": ConstantVariable(dtype)})
+    if len(args) == 1 and (type(args[0]) in (containers.ListVariable, containers.TupleVariable) or
+                           type(args[0]) is ConstantVariable and type(args[0].value) in (list, tuple)):
+        return call_torch(tx, "call_function", torch.tensor, list(args), {"dtype": ConstantVariable(dtype)})
+    raise Unsupported(f"torch.{name}() of {args[0]!r}: only data (a list or tuple) or sizes are traced "
+                      "(of a tensor it may return the same tensor)")
 
 
 def _number_like_target(kind, target):
