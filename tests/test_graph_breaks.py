@@ -548,3 +548,56 @@ def test_a_break_in_an_except_body_inside_a_loop_is_in_the_loop():
     x = torch.randn(3)
     assert torch.allclose(c(x, {}), f(x, {}))
     assert c.entries[0].code is None and "a break inside a loop" in c.entries[0].reason
+
+
+class _Raised(Exception):
+    pass
+
+
+def _loop_data_break(x, n):
+    for i in range(n):
+        x = x - 1
+        if not x.sum() >= 0:  # a break at a jump whose fall-through leaves the loop
+            break
+        x = x + 0
+    return x, i
+
+
+def _while_true_break(x):
+    n = 0
+    while True:
+        n += 1
+        x = x - 1
+        if x.sum() < 0:
+            break
+    return x, n
+
+
+def _raise_in_loop(x, exc, n):
+    k = 0
+    for _ in range(n):
+        try:
+            x = x - 1
+            raise exc  # 3.12+: the instruction after it is handler cleanup, in no loop
+        except Exception:
+            k += 1
+    return x, k
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_loop_data_break, (torch.full((3,), 40.0), 100)),
+    (_while_true_break, (torch.full((3,), 40.0),)),
+    (_raise_in_loop, (torch.ones(3), _Raised("a"), 60)),
+], ids=["for-if-break", "while-true-break", "raise-in-try"])
+def test_a_break_whose_next_instruction_leaves_the_loop_is_in_the_loop(fn, args):
+    """The break's own instruction is in the loop though the one after it is not: the frame
+    runs as Python (the default), one frame traced. Tested on the next instruction alone,
+    each iteration nested one more resume function (40 frames deep here, a RecursionError
+    and minutes of tracing at a few thousand iterations)."""
+    tracer.reset()
+    before = tracer.stats()
+    out, ref = tracer.compile(fn)(*args), fn(*args)
+    assert torch.equal(out[0], ref[0]) and out[1] == ref[1]
+    s = tracer.stats()
+    assert s.frames_traced - before.frames_traced == 1
+    assert "a break inside a loop" in " ".join(s.fallback_reasons)

@@ -164,12 +164,24 @@ def loop_limit_reason(code, target):
 
 
 def _same_loop(code, a, b):
-    """Whether one loop body holds instructions `a` and `b` of `code`: each reaches the other
-    (bytecode_utils.loop_components)."""
+    """Whether one loop body holds the breaks that resume at instructions `a` and `b` of `code`
+    (each reaches the other: bytecode_utils.loop_components)."""
+    loop = _loop_at(code, a)
+    return loop is not None and loop == _loop_at(code, b)
+
+
+def _loop_at(code, target):
+    """The loop (a component id) of a break that resumes at `target`, or None: the loop of
+    `target` or, failing that, of the instruction before it, the break itself when `target`
+    follows it. A break need not fall through into its own loop: `if t.sum() < 0: break`
+    breaks at a conditional jump whose taken side stays in the loop, and a `raise` in a loop's
+    `try` is followed (3.12+) by handler cleanup that is in no loop; tested on the next
+    instruction alone, both would nest one resume function per iteration."""
     loops = loop_components(code)
-    if max(a, b) >= len(loops):  # past the last instruction: no loop
-        return False
-    return loops[a] is not None and loops[a] == loops[b]
+    for t in (target, target - 1):
+        if 0 <= t < len(loops) and loops[t] is not None:
+            return loops[t]
+    return None
 
 
 # Resume code objects are made once per (code, target, stack layout, locals, handler kind):
