@@ -148,3 +148,46 @@ def test_called_from_an_except_block():
         ref2 = f(torch.ones(1))
     assert out[1] == ref2[1] == "KeyError"
     assert c(torch.ones(1))[1] == ref[1] == "NoneType"
+
+
+def _traceback_text(text):
+    """format_exc() without the caret lines (`~^^^`), which only eager can draw: the rebuilt
+    traceback points at a line, not at an instruction of the original code."""
+    return [ln for ln in text.splitlines() if ln.strip(" ~^")]
+
+
+def test_a_handler_after_a_graph_break_sees_the_traceback():
+    """An exception raised and caught in the traced frame is rebuilt for the code after a
+    break; it carries a traceback of the frame at the line it was raised at, so a handler's
+    `logger.exception()` / `traceback.format_exc()` prints what eager prints (it printed no
+    traceback at all). An exception made and not raised has none, as in eager."""
+    import io
+    import logging
+    import traceback
+
+    buf = io.StringIO()
+    log = logging.getLogger("test_a_handler_after_a_graph_break_sees_the_traceback")
+    log.addHandler(logging.StreamHandler(buf))
+    log.propagate = False
+
+    def f(x, d):
+        unraised = ValueError("made")
+        try:
+            n = d["k"]
+        except KeyError as e:
+            log.exception("missing")  # I/O: the graph break
+            text = traceback.format_exc()
+            return x - 1, e.__traceback__.tb_lineno, text, unraised.__traceback__ is None
+        return x + n, None, None, unraised.__traceback__ is None
+
+    c = tracer.compile(f)
+    before = tracer.stats()
+    mine = c(torch.ones(2), {})
+    logged, _ = buf.getvalue(), buf.truncate(0)
+    buf.seek(0)
+    ref = f(torch.ones(2), {})
+    assert tracer.stats().graph_breaks > before.graph_breaks and not tracer.stats().fallbacks > before.fallbacks
+    assert torch.equal(mine[0], ref[0]) and mine[1] == ref[1] and mine[3] and ref[3]
+    assert _traceback_text(mine[2]) == _traceback_text(ref[2])
+    assert "Traceback (most recent call last)" in mine[2] and 'n = d["k"]' in mine[2]
+    assert _traceback_text(logged) == _traceback_text(buf.getvalue())

@@ -23,7 +23,7 @@ from .handlers import HANDLERS
 from ..variables.base import ConstantVariable, Variable
 from ..variables.builder import wrap, wrap_unguarded
 from ..variables.functions import CellBox
-from ..variables.exceptions import set_context
+from ..variables.exceptions import ExceptionVariable, set_context
 from ..variables.generators import GeneratorVariable, collect_generators
 from .context import TraceContext  # noqa: F401  (re-exported: Frame's callers build one)
 from .handlers.exceptions import exception_value
@@ -123,7 +123,10 @@ class Frame:
         del self.stack[entry.depth:]
         if entry.lasti:
             self.push(ConstantVariable(self.current.offset))
-        self.push(exception_value(exc))
+        value = exception_value(exc)
+        if self.parent is None and isinstance(value, ExceptionVariable) and self.current is not None:
+            value.tb_line = self.current.lineno  # (exceptions.make_exception)
+        self.push(value)
         self.ip = entry.target
 
     def raise_at_current(self, exc):

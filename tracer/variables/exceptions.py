@@ -16,6 +16,7 @@ value PUSH_EXC_INFO pushes is an `ExcInfoSlot`, which at a graph break re-establ
 handled exception in the rewritten frame and in the resume function (graph_break.py).
 """
 import sys
+import types
 
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, Variable, is_constant_value
@@ -40,6 +41,7 @@ class ExceptionVariable(Variable):
         self.cause = None             # `raise ... from cause`: an ExceptionVariable or None
         self.context = None           # the exception handled when this one was raised
         self.suppress_context = False
+        self.tb_line = None           # caught in the traced frame itself: the line it was raised at
 
     def python_type(self):
         return self.cls
@@ -82,7 +84,8 @@ class ExceptionVariable(Variable):
     def reconstruct(self, cg):
         none = ConstantVariable(None)
         cg.call_with(make_exception, [ConstantVariable(self.cls), containers.TupleVariable(self.args), self.cause or none,
-                                      self.context or none, ConstantVariable(self.suppress_context)])
+                                      self.context or none, ConstantVariable(self.suppress_context),
+                                      ConstantVariable(self.tb_line)])
 
     def __repr__(self):
         return f"Exception({self.cls.__name__})"
@@ -107,12 +110,19 @@ class TracebackVariable(Variable):
         return "Traceback()"
 
 
-def make_exception(cls, args, cause, context, suppress_context):
-    """The real exception for an ExceptionVariable, with its chain as traced."""
+def make_exception(cls, args, cause, context, suppress_context, tb_line=None):
+    """The real exception for an ExceptionVariable, with its chain as traced. One caught by
+    the traced frame gets a traceback of that frame at the line it was raised at (the caller's
+    frame: the rewritten code or its resume function), so that a handler's
+    `logger.exception()` or `traceback.format_exc()` after a graph break prints it as eager
+    does. Entries of inlined callees have no frame to point at: they are left out."""
     exc = cls(*args)
     exc.__cause__ = cause
     exc.__context__ = context
     exc.__suppress_context__ = suppress_context
+    if tb_line is not None:
+        frame = sys._getframe(1)
+        exc.__traceback__ = types.TracebackType(None, frame, -1, tb_line)  # (-1: no instruction, the line)
     return exc
 
 
