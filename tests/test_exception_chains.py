@@ -191,3 +191,24 @@ def test_a_handler_after_a_graph_break_sees_the_traceback():
     assert _traceback_text(mine[2]) == _traceback_text(ref[2])
     assert "Traceback (most recent call last)" in mine[2] and 'n = d["k"]' in mine[2]
     assert _traceback_text(logged) == _traceback_text(buf.getvalue())
+
+
+def test_a_context_chain_that_is_a_cycle_does_not_hang_the_trace():
+    """Raising while handling an exception whose __context__ chain is a cycle: CPython stops
+    walking the chain at the cycle; the trace walked it for ever (Dynamo's
+    test_no_hang_on_context_chain_cycle1)."""
+    def cycle():
+        try:
+            raise ValueError(1)
+        except ValueError as ex:
+            ex.__context__ = ex
+            raise TypeError(2)
+
+    def f(x):
+        try:
+            cycle()
+        except Exception as e:
+            exc = e
+        return x + 1, type(exc.__context__) is ValueError
+
+    check(f, torch.ones(1), graphs=1)

@@ -85,6 +85,30 @@ def test_deque_extendleft_and_a_namedtuple_subclass_attribute():
     assert_captured(t)
 
 
+def test_extend_pulls_a_generator_one_item_at_a_time():
+    """`deque.extend`/`extendleft` add each item before the generator computes the next, so a
+    generator that reads the deque sees it grow (Dynamo's test_deque_extendleft: the trace read
+    the generator whole first and gave deque([3, 2, 1, 1]) for eager's deque([4, 2, 1, 1]));
+    extending by the deque itself copies it first, as CPython does."""
+    def f(x):
+        y = collections.deque([1])
+        y.extendleft(y[0] + z for z in range(3))
+        b = collections.deque([1], maxlen=3)
+        b.extend(b[-1] * 2 for _ in range(4))
+        s = collections.deque([1, 2])
+        s.extend(s)
+        w = [1]
+        w.extend(w[-1] + 1 for _ in range(3))
+        return x + 1, y, b, s, w
+
+    x = torch.ones(1)
+    with traced() as t:
+        out = tracer.compile(f, fullgraph=True)(x)
+    ref = f(x)
+    assert out[1:] == ref[1:] and ref[1] == collections.deque([4, 2, 1, 1]) and torch.equal(out[0], ref[0])
+    assert_captured(t)
+
+
 class _SetOnly:
     def __set__(self, obj, value):
         obj.__dict__["_v"] = value

@@ -52,12 +52,12 @@ class DequeVariable(ListVariable):
             return self.items.pop(-1 if name == "pop" else 0)
         elif name == "extend":
             self._mutate(tx)
-            for item in args[0].iterate(tx):
+            for item in containers.pulled(tx, args[0]):
                 self.items.append(item)
                 self._trim(left=False)
         elif name == "extendleft":
             self._mutate(tx)
-            for item in args[0].iterate(tx):
+            for item in containers.pulled(tx, args[0]):
                 self.items.insert(0, item)
                 self._trim(left=True)
         elif name == "rotate":

@@ -149,6 +149,21 @@ def _bounded(tx):
         yield
 
 
+def pulled(tx, src):
+    """The items `extend` takes from `src`, one at a time: an iterator (a generator over the
+    very container being extended, say) is read one item at a time, each item added before
+    the next is read, so later items see the container grow, as in CPython; anything else is
+    read whole first (CPython copies `d.extend(d)`'s own items first)."""
+    if not (isinstance(src, IteratorVariable) and src.lazy()):
+        yield from src.iterate(tx)
+        return
+    for _ in _bounded(tx):
+        item = src.next(tx)
+        if item is None:
+            return
+        yield item
+
+
 def method_of(var, name):
     """`container.method` as a value (`f = lst.append`): a bound builtin method whose call is
     the container's call_method."""
@@ -399,17 +414,8 @@ class ListVariable(BaseSequence):
             (self._appended if self._unread is not None else self.items).append(args[0])
         elif name == "extend":
             self._mutate(tx)
-            src = args[0]
-            if isinstance(src, IteratorVariable) and src.lazy():
-                # an iterator (a generator over this very list, say) is read one item at a
-                # time and each item appended at once: later items see the list grow
-                for _ in _bounded(tx):
-                    item = src.next(tx)
-                    if item is None:
-                        break
-                    self.items.append(item)
-            else:
-                self.items.extend(src.iterate(tx))
+            for item in pulled(tx, args[0]):
+                self.items.append(item)
         elif name == "insert":
             self._mutate(tx)
             self.items.insert(args[0].as_constant(), args[1])

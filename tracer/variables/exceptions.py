@@ -192,8 +192,9 @@ def set_context(tx, exc):
     handled = handled_exception(tx, resolve=False)
     if handled is None or handled is exc:
         return
-    o = handled
-    while isinstance(o, ExceptionVariable):
+    o, seen = handled, set()
+    while isinstance(o, ExceptionVariable) and id(o) not in seen:  # (a chain may already be a
+        seen.add(id(o))                                                # cycle: CPython stops too)
         if o.context is exc:
             o.context = None
             break
