@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import itertools
 import sys
+import typing
 
 import torch
 
@@ -575,3 +576,71 @@ def test_legacy_tensor_types_called_with_sizes_or_a_tensor():
     s = tracer.stats()
     assert s.graph_breaks - before.graph_breaks == 1
     assert "only data (a list or tuple) or sizes" in " ".join(s.break_reasons)
+
+
+_Pair = collections.namedtuple("_Pair", "x y")
+
+
+def test_set_methods_on_sets_of_constants():
+    """union / intersection / difference / symmetric_difference / is* and the updating
+    methods, on the real set of constants (members and order are CPython's); Dynamo's
+    test_set_union and kin."""
+    def f(a, extra):
+        s = {"apple", "banana"}.union({"cherry"}, extra)
+        t = s.intersection(["apple", "zz", "cherry"])
+        u = s.difference(t)
+        v = s.symmetric_difference({"x"})
+        s.update(["k"])
+        t.difference_update({"apple"})
+        s.remove("k")
+        c = u.copy()
+        c.clear()
+        return (a + 1 if "apple" in s else a - 1), sorted(s), sorted(t), sorted(u), sorted(v), c, \
+            s.isdisjoint(t), t.issubset(s), s.issuperset(["apple"])
+
+    check(f, torch.ones(2), ["q"], graphs=1, dynamo=True)
+
+
+def test_dict_update_from_pairs_and_keys_views_compared_as_sets():
+    def f(x, extra):
+        d = {"a": x, 1: 0}
+        d.update([("b", x + 1), (True, 5)])  # (True == 1: the key 1 keeps its place)
+        d.update(zip(["c", "a"], [x * 2, x * 3]))
+        d.update({"q": 1}.items(), z=9)
+        e = {"k": 1}
+        e.update(extra)
+        return d, e, d.keys() == {"a", 1, "b", "c", "q", "z"}, d.keys() >= {"a"}, e.keys() < d.keys(), \
+            {3: 2, 4: "aa"}.keys() == {3: x}.keys()
+
+    check(f, torch.ones(2), [("m", 2)], graphs=1, dynamo=True)
+
+
+def test_dict_update_from_a_bad_pair_raises_as_eager():
+    def f(x):
+        d = {}
+        try:
+            d.update([("a", 1, 2)])
+        except ValueError as e:
+            return x + 1, str(e)
+        return x, ""
+
+    check(f, torch.ones(2), graphs=1)
+
+
+def test_hasattr_and_callable_asked_of_the_type():
+    """hasattr() of a dict, list or namedtuple (no instance __dict__): the type answers;
+    callable() of a list or dict: False; a builtin's __name__ is a constant. (Dynamo's
+    test_hasattr... / test_callable_list; unittest's assertRaises reads `next.__name__`.)"""
+    class Q(typing.NamedTuple):
+        a: int
+
+        def m(self):
+            return 1
+
+    def f(x, d, lst):
+        p, q = _Pair(1, 2), Q(3)
+        return x + len(next.__name__), hasattr(d, "items"), hasattr(d, "nope"), hasattr(p, "x"), \
+            hasattr(p, "z"), hasattr(q, "m"), hasattr(q, "a"), hasattr(lst, "append"), callable(lst), \
+            callable(d), callable(_Pair)
+
+    check(f, torch.ones(2), {"a": 1}, [1], graphs=1, dynamo=True)

@@ -4,6 +4,8 @@ Each supported builtin has one small function here, registered in `_IMPLS`. On c
 they compute the real result (a constant fold); on tensors they become graph ops through the
 same operator dispatch the bytecode handlers use; on containers they work item by item.
 """
+import collections
+import inspect
 import functools
 import math
 import operator
@@ -215,8 +217,15 @@ def _callable(tx, obj):
     if isinstance(obj, (functions.BaseFunctionVariable, functions.BuiltinVariable, functions.BoundMethodVariable, functions.PartialVariable)):
         return ConstantVariable(True)
     if isinstance(obj, new_objects.NewObjectVariable):
-        return ConstantVariable(any("__call__" in k.__dict__ for k in obj.cls.__mro__))
-    return ConstantVariable(callable(python_object(obj)))
+        return ConstantVariable(_type_calls(obj.cls))
+    try:
+        return ConstantVariable(callable(python_object(obj)))
+    except Unsupported:  # a list, a dict...: callable() asks the type for __call__
+        return ConstantVariable(_type_calls(obj.python_type()))
+
+
+def _type_calls(cls):
+    return any("__call__" in k.__dict__ for k in cls.__mro__)
 
 
 @impl(slice)
@@ -283,6 +292,32 @@ def _hasattr(tx, obj, name):
         if issubclass(e.exc_type, AttributeError):
             return ConstantVariable(False)
         raise
+    except Unsupported:
+        answer = _hasattr_of_type(obj, name.as_constant())
+        if answer is None:
+            raise
+        return ConstantVariable(answer)
+
+
+def _hasattr_of_type(obj, name):
+    """hasattr() of an object whose attributes are all its type's (no instance __dict__, no
+    __getattr__, the attribute no property): the type answers, e.g. `hasattr(d, "items")` of a
+    dict or a namedtuple. None where the type cannot tell."""
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return None
+    if not isinstance(cls, type) or "__dict__" in dir(cls) or hasattr(cls, "__getattr__"):
+        return None
+    found = inspect.getattr_static(cls, name, _MISSING)
+    if isinstance(found, property) or (found is not _MISSING and hasattr(type(found), "__set__") and
+                                       type(found).__module__ != "builtins" and type(found) is not _FIELD):
+        return None
+    return found is not _MISSING
+
+
+_MISSING = object()
+_FIELD = type(collections.namedtuple("_Probe", "a").a)  # a namedtuple field (a data descriptor)
 
 
 @impl(setattr)

@@ -527,11 +527,20 @@ class DictVariable(Variable):
                     self.items[k] = args[1] if len(args) > 1 else ConstantVariable(None)
                 return self.items[k]
             if name == "update":
+                if len(args) > 1:
+                    raise Unsupported("dict.update with more than one positional argument (the user code raises TypeError)")
                 for a in args:
-                    other = a if isinstance(a, DictVariable) else None
-                    if other is None:
-                        raise Unsupported("dict.update from a non-dict")
-                    self.items.update(other.items)
+                    if isinstance(a, DictVariable):
+                        self.items.update(a.items)
+                        continue
+                    if not isinstance(a, (BaseSequence, IteratorVariable, DictViewVariable)):
+                        raise Unsupported(f"dict.update from {a}")  # (one with keys() is read as a mapping)
+                    for i, pair in enumerate(a.iterate(tx)):  # an iterable of key/value pairs
+                        kv = pair.iterate(tx)
+                        if len(kv) != 2:
+                            raise exceptions.user_error(ValueError, f"dictionary update sequence element #{i} "
+                                                                    f"has length {len(kv)}; 2 is required")
+                        self.items[_const_key(tx, kv[0])] = kv[1]
                 for k, v in kwargs.items():
                     self.items[k] = v
                 return ConstantVariable(None)
@@ -656,7 +665,45 @@ class SetVariable(Variable):
             tx.side_effects.mutated(self)
             self.discard_item(args[0].as_constant())
             return ConstantVariable(None)
+        if kwargs:
+            raise Unsupported(f"set.{name} with keyword arguments")
+        if name in _SET_QUERIES or name in _SET_MAKERS:
+            # on the real set of constants, so that the result (and its iteration order) is
+            # CPython's for the same history
+            answer = getattr(self.table, name)(*[_constants(tx, a) for a in args])
+            return ConstantVariable(answer) if name in _SET_QUERIES else SetVariable.of_table(answer)
+        if name in _SET_UPDATES:
+            tx.side_effects.mutated(self)
+            getattr(self.table, name)(*[_constants(tx, a) for a in args])
+            self.items = {k: self.items.get(k) or ConstantVariable(k) for k in self.table}
+            return ConstantVariable(None)
+        if name == "remove":
+            if args[0].as_constant() not in self.table:
+                raise exceptions.user_error(KeyError, args[0].as_constant())
+            tx.side_effects.mutated(self)
+            self.discard_item(args[0].as_constant())
+            return ConstantVariable(None)
+        if name == "pop" and not args:
+            if not self.table:
+                raise exceptions.user_error(KeyError, "pop from an empty set")
+            tx.side_effects.mutated(self)
+            k = self.table.pop()  # the member CPython's set gives for this history
+            return self.items.pop(k)
+        if name == "clear":
+            tx.side_effects.mutated(self)
+            self.table.clear()
+            self.items.clear()
+            return ConstantVariable(None)
         raise Unsupported(f"set.{name}")
+
+    @classmethod
+    def of_table(cls, table):
+        """A set made in the frame whose members (constants) are those of the real set
+        `table`, in its order."""
+        out = cls([])
+        out.table = table
+        out.items = {k: ConstantVariable(k) for k in table}
+        return out
 
     def as_constant(self):
         return set(self.table)
@@ -668,6 +715,19 @@ class SetVariable(Variable):
         for k in self.items:
             cg.load_const(k)
         cg.build(set, len(self.items))
+
+
+_SET_QUERIES = frozenset({"isdisjoint", "issubset", "issuperset"})
+_SET_MAKERS = frozenset({"union", "intersection", "difference", "symmetric_difference", "copy"})
+_SET_UPDATES = frozenset({"update", "intersection_update", "difference_update", "symmetric_difference_update"})
+
+
+def _constants(tx, var):
+    """The members of an iterable of constants, as a real set (or frozenset) when it is one."""
+    if isinstance(var, SetVariable):
+        return var.table
+    value = var.as_constant() if var.is_constant() else [v.as_constant() for v in var.iterate(tx)]
+    return value
 
 
 class IteratorVariable(Variable):

@@ -420,6 +420,8 @@ class BuiltinVariable(ObjectVariable):
             return BuiltinVariable(itertools_impl.chain_from_iterable)
         if isinstance(self.fn, type):  # int.__name__, object.__mro__: a class like any other
             return objects.ClassVariable(self.fn, self.source).getattr(tx, name)
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):  # next.__name__: facts of a builtin
+            return ConstantVariable(getattr(self.fn, name, None))
         return super().getattr(tx, name)
 
     def getitem(self, tx, key):

@@ -10,7 +10,8 @@ import operator
 from ..exc import Unsupported
 from .exceptions import folding_error
 from .base import ConstantVariable, rely_on_identity
-from .containers import BaseSequence, DictVariable, ListVariable, SizeVariable, TupleVariable
+from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SetVariable, SizeVariable,
+                         TupleVariable)
 from .sym import is_sym, sym_binary, sym_compare, sym_unary
 from .numpy_vars import NdarrayVariable
 from .tensor import TensorVariable
@@ -142,6 +143,16 @@ def identical(tx, a, b):
     raise Unsupported(f"'is' between {a} and {b}")
 
 
+def _key_set(var):
+    """The members of a set made or passed in, or of a dict's keys view, as a real set (keys
+    that are objects are compared by identity, as dict keys are), else None."""
+    if isinstance(var, SetVariable):
+        return var.table
+    if isinstance(var, DictViewVariable) and var.kind == "keys" and isinstance(var.dict_var, DictVariable):
+        return set(var.dict_var.items)
+    return None
+
+
 def compare(tx, op, a, b):
     if op in ("is", "is not"):
         same = identical(tx, a, b)
@@ -172,6 +183,9 @@ def compare(tx, op, a, b):
         if same and all(issubclass(v.python_type(), collections.OrderedDict) for v in (a, b)):
             same = list(a.items) == list(b.items)
         return ConstantVariable(same if op == "==" else not same)
+    ka, kb = _key_set(a), _key_set(b)
+    if ka is not None and kb is not None:  # sets and keys views compare as sets (<= is subset)
+        return ConstantVariable(fn(ka, kb))
     if op in ("==", "!="):
         ka, kb = getattr(a, "identity_key", None), getattr(b, "identity_key", None)
         default_eq = _default_eq(a, op) and _default_eq(b, op)
