@@ -212,3 +212,62 @@ def test_a_context_chain_that_is_a_cycle_does_not_hang_the_trace():
         return x + 1, type(exc.__context__) is ValueError
 
     check(f, torch.ones(1), graphs=1)
+
+
+class _AppError(Exception):
+    """A user's exception class that adds nothing its instances do: modelled as Exception."""
+    code = 3
+
+
+class _NotFound(_AppError):
+    def describe(self):
+        return "not found"
+
+
+class _WithInit(ValueError):
+    def __init__(self, v):
+        super().__init__(v)
+        self.v = v
+
+
+def test_user_exception_classes_raised_and_caught_in_the_frame():
+    """Dynamo's test_exceptions raise and catch their own classes with fullgraph=True: a
+    subclass that defines no __init__/__new__/__str__ (and the like) is raised, matched,
+    chained and rebuilt as the builtin it derives from; a class attribute reads through."""
+    def f(t, flag):
+        try:
+            if flag:
+                raise _NotFound("bad", 2)
+            raise _AppError
+        except _NotFound as e:
+            return t.sin(), e.args, str(e), type(e).__name__, isinstance(e, _AppError)
+        except _AppError as e:
+            return t.cos(), e.args, str(e), type(e).__name__, e.code
+
+    check(f, torch.ones(2), True, graphs=1, dynamo=True)
+    check(f, torch.ones(2), False, graphs=1, dynamo=True)
+
+    def escapes(t):
+        err = _NotFound("out")
+        try:
+            raise err
+        except Exception as e:
+            return t + 1, e, e.__class__ is _NotFound
+
+    c, _ = check(escapes, torch.ones(2), graphs=1)
+    out = c(torch.ones(2))
+    assert type(out[1]) is _NotFound and out[1].args == ("out",) and out[2]
+
+
+def test_a_user_exception_class_with_its_own_init_is_still_a_break():
+    def f(t):
+        try:
+            raise _WithInit(5)
+        except ValueError as e:
+            return t + 1, e.v
+
+    c = tracer.compile(f)
+    before = tracer.stats()
+    out = c(torch.ones(2))
+    assert torch.equal(out[0], torch.ones(2) + 1) and out[1] == 5
+    assert tracer.stats().graph_breaks > before.graph_breaks or tracer.stats().fallbacks > before.fallbacks

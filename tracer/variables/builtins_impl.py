@@ -573,7 +573,7 @@ def _make_ctor(cls):
 def _exception_str(var):
     """str(e) for a builtin exception with constant arguments (e.g. the AttributeError of a
     traced attribute miss, caught by `except AttributeError as e`); None otherwise."""
-    if not isinstance(var, exceptions.ExceptionVariable) or not exceptions.is_builtin_exception(var.cls):
+    if not isinstance(var, exceptions.ExceptionVariable) or not exceptions.is_modelled_exception(var.cls):
         return None
     if not all(a.is_constant() for a in var.args):
         return None

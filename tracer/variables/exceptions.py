@@ -15,6 +15,7 @@ per running generator; the current exception is the innermost that is not None),
 value PUSH_EXC_INFO pushes is an `ExcInfoSlot`, which at a graph break re-establishes the
 handled exception in the rewritten frame and in the resume function (graph_break.py).
 """
+import inspect
 import sys
 import types
 
@@ -25,6 +26,23 @@ from guards import QueryMatch
 
 def is_builtin_exception(cls):
     return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
+
+
+# What a user's exception class may not define for its instances to be modelled as the
+# builtin one they derive from (args, chaining, str() as BaseException's).
+_OWN_BEHAVIOUR = frozenset({"__init__", "__new__", "__str__", "__repr__", "__getattr__", "__getattribute__",
+                            "__setattr__", "__eq__", "__hash__", "__reduce__", "__slots__", "__init_subclass__"})
+
+
+def is_modelled_exception(cls):
+    """A builtin exception class, or a user's subclass of one that adds nothing its instances
+    do (`class Exc(ValueError): pass`, a docstring, class attributes and methods): raising,
+    catching, chaining and rebuilding it are the builtin's."""
+    if is_builtin_exception(cls):
+        return True
+    if not (isinstance(cls, type) and issubclass(cls, BaseException) and type(cls) is type):
+        return False
+    return all(not (_OWN_BEHAVIOUR & vars(k).keys()) for k in cls.__mro__ if k.__module__ != "builtins")
 
 
 class ExceptionVariable(Variable):
@@ -66,6 +84,9 @@ class ExceptionVariable(Variable):
             return TracebackVariable()
         if name == "value" and issubclass(self.cls, StopIteration):
             return self.args[0] if self.args else ConstantVariable(None)
+        found = inspect.getattr_static(self.cls, name, None) if self.cls.__module__ != "builtins" else None
+        if is_constant_value(found) and found is not None:  # a user class's constant attribute
+            return objects.ClassVariable(self.cls).getattr(tx, name)
         raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} being raised")
 
     def setattr(self, tx, name, value):

@@ -288,7 +288,7 @@ def _exception_of(tx, args):
     first = args[0]
     if isinstance(first, exceptions.ExceptionVariable):
         return first
-    if isinstance(first, objects.ClassVariable) and exceptions.is_builtin_exception(first.cls):
+    if isinstance(first, objects.ClassVariable) and exceptions.is_modelled_exception(first.cls):
         rest = [args[1]] if len(args) > 1 and not _is_none(args[1]) else []
         if rest and isinstance(rest[0], exceptions.ExceptionVariable):
             return rest[0]

@@ -458,10 +458,10 @@ class ClassVariable(ObjectVariable):
         make = collections_vars.constructor(self.cls)
         if make is not None:
             return make(tx, list(args), dict(kwargs))
+        if exceptions.is_modelled_exception(self.cls) and not kwargs:
+            return exceptions.ExceptionVariable(self.cls, list(args))
         if new_objects.is_user_class(self.cls) or new_objects.is_torch_module_class(self.cls):
             return new_objects.construct(tx, self, args, kwargs)
-        if exceptions.is_builtin_exception(self.cls) and not kwargs:
-            return exceptions.ExceptionVariable(self.cls, list(args))
         if self.cls in torch_calls.LEGACY_TENSOR_TYPES:
             return torch_calls.legacy_constructor(tx, self.cls, args, kwargs)
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")

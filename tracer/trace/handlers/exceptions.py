@@ -10,7 +10,7 @@ traced code does not raise; a `raise` is Unsupported (graph breaks come in a lat
 import dis
 
 from ...exc import Unsupported, UserException
-from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_builtin_exception,
+from ...variables.exceptions import (ExceptionVariable, ExcInfoSlot, handled_exception, is_modelled_exception,
                                      set_context, TracebackVariable, user_error)
 from ...variables.base import ConstantVariable, Variable, python_object
 from .registry import SINCE_314, UNTIL_313, handler
@@ -139,7 +139,7 @@ def exception_value(exc):
 def _instance(tx, var):
     """The exception object a `raise` operand stands for (a builtin exception class is
     instantiated with no arguments, as CPython does), or None when it is not modelled."""
-    if isinstance(var, ClassVariable) and is_builtin_exception(var.cls):
+    if isinstance(var, ClassVariable) and is_modelled_exception(var.cls):
         return ExceptionVariable(var.cls, [])
     if isinstance(var, ExceptionVariable):
         return var
