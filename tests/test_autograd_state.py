@@ -111,3 +111,76 @@ def test_torch_cond_with_torch_functions_runs_as_eager():
     c = tracer.compile(f)
     for x in (torch.tensor([0.0, 1.0, 2.0]), torch.tensor([-1.0, -2.0, 0.5])):
         assert torch.allclose(c(x), f(x))
+
+
+def _flat(v):
+    if isinstance(v, tuple):
+        return [u for w in v for u in _flat(w)]
+    return [(v.requires_grad, v.tolist()) if isinstance(v, torch.Tensor) else v]
+
+
+def test_grad_mode_objects_as_decorators_are_traced():
+    """`@torch.no_grad()`, `torch.enable_grad()(f)`, `@torch.set_grad_enabled(False)` and
+    `@disable_saved_tensors_hooks(msg)` on a function made in the frame: each call runs inside a
+    fresh manager, as torch's decorators do (set_grad_enabled puts back the mode its
+    constructor switched). One graph with fullgraph=True (Dynamo's
+    test_context_wrapping_grad_mode_decorator and kin)."""
+    def f(x):
+        @torch.no_grad()
+        def a(t):
+            return t * 2, torch.is_grad_enabled()
+
+        @torch.set_grad_enabled(False)
+        def b(t):
+            return t * 3, torch.is_grad_enabled()
+
+        c = torch.enable_grad()(lambda t: t * 4)
+
+        @torch.autograd.graph.disable_saved_tensors_hooks("no hooks here")
+        def d(t):
+            return t + 1, torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+
+        mid = torch.is_grad_enabled()
+        with torch.no_grad():
+            cc = c(x)
+        return a(x), b(x), mid, cc, d(x), torch.is_grad_enabled(), x * 5
+
+    x = torch.ones(2, requires_grad=True)
+    compiled = tracer.compile(f, fullgraph=True)
+    assert _flat(compiled(x)) == _flat(f(x)) == _flat(compiled(x))
+    assert torch.is_grad_enabled()
+
+
+def test_a_grad_mode_object_live_at_a_graph_break():
+    """A grad-mode object made before a break and entered after it is rebuilt in its state,
+    without switching the mode (set_grad_enabled's constructor would): it made the whole frame
+    run as Python ("cannot rebuild"); a break inside a decorated function breaks the caller."""
+    def made_before(x):
+        x = x + 1
+        ctx = torch.set_grad_enabled(False)
+        print(end="")
+        with ctx:
+            y = x * 2
+        return y, torch.is_grad_enabled()
+
+    def entered_later(x):
+        ctx = torch.no_grad()
+        print(end="")
+        with ctx:
+            y = x * 2
+        return y, x * 3, torch.is_grad_enabled()
+
+    def breaks_inside(x):
+        @torch.no_grad()
+        def g(a):
+            print(end="")
+            return a * 2
+        return g(x) + 1, torch.is_grad_enabled()
+
+    x = torch.ones(2, requires_grad=True)
+    for fn in (made_before, entered_later, breaks_inside):
+        before = tracer.stats()
+        assert _flat(tracer.compile(fn)(x)) == _flat(fn(x)), fn.__name__
+        s = tracer.stats()
+        assert s.fallbacks == before.fallbacks and s.graphs > before.graphs, fn.__name__
+        assert torch.is_grad_enabled()

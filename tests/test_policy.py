@@ -7,6 +7,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import urllib.parse
 
 import pytest
 import torch
@@ -256,3 +257,51 @@ def test_typing_extensions_frames_are_library_frames():
     new_breaks = [e for e in after.of("break")[-(after.graph_breaks - before.graph_breaks):]]
     assert not any("typing_extensions" in (e.where or "") for e in new_breaks), [str(e) for e in new_breaks]
     assert "call to sys._getframe, which is not traced" not in after.break_reasons
+
+
+def test_code_the_standard_library_generates_is_not_a_frame_of_its_own():
+    """A dataclass's generated methods and a namedtuple's `__new__` are compiled from text as
+    "<string>", like a user's exec'd code: the hook skips them (torch.cond's first call in a
+    process reads importlib.metadata's entry points, one namedtuple each: they were traced
+    one by one and recompiled to the limit); a user's exec'd function is still traced, and
+    both kinds are still inlined inside a trace."""
+    import collections
+    import dataclasses
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @dataclasses.dataclass
+    class Box:
+        x: int
+        y: int = 2
+
+    ns = {}
+    exec("def user(x):\n    return x + 1\n", ns)
+    assert frame_rule(Pair.__new__.__code__, ()) == SKIP
+    assert frame_rule(Box.__init__.__code__, ()) == SKIP and frame_rule(Box.__eq__.__code__, ()) == SKIP
+    assert frame_rule(ns["user"].__code__, ()) == TRACE
+
+    def f(x, urls):
+        # urlsplit is lru_cached: called natively, it makes a SplitResult (a namedtuple) in
+        # library code, where the hook sees the generated __new__ as a frame
+        return x + sum(len(urllib.parse.urlsplit(u).netloc) for u in urls)
+
+    tracer.reset()
+    c = tracer.compile(f)
+    with _no_warnings():
+        for k in range(3):
+            urls = [f"http://host{k}-{i}.org/p" for i in range(12)]
+            assert torch.equal(c(torch.ones(2), urls), f(torch.ones(2), urls))
+    frames = [e.frame for e in tracer.stats().of("frame")]
+    assert "<lambda>" not in frames, frames
+
+
+class _no_warnings:
+    def __enter__(self):
+        import warnings
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("error")
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)

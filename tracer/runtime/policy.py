@@ -218,13 +218,24 @@ MODULE_DIRS = (os.path.join(_TORCH_DIR, "nn") + os.sep, os.path.join(_TORCH_DIR,
 TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
 
 
+def _stdlib_generated(code):
+    """Code the standard library writes as text and compiles as "<string>", like a user's
+    exec'd code: a dataclass's `__init__`/`__eq__`... (`__create_fn__`, 3.11-3.15) and a
+    namedtuple's `__new__` (a lambda over `_tuple_new`). Called natively (importlib.metadata
+    makes a namedtuple per entry point), each was traced as a frame of its own, with no graph
+    to gain, and recompiled per argument value until the recompile limit warned; inside a
+    traced frame they are inlined as before."""
+    return code.co_qualname.startswith("__create_fn__.<locals>.") or (
+        code.co_name == "<lambda>" and code.co_names == ("_tuple_new",))
+
+
 def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     """TRACE this frame, SKIP it (and every frame of this code: the answer depends on the
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
     if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a frame we traced
         return TRACE
     filename = code.co_filename
-    if filename.startswith("<") and filename != "<string>":
+    if filename.startswith("<") and (filename != "<string>" or _stdlib_generated(code)):
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code
     if code.co_name == "<module>":
         return SKIP  # a module body, run once by an import (a lazy import inside a call)

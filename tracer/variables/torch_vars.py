@@ -15,7 +15,7 @@ import types
 import torch
 from guards import ConstSource, Predicate, QueryMatch, TensorMatch
 
-from ..exc import Unsupported
+from ..exc import Unsupported, UserException
 from ..runtime import policy
 from .base import ConstantVariable, ObjectVariable, Variable
 from guards.sources import AttrSource
@@ -143,6 +143,80 @@ class ContextManagerVariable(Variable):
             return self.exit(tx)
         raise Unsupported(f"{self.what} object method {name}")
 
+    def call(self, tx, args, kwargs):
+        """`@torch.no_grad()` on a function (or `torch.enable_grad()(f)`): the function, run
+        inside a fresh manager like this one at each call, as torch's decorators do."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], functions.BaseFunctionVariable) and \
+                self.decorator is not None:
+            self.decorating(tx)
+            return ManagedFunctionVariable(self, args[0])
+        raise Unsupported(f"calling {self.what} object")
+
+    decorator = None  # (module-level) decorator(manager's state..., fn): the real decorated function
+
+    def fresh(self):
+        """A new manager like this one (a decorated function enters its own at each call)."""
+        raise Unsupported(f"{self.what} object as a decorator")
+
+    def decorating(self, tx):
+        """What decorating a function does to the manager's state (set_grad_enabled: undo)."""
+
+    def decorator_args(self):
+        return []
+
+
+class ManagedFunctionVariable(Variable):
+    """A function decorated by a torch context manager the interpreter models (grad mode,
+    disable_saved_tensors_hooks): each call enters a fresh manager, runs the function inlined,
+    and exits it, also when the call raises."""
+
+    def __init__(self, manager, fn):
+        super().__init__(None)
+        self.manager, self.fn = manager, fn
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call(self, tx, args, kwargs):
+        mgr = self.manager.fresh()
+        mgr.enter(tx)
+        try:
+            out = self.fn.call(tx, args, kwargs)
+        except UserException:
+            mgr.exit(tx)
+            raise
+        mgr.exit(tx)
+        return out
+
+    def reconstruct(self, cg):
+        cg.call_with(self.manager.decorator, [*self.manager.decorator_args(), self.fn])
+
+    def __repr__(self):
+        return f"Managed({self.manager.what}, {self.fn})"
+
+
+def grad_mode_decorated(mode, fn):
+    """The real `torch.enable_grad()(fn)` / `torch.no_grad()(fn)`."""
+    return (torch.enable_grad() if mode else torch.no_grad())(fn)
+
+
+def grad_mode_object(mode, prev, immediate):
+    """A real grad-mode object in the state a trace left it, made without switching the mode
+    (set_grad_enabled's constructor switches it; torch 2.13-2.15 keep `prev` and `mode` on it)."""
+    if not immediate:
+        obj = torch.enable_grad() if mode else torch.no_grad()
+        if prev is not None:
+            obj.prev = prev
+        return obj
+    obj = torch.set_grad_enabled.__new__(torch.set_grad_enabled)
+    obj.prev, obj.mode = prev, mode
+    return obj
+
+
+def saved_hooks_off_decorated(message, fn):
+    """The real `torch.autograd.graph.disable_saved_tensors_hooks(message)(fn)`."""
+    return torch.autograd.graph.disable_saved_tensors_hooks(message)(fn)
+
 
 class GradModeVariable(ContextManagerVariable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b) as a context manager.
@@ -178,6 +252,24 @@ class GradModeVariable(ContextManagerVariable):
     def exit(self, tx):
         _set_grad(tx, self.prev)
         return ConstantVariable(None)
+
+    decorator = staticmethod(grad_mode_decorated)
+
+    def reconstruct(self, cg):
+        """The object itself live at a graph break (made before it, entered after): a real one
+        in the same state."""
+        cg.call_with(grad_mode_object, [ConstantVariable(self.mode), ConstantVariable(self.prev),
+                                        ConstantVariable(self.immediate)])
+
+    def fresh(self):
+        return GradModeVariable(self.mode)
+
+    def decorating(self, tx):
+        if self.immediate:  # torch's set_grad_enabled.__call__ puts back the mode it found
+            _set_grad(tx, self.prev)
+
+    def decorator_args(self):
+        return [ConstantVariable(self.mode)]
 
 
 def _set_grad(tx, mode):
@@ -256,6 +348,14 @@ class SavedHooksOffVariable(ContextManagerVariable):
     def exit(self, tx):
         _set_traced_message(tx, self.prev)
         return ConstantVariable(None)
+
+    decorator = staticmethod(saved_hooks_off_decorated)
+
+    def fresh(self):
+        return SavedHooksOffVariable(self.message)
+
+    def decorator_args(self):
+        return [ConstantVariable(self.message)]
 
 
 class SavedHooksRestore:
