@@ -358,3 +358,21 @@ def test_throw_through_yield_from_that_finishes_or_escapes_the_delegate():
         return x + a + c, [b, d, list(gen)]
 
     check(f, torch.ones(2), dynamo=True)
+
+
+def test_in_advances_a_generator_or_iterator_up_to_the_item():
+    """`x in gen` has no __contains__ to call: it advances the generator to the first equal
+    item, and the rest stays for the next reader (Dynamo's test_generator___contains__)."""
+    def whoo():
+        yield 1
+        yield 2
+        yield 3
+
+    def f(t, xs):
+        g = whoo()
+        found = 2 in g
+        rest = list(g)
+        it = iter(xs)
+        return t + found, rest, 5 in it, list(it), 1 in map(abs, [-1, 2]), 9 in whoo()
+
+    check(f, torch.ones(2), [4, 5, 6], graphs=1, dynamo=True)

@@ -140,7 +140,7 @@ class BaseSequence(Variable):
         return f"{self.kind.__name__}Var({self.items!r})"
 
 
-def _bounded(tx):
+def bounded(tx):
     """Steps of a loop the tracer runs for the user's program (counted like instructions)."""
     while True:
         tx.ctx.steps += 1
@@ -157,7 +157,7 @@ def pulled(tx, src):
     if not (isinstance(src, IteratorVariable) and src.lazy()):
         yield from src.iterate(tx)
         return
-    for _ in _bounded(tx):
+    for _ in bounded(tx):
         item = src.next(tx)
         if item is None:
             return

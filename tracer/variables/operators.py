@@ -221,7 +221,24 @@ def contains(tx, container, item):
         raise Unsupported("'in' on a tensor needs its values")
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, container.as_constant(), item.as_constant())
+    if _is_plain_iterator(container):
+        # an iterator or generator has no __contains__: `in` advances it up to the first
+        # equal item (PySequence_Contains), and what follows stays for the next reader
+        for _ in containers.bounded(tx):
+            got = container.next(tx)
+            if got is None:
+                return ConstantVariable(False)
+            if values_equal(tx, got, item):
+                return ConstantVariable(True)
     return container.call_method(tx, "__contains__", [item], {})
+
+
+def _is_plain_iterator(var):
+    try:
+        cls = var.python_type()
+    except Unsupported:
+        return False
+    return hasattr(cls, "__next__") and not hasattr(cls, "__contains__")
 
 
 def values_equal(tx, a, b):
@@ -242,4 +259,4 @@ def values_equal(tx, a, b):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import introspection, numpy_vars, objects, torch_calls  # noqa: E402
+from . import containers, introspection, numpy_vars, objects, torch_calls  # noqa: E402
