@@ -644,3 +644,17 @@ def test_hasattr_and_callable_asked_of_the_type():
             callable(d), callable(_Pair)
 
     check(f, torch.ones(2), {"a": 1}, [1], graphs=1, dynamo=True)
+
+
+def test_names_of_builtin_and_tensor_methods():
+    """`g.close.__name__`, `t.add.__name__`, `"".join.__name__`: what unittest's assertRaises
+    and f-strings of callables read (Dynamo's test_exception_propagation, test_fstrings3)."""
+    def gen():
+        yield 1
+
+    def f(t):
+        g = gen()
+        return t + len(g.close.__name__) + len(t.add.__name__) + len("ab".join.__name__), \
+            t.absolute.__name__, t.backward.__name__, next.__name__
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)

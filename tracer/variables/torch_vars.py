@@ -125,6 +125,11 @@ class TensorMethodVariable(Variable):
     def call(self, tx, args, kwargs):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
+    def getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(getattr(getattr(torch.Tensor, self.name, None), "__name__", self.name))
+        return super().getattr(tx, name)
+
     def reconstruct(self, cg):
         cg.reconstruct(self.tensor)
         cg.load_attr(self.name)
