@@ -162,3 +162,140 @@ def test_a_keyword_named_self_reaches_the_function():
         got = tracer.compile(f)(self=a, x=b)
     torch.testing.assert_close(got, f(self=a, x=b))
     assert_captured(t)
+
+
+# ---- found by a review of this session's container, exception and constructor changes ------
+
+def _same_calls(fn, *args, fullgraph=False):
+    """Compiled vs eager, twice; exceptions compared by type and message."""
+    def outcome(f):
+        try:
+            return "ok", f(*args)
+        except Exception as e:  # noqa: BLE001 - the outcome compared is the exception itself
+            return "raised", (type(e), str(e))
+
+    c = tracer.compile(fn, fullgraph=fullgraph)
+    ref = outcome(fn)
+    for _ in range(2):
+        got = outcome(c)
+        assert got[0] == ref[0] and _equal(got[1], ref[1]), (got, ref)
+
+
+def _equal(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_dict_update_stores_each_pair_as_the_generator_yields_it():
+    def reads_the_dict(x):
+        d = {}
+        d.update((k, len(d)) for k in "abc")
+        return x + 1, d
+
+    def raises_half_way(x):
+        def pairs():
+            yield (1, 2)
+            raise KeyError("boom")
+        d = {}
+        try:
+            d.update(pairs())
+        except KeyError:
+            pass
+        return x + 1, d
+
+    for fn in (reads_the_dict, raises_half_way):
+        _same_calls(fn, torch.ones(1))
+
+
+def test_sets_iterate_and_pop_in_cpythons_table_order():
+    """A constant set literal is merged from a frozenset (a presized table), set(d) of a dict
+    too: the members' order (and the one pop() takes, after a graph break) is that table's; a
+    set leaving the frame is rebuilt by replaying its history."""
+    def f(x, extra):
+        s = {16, 1, 2, 3, 4}
+        t = set({16: 0, 1: 0, 2: 0, 3: 0, 4: 0})
+        u = {"apple", "banana"}.union({"cherry"}, extra)
+        u.update(["k"])
+        u.remove("k")
+        w = {16, 1, 2, 3, 4}
+        w.discard(16)
+        w.add(32)
+        return x + 1, list(s), list(t), list(u), w, list(w), w.pop(), s
+
+    _same_calls(f, torch.ones(1), ["q", "r"])
+
+
+def test_hasattr_answered_by_the_type_is_guarded():
+    P = collections.namedtuple("P", "a")
+
+    def f(x, p):
+        return x + 1, hasattr(p, "foo")
+
+    c = tracer.compile(f)
+    assert c(torch.ones(1), P(1))[1] is False
+    P.foo = 3
+    assert c(torch.ones(1), P(1))[1] is True
+
+
+class _ArgsShadowed(ValueError):
+    args = ("fixed",)
+
+
+class _Falsy(ValueError):
+    def __bool__(self):
+        return False
+
+
+class _NotAnException:
+    pass
+
+
+def test_exception_classes_that_change_their_instances_are_not_modelled():
+    def f(x):
+        try:
+            raise _ArgsShadowed("m")
+        except _ArgsShadowed as e:
+            a = e.args
+        try:
+            raise _Falsy("b")
+        except _Falsy as e:
+            b = bool(e)
+        return x + 1, a, b
+
+    def catches_a_plain_class(x):
+        try:
+            raise KeyError("a")
+        except _NotAnException:
+            return x
+        except KeyError:
+            return x + 1
+
+    _same_calls(f, torch.ones(1))
+    _same_calls(catches_a_plain_class, torch.ones(1))
+
+
+def test_legacy_tensor_types_are_cpu_tensors_under_another_default_device():
+    def f(x):
+        return x + 1, torch.LongTensor([1, 2]).device, torch.Tensor(2, 3).device
+
+    with torch.device("meta"):
+        _same_calls(f, torch.ones(2, device="cpu"))
+
+
+def test_set_methods_raise_as_eager_on_unhashable_members():
+    def f(x):
+        try:
+            ok = {1, 2}.issubset([[1]])
+        except TypeError as e:
+            ok = str(e)
+        t = {frozenset({1})}
+        t.remove({1})  # (a set is looked up as a frozenset)
+        return x + 1, ok, t
+
+    _same_calls(f, torch.ones(1))
+    with traced() as t:
+        tracer.compile(f)(torch.ones(1))
+    assert t.internal_errors == 0

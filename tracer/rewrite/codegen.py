@@ -35,7 +35,8 @@ from guards.retarget import Retarget
 
 from ..exc import Unsupported
 from ..variables.containers import (advance, DictVariable, IteratorVariable, ListVariable, load_key,
-                                    set_list_iter, SetVariable, TupleVariable)
+                                    set_list_iter, TupleVariable)
+from ..variables.sets import SetVariable
 from ..variables.collections_vars import DequeVariable
 from ..variables.dict_storage import refill_storage
 from ..variables.tensor import TensorVariable

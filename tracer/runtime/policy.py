@@ -234,6 +234,8 @@ def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
     if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a frame we traced
         return TRACE
+    if code.co_qualname == "<traceback stand-in>":  # (variables.exceptions.make_exception)
+        return SKIP
     filename = code.co_filename
     if filename.startswith("<") and (filename != "<string>" or _stdlib_generated(code)):
         return SKIP  # <frozen ...>, fx's <eval_with_key>, generated code

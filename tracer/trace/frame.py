@@ -124,7 +124,8 @@ class Frame:
         if entry.lasti:
             self.push(ConstantVariable(self.current.offset))
         value = exception_value(exc)
-        if self.parent is None and isinstance(value, ExceptionVariable) and self.current is not None:
+        if self.parent is None and isinstance(value, ExceptionVariable) and self.current is not None and \
+                value.tb_line is None:  # (a cleanup handler's re-raise keeps the line it was raised at)
             value.tb_line = self.current.lineno  # (exceptions.make_exception)
         self.push(value)
         self.ip = entry.target

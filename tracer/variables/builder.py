@@ -41,8 +41,9 @@ from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 from ..exc import Unsupported
 from ..runtime import policy
 from .base import ConstantVariable, is_constant_value
-from .containers import (DictVariable, ListVariable, NamedTupleVariable, SetVariable, StructSeqVariable,
+from .containers import (DictVariable, ListVariable, NamedTupleVariable, StructSeqVariable,
                          TupleVariable, is_structseq)
+from .sets import SetVariable
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)
 from .nn_module import is_module_dispatch

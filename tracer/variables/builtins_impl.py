@@ -16,8 +16,9 @@ from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
 from .base import ConstantVariable, check_builtin_attr, python_object
 from .functions import library_object
-from .containers import (IteratorVariable, ListIteratorVariable, ListVariable, NamedTupleVariable, SetVariable,
+from .containers import (IteratorVariable, ListIteratorVariable, ListVariable, NamedTupleVariable,
                          TupleVariable, is_structseq)
+from .sets import SetVariable
 from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
 from .tensor import TensorVariable
 from guards import ConstSource, Predicate
@@ -296,6 +297,7 @@ def _hasattr(tx, obj, name):
         answer = _hasattr_of_type(obj, name.as_constant())
         if answer is None:
             raise
+        objects.guard_type_entries(tx, obj, (name.as_constant(),))  # (the class may gain or lose it)
         return ConstantVariable(answer)
 
 
@@ -498,7 +500,10 @@ def _dict(tx, *args, **kwargs):
 
 @impl(set)
 def _set(tx, iterable=None):
-    return SetVariable(iterable.iterate(tx) if iterable is not None else [])
+    out = SetVariable([])
+    if iterable is not None:
+        out.update_from(tx, iterable)  # (set(d) of a dict presizes: CPython's table layout)
+    return out
 
 
 @impl(frozenset)

@@ -535,7 +535,7 @@ class DictVariable(Variable):
                         continue
                     if not isinstance(a, (BaseSequence, IteratorVariable, DictViewVariable)):
                         raise Unsupported(f"dict.update from {a}")  # (one with keys() is read as a mapping)
-                    for i, pair in enumerate(a.iterate(tx)):  # an iterable of key/value pairs
+                    for i, pair in enumerate(pulled(tx, a)):  # key/value pairs, each stored as pulled
                         kv = pair.iterate(tx)
                         if len(kv) != 2:
                             raise exceptions.user_error(ValueError, f"dictionary update sequence element #{i} "
@@ -620,114 +620,6 @@ class _IdKey:
 
     def __eq__(self, other):
         return isinstance(other, _IdKey) and other.key == self.key
-
-
-class SetVariable(Variable):
-    mutable = True
-
-    def __init__(self, items, source=None):
-        super().__init__(source)
-        self.items = {}  # const -> Variable, insertion-ordered
-        self.table = set()  # the same constants in a real set, changed in the same order:
-        for it in items:     # its iteration order is CPython's for this history
-            self.add_item(it)
-
-    def add_item(self, var):
-        k = var.as_constant()
-        if k not in self.table:  # (an equal member stays: {1}.add(True) keeps 1)
-            self.table.add(k)
-            self.items[k] = var
-
-    def discard_item(self, k):
-        self.table.discard(k)
-        self.items.pop(k, None)
-
-    def python_type(self):
-        return set
-
-    def getattr(self, tx, name):
-        return method_of(self, name)
-
-    def truthy(self, tx):
-        return bool(self.items)
-
-    def iterate(self, tx):
-        return [ConstantVariable(v) for v in self.table]
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "add":
-            tx.side_effects.mutated(self)
-            self.add_item(args[0])
-            return ConstantVariable(None)
-        if name == "__contains__":
-            return ConstantVariable(args[0].as_constant() in self.items)
-        if name == "discard":
-            tx.side_effects.mutated(self)
-            self.discard_item(args[0].as_constant())
-            return ConstantVariable(None)
-        if kwargs:
-            raise Unsupported(f"set.{name} with keyword arguments")
-        if name in _SET_QUERIES or name in _SET_MAKERS:
-            # on the real set of constants, so that the result (and its iteration order) is
-            # CPython's for the same history
-            answer = getattr(self.table, name)(*[_constants(tx, a) for a in args])
-            return ConstantVariable(answer) if name in _SET_QUERIES else SetVariable.of_table(answer)
-        if name in _SET_UPDATES:
-            tx.side_effects.mutated(self)
-            getattr(self.table, name)(*[_constants(tx, a) for a in args])
-            self.items = {k: self.items.get(k) or ConstantVariable(k) for k in self.table}
-            return ConstantVariable(None)
-        if name == "remove":
-            if args[0].as_constant() not in self.table:
-                raise exceptions.user_error(KeyError, args[0].as_constant())
-            tx.side_effects.mutated(self)
-            self.discard_item(args[0].as_constant())
-            return ConstantVariable(None)
-        if name == "pop" and not args:
-            if not self.table:
-                raise exceptions.user_error(KeyError, "pop from an empty set")
-            tx.side_effects.mutated(self)
-            k = self.table.pop()  # the member CPython's set gives for this history
-            return self.items.pop(k)
-        if name == "clear":
-            tx.side_effects.mutated(self)
-            self.table.clear()
-            self.items.clear()
-            return ConstantVariable(None)
-        raise Unsupported(f"set.{name}")
-
-    @classmethod
-    def of_table(cls, table):
-        """A set made in the frame whose members (constants) are those of the real set
-        `table`, in its order."""
-        out = cls([])
-        out.table = table
-        out.items = {k: ConstantVariable(k) for k in table}
-        return out
-
-    def as_constant(self):
-        return set(self.table)
-
-    def reconstruct(self, cg):
-        if self.source is not None and (self.mutable or not tx_mutated(self)):
-            # a mutated input list/dict/set keeps its identity: the replay writes its contents
-            return cg.load_source(self.source)
-        for k in self.items:
-            cg.load_const(k)
-        cg.build(set, len(self.items))
-
-
-_SET_QUERIES = frozenset({"isdisjoint", "issubset", "issuperset"})
-_SET_MAKERS = frozenset({"union", "intersection", "difference", "symmetric_difference", "copy"})
-_SET_UPDATES = frozenset({"update", "intersection_update", "difference_update", "symmetric_difference_update"})
-
-
-def _constants(tx, var):
-    """The members of an iterable of constants, as a real set (or frozenset) when it is one."""
-    if isinstance(var, SetVariable):
-        return var.table
-    value = var.as_constant() if var.is_constant() else [v.as_constant() for v in var.iterate(tx)]
-    return value
 
 
 class IteratorVariable(Variable):

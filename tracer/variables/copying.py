@@ -89,8 +89,8 @@ class _Copier:
                     raise Unsupported("copy of a dict with keys that are not plain constants")
                 new.items[k] = self.item(v)
             return new
-        if isinstance(var, containers.SetVariable) and t is set:
-            return containers.SetVariable(list(var.items.values()))  # items are constants: copies are themselves
+        if isinstance(var, sets.SetVariable) and t is set:  # (items are constants: copies are themselves)
+            return sets.SetVariable.of_table(set(var.table), var, "copy", sets._frozen([]))
         if isinstance(var, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
             return self._copy_object(var, key)
         if isinstance(var, new_objects.InstanceAttrsVariable):  # new_obj.__dict__
@@ -180,4 +180,4 @@ __all__ = ["fold_deepcopy", "fold_copy", "Variable", "ConstantVariable"]
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder, containers, new_objects, objects, tensor  # noqa: E402
+from . import builder, containers, new_objects, objects, sets, tensor  # noqa: E402

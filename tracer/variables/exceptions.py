@@ -15,6 +15,7 @@ per running generator; the current exception is the innermost that is not None),
 value PUSH_EXC_INFO pushes is an `ExcInfoSlot`, which at a graph break re-establishes the
 handled exception in the rewritten frame and in the resume function (graph_break.py).
 """
+import functools
 import inspect
 import sys
 import types
@@ -28,10 +29,14 @@ def is_builtin_exception(cls):
     return isinstance(cls, type) and issubclass(cls, BaseException) and cls.__module__ == "builtins"
 
 
-# What a user's exception class may not define for its instances to be modelled as the
-# builtin one they derive from (args, chaining, str() as BaseException's).
-_OWN_BEHAVIOUR = frozenset({"__init__", "__new__", "__str__", "__repr__", "__getattr__", "__getattribute__",
-                            "__setattr__", "__eq__", "__hash__", "__reduce__", "__slots__", "__init_subclass__"})
+# The only dunder names a user's exception class may define for its instances to be modelled
+# as the builtin one they derive from (args, chaining, str() as BaseException's): bookkeeping
+# of any class. Any other dunder (__init__, __str__, __bool__, __del__, ...) and any name that
+# shadows one of BaseException's (`args`, `with_traceback`, `add_note`) changes the instances.
+_CLASS_BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                                "__annotations__", "__firstlineno__", "__static_attributes__",
+                                "__orig_bases__", "__parameters__", "__annotate__", "__annotate_func__",
+                                "__annotations_cache__"})
 
 
 def is_modelled_exception(cls):
@@ -42,7 +47,13 @@ def is_modelled_exception(cls):
         return True
     if not (isinstance(cls, type) and issubclass(cls, BaseException) and type(cls) is type):
         return False
-    return all(not (_OWN_BEHAVIOUR & vars(k).keys()) for k in cls.__mro__ if k.__module__ != "builtins")
+    return all(_adds_nothing(name) for k in cls.__mro__ if k.__module__ != "builtins" for name in vars(k))
+
+
+def _adds_nothing(name):
+    if name.startswith("__") and name.endswith("__"):
+        return name in _CLASS_BOOKKEEPING
+    return not hasattr(BaseException, name)
 
 
 class ExceptionVariable(Variable):
@@ -142,9 +153,28 @@ def make_exception(cls, args, cause, context, suppress_context, tb_line=None):
     exc.__context__ = context
     exc.__suppress_context__ = suppress_context
     if tb_line is not None:
-        frame = sys._getframe(1)
+        code = sys._getframe(1).f_code
+        frame = _stand_in(code.co_filename, code.co_name)().gi_frame
         exc.__traceback__ = types.TracebackType(None, frame, -1, tb_line)  # (-1: no instruction, the line)
     return exc
+
+
+STAND_IN_QUALNAME = "<traceback stand-in>"  # (the frame hook skips it: runtime/policy.py)
+
+
+def _never_run():
+    yield
+
+
+@functools.lru_cache(maxsize=256)
+def _stand_in(filename, name):
+    """A generator function whose (never started) frame names the user's file and function
+    and holds nothing, not even a caller: the rebuilt exception's traceback points at it.
+    (The rewritten frame itself would hold the exception in a temporary, a cycle; any frame
+    that ran would keep its callers, the user's frame and its tensors, alive through f_back,
+    where eager frees them at once.)"""
+    code = _never_run.__code__.replace(co_filename=filename, co_name=name, co_qualname=STAND_IN_QUALNAME)
+    return types.FunctionType(code, {})
 
 
 def _is_none(var):

@@ -7,7 +7,8 @@ import collections
 from ..exc import Unsupported
 from .exceptions import user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListIteratorVariable, ListVariable,
-                         SetVariable, TupleVariable, emit_iter_over, key_variable)
+                         TupleVariable, emit_iter_over, key_variable)
+from .sets import SetVariable
 
 
 class DictIteratorVariable(IteratorVariable):

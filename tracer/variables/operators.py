@@ -10,8 +10,9 @@ import operator
 from ..exc import Unsupported
 from .exceptions import folding_error
 from .base import ConstantVariable, rely_on_identity
-from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SetVariable, SizeVariable,
+from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SizeVariable,
                          TupleVariable)
+from .sets import SetVariable
 from .sym import is_sym, sym_binary, sym_compare, sym_unary
 from .numpy_vars import NdarrayVariable
 from .tensor import TensorVariable

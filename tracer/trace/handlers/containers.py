@@ -1,7 +1,8 @@
 """Building and unpacking tuples, lists, dicts, sets, slices and strings."""
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
-from ...variables.containers import DictVariable, _const_key, ListVariable, SetVariable, TupleVariable
+from ...variables.containers import DictVariable, _const_key, ListVariable, TupleVariable
+from ...variables.sets import SetVariable
 from ...variables.sym import SliceVariable, is_sym, specialized
 from .registry import SINCE_313, SINCE_314, UNTIL_312, UNTIL_313, handler
 
@@ -129,10 +130,7 @@ def LIST_EXTEND(tx, inst):
 @handler("SET_UPDATE")
 def SET_UPDATE(tx, inst):
     v = tx.pop()
-    items = v.iterate(tx)
-    target = _target(tx, inst)
-    for item in items:
-        target.add_item(item)
+    _target(tx, inst).update_from(tx, v)  # (a constant literal merges a frozenset whole)
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")

@@ -185,6 +185,9 @@ def PUSH_EXC_INFO(tx, inst):
 def CHECK_EXC_MATCH(tx, inst):
     wanted = python_object(tx.pop())
     exc = tx.stack[-1]
+    for cls in wanted if isinstance(wanted, tuple) else (wanted,):
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise user_error(TypeError, "catching classes that do not inherit from BaseException is not allowed")
     tx.push(ConstantVariable(issubclass(exc.python_type(), wanted)))
 
 
