@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tracer
+from semantics_helpers import run
 from helpers import assert_captured, traced
 
 pytestmark = pytest.mark.usefixtures("fresh_tracer")
@@ -166,27 +167,12 @@ def test_a_keyword_named_self_reaches_the_function():
 
 # ---- found by a review of this session's container, exception and constructor changes ------
 
-def _same_calls(fn, *args, fullgraph=False):
-    """Compiled vs eager, twice; exceptions compared by type and message."""
-    def outcome(f):
-        try:
-            return "ok", f(*args)
-        except Exception as e:  # noqa: BLE001 - the outcome compared is the exception itself
-            return "raised", (type(e), str(e))
-
-    c = tracer.compile(fn, fullgraph=fullgraph)
-    ref = outcome(fn)
+def _same_calls(fn, *args):
+    """Compiled vs eager on two calls (semantics_helpers.run: results or exceptions, and what
+    the call did to its arguments)."""
+    c = tracer.compile(fn)
     for _ in range(2):
-        got = outcome(c)
-        assert got[0] == ref[0] and _equal(got[1], ref[1]), (got, ref)
-
-
-def _equal(a, b):
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
+        run(c, fn, *args)
 
 
 def test_dict_update_stores_each_pair_as_the_generator_yields_it():
