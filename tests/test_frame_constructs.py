@@ -658,3 +658,17 @@ def test_names_of_builtin_and_tensor_methods():
             t.absolute.__name__, t.backward.__name__, next.__name__
 
     check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_the_class_name_of_a_tensor():
+    """`x.__class__` is type(x), pinned by the tensor's guards (it was a refusal), and its
+    `__name__` is "Tensor" (the name of a tensor method's function must not answer it:
+    "_TensorMeta", the metaclass's, was a wrong value; Dynamo's test_fstrings3)."""
+    def f(x):
+        tmp = f"{x.__class__.__name__} foo"
+        return (x + 1 if tmp.startswith("Tensor") else x - 1), x.__class__ is torch.Tensor, type(x).__name__
+
+    check(f, torch.randn(3), graphs=1, dynamo=True)
+    c = tracer.compile(f, fullgraph=True)
+    p = torch.nn.Parameter(torch.randn(3))
+    assert c(p)[1:] == f(p)[1:] == (False, "Parameter")

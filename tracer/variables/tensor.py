@@ -67,6 +67,8 @@ class TensorVariable(Variable):
             return torch_calls.call_torch(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
         if name in _DATA_METHODS and name != "numpy":
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
+        if name == "__class__":  # as type(x): the tensor's type, which its guards pin
+            return objects.ClassVariable(self.python_type())
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
             return torch_vars.TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
@@ -203,4 +205,4 @@ class TensorVariable(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, sym, torch_vars, exceptions, builder, torch_calls, numpy_vars  # noqa: E402
+from . import containers, sym, torch_vars, exceptions, builder, torch_calls, numpy_vars, objects  # noqa: E402

@@ -10,6 +10,7 @@ torch.amp.autocast_mode's _enter_autocast/_exit_autocast/_UnmanagedAutocast; che
 each).
 """
 import contextlib
+import inspect
 import types
 
 import torch
@@ -126,8 +127,9 @@ class TensorMethodVariable(Variable):
         return self.tensor.call_method(tx, self.name, args, kwargs)
 
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantVariable(getattr(getattr(torch.Tensor, self.name, None), "__name__", self.name))
+        method = getattr(torch.Tensor, self.name, None)
+        if name == "__name__" and inspect.isroutine(method):  # (not `x.__class__`, which lands here too)
+            return ConstantVariable(method.__name__)
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
