@@ -6,6 +6,7 @@ import collections
 import contextlib
 import dataclasses
 import itertools
+import operator
 import sys
 import typing
 
@@ -672,3 +673,25 @@ def test_the_class_name_of_a_tensor():
     c = tracer.compile(f, fullgraph=True)
     p = torch.nn.Parameter(torch.randn(3))
     assert c(p)[1:] == f(p)[1:] == (False, "Parameter")
+
+
+def test_deque_insert_and_length_hint():
+    """deque.insert (list.insert's index clamping; a full bounded deque raises IndexError) and
+    operator.length_hint of sized values (Dynamo's test_deque, test_unary_fold_op_seq)."""
+    def f(a, b):
+        d = collections.deque([a, b])
+        d.extend([a, b])
+        d.insert(0, "foo")
+        d.insert(-1, "mid")
+        d.insert(100, "end")
+        d.insert(-100, "start")
+        full = collections.deque([1, 2], maxlen=2)
+        try:
+            full.insert(0, 3)
+            msg = ""
+        except IndexError as e:
+            msg = str(e)
+        hints = tuple(map(operator.length_hint, [tuple(range(-10, i)) for i in range(10)]))
+        return d[2] + d[3], list(d)[0], list(d)[-1], len(d), msg, hints, operator.length_hint([1, 2, 3], 7)
+
+    check(f, torch.ones(2), torch.zeros(2), graphs=1, dynamo=True)

@@ -152,6 +152,18 @@ def _len(tx, obj):
     return ConstantVariable(obj.length(tx))
 
 
+@impl(operator.length_hint)
+def _length_hint(tx, obj, default=None):
+    """operator.length_hint of a sized value: its len() (what CPython asks first)."""
+    try:
+        sized = hasattr(obj.python_type(), "__len__")
+    except Unsupported:
+        sized = False
+    if not sized:
+        raise Unsupported(f"operator.length_hint of {obj}")
+    return _len(tx, obj)
+
+
 @impl(isinstance)
 def _isinstance(tx, obj, classes):
     cls = python_object(classes)

@@ -68,6 +68,11 @@ class DequeVariable(ListVariable):
                 self.items[:] = self.items[-n:] + self.items[:-n]
         elif name == "copy":
             return DequeVariable(self.items, maxlen=self.maxlen)
+        elif name == "insert" and len(args) == 2 and type(args[0].as_constant()) is int:
+            if self.maxlen is not None and len(self.items) >= self.maxlen:
+                raise exceptions.user_error(IndexError, "deque already at its maximum size")
+            self._mutate(tx)
+            self.items.insert(args[0].as_constant(), args[1])  # (list.insert's clamping is deque's)
         elif name in ("insert", "sort"):
             raise Unsupported(f"deque.{name}")
         else:
