@@ -216,6 +216,9 @@ DEFAULT_SKIP_PREFIXES = tuple(p for p in (_package_dir(n) for n in UNTRACED_LIBR
 MODULE_DIRS = (os.path.join(_TORCH_DIR, "nn") + os.sep, os.path.join(_TORCH_DIR, "ao", "nn") + os.sep)
 
 TRACE, SKIP, SKIP_ONCE = "trace", "skip", "skip once"
+# The qualified name of the stand-in frames a rebuilt exception's traceback points at
+# (variables/exceptions.make_exception): the hook never traces them.
+TRACEBACK_STAND_IN = "<traceback stand-in>"
 
 
 def _stdlib_generated(code):
@@ -234,7 +237,7 @@ def frame_rule(code, args, prefixes=DEFAULT_SKIP_PREFIXES):
     code alone), or SKIP_ONCE (this frame only: the answer depended on its arguments)."""
     if ".<resume@" in code.co_qualname:  # made by bytecode_utils.resume for a frame we traced
         return TRACE
-    if code.co_qualname == "<traceback stand-in>":  # (variables.exceptions.make_exception)
+    if code.co_qualname == TRACEBACK_STAND_IN:
         return SKIP
     filename = code.co_filename
     if filename.startswith("<") and (filename != "<string>" or _stdlib_generated(code)):

@@ -90,7 +90,7 @@ class _Copier:
                 new.items[k] = self.item(v)
             return new
         if isinstance(var, sets.SetVariable) and t is set:  # (items are constants: copies are themselves)
-            return sets.SetVariable.of_table(set(var.table), var, "copy", sets._frozen([]))
+            return sets.SetVariable.of_table(set(var.table), var, "copy")
         if isinstance(var, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
             return self._copy_object(var, key)
         if isinstance(var, new_objects.InstanceAttrsVariable):  # new_obj.__dict__

@@ -21,6 +21,7 @@ import sys
 import types
 
 from ..exc import Unsupported, UserException
+from ..runtime.policy import TRACEBACK_STAND_IN
 from .base import ConstantVariable, Variable, is_constant_value
 from guards import QueryMatch
 
@@ -159,9 +160,6 @@ def make_exception(cls, args, cause, context, suppress_context, tb_line=None):
     return exc
 
 
-STAND_IN_QUALNAME = "<traceback stand-in>"  # (the frame hook skips it: runtime/policy.py)
-
-
 def _never_run():
     yield
 
@@ -173,7 +171,7 @@ def _stand_in(filename, name):
     (The rewritten frame itself would hold the exception in a temporary, a cycle; any frame
     that ran would keep its callers, the user's frame and its tensors, alive through f_back,
     where eager frees them at once.)"""
-    code = _never_run.__code__.replace(co_filename=filename, co_name=name, co_qualname=STAND_IN_QUALNAME)
+    code = _never_run.__code__.replace(co_filename=filename, co_name=name, co_qualname=TRACEBACK_STAND_IN)
     return types.FunctionType(code, {})
 
 

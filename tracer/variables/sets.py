@@ -48,10 +48,13 @@ class SetVariable(Variable):
     def _merge(self, members, recorded):
         """`table.update(members)`; `recorded` is how replay_set makes `members` again (None:
         it cannot, the set is rebuilt from its members)."""
-        kept = dict(self.items)
         self.table.update(members)
-        self.items = {k: kept.get(k) or ConstantVariable(k) for k in self.table}
+        self._resync()
         self.history.append(("update", recorded) if recorded is not None else ("unknown",))
+
+    def _resync(self):
+        """`items` after the real table changed whole: its members, in its order."""
+        self.items = {k: self.items.get(k) or ConstantVariable(k) for k in self.table}
 
     def python_type(self):
         return set
@@ -81,7 +84,7 @@ class SetVariable(Variable):
         if name in ("update", "union") and any(_lazy(a) for a in args):
             # an iterator is pulled item by item, each added at once (a generator reading the
             # set sees it grow); union copies the set first, as CPython does
-            target = self if name == "update" else SetVariable.of_table(set(self.table), self, "copy", _frozen([]))
+            target = self if name == "update" else SetVariable.of_table(set(self.table), self, "copy")
             if name == "update":
                 tx.side_effects.mutated(self)
             for a in args:
@@ -100,12 +103,12 @@ class SetVariable(Variable):
             except TypeError as e:  # an unhashable member: the user code raises it
                 raise exceptions.folding_error(e, f"set.{name}")
             if name in _SET_UPDATES:
-                self.items = {k: self.items.get(k) or ConstantVariable(k) for k in self.table}
+                self._resync()
                 self.history.append(("call", name, _frozen(consts)))
                 return ConstantVariable(None)
             if name in _SET_QUERIES:
                 return ConstantVariable(answer)
-            return SetVariable.of_table(answer, self, name, _frozen(consts))
+            return SetVariable.of_table(answer, self, name, consts)
         if name == "remove":
             k = args[0].as_constant()
             k = frozenset(k) if isinstance(k, set) else k  # (a set is looked up as a frozenset)
@@ -123,12 +126,13 @@ class SetVariable(Variable):
         raise Unsupported(f"set.{name}")
 
     @classmethod
-    def of_table(cls, table, base, name, consts):
+    def of_table(cls, table, base, name, consts=()):
         """A set made in the frame, `table` (real, constants), which is `base.<name>(*consts)`."""
         out = cls([])
         out.table = table
-        out.items = {k: ConstantVariable(k) for k in table}
-        out.history = [("derive", tuple(base.history) if base.source is None else (("unknown",),), name, consts)]
+        out._resync()
+        out.history = [("derive", tuple(base.history) if base.source is None else (("unknown",),), name,
+                        _frozen(consts))]
         return out
 
     def as_constant(self):

@@ -69,7 +69,7 @@ LEGACY_TENSOR_TYPES = {getattr(torch, n): getattr(torch, n).dtype for n in (
 LEGACY_TENSOR_TYPES[torch.Tensor] = None
 
 
-def _LEGACY_OPTIONS(dtype):  # (the legacy types are CPU tensors whatever the default device)
+def _legacy_options(dtype):  # (the legacy types are CPU tensors whatever the default device)
     return {"dtype": ConstantVariable(dtype), "device": ConstantVariable(torch.device("cpu"))}
 
 
@@ -81,10 +81,10 @@ def legacy_constructor(tx, cls, args, kwargs):
         raise Unsupported(f"torch.{name}() with keyword arguments")
     if all(type(a) is ConstantVariable and type(a.value) is int for a in args):
         sizes = tuple(a.value for a in args) if args else (0,)
-        return call_torch(tx, "call_function", torch.empty, [ConstantVariable(sizes)], _LEGACY_OPTIONS(dtype))
+        return call_torch(tx, "call_function", torch.empty, [ConstantVariable(sizes)], _legacy_options(dtype))
     if len(args) == 1 and (type(args[0]) in (containers.ListVariable, containers.TupleVariable) or
                            type(args[0]) is ConstantVariable and type(args[0].value) in (list, tuple)):
-        return call_torch(tx, "call_function", torch.tensor, list(args), _LEGACY_OPTIONS(dtype))
+        return call_torch(tx, "call_function", torch.tensor, list(args), _legacy_options(dtype))
     raise Unsupported(f"torch.{name}() of {args[0]!r}: only data (a list or tuple) or sizes are traced "
                       "(of a tensor it may return the same tensor)")
 
