@@ -18,6 +18,17 @@ class StockLeaf(BaseException):
         self.cause = cause
 
 
+class TraceAgain(BaseException):
+    """The trace changed real state on purpose, as the call it models does on its first run (a
+    lazy module materialised its parameters at its first call): what the trace read before is
+    stale, so convert_frame interprets the frame again from its start. A BaseException, for
+    the same reason as StockLeaf."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
+
+
 class Unsupported(Exception):
     """Tracing cannot continue here; the frame (or, later, the rest of it) runs as Python."""
 

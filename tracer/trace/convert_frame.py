@@ -30,7 +30,7 @@ from ..runtime import config, gc_pause, records
 from ..graph.backends import compile_graph
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
-from ..exc import BackendError, FullGraphError, StockLeaf, Unsupported
+from ..exc import BackendError, FullGraphError, StockLeaf, TraceAgain, Unsupported
 from ..rewrite.graph_break import BreakInfo, can_break_at, generate_break, loop_limit_reason
 from ..rewrite.handoff import hand_return, hand_to_callees, root_call_dims
 from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_plan
@@ -225,7 +225,8 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None, stock_l
     """Interpret the frame; a stock nn module whose forward cannot be inlined (StockLeaf)
     becomes a leaf in `stock_leaves` and the frame is interpreted again. The caller passes
     the same set to a later trace of the frame (a graph break's), which then takes the same
-    path."""
+    path. A trace that changed real state on purpose (TraceAgain: a lazy module
+    materialised) is interpreted again too."""
     leaves = set() if stock_leaves is None else stock_leaves
     for _ in range(_STOCK_RETRIES):
         try:
@@ -233,7 +234,10 @@ def _trace(code, L, G, C, builtins, policy, break_at=None, handled=None, stock_l
                 return _trace_once(code, L, G, C, builtins, policy, break_at, handled, leaves)
         except StockLeaf as e:  # (a type in `leaves` is called as a leaf: it cannot raise this)
             leaves.add(e.key)
-    raise Unsupported(f"more than {_STOCK_RETRIES} torch.nn modules could not be inlined", breakable=False)
+        except TraceAgain:  # (the state it changed is now as a second trace reads it)
+            pass
+    raise Unsupported(f"more than {_STOCK_RETRIES} torch.nn modules could not be inlined or initialised",
+                      breakable=False)
 
 
 def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves):

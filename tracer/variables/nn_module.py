@@ -341,6 +341,8 @@ class NNModuleVariable(ObjectVariable):
                               "the module call runs as Python")
         self._not_written(tx, "calling", _changes_call)
         objects.check_dict_not_written(tx, self, "calling")
+        if lazy_modules.needs_initialising(m):
+            lazy_modules.initialise(tx, m, args, kwargs)  # (traces the frame again)
         if not (m.__dict__.get("_forward_hooks") or m.__dict__.get("_forward_pre_hooks")
                 or _global_forward_hooks_registered()):
             self._check_hooks(tx)
@@ -798,4 +800,4 @@ def _guard_leaf_attrs(tx, mod_var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import blocks, builder, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
+from . import blocks, builder, lazy_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
