@@ -114,6 +114,16 @@ def job_numpy(p):
                   and np.allclose(got[1], ref[1]) and got[2] == ref[2] and got[3] == ref[3]))
     return dict(ok=ok)
 
+def job_scalars(p):
+    from scalarmod import counted
+    c = tracer.compile(counted, fullgraph=True, backend="aot_eager")
+    ok = []
+    for seed in range(2):
+        x = torch.randn(7, generator=torch.Generator().manual_seed(seed))
+        got, ref = c(x), counted(x)
+        ok.append(bool(same(got[0], ref[0]) and abs(got[1] - ref[1]) < 1e-5))
+    return dict(ok=ok)
+
 def job_pair(p):
     from cfgmod import k1, k2
     x = torch.linspace(-1, 1, 6)
@@ -185,6 +195,13 @@ MODULES = {
             z = (a - a.mean(axis=0)) / (a.std(axis=0) + 1e-6)
             b = x.detach().numpy()
             return torch.from_numpy(z @ b.T.astype(np.float64)), np.abs(z).max(), z.dtype, np.sqrt(2.0)
+    ''',
+    "scalarmod.py": '''
+        import torch
+
+        def counted(x):
+            n = int((x > 0).sum())
+            return torch.arange(n) * x.max().item(), x.sum().item()
     ''',
     "cfgmod.py": '''
         def h(x):
@@ -261,14 +278,14 @@ def warm(tmp_path_factory):
     first = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 4, "layers": 2}], ["dtype", {"dtype": "float32", "n": 8}],
-        ["backend", {"backend": "eager"}], ["constn", {"n": 3}], ["numpy", {}],
+        ["backend", {"backend": "eager"}], ["constn", {"n": 3}], ["numpy", {}], ["scalars", {}],
     ])
     (moddir / "editmod.py").write_text("def f(x):\n    return x.cos() * 2 + 1\n")
     (moddir / "helpermod.py").write_text("def helper(x):\n    return x.cos() - 1.5\n")
     second = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_POS2, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 2, "layers": 3}], ["dtype", {"dtype": "float64", "n": 5}],
-        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}], ["numpy", {}],
+        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}], ["numpy", {}], ["scalars", {}],
     ])
     third = run_child(cache, moddir, [["backend", {"backend": "eager"}], ["constn", {"n": 5}]])
     return dict(first=first, second=second, third=third, cache=cache)
@@ -299,6 +316,15 @@ def test_numpy_entry_is_loaded_not_traced(warm):
     assert one["ok"] == [True, True] and two["ok"] == [True, True]
     assert one["traced"] == 1 and one["saved"] == 1 and one["unsaved"] == {}, one
     assert two["traced"] == 0 and two["loaded"] == 1 and two["stale"] == 0, two
+
+
+def test_a_graph_of_scalar_outputs_is_loaded_and_compiled_again(warm):
+    """`t.item()` in the graph (fullgraph=True: config.capture_scalar_outputs), read back and
+    given to aot_eager, which traces it again on a ShapeEnv that allows scalar outputs."""
+    one, two = warm["first"]["scalars"], warm["second"]["scalars"]
+    assert one["ok"] == [True, True] and two["ok"] == [True, True]
+    assert one["traced"] == 1 and one["saved"] == 1 and one["unsaved"] == {}, one
+    assert two["traced"] == 0 and two["loaded"] == 1 and two["fallbacks"] == 0, two
 
 
 def test_edited_function_and_edited_helper_run_the_new_code(warm):

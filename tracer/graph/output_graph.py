@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import DynamicOutputShapeException
+from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ..exc import Unsupported
 from .node_meta import derived, set_value
@@ -213,7 +214,16 @@ class OutputGraph:
         node.meta["example_value"] = example
         node.meta["writes"] = frozenset(spy.writes)
         node.meta["random"] = spy.random
+        self.bind_unbacked(node, example)
         return node, example
+
+    def bind_unbacked(self, node, example):
+        """Record which output of `node` defines the symbols it made from tensor data
+        (`t.item()`: config.capture_scalar_outputs), as torch.compile does for each node: a
+        backend that traces the graph again on this ShapeEnv (AOTAutograd) finds them bound,
+        and no symbol stays pending for the next node's output."""
+        if self.shapes.env.pending_fresh_unbacked_symbols:
+            node.meta["unbacked_bindings"] = compute_unbacked_bindings(self.shapes.env, example)
 
     def count_ops(self):
         return sum(1 for n in self.graph.nodes if n.op in _OPS)

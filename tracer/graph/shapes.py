@@ -66,6 +66,7 @@ class SizePolicy:
         self.frame = frame if frame is not None else FrameSizes()
         self.made_float_symbols = False
         self.made_scalar_index = False  # `x[t]` by a 0-d int tensor is in the graph (torch_calls)
+        self.scalar_outputs = False  # `t.item()` may be an unbacked symbol (config.capture_scalar_outputs)
 
     @property
     def scalar_index(self):
@@ -148,7 +149,8 @@ class Shapes:
 
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else SizePolicy(False)
-        self.env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+        scalars = self.policy.scalar_outputs
+        self.env = ShapeEnv(allow_scalar_outputs=scalars, allow_dynamic_output_shape_ops=False)
         self.fake_mode = FakeTensorMode(shape_env=self.env)
         # per graph input, in placeholder order: (our source, torch source, fake or SymInt, context)
         self.inputs = []
@@ -203,6 +205,11 @@ class Shapes:
             self.inputs.append((source, tsrc, sym, None))
             self._now_symbolic()
         return sym
+
+    def made_unbacked(self):
+        """A symbol the graph computes (`t.item()` under config.capture_scalar_outputs): the
+        backend then needs this ShapeEnv (backend_context) to retrace the graph."""
+        self._now_symbolic()
 
     def _now_symbolic(self):
         # FakeTensorMode's dispatch cache keys symbolic entries per ShapeEnv (one per trace):
@@ -343,7 +350,9 @@ def static_tracing_context(example_inputs):
     ShapeEnv would otherwise give it symbolic ones)."""
     from torch._dynamo.source import LocalSource as TorchLocal
     from torch._guards import TracingContext
-    tc = TracingContext(FakeTensorMode(shape_env=ShapeEnv()))
+    # (scalar outputs allowed: a graph read from disk may hold `t.item()`, traced under
+    # config.capture_scalar_outputs; a graph without one is not changed by it)
+    tc = TracingContext(FakeTensorMode(shape_env=ShapeEnv(allow_scalar_outputs=True)))
     for i, t in enumerate(example_inputs):
         if isinstance(t, torch.Tensor):
             n = t.dim()

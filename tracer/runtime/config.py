@@ -39,6 +39,14 @@ inductor_subgraphs: the replayed calls of a block reach inductor as one subgraph
     on an H200, but made a ResNet-50's slower and T5's warm calls 7% slower (kernels do not fuse
     across a block's boundary). Env: TRACER_INDUCTOR_SUBGRAPHS=1.
 
+capture_scalar_outputs: `t.item()` (and `int(t)`, `float(t)`, `bool(t)` of a one-element
+    tensor) is a graph op whose value is a symbol known only when the graph runs (an unbacked
+    SymInt/SymFloat/SymBool), as torch.compile's `capture_scalar_outputs`; the graph goes on
+    with it (`torch.arange(n)`, `x * v`), and only what needs its value at trace time (an `if`
+    on it, a list index) is a break. Always on under `fullgraph=True`, as torch.compile turns it
+    on there; off otherwise, where `.item()` is a graph break, as torch.compile's default.
+    Env: TRACER_CAPTURE_SCALAR_OUTPUTS=1.
+
 verify_guards: check what can be checked cheaply only at compile time anyway, but also the
     costly invariants: a new entry's `failures()` is empty on its own inputs, and an entry
     whose `check()` rejects a call names a failing guard. Off by default (it compiles each
@@ -52,6 +60,7 @@ inductor_subgraphs = os.environ.get("TRACER_INDUCTOR_SUBGRAPHS", "") not in ("",
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
 recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)
+capture_scalar_outputs = os.environ.get("TRACER_CAPTURE_SCALAR_OUTPUTS", "") not in ("", "0")
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 # A graph break inside a loop body: 0 (the default, as TorchDynamo) runs the frame as Python
 # and traces its calls as frames of their own, so a model called in the loop is one cache

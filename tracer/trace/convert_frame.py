@@ -53,6 +53,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     handled = sys.exc_info()[1]  # the caller's handled exception (read before our own handlers)
     ctx = None
     policy = SizePolicy(dynamic, cache_for(code).sizes)
+    policy.scalar_outputs = fullgraph or config.capture_scalar_outputs
     caught = []  # the exceptions handled here: their frames are let go of at the end
     leaves = set()  # stock nn modules kept as leaves (_trace)
     try:

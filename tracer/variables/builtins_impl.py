@@ -19,7 +19,7 @@ from .functions import library_object
 from .containers import (IteratorVariable, ListIteratorVariable, ListVariable, NamedTupleVariable,
                          TupleVariable, is_structseq)
 from .sets import SetVariable
-from .sym import SliceVariable, is_sym, specialized, sym_math, sym_minmax
+from .sym import SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax
 from .tensor import TensorVariable
 from guards import ConstSource, Predicate
 
@@ -35,6 +35,14 @@ def impl(*fns):
 
 
 def call_builtin(tx, fn, args, kwargs):
+    if fn in (int, float) and len(args) == 1 and not kwargs:
+        arg = args[0]
+        if isinstance(arg, TensorVariable) and tx.output.shapes.policy.scalar_outputs:
+            arg = arg.scalar_item(tx)  # int(t) is t.__int__(): the item, converted
+            if not is_sym(arg):
+                return call_builtin(tx, fn, [arg], kwargs)
+        if is_unbacked(arg):
+            return sym_convert(tx, fn, arg)
     if fn in (int, float) and len(args) == 1 and not kwargs and args[0].python_type() is fn:
         # int(n) of an int, float(v) of a float: the argument itself, as in CPython; a symbolic
         # one stays symbolic (specialised, it became a new object: `float(v) is v` was False)

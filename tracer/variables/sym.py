@@ -14,7 +14,7 @@ import math
 import operator
 
 import torch
-from torch.fx.experimental.symbolic_shapes import guard_scalar
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_scalar
 
 from ..exc import Unsupported
 from ..graph.shapes import SYM_TYPES, constant_of
@@ -93,6 +93,24 @@ _TORCH_SYM = {"max": torch.sym_max, "min": torch.sym_min}
 
 def is_sym(var):
     return isinstance(var, SymNodeVariable)
+
+
+def is_unbacked(var):
+    """A sym value the graph computes from tensor data (`t.item()`): no value at trace time."""
+    return isinstance(var, SymNodeVariable) and bool(free_unbacked_symbols(var.value))
+
+
+_CONVERT = {int: torch.sym_int, float: torch.sym_float}
+
+
+def sym_convert(tx, cls, var):
+    """`int(v)` / `float(v)` of an unbacked number: a node (int() truncates, as in eager); the
+    value cannot be specialised. A bool converted is a break (its truth is the data's)."""
+    if var.python_type() is cls:
+        return var
+    if var.python_type() is bool:
+        raise Unsupported(f"{cls.__name__}() of a bool computed from tensor data")
+    return sym_apply(tx, _CONVERT[cls], [_sym_arg(var)])
 
 
 def specialized(var):
@@ -199,13 +217,18 @@ def sym_apply(tx, fn, parts):
         # Float arithmetic is not algebra: sympy would simplify (a + b) - b to a, or fold it
         # to a constant, and decide comparisons on it the same way. The result is an opaque
         # symbol, computed by its node at run time; what needs its value is a break.
-        result = tx.output.shapes.env.create_unbacked_symfloat()
+        # (not pending: no node output binds it, a backend that traces the graph again
+        # computes the sum itself)
+        env = tx.output.shapes.env
+        with env.ignore_fresh_unbacked_symbols():
+            result = env.create_unbacked_symfloat()
     if not isinstance(result, SYM_TYPES):
         return ConstantVariable(result)
     if constant_of(result) is not None:
         return ConstantVariable(constant_of(result))
     node = tx.output.graph.create_node("call_function", fn, tuple(nodes), {})
     node.meta["example_value"] = result
+    tx.output.bind_unbacked(node, result)
     return SymNodeVariable(node, result)
 
 

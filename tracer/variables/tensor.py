@@ -65,7 +65,7 @@ class TensorVariable(Variable):
             raise Unsupported("reading .grad inside a traced frame")
         if name == "data":  # not detach(): .data has a version counter of its own
             return torch_calls.call_torch(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
-        if name in _DATA_METHODS and name != "numpy":
+        if name in _DATA_METHODS and name != "numpy" and not (name == "item" and tx.output.shapes.policy.scalar_outputs):
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if name == "__class__":  # as type(x): the tensor's type, which its guards pin
             return objects.ClassVariable(self.python_type())
@@ -106,6 +106,15 @@ class TensorVariable(Variable):
         if self.source is None:
             raise Unsupported(f"setting attribute {name!r} on a tensor made in the graph")
         tx.side_effects.store_attr(self, name, value)
+
+    def scalar_item(self, tx):
+        """`t.item()` as a graph op (config.capture_scalar_outputs, always under fullgraph=True):
+        its value is a symbol the ShapeEnv knows nothing of (unbacked), so arithmetic and torch
+        ops on it stay in the graph and whatever needs the number itself is a break."""
+        out = torch_calls.call_torch(tx, "call_method", "item", [self], {})
+        if isinstance(out, sym.SymNodeVariable):
+            tx.output.shapes.made_unbacked()
+        return out
 
     # ---- sizes (symbolic where the input dimension is dynamic) --------------------------
     def sizes(self, tx, prop):
@@ -149,6 +158,8 @@ class TensorVariable(Variable):
                 return ConstantVariable(value)
         if name == "numpy":  # the same tensor seen as a NumPy array (numpy_vars.py)
             return numpy_vars.tensor_numpy(tx, self, args, kwargs)
+        if name == "item" and not args and not kwargs and tx.output.shapes.policy.scalar_outputs:
+            return self.scalar_item(tx)
         if name in _DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data at trace time")
         if name == "requires_grad_" and len(args) + len(kwargs) <= 1:

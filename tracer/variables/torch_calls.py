@@ -32,6 +32,8 @@ def call_torch(tx, kind, target, args, kwargs):
         # torch.tensor(np.float64(2.0)) keeps float64; in the graph the scalar is a Python number
         raise Unsupported(f"a NumPy scalar given to torch.{getattr(target, '__name__', target)} (its dtype "
                           "would be lost in the graph)")
+    if target is torch.tensor and len(args) == 1 and sym.is_unbacked(args[0]):
+        return _scalar_tensor(tx, args[0], kwargs)
     node_args, fake_args = to_fx(args)
     node_kwargs, fake_kwargs = to_fx(kwargs)
     if _is_indexing(kind, target) and len(fake_args) >= 2:
@@ -147,6 +149,20 @@ def _guard_query(tx, fn, name, args, kwargs, value):
     if fn in _AUTOCAST_QUERIES and _autocast_device_guarded(args, kwargs):
         return  # every entry's GlobalStateMatch compares that device's autocast state
     tx.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
+
+
+_DEFAULT_DTYPE = {int: torch.int64, bool: torch.bool}
+
+
+def _scalar_tensor(tx, value, kwargs):
+    """`torch.tensor(v)` of a number computed from tensor data: `torch.scalar_tensor` with the
+    dtype torch.tensor would infer (fake torch.tensor needs the value itself)."""
+    if "dtype" not in kwargs:
+        dtype = _DEFAULT_DTYPE.get(value.python_type()) or torch.get_default_dtype()
+        kwargs = dict(kwargs, dtype=ConstantVariable(dtype))
+    if set(kwargs) - {"dtype", "device", "requires_grad"}:
+        raise Unsupported(f"torch.tensor() of a number from tensor data with {sorted(kwargs)}")
+    return call_torch(tx, "call_function", torch.scalar_tensor, [value], kwargs)
 
 
 def wrap_result(tx, node, example, mutating=False, inputs=None):

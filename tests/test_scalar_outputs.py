@@ -1,0 +1,128 @@
+"""`t.item()` as a graph op (config.capture_scalar_outputs; always on under fullgraph=True, as
+torch.compile turns it on there): the value is an unbacked symbol, so the graph goes on with
+it and a later call with other data gives other values without tracing again."""
+import pytest
+import torch
+
+import tracer
+from helpers import assert_captured, traced
+from semantics_helpers import same
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    saved = tracer.config.capture_scalar_outputs
+    yield
+    tracer.config.capture_scalar_outputs = saved
+    tracer.reset()
+
+
+def item_scale(x):
+    return x * x.max().item(), x.sum().item()
+
+
+def count_positive(x):
+    n = (x > 0).sum().item()
+    return torch.arange(n).float() * 2, torch.zeros(n, 2) + 1, n
+
+
+def int_and_float_of_tensors(x):
+    return x * int(x.sum()), x / float(x.abs().mean()), int(x.max() * 10)
+
+
+def index_by_item(x):
+    i = x.argmax().item()
+    n = (x > 0).sum().item()
+    return x[i], x[:n], torch.tensor(x.sum().item()) + x, torch.full((3,), x.min().item())
+
+
+def arithmetic_on_items(x):
+    a, b = x.sum().item(), x.mean().item()
+    return x * (a + b) / 2, a * 2 - b, torch.ones(2) * (a - a)
+
+
+CASES = [item_scale, count_positive, int_and_float_of_tensors, index_by_item, arithmetic_on_items]
+INPUTS = [torch.tensor([1.0, -2.0, 3.0, 4.0, -5.0]), torch.tensor([0.5, 0.25, -1.0, 2.0, 3.5]),
+          torch.tensor([-1.0, -2.0, 3.0, -4.0, 0.5])]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_captured_whole_and_equal_to_eager_on_other_data(fn, backend):
+    c = tracer.compile(fn, fullgraph=True, backend=backend)
+    with traced() as t:
+        out = c(INPUTS[0])
+    assert_captured(t, graphs=1)
+    assert same(out, fn(INPUTS[0])), (out, fn(INPUTS[0]))
+    # other data: other values from the same graph, nothing traced
+    for x in INPUTS[1:]:
+        with traced() as warm:
+            out = c(x)
+        assert warm.frames_traced == 0, warm
+        assert same(out, fn(x)), (out, fn(x))
+
+
+def test_the_graph_holds_the_item_not_its_value():
+    c = tracer.compile(item_scale, fullgraph=True)
+    c(INPUTS[0])
+    code = c.entries[0].graph.code
+    assert ".item()" in code and "4.0" not in code, code
+
+
+def test_a_branch_on_an_item_is_refused_under_fullgraph():
+    def f(x):
+        if x.sum().item() > 0:
+            return x + 1
+        return x - 1
+
+    with pytest.raises(tracer.FullGraphError, match="data-dependent|symbolic size"):
+        tracer.compile(f, fullgraph=True)(INPUTS[0])
+    # without fullgraph: a graph break, right on both branches
+    c = tracer.compile(f)
+    for x in INPUTS:
+        assert same(c(x), f(x))
+
+
+def test_without_fullgraph_item_is_a_break_unless_asked():
+    def f(x):
+        v = x.sum().item()
+        return x * v
+
+    with traced() as t:
+        c = tracer.compile(f)
+        assert same(c(INPUTS[0]), f(INPUTS[0]))
+    assert t.graph_breaks == 1, t
+    tracer.reset()
+    tracer.config.capture_scalar_outputs = True
+    c = tracer.compile(f)
+    with traced() as t:
+        assert same(c(INPUTS[0]), f(INPUTS[0]))
+    assert_captured(t, graphs=1)
+
+
+def test_an_item_live_across_a_graph_break():
+    tracer.config.capture_scalar_outputs = True
+
+    def f(x):
+        v = x.max().item()
+        y = x * v
+        print("", end="")
+        return y + v, torch.tensor(v)
+
+    c = tracer.compile(f)
+    for x in INPUTS:
+        assert same(c(x), f(x))
+
+
+def test_an_item_of_a_tensor_with_many_elements_raises_as_in_eager():
+    def f(x):
+        return x * x.item()
+
+    with pytest.raises(RuntimeError, match="elements cannot be converted|a Tensor with"):
+        f(INPUTS[0])
+    c = tracer.compile(f)
+    tracer.config.capture_scalar_outputs = True
+    with pytest.raises(RuntimeError, match="elements cannot be converted|a Tensor with"):
+        c(INPUTS[0])
+    assert same(c(torch.tensor([3.0])), f(torch.tensor([3.0])))
