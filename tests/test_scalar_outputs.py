@@ -1,4 +1,5 @@
-"""`t.item()` as a graph op (config.capture_scalar_outputs; always on under fullgraph=True, as
+"""`t.item()` and ops whose output size depends on the data (`x[mask]`, `nonzero`, `unique`) as
+graph ops (config.capture_scalar_outputs; always on under fullgraph=True, as
 torch.compile turns it on there): the value is an unbacked symbol, so the graph goes on with
 it and a later call with other data gives other values without tracing again."""
 import pytest
@@ -126,3 +127,53 @@ def test_an_item_of_a_tensor_with_many_elements_raises_as_in_eager():
     with pytest.raises(RuntimeError, match="elements cannot be converted|a Tensor with"):
         c(INPUTS[0])
     assert same(c(torch.tensor([3.0])), f(torch.tensor([3.0])))
+
+
+def mask_rows(x):
+    y = x[x > 0]
+    return y * 2, y.shape[0] + 1
+
+
+def nonzero_and_unique(x):
+    return torch.nonzero(x > 0).float().sum(0), torch.unique((x * 2).round()), torch.masked_select(x, x < 0).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [mask_rows, nonzero_and_unique], ids=lambda f: f.__name__)
+def test_sizes_from_the_data_are_captured_under_fullgraph(fn, backend):
+    c = tracer.compile(fn, fullgraph=True, backend=backend)
+    with traced() as t:
+        for x in INPUTS:  # three counts of positive values from one graph
+            assert same(c(x), fn(x)), (c(x), fn(x))
+    assert_captured(t, graphs=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_gradients_through_a_mask_and_an_item(backend):
+    def f(x, w):
+        y = (x * w)[x > 0]
+        return (y * y.shape[0]).sum() * x.abs().max().item()
+
+    c = tracer.compile(f, fullgraph=True, backend=backend)
+    for x in INPUTS:
+        w1 = torch.linspace(-1, 1, 5, requires_grad=True)
+        w2 = torch.linspace(-1, 1, 5, requires_grad=True)
+        a, b = c(x, w1), f(x, w2)
+        a.backward()
+        b.backward()
+        assert same(a, b) and same(w1.grad, w2.grad)
+
+
+def test_a_data_sized_tensor_live_across_a_graph_break():
+    tracer.config.capture_scalar_outputs = True
+
+    def f(x):
+        y = x[x > 0]
+        print("", end="")
+        return y * 2, len(y)
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for x in INPUTS:
+            assert same(c(x), f(x))
+    assert t.graph_breaks == 1 and t.fallbacks == 0, t

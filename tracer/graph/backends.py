@@ -84,14 +84,11 @@ def aot_eager(gm, example_inputs):
     def nop(g, _inputs):
         return make_boxed_func(g.forward)
 
-    run = lambda: aot_module_simplified(gm, example_inputs, fw_compiler=nop, bw_compiler=nop)  # noqa: E731
-    # a graph read from disk that computes `t.item()` (config.capture_scalar_outputs) needs a
-    # ShapeEnv to trace it again; a trace's own graph has one (Shapes.backend_context)
-    return _in_tracing_context(run, example_inputs) if _reads_scalars(gm) else run()
-
-
-def _reads_scalars(gm):
-    return any(n.op == "call_method" and n.target == "item" for n in gm.graph.nodes)
+    # A graph compiled outside its trace (read from disk) gets a ShapeEnv of its own, as under
+    # inductor: one holding `t.item()` or `nonzero` (fullgraph=True) cannot be traced again
+    # without one; a trace's own graph runs in its trace's context (Shapes.backend_context).
+    return _in_tracing_context(
+        lambda: aot_module_simplified(gm, example_inputs, fw_compiler=nop, bw_compiler=nop), example_inputs)
 
 
 def inductor(gm, example_inputs):

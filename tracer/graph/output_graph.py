@@ -224,6 +224,7 @@ class OutputGraph:
         and no symbol stays pending for the next node's output."""
         if self.shapes.env.pending_fresh_unbacked_symbols:
             node.meta["unbacked_bindings"] = compute_unbacked_bindings(self.shapes.env, example)
+            self.shapes.made_unbacked()
 
     def count_ops(self):
         return sum(1 for n in self.graph.nodes if n.op in _OPS)

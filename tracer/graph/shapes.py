@@ -150,7 +150,7 @@ class Shapes:
     def __init__(self, policy=None):
         self.policy = policy if policy is not None else SizePolicy(False)
         scalars = self.policy.scalar_outputs
-        self.env = ShapeEnv(allow_scalar_outputs=scalars, allow_dynamic_output_shape_ops=False)
+        self.env = ShapeEnv(allow_scalar_outputs=scalars, allow_dynamic_output_shape_ops=scalars)
         self.fake_mode = FakeTensorMode(shape_env=self.env)
         # per graph input, in placeholder order: (our source, torch source, fake or SymInt, context)
         self.inputs = []
@@ -207,8 +207,9 @@ class Shapes:
         return sym
 
     def made_unbacked(self):
-        """A symbol the graph computes (`t.item()` under config.capture_scalar_outputs): the
-        backend then needs this ShapeEnv (backend_context) to retrace the graph."""
+        """A symbol the graph computes (`t.item()`, the size of `nonzero`'s result, under
+        config.capture_scalar_outputs): the backend then needs this ShapeEnv
+        (backend_context) to retrace the graph."""
         self._now_symbolic()
 
     def _now_symbolic(self):
@@ -350,9 +351,11 @@ def static_tracing_context(example_inputs):
     ShapeEnv would otherwise give it symbolic ones)."""
     from torch._dynamo.source import LocalSource as TorchLocal
     from torch._guards import TracingContext
-    # (scalar outputs allowed: a graph read from disk may hold `t.item()`, traced under
-    # config.capture_scalar_outputs; a graph without one is not changed by it)
-    tc = TracingContext(FakeTensorMode(shape_env=ShapeEnv(allow_scalar_outputs=True)))
+    # (scalar outputs and data-dependent sizes allowed: a graph read from disk may hold
+    # `t.item()` or `nonzero`, traced under config.capture_scalar_outputs; a graph without
+    # them is not changed by it)
+    tc = TracingContext(FakeTensorMode(shape_env=ShapeEnv(allow_scalar_outputs=True,
+                                                          allow_dynamic_output_shape_ops=True)))
     for i, t in enumerate(example_inputs):
         if isinstance(t, torch.Tensor):
             n = t.dim()

@@ -111,10 +111,7 @@ class TensorVariable(Variable):
         """`t.item()` as a graph op (config.capture_scalar_outputs, always under fullgraph=True):
         its value is a symbol the ShapeEnv knows nothing of (unbacked), so arithmetic and torch
         ops on it stay in the graph and whatever needs the number itself is a break."""
-        out = torch_calls.call_torch(tx, "call_method", "item", [self], {})
-        if isinstance(out, sym.SymNodeVariable):
-            tx.output.shapes.made_unbacked()
-        return out
+        return torch_calls.call_torch(tx, "call_method", "item", [self], {})
 
     # ---- sizes (symbolic where the input dimension is dynamic) --------------------------
     def sizes(self, tx, prop):
