@@ -695,3 +695,35 @@ def test_deque_insert_and_length_hint():
         return d[2] + d[3], list(d)[0], list(d)[-1], len(d), msg, hints, operator.length_hint([1, 2, 3], 7)
 
     check(f, torch.ones(2), torch.zeros(2), graphs=1, dynamo=True)
+
+
+def test_itertools_tee_shares_one_pull_of_the_source():
+    def f(x):
+        log = []
+
+        def gen():
+            for i in range(4):
+                log.append(i)  # when the source is advanced, seen through the log
+                yield x * i
+
+        a, b, c = itertools.tee(gen(), 3)
+        first = next(a)
+        n_after_first = len(log)
+        pairs = list(zip(a, b))  # b trails a: it reads what a pulled
+        rest = list(c)
+        empty = itertools.tee([x], 0)
+        d, e = itertools.tee([x, x + 1])
+        return first, n_after_first, pairs, rest, len(log), empty, sum(d) + next(e)
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_itertools_tee_of_a_tee_is_a_break_with_eagers_values():
+    def f(x):
+        a, b = itertools.tee(iter([x, x + 1, x + 2]))
+        c, d = itertools.tee(a)  # copies a in CPython: a is not advanced by c
+        return next(c), next(c), next(a), list(d), list(b)
+
+    # the tee iterators made before it cannot be rebuilt at a break: the frame runs as Python
+    _, d = run(tracer.compile(f), f, torch.ones(2))
+    assert d.fallbacks == 1 and "escapes the frame" in d.fallback_reasons[0], d

@@ -296,6 +296,38 @@ def _pairwise(tx, iterable):
     return _lazy(tx, gen(), itertools.pairwise)
 
 
+_TEE = type(itertools.tee(())[0]) if hasattr(itertools, "tee") else None
+
+
+@impl(itertools.tee)
+def _tee(tx, iterable, n=None):
+    """n iterators over one: the items pulled from the source by the one ahead are kept for
+    the others (CPython's shared buffer), and the source advances only as far as the one
+    furthest ahead. tee() of a tee iterator copies it in CPython (the original is not
+    advanced by its copies): not modelled."""
+    count = 2 if n is None else _const(n, "tee() count")
+    if type(count) is not int:
+        raise exceptions.user_error(TypeError, f"'{type(count).__name__}' object cannot be interpreted as an integer")
+    if count < 0:
+        raise exceptions.user_error(ValueError, "n must be >= 0")
+    if iterable.python_type() is _TEE:
+        raise Unsupported("itertools.tee() of a tee iterator (CPython copies it)")
+    it = _iter(tx, iterable)
+    pulled = []
+
+    def gen():
+        i = 0
+        while True:
+            if i == len(pulled):
+                item = it.next(tx)
+                if item is None:
+                    return
+                pulled.append(item)
+            yield pulled[i]
+            i += 1
+    return TupleVariable([_lazy(tx, gen(), _TEE) for _ in range(count)])
+
+
 # ---- sys ------------------------------------------------------------------------------------
 @impl(sys.exc_info)
 def _exc_info(tx):
