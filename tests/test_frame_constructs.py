@@ -727,3 +727,38 @@ def test_itertools_tee_of_a_tee_is_a_break_with_eagers_values():
     # the tee iterators made before it cannot be rebuilt at a break: the frame runs as Python
     _, d = run(tracer.compile(f), f, torch.ones(2))
     assert d.fallbacks == 1 and "escapes the frame" in d.fallback_reasons[0], d
+
+
+def test_a_class_dict_read_by_key():
+    class Base:
+        inherited = 1
+
+    class A(Base):
+        k = 3
+
+        def f(self):
+            return 1
+
+    def g(x):
+        d = A.__dict__
+        return (x * d["k"], "f" in d, "inherited" in d, d.get("missing", 7), "inherited" in Base.__dict__,
+                d["f"](None))
+
+    c, _ = check(g, torch.ones(2), graphs=1, dynamo=True)
+    A.k = 5  # the proxy shows the change: the entry's guard fails, the new value is used
+    _, d = run(c, g, torch.ones(2))
+    assert d.frames == 1
+
+
+def test_a_class_dict_cannot_be_written():
+    class A:
+        k = 3
+
+    def g(x):
+        try:
+            A.__dict__["k"] = 4
+        except TypeError as e:
+            return x * A.k, str(e)
+        return x
+
+    check(g, torch.ones(2), graphs=1)

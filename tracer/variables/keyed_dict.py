@@ -1,4 +1,5 @@
-"""A dict input keyed by objects (classes, typing forms, functions), read one key at a time.
+"""A dict input keyed by objects (classes, typing forms, functions), read one key at a time;
+and a class's `__dict__` (a mappingproxy), read the same way.
 
 Registries keyed by types are common in library code (huggingface_hub's
 `_BASIC_TYPE_VALIDATORS = {Union: ..., list: ..., dict: ...}`). A DictVariable needs
@@ -20,8 +21,29 @@ from .base import ConstantVariable, Variable, python_object
 _MISSING = object()
 
 
+def _absent(k):
+    return lambda d: not dict.__contains__(d, k)
+
+
+def _present(k):
+    return lambda d: dict.__contains__(d, k)
+
+
+def _absent_in(k):
+    return lambda d: k not in d
+
+
+def _present_in(k):
+    return lambda d: k in d
+
+
 class ObjectKeyedDictVariable(Variable):
     mutable = True
+    # (a dict subclass's own __contains__/__getitem__ are not run: the guards read the same way)
+    _has = staticmethod(dict.__contains__)
+    _get = staticmethod(dict.__getitem__)
+    _absent = staticmethod(_absent)
+    _present = staticmethod(_present)
 
     def __init__(self, value, source):
         super().__init__(source)
@@ -44,9 +66,9 @@ class ObjectKeyedDictVariable(Variable):
         if k in self.pending:
             return self.pending[k]
         d = self.value
-        if dict.__contains__(d, k):
-            return builder.wrap(tx, dict.__getitem__(d, k), ItemSource(self.source, k))
-        tx.guard(Predicate.made(self.source, _absent, (k,), f"has no key {k!r}"))
+        if self._has(d, k):
+            return builder.wrap(tx, self._get(d, k), ItemSource(self.source, k))
+        tx.guard(Predicate.made(self.source, self._absent, (k,), f"has no key {k!r}"))
         if default is _MISSING:
             raise exceptions.user_error(KeyError, k)
         return default
@@ -63,14 +85,14 @@ class ObjectKeyedDictVariable(Variable):
         tx.side_effects.defer_call(operator.setitem, [self, key, value], {})
 
     def _guard_presence(self, tx, k):
-        present = dict.__contains__(self.value, k)
-        tx.guard(Predicate.made(self.source, _present if present else _absent, (k,),
+        present = self._has(self.value, k)
+        tx.guard(Predicate.made(self.source, self._present if present else self._absent, (k,),
                                 f"{'has' if present else 'has no'} key {k!r}"))
         return present
 
     def length(self, tx):
         tx.guard(LengthMatch(self.source, len(self.value), type(self.value)))
-        return len(self.value) + sum(1 for k in self.pending if not dict.__contains__(self.value, k))
+        return len(self.value) + sum(1 for k in self.pending if not self._has(self.value, k))
 
     def truthy(self, tx):
         return self.length(tx) != 0
@@ -99,12 +121,22 @@ class ObjectKeyedDictVariable(Variable):
         return f"ObjectKeyedDict({len(self.value)} items)"
 
 
-def _absent(k):
-    return lambda d: not dict.__contains__(d, k)
 
 
-def _present(k):
-    return lambda d: dict.__contains__(d, k)
+class MappingProxyVariable(ObjectKeyedDictVariable):
+    """`C.__dict__` of a class with a source: the class's own namespace, without its bases
+    (`"f" in C.__dict__`, `C.__dict__["k"]`, `.get`, `len`), each read guarded through the
+    proxy's source as for a dict input. A mappingproxy cannot be written: item assignment
+    raises TypeError, as in eager."""
+
+    mutable = False
+    _has = staticmethod(operator.contains)
+    _get = staticmethod(operator.getitem)
+    _absent = staticmethod(_absent_in)
+    _present = staticmethod(_present_in)
+
+    def setitem(self, tx, key, value):
+        raise exceptions.user_error(TypeError, "'mappingproxy' object does not support item assignment")
 
 
 # Modules of the value model that also import this one (the one import cycle, see

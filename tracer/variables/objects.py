@@ -402,7 +402,9 @@ class ClassVariable(ObjectVariable):
         meta_attr, meta_owner = lookup_type_attr(type(self.cls), name)
         if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
             if name == "__dict__":
-                raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy)")
+                if self.source is None or type(self.cls.__dict__) is not types.MappingProxyType:
+                    raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy) of a class without a source")
+                return keyed_dict.MappingProxyVariable(self.cls.__dict__, AttrSource(self.source, "__dict__"))
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
@@ -670,4 +672,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, exceptions, builder, introspection  # noqa: E402
+from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, exceptions, builder, introspection, keyed_dict  # noqa: E402
