@@ -302,6 +302,59 @@ class DictItemSource(ItemSource):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class KeyedItemSource(Source):
+    """``dict.__getitem__(base, key)`` where the key is itself read through a source: a dict
+    keyed by objects that are inputs (an optimizer's state keyed by the model's parameters).
+    The guard and the rewritten frame look the item up by whatever object the key's source
+    gives on that call, so the entry serves another model whose state is keyed by its own
+    parameters; no key object is held. ``base`` is the dict: the key's source is read in full
+    where the item is."""
+
+    base_: Source
+    key_: Source
+
+    def __init__(self, base: Source, key: Source) -> None:
+        object.__setattr__(self, "base_", base)
+        object.__setattr__(self, "key_", key)
+
+    @property
+    def base(self) -> Source:
+        return self.base_
+
+    def _key(self):
+        return (self.base_, self.key_)
+
+    def name(self) -> str:
+        return f"{self.base_.name()}[{self.key_.name()}]"
+
+    def guard_expr(self, ctx) -> str:
+        return f"{ctx.const(dict.__getitem__)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
+
+    def reconstruct(self) -> list[Instr]:
+        return [*versions.load_const_callable(dict.__getitem__), *self.base_.reconstruct(),
+                *self.key_.reconstruct(), *versions.call(2)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class KeyedPresenceSource(KeyedItemSource):
+    """``dict.__contains__(base, key)``, the key read through a source (KeyedItemSource): a
+    guard that the key is, or is not, in the dict on this call."""
+
+    def _key(self):
+        return ("in", self.base_, self.key_)
+
+    def name(self) -> str:
+        return f"({self.key_.name()} in {self.base_.name()})"
+
+    def guard_expr(self, ctx) -> str:
+        return f"{ctx.const(dict.__contains__)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
+
+    def reconstruct(self) -> list[Instr]:
+        return [*versions.load_const_callable(dict.__contains__), *self.base_.reconstruct(),
+                *self.key_.reconstruct(), *versions.call(2)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class TypeSource(Source):
     """``type(base)``."""
 

@@ -90,6 +90,7 @@ class _Copier:
                 new.items[k] = self.item(v)
             return new
         if isinstance(var, sets.SetVariable) and t is set:  # (items are constants: copies are themselves)
+            var.refuse_objects("copying it")
             return sets.SetVariable.of_table(set(var.table), var, "copy")
         if isinstance(var, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
             return self._copy_object(var, key)

@@ -10,13 +10,15 @@ own source, or the key's absence. `d[k] = v` is kept pending (later reads in the
 it) and made by the rewritten code after the graph (`operator.setitem` on the real dict: a
 deferred call, in program order). Anything else (iteration, deletion) is Unsupported.
 """
+import collections
 import operator
 
-from guards import LengthMatch, Predicate
-from guards.sources import ItemSource
+from guards import ConstMatch, LengthMatch, Predicate
+from guards.sources import AttrSource, ItemSource, KeyedItemSource, KeyedPresenceSource
 
 from ..exc import Unsupported
 from .base import ConstantVariable, Variable, python_object
+from .tensor import TensorVariable
 
 _MISSING = object()
 
@@ -54,6 +56,8 @@ class ObjectKeyedDictVariable(Variable):
         return type(self.value)
 
     def _real_key(self, tx, key):
+        if isinstance(key, TensorVariable):
+            return _tensor_key(key)
         k = key.as_constant() if key.is_constant() else python_object(key)
         try:
             hash(k)
@@ -66,12 +70,27 @@ class ObjectKeyedDictVariable(Variable):
         if k in self.pending:
             return self.pending[k]
         d = self.value
-        if self._has(d, k):
-            return builder.wrap(tx, self._get(d, k), ItemSource(self.source, k))
-        tx.guard(Predicate.made(self.source, self._absent, (k,), f"has no key {k!r}"))
+        if self._guard_presence(tx, k):
+            return builder.wrap(tx, self._get(d, k.obj if isinstance(k, _InputKey) else k), self._item_source(k))
+        if default is _MISSING and type(d) is collections.defaultdict:
+            return self._missing(tx, key)
         if default is _MISSING:
+            if isinstance(k, _InputKey):
+                raise Unsupported(f"KeyError for the tensor key {k.var} (the user code raises KeyError)")
             raise exceptions.user_error(KeyError, k)
         return default
+
+    def _item_source(self, k):
+        return KeyedItemSource(self.source, k.source) if isinstance(k, _InputKey) else ItemSource(self.source, k)
+
+    def _missing(self, tx, key):
+        """defaultdict's __missing__: the factory's value, stored under the key."""
+        factory = builder.wrap(tx, self.value.default_factory, AttrSource(self.source, "default_factory"))
+        if factory.is_constant() and factory.as_constant() is None:
+            raise Unsupported("KeyError of a defaultdict without a factory (the user code raises KeyError)")
+        value = factory.call(tx, [], {})
+        self.setitem(tx, key, value)
+        return value
 
     def getitem(self, tx, key):
         return self._read(tx, key)
@@ -85,6 +104,10 @@ class ObjectKeyedDictVariable(Variable):
         tx.side_effects.defer_call(operator.setitem, [self, key, value], {})
 
     def _guard_presence(self, tx, k):
+        if isinstance(k, _InputKey):
+            present = dict.__contains__(self.value, k.obj)
+            tx.guard(ConstMatch(KeyedPresenceSource(self.source, k.source), present))
+            return present
         present = self._has(self.value, k)
         tx.guard(Predicate.made(self.source, self._present if present else self._absent, (k,),
                                 f"{'has' if present else 'has no'} key {k!r}"))
@@ -92,7 +115,7 @@ class ObjectKeyedDictVariable(Variable):
 
     def length(self, tx):
         tx.guard(LengthMatch(self.source, len(self.value), type(self.value)))
-        return len(self.value) + sum(1 for k in self.pending if not self._has(self.value, k))
+        return len(self.value) + sum(1 for k in self.pending if not self._guard_presence(tx, k))
 
     def truthy(self, tx):
         return self.length(tx) != 0
@@ -107,6 +130,13 @@ class ObjectKeyedDictVariable(Variable):
         if name == "__contains__" and len(args) == 1:
             k = self._real_key(tx, args[0])
             return ConstantVariable(k in self.pending or self._guard_presence(tx, k))
+        if name == "setdefault" and len(args) in (1, 2):
+            k = self._real_key(tx, args[0])
+            if k in self.pending or self._guard_presence(tx, k):
+                return self._read(tx, args[0])
+            value = args[1] if len(args) == 2 else ConstantVariable(None)
+            self.setitem(tx, args[0], value)
+            return value
         if name == "__setitem__" and len(args) == 2:
             self.setitem(tx, args[0], args[1])
             return ConstantVariable(None)
@@ -121,6 +151,31 @@ class ObjectKeyedDictVariable(Variable):
         return f"ObjectKeyedDict({len(self.value)} items)"
 
 
+
+
+class _InputKey:
+    """A tensor key that is an input (an argument, a module's parameter): the real object
+    stands for it within the trace (pending stores are found by it), its source for it in the
+    guards and the rewritten code (KeyedItemSource), so no object is held by the entry."""
+
+    def __init__(self, var, obj, source):
+        self.var, self.obj, self.source = var, obj, source
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _InputKey) and other.obj is self.obj
+
+    def __repr__(self):
+        return self.source.name()
+
+
+def _tensor_key(var):
+    source = var.source if var.source is not None else var.real_source
+    if var.real is None or source is None:
+        raise Unsupported(f"a tensor made in the frame ({var}) as a key of a dict input keyed by objects")
+    return _InputKey(var, var.real, source)
 
 
 class MappingProxyVariable(ObjectKeyedDictVariable):

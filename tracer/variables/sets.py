@@ -2,25 +2,35 @@
 the same operations in the same order as the program's, so that the order the trace iterates
 in (and what pop() would take) is CPython's; a set made in the frame is rebuilt by replaying
 that history (`replay_set`), not from its members, whose insertion order alone can give
-another table."""
+another table.
+
+Objects compared by identity (tensors, modules, plain instances: containers._IdKey) may be
+members too, as a parameter deduplication `seen = set(); if p not in seen: seen.add(p)` makes
+them: adding, removing, `in`, `len` and truth are traced. Their order is by address, which the
+trace does not know: iterating such a set, `pop()` and the set algebra on it are graph breaks.
+The rebuilt set replays the same additions and removals of the same objects, so its table is
+the program's."""
 from ..exc import Unsupported
 from .base import ConstantVariable, Variable
-from .containers import (DictVariable, IteratorVariable, _IdKey, method_of, pulled, tx_mutated)
+from .containers import (DictVariable, IteratorVariable, TupleVariable, _IdKey, _const_key, method_of, pulled,
+                         tx_mutated)
 
 
 class SetVariable(Variable):
     mutable = True
 
-    def __init__(self, items, source=None):
+    def __init__(self, items, source=None, tx=None):
         super().__init__(source)
+        self.objects = False  # holds a member compared by identity (an _IdKey)
         self.items = {}  # const -> Variable, insertion-ordered
         self.table = set()  # the same constants in a real set, changed in the same order:
         self.history = []   # its iteration order is CPython's for this history, which the
         for it in items:    # rebuilt set replays (`replay_set`) to get the same order
-            self.add_item(it)
+            self.add_item(it, tx)
 
-    def add_item(self, var):
-        k = var.as_constant()
+    def add_item(self, var, tx=None):
+        k = var.as_constant() if tx is None or var.is_constant() else _const_key(tx, var)
+        self.objects = self.objects or isinstance(k, _IdKey)
         self.history.append(("add", k))
         if k not in self.table:  # (an equal member stays: {1}.add(True) keeps 1)
             self.table.add(k)
@@ -38,12 +48,13 @@ class SetVariable(Variable):
         if var.is_constant() and isinstance(var.as_constant(), (set, frozenset)):
             self._merge(var.as_constant(), frozenset(var.as_constant()))
         elif isinstance(var, SetVariable):
+            var.refuse_objects("set.update from it")
             self._merge(var.table, ("set", tuple(var.history)) if var.source is None else None)
         elif type(var) is DictVariable and var.user_cls is dict and all(not isinstance(k, _IdKey) for k in var.items):
             self._merge(dict.fromkeys(var.items), ("dict", tuple(var.items)))
         else:
             for item in pulled(tx, var):
-                self.add_item(item)
+                self.add_item(item, tx)
 
     def _merge(self, members, recorded):
         """`table.update(members)`; `recorded` is how replay_set makes `members` again (None:
@@ -65,20 +76,38 @@ class SetVariable(Variable):
     def truthy(self, tx):
         return bool(self.items)
 
+    def length(self, tx):
+        return len(self.items)
+
     def iterate(self, tx):
+        self.refuse_objects("iterating it")
         return [ConstantVariable(v) for v in self.table]
 
+    def refuse_objects(self, what):
+        if self.objects:
+            raise Unsupported(f"{what}: a set holding objects compared by identity is in the order of "
+                              f"their addresses, which the trace does not know")
+
     def call_method(self, tx, name, args, kwargs):
-        if name == "add":
+        if name == "add" and len(args) == 1:
             tx.side_effects.mutated(self)
-            self.add_item(args[0])
+            self.add_item(args[0], tx)
             return ConstantVariable(None)
-        if name == "__contains__":
-            return ConstantVariable(args[0].as_constant() in self.items)
-        if name == "discard":
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(_member(tx, args[0]) in self.items)
+        if name == "discard" and len(args) == 1:
             tx.side_effects.mutated(self)
-            self.discard_item(args[0].as_constant())
+            self.discard_item(_member(tx, args[0]))
             return ConstantVariable(None)
+        if name == "remove" and len(args) == 1 and not args[0].is_constant():
+            k = _member(tx, args[0])
+            if k not in self.items:
+                raise Unsupported(f"KeyError for the object {args[0]} (the user code raises KeyError)")
+            tx.side_effects.mutated(self)
+            self.discard_item(k)
+            return ConstantVariable(None)
+        if name != "clear":
+            self.refuse_objects(f"set.{name}")
         if kwargs:
             raise Unsupported(f"set.{name} with keyword arguments")
         if name in ("update", "union") and any(_lazy(a) for a in args):
@@ -142,6 +171,13 @@ class SetVariable(Variable):
         if self.source is not None and (self.mutable or not tx_mutated(self)):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
+        if self.objects:  # the same steps, on the same objects, passed in at run time
+            members = list(dict.fromkeys(k for step in self.history if step[0] in ("add", "discard")
+                                         for k in step[1:] if isinstance(k, _IdKey)))
+            index = {k: i for i, k in enumerate(members)}
+            steps = tuple((step[0] + "_object", index[step[1]]) if isinstance(step[1], _IdKey) else step
+                          for step in self.history)
+            return cg.call_with(replay_set, [ConstantVariable(steps), TupleVariable([k.var for k in members])])
         if all(step[0] != "unknown" for step in _steps(self.history)):
             return cg.call_with(replay_set, [ConstantVariable(tuple(self.history))])
         for k in self.items:
@@ -149,13 +185,18 @@ class SetVariable(Variable):
         cg.build(set, len(self.items))
 
 
-def replay_set(history):
+def replay_set(history, objects=()):
     """The set a SetVariable's history makes, rebuilt by the same operations so that its table,
-    hence its iteration order and what pop() takes, is the one the program's set has."""
+    hence its iteration order and what pop() takes, is the one the program's set has. An
+    object member is added or discarded as `objects[i]` ("add_object", i)."""
     s = set()
     for step in history:
         kind = step[0]
-        if kind == "add":
+        if kind == "add_object":
+            s.add(objects[step[1]])
+        elif kind == "discard_object":
+            s.discard(objects[step[1]])
+        elif kind == "add":
             s.add(step[1])
         elif kind == "discard":
             s.discard(step[1])
@@ -204,9 +245,15 @@ def _lazy(var):
     return isinstance(var, IteratorVariable) and var.lazy()
 
 
+def _member(tx, var):
+    """A member looked up, added or removed: a constant, or an object compared by identity."""
+    return var.as_constant() if var.is_constant() else _const_key(tx, var)
+
+
 def _constants(tx, var):
     """The members of an iterable of constants, as a real set (or frozenset) when it is one."""
     if isinstance(var, SetVariable):
+        var.refuse_objects("set algebra with it")
         return var.table
     value = var.as_constant() if var.is_constant() else [v.as_constant() for v in var.iterate(tx)]
     return value

@@ -19,7 +19,7 @@ def BUILD_LIST(tx, inst):
 
 @handler("BUILD_SET")
 def BUILD_SET(tx, inst):
-    tx.push(SetVariable(tx.popn(inst.arg)))
+    tx.push(SetVariable(tx.popn(inst.arg), tx=tx))
 
 
 @handler("BUILD_MAP")

@@ -1,0 +1,159 @@
+"""Tensors (and other objects compared by identity) as dict keys and set members.
+
+- A dict input keyed by the model's parameters (an optimizer's state, an EMA table) is read
+  by key through the key's own source (guards.sources.KeyedItemSource): the entry holds no
+  parameter, and serves another model whose table is keyed by its own parameters.
+- A set made in the frame may hold tensors and modules (`seen = set(); if p not in seen`):
+  add, remove, `in`, `len` are traced; the order, which is by address, is never guessed
+  (iterating such a set is a break) and the rebuilt set replays the same steps on the same
+  objects."""
+import collections
+
+import pytest
+import torch
+from torch import nn
+
+import tracer
+from helpers import assert_captured, traced
+from semantics_helpers import check, run, same
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tracer.reset()
+    yield
+    tracer.reset()
+
+
+def sgd_momentum(model, state, lr):
+    """An optimizer step keyed by parameters, as torch.optim keeps its state."""
+    for p in model.parameters():
+        st = state[p]
+        if "buf" not in st:
+            st["buf"] = torch.zeros_like(p)
+            st["step"] = torch.zeros(())  # (a tensor, as torch.optim keeps it: an int would be
+            # specialised, one trace per value until it turns symbolic)
+        st["buf"].mul_(0.9).add_(p.detach() * 0.1)
+        st["step"] += 1
+        p.data.add_(st["buf"], alpha=-lr)
+    return len(state)
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def test_an_optimizer_state_keyed_by_parameters_is_captured_and_shared_by_instances():
+    c = tracer.compile(sgd_momentum)
+    models = [_model(0), _model(1)]
+    ref_models = [_model(0), _model(1)]
+    states = [collections.defaultdict(dict) for _ in models]
+    ref_states = [collections.defaultdict(dict) for _ in models]
+    with traced() as t:
+        for step in range(4):
+            for m, s, rm, rs in zip(models, states, ref_models, ref_states):
+                assert c(m, s, 0.1) == sgd_momentum(rm, rs, 0.1)
+    for m, rm in zip(models, ref_models):
+        for p, q in zip(m.parameters(), rm.parameters()):
+            assert torch.equal(p, q)
+    for s, rs in zip(states, ref_states):
+        assert [v["step"].item() for v in s.values()] == [v["step"].item() for v in rs.values()] == [4] * 4
+    # the first step (empty state) and the later ones (state keyed by parameters): two entries,
+    # shared by both models
+    assert t.frames_traced == 2 and t.fallbacks == 0 and t.graph_breaks == 0, t
+    assert t.internal_errors == 0
+
+
+def test_a_removed_key_is_seen_on_the_next_call():
+    ema = {}
+
+    def update(model, x):
+        out = model(x)
+        for p in model.parameters():
+            if p in ema:
+                ema[p] = ema[p] * 0.5 + p.detach() * 0.5
+            else:
+                ema[p] = p.detach().clone()
+        return out, ema.get(model[0].weight) is not None
+
+    m = _model(2)
+    c = tracer.compile(update)
+    x = torch.randn(2, 3)
+    c(m, x)
+    first = {id(k): v.clone() for k, v in ema.items()}
+    out, has = c(m, x)
+    assert has and torch.equal(ema[m[0].weight], first[id(m[0].weight)])
+    del ema[m[0].weight]  # absent again: the presence guard fails, the entry for it is used
+    out, has = c(m, x)
+    assert has and torch.equal(ema[m[0].weight], m[0].weight.detach())
+    assert same(out, m(x))
+
+
+def test_get_and_setdefault_by_a_tensor_key():
+    w, b = torch.ones(2), torch.zeros(2)
+    table = {w: 3.0}
+
+    def f(x, a, c):
+        scale = table.get(a, 1.0) + table.get(c, 10.0)
+        table.setdefault(c, 7.0)
+        return x * scale, table[c], len(table)
+
+    c_fn = tracer.compile(f)
+    with traced() as t:
+        out = c_fn(torch.ones(2), w, b)
+    assert_captured(t, graphs=1)
+    assert same(out, (torch.ones(2) * 13.0, 7.0, 2))
+    assert table == {w: 3.0, b: 7.0} and list(table) == [w, b]
+
+
+def test_a_set_deduplicating_parameters():
+    shared = nn.Linear(3, 3)
+    model = nn.ModuleList([shared, nn.Linear(3, 3), shared])
+
+    def f(x):
+        seen = set()
+        total = x
+        for layer in model:
+            for p in layer.parameters():
+                if p not in seen:
+                    seen.add(p)
+                    total = total + p.sum()
+        return total, len(seen), model[0].weight in seen, bool(seen)
+
+    check(f, torch.ones(3), graphs=1, dynamo=True)
+
+
+def test_a_set_of_tensors_rebuilt_where_it_leaves_the_frame():
+    def f(x, y, z):
+        s = {x, y}
+        s.add(z)
+        s.discard(y)
+        s.add(x * 2)
+        return s, len(s)
+
+    x, y, z = torch.ones(2), torch.zeros(2), torch.full((2,), 3.0)
+    c = tracer.compile(f)
+    with traced() as t:
+        out, n = c(x, y, z)
+    assert_captured(t, graphs=1)
+    ref, n_ref = f(x, y, z)
+    assert n == n_ref == 3
+    assert x in out and z in out and y not in out
+    made = [t for t in out if t is not x and t is not z]
+    assert len(made) == 1 and torch.equal(made[0], x * 2)
+
+
+def test_iterating_a_set_of_tensors_is_a_break_with_eagers_answer():
+    def f(x, y):
+        s = {x, y}
+        total = 0
+        for t in s:  # the order is by address
+            total = total + t.sum()
+        return total * 2
+
+    c = tracer.compile(f)
+    x, y = torch.ones(2), torch.full((2,), 2.0)
+    _, d = run(c, f, x, y)
+    assert d.breaks + d.fallbacks >= 1
+    assert any("order of their addresses" in r for r in d.break_reasons + d.fallback_reasons), d
