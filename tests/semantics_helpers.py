@@ -46,9 +46,28 @@ def same(a, b):
         return list(a.keys()) == list(b.keys()) and all(same(a[k], b[k]) for k in a)
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if _slot_state(a) and not callable(a) and not isinstance(a, type):
+        if not same(_slot_state(a), _slot_state(b)):
+            return False
+        if not hasattr(a, "__dict__"):
+            return True
     if hasattr(a, "__dict__") and not callable(a) and not isinstance(a, type):
         return same(vars(a), vars(b))
     return a == b
+
+
+def _slot_state(obj):
+    """The values in an object's __slots__ (private names mangled), by name; absent ones left out."""
+    out = {}
+    for klass in type(obj).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            attr = f"_{klass.__name__.lstrip('_')}{name}" if name.startswith("__") else name
+            if hasattr(obj, attr):
+                out[attr] = getattr(obj, attr)
+    return out
 
 
 @dataclasses.dataclass

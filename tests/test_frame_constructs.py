@@ -762,3 +762,79 @@ def test_a_class_dict_cannot_be_written():
         return x
 
     check(g, torch.ones(2), graphs=1)
+
+
+class _Slotted:
+    __slots__ = ("a", "__b")
+
+    def __init__(self, a, b):
+        self.a = a
+        self.__b = b
+
+    def b(self):
+        return self.__b
+
+
+class _SlottedWithDict(_Slotted):
+    pass  # no __slots__ of its own: instances have a __dict__ beside the slots
+
+
+def test_objects_with_slots_made_in_the_frame():
+    def f(x):
+        p = _Slotted(x, 2)
+        q = _SlottedWithDict(x + 1, 3)
+        q.extra = 5
+        had = hasattr(p, "a"), hasattr(p, "_Slotted__b")
+        del p.a
+        missing = not hasattr(p, "a")
+        p.a = x * 3
+        return p, q, p.b(), q.__dict__["extra"], len(q.__dict__), had, missing
+
+    c, _ = check(f, torch.ones(2), graphs=1)
+    p, q, b, extra, n, had, missing = c(torch.ones(2))
+    assert type(p) is _Slotted and torch.equal(p.a, torch.full((2,), 3.0)) and p.b() == b == 2
+    assert type(q) is _SlottedWithDict and q.__dict__ == {"extra": 5} and q.b() == 3
+
+
+def test_objects_with_slots_refuse_what_eager_refuses():
+    def no_dict(x):
+        p = _Slotted(x, 1)
+        try:
+            p.other = 1  # no such slot, no __dict__: AttributeError in eager
+        except AttributeError:
+            return x - 1
+        return x + 1
+
+    def copied(x):
+        import copy
+        p = _Slotted(x, 4)
+        r = copy.copy(p)  # copyreg copies the slots apart from __dict__
+        return r.a * r.b()
+
+    for fn in (no_dict, copied):
+        _, d = run(tracer.compile(fn), fn, torch.ones(2))
+        assert d.breaks + d.fallbacks >= 1, (fn.__name__, d)
+
+
+def test_a_user_mapping_made_in_the_frame():
+    import collections.abc
+
+    class Table(collections.abc.Mapping):
+        def __init__(self, d):
+            self._d = d
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+    def f(x):
+        m = Table({"a": x, "b": 2})
+        return m["a"] * m.get("b", 0), len(m), "a" in m, "z" in m, list(m.keys()), list(m.items())[1], \
+            list(m.values())[1]
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)

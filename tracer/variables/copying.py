@@ -117,6 +117,8 @@ class _Copier:
                 issubclass(cls, (dict, list, set, tuple)):
             raise Unsupported(f"copy of a {cls.__name__} (a container subclass)")
         reason = new_objects.constructible_reason(cls)
+        if reason is None and new_objects.has_slots(cls):  # (copyreg copies slots apart from __dict__)
+            reason = "it uses __slots__"
         if reason is not None:
             raise Unsupported(f"copy of a {cls.__name__}: {reason}")
         new = new_objects.NewObjectVariable(cls)

@@ -17,7 +17,9 @@ first; the object it makes with `object.__new__(cls)` / `super().__new__(cls)` i
 NewObjectVariable, and `__init__` follows when it returns an instance of the class, as
 `type.__call__` does (the rebuild calls object.__new__, not the custom one: its effects were
 traced). A list subclass keeps its elements in a ListVariable, which list's own methods act
-on. Classes whose construction or state cannot be modelled exactly (`__slots__`, `__del__`, a
+on. `__slots__` values are kept beside the instance dict (which a slotted class may not have)
+and set the same way. Classes whose construction or state cannot be modelled exactly
+(`__slots__` beside a dict or list base, `__del__`, a
 metaclass other than type/ABCMeta, a C base other than object/dict/OrderedDict/list, a
 `__new__` that is not a Python function) are Unsupported.
 """
@@ -63,16 +65,32 @@ def constructible_reason(cls, new_allowed=False):
         slots = klass.__dict__.get("__slots__", ()) if klass.__flags__ & _HEAPTYPE else ()
         if isinstance(slots, str):
             slots = (slots,)
-        if any(s not in ("__dict__", "__weakref__") for s in slots):
-            return f"{name} uses __slots__"
+        if any(s not in ("__dict__", "__weakref__") for s in slots) and \
+                (_dict_base(cls) is not None or issubclass(cls, list)):
+            return f"{name} uses __slots__ beside a dict or list base"
         if "__del__" in klass.__dict__:
             return f"{name} defines __del__"
-    if not cls.__dictoffset__:
+    if not cls.__dictoffset__ and not has_slots(cls):
         return f"{name} instances have no __dict__"
     new = _type_attr(cls, "__new__")
     if new not in _ALLOWED_NEW and not (new_allowed and custom_new(cls) is not None and _dict_base(cls) is None):
         return f"{name} has a custom __new__ that is not a Python function"
     return None
+
+
+def has_slots(cls):
+    """Whether instances of `cls` keep attributes in slots (`__slots__` naming more than
+    `__dict__` / `__weakref__` in a Python class of its MRO)."""
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ()) if klass.__flags__ & _HEAPTYPE else ()
+        if any(s not in ("__dict__", "__weakref__") for s in ((slots,) if isinstance(slots, str) else slots)):
+            return True
+    return False
+
+
+def _is_slot(attr):
+    """A slot of the object's own class (a member descriptor a `__slots__` made)."""
+    return type(attr) is types.MemberDescriptorType and attr.__objclass__.__flags__ & _HEAPTYPE
 
 
 def custom_new(cls):
@@ -273,6 +291,8 @@ class NewObjectVariable(Variable):
         self.cls = cls
         self.cls_source = ConstSource(cls)
         self.attrs = containers.DictVariable({})       # instance __dict__: name -> Variable, in store order
+        self.slots = {}  # __slots__ values: name -> Variable (not in __dict__, which may not exist)
+        self.has_dict = bool(cls.__dictoffset__)
         base = _dict_base(cls)
         self.dict_base = base
         self.items = containers.DictVariable({}) if base is not None else None
@@ -305,9 +325,11 @@ class NewObjectVariable(Variable):
         """object.__getattribute__(self, name), or _MISSING (no __getattr__ fallback)."""
         if name == "__class__":
             return objects.ClassVariable(self.cls, self.cls_source)
-        if name == "__dict__":
+        if name == "__dict__" and self.has_dict:
             return InstanceAttrsVariable(self)
         attr = self._class_attr(tx, name, _MISSING)
+        if _is_slot(attr):
+            return self.slots.get(name, _MISSING)
         if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
             return objects.bind_class_attr(tx, attr, self, self.cls)
         if name in self.attrs.items:
@@ -358,6 +380,11 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
 
     def generic_delattr(self, tx, name):
+        if _is_slot(self._class_attr(tx, name)):
+            if name not in self.slots:
+                raise exceptions.attribute_error(self.cls.__name__, name)
+            del self.slots[name]
+            return
         if hasattr(type(self._class_attr(tx, name)), "__delete__"):
             raise Unsupported(f"del of {self.cls.__name__}.{name} runs a descriptor")
         if name not in self.attrs.items:
@@ -368,6 +395,12 @@ class NewObjectVariable(Variable):
         if name in ("__class__", "__dict__"):
             raise Unsupported(f"assignment to {name} of a new object")
         attr = self._class_attr(tx, name)
+        if _is_slot(attr):
+            self.slots[name] = value
+            return
+        if not self.has_dict and (attr is None or not hasattr(type(attr), "__set__")):
+            raise Unsupported(f"{self.cls.__name__} object has no slot {name!r} and no __dict__ "
+                              f"(the user code raises AttributeError)")
         if attr is not None and hasattr(type(attr), "__set__"):
             if isinstance(attr, property) and attr.fset is not None:
                 functions.UserFunctionVariable(attr.fset).call(tx, [self, value], {})
@@ -487,10 +520,10 @@ class NewObjectVariable(Variable):
         cg.load_const(self.cls)
         cg.load_const(dict.__new__ if base is not None else list.__new__ if self.elements is not None
                       else object.__new__)
-        names = tuple(self.attrs.items)
+        names = tuple(self.attrs.items) + tuple(self.slots)  # (object.__setattr__ fills a slot too)
         cg.load_const(names)
-        for n in names:
-            cg.reconstruct(self.attrs.items[n])
+        for n, v in zip(names, [*self.attrs.items.values(), *self.slots.values()]):
+            cg.reconstruct(v)
         cg.build(tuple, len(names))
         cg.load_const(base.__setitem__ if base is not None else list_put if self.elements is not None else None)
         pairs = list(self.items.items.items()) if self.items is not None else \
