@@ -838,3 +838,17 @@ def test_a_user_mapping_made_in_the_frame():
             list(m.values())[1]
 
     check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_defaultdict_fromkeys():
+    def f(x):
+        d = collections.defaultdict.fromkeys("ab", "v")
+        d["a"] = 1
+        d.setdefault("c", 10)
+        try:
+            d["missing"]  # no factory: KeyError
+        except KeyError:
+            missing = True
+        return x + d["a"], d, d.default_factory, missing
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)

@@ -198,7 +198,7 @@ def make_dict(tx, cls, args, kwargs):
 
 
 class FromKeysVariable(Variable):
-    """`dict.fromkeys` / `OrderedDict.fromkeys` (a classmethod of a C class: the bound method
+    """`dict.fromkeys` / `OrderedDict.fromkeys` / `defaultdict.fromkeys` (a classmethod of a C class: the bound method
     is a new object at each read, so it is modelled by the class it belongs to)."""
 
     def __init__(self, cls):
@@ -214,6 +214,8 @@ class FromKeysVariable(Variable):
             raise Unsupported(f"{self.cls.__name__}.fromkeys() takes an iterable and a value")
         value = args[1] if len(args) == 2 else ConstantVariable(None)
         keys = [containers._const_key(tx, k) for k in args[0].iterate(tx)]
+        if self.cls is collections.defaultdict:  # (its factory None: a missing key raises)
+            return DefaultDictVariable({k: value for k in keys}, ConstantVariable(None))
         return DictVariable({k: value for k in keys}, user_cls=self.cls)
 
     def reconstruct(self, cg):
@@ -224,7 +226,7 @@ class FromKeysVariable(Variable):
         return f"{self.cls.__name__}.fromkeys"
 
 
-FROMKEYS_CLASSES = (dict, collections.OrderedDict)
+FROMKEYS_CLASSES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 def make_defaultdict(tx, args, kwargs):
