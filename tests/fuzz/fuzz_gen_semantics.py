@@ -21,6 +21,8 @@
   through their class (`list.append(xs, v)`, `dict.get(d, k)`, `str.join(sep, parts)`).
 * `numpy_arrays` (issue 35, NumPy traced as tensors): NumPy code on a tensor's values, in-place
   writes through an array sharing a tensor's memory, NumPy scalars, constant calls.
+* `object_keys` (issue 35): sets of tensors made in the frame, a defaultdict keyed by a tensor
+  read and written on every call, objects with `__slots__`.
 
 `statement(g, env, ind, depth)` picks one; each emits lines with `g.emit`. What they need at
 module level (manager classes, `import contextlib`) is added once per program to
@@ -79,6 +81,18 @@ _MODULE_LINES = [
     "",
     "def add3(a, b, c=1):",
     "    return a + b * c",
+    "",
+    "class SlotPair:",
+    "    __slots__ = ('a', '__b')",
+    "    def __init__(self, a, b):",
+    "        self.a = a",
+    "        self.__b = b",
+    "    def both(self):",
+    "        return self.a + self.__b",
+    "",
+    "W_KEY = torch.ones(2)",
+    "KEYED_STATE = collections.defaultdict(dict)",
+    "KEYED_STATE[W_KEY]['n'] = torch.zeros(())  # keyed from the first call (an empty one would retrace once)",
     "",
     "class NewV:",
     "    def __new__(cls, v, w=0):",
@@ -320,6 +334,40 @@ def library_objects(g, env, ind, depth):
         g.emit(ind, f"{t} = {t} * len({fk})")
 
 
+def object_keys(g, env, ind, depth):
+    """Objects compared by identity as keys and members (issue 35): a set made in the frame
+    holding tensors (add, discard, `in`, len; never iterated), a module-level defaultdict
+    keyed by a module-level tensor read and written on every call (so warm calls read it
+    keyed: guards.sources.KeyedItemSource), an object with __slots__ made in the frame."""
+    _module_helpers(g)
+    i, t = g.pick(env["I"]), g.pick(env["T"])
+    t2 = g.pick(env["T"])
+    k = g.r(0, 2)
+    if k == 0:
+        s = g.tmp("s")
+        g.emit(ind, f"{s} = {{{t}}}")
+        g.emit(ind, f"{s}.add({t2})")
+        g.emit(ind, f"if {t2} in {s}:")
+        g.emit(ind + 1, f"{i} = ({i} + len({s})) % 1000")
+        g.emit(ind, f"{s}.discard({g.pick([t, t2])})")
+        g.emit(ind, f"{i} = ({i} + 3 * len({s}) + 5 * ({t} in {s})) % 1000")
+    elif k == 1:
+        st = g.tmp("st")
+        # (a tensor count: an int changed on every call would be specialised, one trace per value)
+        g.emit(ind, f"{st} = KEYED_STATE[W_KEY]")
+        g.emit(ind, f"{st}['n'] = {st}.get('n', torch.zeros(())) + 1")
+        g.emit(ind, f"if W_KEY in KEYED_STATE and {g.cond_expr(env)}:")
+        g.emit(ind + 1, f"{t} = {t} + KEYED_STATE[W_KEY]['n'] % 7")
+        g.emit(ind, f"{i} = ({i} + len(KEYED_STATE)) % 1000")
+    else:
+        o = g.tmp("sp")
+        g.emit(ind, f"{o} = SlotPair({t}, {g.int_expr(env)})")
+        g.emit(ind, f"if {g.cond_expr(env)}:")
+        g.emit(ind + 1, f"del {o}.a")
+        g.emit(ind + 1, f"{o}.a = {t} * 2")
+        g.emit(ind, f"{t} = {o}.both() + hasattr({o}, 'z')")
+
+
 def numpy_arrays(g, env, ind, depth):
     """NumPy on a tensor's values (traced through torch._numpy): ufuncs, reductions with
     axes, indexing, dtype casts, NumPy scalars in promotion, in-place writes through an array
@@ -356,7 +404,7 @@ KINDS = (generators_and_containers, exception_chains, user_context_managers, ten
          structseq_results, library_objects)
 # Shapes made only when asked for (`long_run.py --focus numpy_arrays`, or `--enable all`): the
 # CI suite's 40 programs stay the ones its capture thresholds were measured on.
-OPTIONAL = (numpy_arrays,)
+OPTIONAL = (numpy_arrays, object_keys)
 USE_OPTIONAL = False
 
 
