@@ -852,3 +852,18 @@ def test_defaultdict_fromkeys():
         return x + d["a"], d, d.default_factory, missing
 
     check(f, torch.ones(2), graphs=1, dynamo=True)
+
+
+def test_the_dict_of_a_class_reached_through_type():
+    class A:
+        x = 4
+
+    a = A()
+
+    def f(x):
+        return x + (1 if "x" in type(a).__dict__ else 2) + type(a).__dict__.get("y", 10)
+
+    c, _ = check(f, torch.ones(2), graphs=1, dynamo=True)
+    A.y = 20  # read through the class again: the guard sees it
+    _, d = run(c, f, torch.ones(2))
+    assert d.frames == 1

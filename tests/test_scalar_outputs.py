@@ -177,3 +177,23 @@ def test_a_data_sized_tensor_live_across_a_graph_break():
         for x in INPUTS:
             assert same(c(x), f(x))
     assert t.graph_breaks == 1 and t.fallbacks == 0, t
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_op_that_reads_a_0d_tensor_as_a_scalar(backend):
+    """addcmul_'s `value` and _foreach_lerp_'s weight given as 0-d tensors: their kernels read
+    them with .item(), a symbol made inside the op that its output does not carry."""
+    def f(x, a, b, v):
+        y = x.clone()
+        y.addcmul_(a, b, value=v)
+        xs = [x.clone(), a.clone()]
+        torch._foreach_lerp_(xs, [b, b], v)
+        return y, xs
+
+    c = tracer.compile(f, fullgraph=True, backend=backend)
+    for v in (torch.tensor(0.5), torch.tensor(2.0)):
+        args = (torch.ones(2, 2), torch.full((2, 2), 2.0), torch.full((2, 2), 3.0), v)
+        with traced() as t:
+            out = c(*args)
+        assert same(out, f(*args))
+        assert t.internal_errors == 0 and t.fallbacks == 0, t

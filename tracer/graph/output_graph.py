@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import DynamicOutputShapeException
-from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 
 from ..exc import Unsupported
 from .node_meta import derived, set_value
@@ -222,9 +222,16 @@ class OutputGraph:
         (`t.item()`: config.capture_scalar_outputs), as torch.compile does for each node: a
         backend that traces the graph again on this ShapeEnv (AOTAutograd) finds them bound,
         and no symbol stays pending for the next node's output."""
-        if self.shapes.env.pending_fresh_unbacked_symbols:
-            node.meta["unbacked_bindings"] = compute_unbacked_bindings(self.shapes.env, example)
-            self.shapes.made_unbacked()
+        env = self.shapes.env
+        if not env.pending_fresh_unbacked_symbols:
+            return
+        self.shapes.made_unbacked()
+        try:
+            node.meta["unbacked_bindings"] = compute_unbacked_bindings(env, example)
+        except PendingUnbackedSymbolNotFound:
+            # made inside the op and consumed there (addcmul_'s `value` given as a 0-d tensor
+            # is read with .item() by its kernel): nothing outside the op can refer to it
+            env.pending_fresh_unbacked_symbols.clear()
 
     def count_ops(self):
         return sum(1 for n in self.graph.nodes if n.op in _OPS)

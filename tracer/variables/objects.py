@@ -402,9 +402,12 @@ class ClassVariable(ObjectVariable):
         meta_attr, meta_owner = lookup_type_attr(type(self.cls), name)
         if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
             if name == "__dict__":
-                if self.source is None or type(self.cls.__dict__) is not types.MappingProxyType:
-                    raise Unsupported(f"{self.cls.__name__}.__dict__ (a mappingproxy) of a class without a source")
-                return keyed_dict.MappingProxyVariable(self.cls.__dict__, AttrSource(self.source, "__dict__"))
+                if type(self.cls.__dict__) is not types.MappingProxyType:
+                    raise Unsupported(f"{self.cls.__name__}.__dict__ is not a mappingproxy")
+                # (a class reached without a source, `type(a)`, is read through itself: the
+                # guards that gave this very class hold it already)
+                src = self.source if self.source is not None else ConstSource(self.cls)
+                return keyed_dict.MappingProxyVariable(self.cls.__dict__, AttrSource(src, "__dict__"))
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
