@@ -270,10 +270,11 @@ def test_isinstance_and_is_on_new_objects():
     assert rep.break_count == 0, str(rep)
 
 
-class Slotted:
+class Slotted(dict):  # (slots of a plain class are modelled: test_frame_constructs)
     __slots__ = ("x",)
 
     def __init__(self, x):
+        super().__init__()
         self.x = x
 
 
