@@ -135,6 +135,7 @@ def test_grad_mode_objects_as_decorators_are_traced():
             return t * 3, torch.is_grad_enabled()
 
         c = torch.enable_grad()(lambda t: t * 4)
+        e = torch.no_grad(lambda t: (t * 6, torch.is_grad_enabled()))  # the class given the function
 
         @torch.autograd.graph.disable_saved_tensors_hooks("no hooks here")
         def d(t):
@@ -143,7 +144,7 @@ def test_grad_mode_objects_as_decorators_are_traced():
         mid = torch.is_grad_enabled()
         with torch.no_grad():
             cc = c(x)
-        return a(x), b(x), mid, cc, d(x), torch.is_grad_enabled(), x * 5
+        return a(x), b(x), mid, cc, d(x), torch.is_grad_enabled(), x * 5, e(x)
 
     x = torch.ones(2, requires_grad=True)
     compiled = tracer.compile(f, fullgraph=True)

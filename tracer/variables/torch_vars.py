@@ -550,7 +550,6 @@ class GradModeClassVariable(ObjectVariable):
         super().__init__(cls, source)
 
 
-
     def call(self, tx, args, kwargs):
         if self.cls is torch.no_grad and not args:
             return GradModeVariable(False)
@@ -558,6 +557,9 @@ class GradModeClassVariable(ObjectVariable):
             return GradModeVariable(True)
         if self.cls is torch.set_grad_enabled and len(args) == 1:
             return GradModeVariable(args[0].as_constant(), immediate=tx)
+        if self.cls in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs:
+            # `torch.no_grad(fn)`: their __new__ takes the function and returns cls()(fn)
+            return GradModeVariable(self.cls is torch.enable_grad).call(tx, args, {})
         raise Unsupported(f"{self.cls.__name__} called with arguments")
 
 
