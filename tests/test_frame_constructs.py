@@ -867,3 +867,20 @@ def test_the_dict_of_a_class_reached_through_type():
     A.y = 20  # read through the class again: the guard sees it
     _, d = run(c, f, torch.ones(2))
     assert d.frames == 1
+
+
+def test_a_list_indexed_by_a_tensor_made_from_a_constant():
+    def f(a, b):
+        items = [a, b, a + 1, b + 1]
+        i = torch.as_tensor(2)
+        first = items[i]
+        i.add_(1)  # written in place: the index follows
+        return first, items[i], items[torch.tensor(-1)]
+
+    check(f, torch.ones(2), torch.zeros(2), graphs=1, dynamo=True)
+
+    def g(a, k):  # a tensor input as an index needs its value: a break, eager's answer
+        return [a, a * 2][k]
+
+    _, d = run(tracer.compile(g), g, torch.ones(2), torch.tensor(1))
+    assert d.breaks + d.fallbacks >= 1

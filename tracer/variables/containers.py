@@ -67,8 +67,11 @@ def key_error(key):
 
 
 def _index(key):
-    if isinstance(key, tensor.TensorVariable):  # its __index__ reads its value: data-dependent
-        raise Unsupported(f"a list or tuple indexed by a tensor ({key}) needs the tensor's value")
+    if isinstance(key, tensor.TensorVariable):  # its __index__ reads its value: data-dependent,
+        known = key.constant_index()            # unless the trace made it from a constant
+        if known is None:
+            raise Unsupported(f"a list or tuple indexed by a tensor ({key}) needs the tensor's value")
+        return known
     value = key.as_constant()
     if not isinstance(value, (int, slice)):
         raise Unsupported(f"sequence index {value!r}")

@@ -107,6 +107,17 @@ class TensorVariable(Variable):
             raise Unsupported(f"setting attribute {name!r} on a tensor made in the graph")
         tx.side_effects.store_attr(self, name, value)
 
+    def constant_index(self):
+        """`operator.index(t)` of a one-element integer tensor the trace made from a constant
+        (`torch.as_tensor(2)`): its fake still holds that constant (fake tensors drop it when
+        the tensor is written in place); None otherwise."""
+        ex = self.example
+        const = getattr(ex, "constant", None)
+        if const is None or ex.dtype.is_floating_point or ex.dtype.is_complex or ex.dtype is torch.bool \
+                or ex.numel() != 1 or not isinstance(ex.numel(), int):
+            return None
+        return int(const.item())
+
     def scalar_item(self, tx):
         """`t.item()` as a graph op (config.capture_scalar_outputs, always under fullgraph=True):
         its value is a symbol the ShapeEnv knows nothing of (unbacked), so arithmetic and torch
