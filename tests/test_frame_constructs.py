@@ -884,3 +884,39 @@ def test_a_list_indexed_by_a_tensor_made_from_a_constant():
 
     _, d = run(tracer.compile(g), g, torch.ones(2), torch.tensor(1))
     assert d.breaks + d.fallbacks >= 1
+
+
+class _Named:
+    def __init__(self, v):
+        self.v = v
+
+    def __str__(self):
+        return f"named {self.v}"
+
+
+class _Reprd:
+    def __repr__(self):
+        return "Reprd()"
+
+
+_NAMED_INPUT = _Named(7)
+
+
+def test_str_and_repr_of_user_objects_run_their_own_methods():
+    def f(x):
+        a = _Named(3)
+        return x + 1, str(a), repr(_Reprd()), str(_Reprd()), f"{a}|{_Reprd()!r:>9}|{_Reprd()!s}", str(_NAMED_INPUT)
+
+    c, _ = check(f, torch.ones(2), graphs=1, dynamo=True)
+    _NAMED_INPUT.v = 8  # the attribute its __str__ read is guarded
+    _, d = run(c, f, torch.ones(2))
+    assert d.frames == 1
+
+    class Plain:
+        pass
+
+    def g(x):  # object's default text holds the address: a break, eager's text
+        return x, str(Plain()).startswith("<")
+
+    _, d = run(tracer.compile(g), g, torch.ones(2))
+    assert d.breaks + d.fallbacks >= 1

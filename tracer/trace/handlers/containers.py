@@ -1,7 +1,9 @@
 """Building and unpacking tuples, lists, dicts, sets, slices and strings."""
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
+from ...variables.builtins_impl import call_builtin
 from ...variables.containers import DictVariable, _const_key, ListVariable, TupleVariable
+from ...variables.objects import lookup_type_attr
 from ...variables.sets import SetVariable
 from ...variables.sym import SliceVariable, is_sym, specialized
 from .registry import SINCE_313, SINCE_314, UNTIL_312, UNTIL_313, handler
@@ -41,9 +43,14 @@ def BUILD_STRING(tx, inst):
     tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))
 
 
-def _format(value, conv, spec):
-    """f-string piece: conversion (0 none, 1 !s, 2 !r, 3 !a), then format(v, spec)."""
+def _format(tx, value, conv, spec):
+    """f-string piece: conversion (0 none, 1 !s, 2 !r, 3 !a), then format(v, spec). An object
+    of a user class: !s / !r, and a plain `{obj}` whose class keeps object.__format__ (which is
+    str()), go through str()/repr() as traced (its own __str__ / __repr__)."""
     value = specialized(value)
+    if not value.is_constant() and (conv in (1, 2) or (conv == 0 and not spec and _formats_as_str(value))):
+        value = call_builtin(tx, repr if conv == 2 else str, [value], {})
+        conv = 0
     if not value.is_constant():
         raise Unsupported(f"f-string formatting of {value}")
     v = value.as_constant()
@@ -51,22 +58,31 @@ def _format(value, conv, spec):
     return ConstantVariable(format(v, spec) if spec is not None else v)
 
 
+def _formats_as_str(value):
+    try:
+        cls = value.python_type()
+    except Unsupported:
+        return False
+    return isinstance(cls, type) and lookup_type_attr(cls, "__format__")[0] is object.__format__ and \
+        cls.__module__ not in ("builtins", "torch")
+
+
 @handler("FORMAT_VALUE", versions=UNTIL_312)
 def FORMAT_VALUE(tx, inst):
     spec = tx.pop().as_constant() if inst.arg & 0x04 else ""
-    tx.push(_format(tx.pop(), inst.arg & 0x03, spec))
+    tx.push(_format(tx, tx.pop(), inst.arg & 0x03, spec))
 
 
 @handler("CONVERT_VALUE", versions=SINCE_313)
 def CONVERT_VALUE(tx, inst):
     """3.13 splits FORMAT_VALUE: the !s/!r/!a conversion..."""
-    tx.push(_format(tx.pop(), inst.arg, None))
+    tx.push(_format(tx, tx.pop(), inst.arg, None))
 
 
 @handler("FORMAT_SIMPLE", versions=SINCE_313)
 def FORMAT_SIMPLE(tx, inst):
     """...then format(v) or format(v, spec)."""
-    tx.push(_format(tx.pop(), 0, ""))
+    tx.push(_format(tx, tx.pop(), 0, ""))
 
 
 @handler("FORMAT_WITH_SPEC", versions=SINCE_313)
@@ -74,7 +90,7 @@ def FORMAT_WITH_SPEC(tx, inst):
     spec = tx.pop()
     if not spec.is_constant():
         raise Unsupported("f-string format spec that is not a constant")
-    tx.push(_format(tx.pop(), 0, spec.as_constant()))
+    tx.push(_format(tx, tx.pop(), 0, spec.as_constant()))
 
 
 @handler("BUILD_SLICE")
