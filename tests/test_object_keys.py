@@ -157,3 +157,30 @@ def test_iterating_a_set_of_tensors_is_a_break_with_eagers_answer():
     _, d = run(c, f, x, y)
     assert d.breaks + d.fallbacks >= 1
     assert any("order of their addresses" in r for r in d.break_reasons + d.fallback_reasons), d
+
+
+def test_a_set_of_tensors_made_from_another():
+    def f(x, y):
+        y2 = x.add_(1)  # the same object as x
+        s = set({x})
+        s.add(y2)
+        s.add(y)
+        t = set(s)
+        t.discard(y)
+        return len(s), len(t), x in t, y in t, t
+
+    c = tracer.compile(f)
+    a, b = torch.ones(2), torch.zeros(2)
+    with traced() as tr:
+        n_s, n_t, x_in, y_in, t = c(a, b)
+    assert_captured(tr, graphs=1)
+    assert (n_s, n_t, x_in, y_in) == (2, 1, True, False)
+    assert len(t) == 1 and next(iter(t)) is a
+
+
+def test_fromkeys_value_by_keyword():
+    def f(x, y):
+        d3 = collections.OrderedDict.fromkeys(("a", "b"), value=y)
+        return x + d3["a"] + d3["b"]
+
+    check(f, torch.ones(2), torch.zeros(2), graphs=1, dynamo=True)

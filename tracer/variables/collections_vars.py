@@ -210,9 +210,10 @@ class FromKeysVariable(Variable):
 
     def call(self, tx, args, kwargs):
         """Every key bound to the one value (the same object under each key), as CPython does."""
-        if kwargs or not 1 <= len(args) <= 2:
+        if set(kwargs) - {"value"} or not 1 <= len(args) + len(kwargs) <= 2 or (len(args) == 2 and kwargs) \
+                or not args:
             raise Unsupported(f"{self.cls.__name__}.fromkeys() takes an iterable and a value")
-        value = args[1] if len(args) == 2 else ConstantVariable(None)
+        value = args[1] if len(args) == 2 else kwargs.get("value", ConstantVariable(None))
         keys = [containers._const_key(tx, k) for k in args[0].iterate(tx)]
         if self.cls is collections.defaultdict:  # (its factory None: a missing key raises)
             return DefaultDictVariable({k: value for k in keys}, ConstantVariable(None))

@@ -47,8 +47,15 @@ class SetVariable(Variable):
         merged whole (presized), anything else is added item by item as it is pulled."""
         if var.is_constant() and isinstance(var.as_constant(), (set, frozenset)):
             self._merge(var.as_constant(), frozenset(var.as_constant()))
+        elif isinstance(var, SetVariable) and var.objects:
+            if var.source is not None:
+                raise Unsupported("set.update from a set input holding objects compared by identity")
+            # merged whole, in the other set's table order: replayed from its own steps
+            self.table.update(var.table)
+            self._resync(var)
+            self.objects = True
+            self.history.append(("update_set", tuple(var.history)))
         elif isinstance(var, SetVariable):
-            var.refuse_objects("set.update from it")
             self._merge(var.table, ("set", tuple(var.history)) if var.source is None else None)
         elif type(var) is DictVariable and var.user_cls is dict and all(not isinstance(k, _IdKey) for k in var.items):
             self._merge(dict.fromkeys(var.items), ("dict", tuple(var.items)))
@@ -63,9 +70,11 @@ class SetVariable(Variable):
         self._resync()
         self.history.append(("update", recorded) if recorded is not None else ("unknown",))
 
-    def _resync(self):
-        """`items` after the real table changed whole: its members, in its order."""
-        self.items = {k: self.items.get(k) or ConstantVariable(k) for k in self.table}
+    def _resync(self, other=None):
+        """`items` after the real table changed whole: its members, in its order (the
+        Variables of members merged from `other` taken from it)."""
+        known = other.items if other is not None else {}
+        self.items = {k: self.items.get(k) or known.get(k) or ConstantVariable(k) for k in self.table}
 
     def python_type(self):
         return set
@@ -172,11 +181,8 @@ class SetVariable(Variable):
             # a mutated input list/dict/set keeps its identity: the replay writes its contents
             return cg.load_source(self.source)
         if self.objects:  # the same steps, on the same objects, passed in at run time
-            members = list(dict.fromkeys(k for step in self.history if step[0] in ("add", "discard")
-                                         for k in step[1:] if isinstance(k, _IdKey)))
-            index = {k: i for i, k in enumerate(members)}
-            steps = tuple((step[0] + "_object", index[step[1]]) if isinstance(step[1], _IdKey) else step
-                          for step in self.history)
+            members = {}
+            steps = _object_steps(self.history, members)
             return cg.call_with(replay_set, [ConstantVariable(steps), TupleVariable([k.var for k in members])])
         if all(step[0] != "unknown" for step in _steps(self.history)):
             return cg.call_with(replay_set, [ConstantVariable(tuple(self.history))])
@@ -196,6 +202,8 @@ def replay_set(history, objects=()):
             s.add(objects[step[1]])
         elif kind == "discard_object":
             s.discard(objects[step[1]])
+        elif kind == "update_set":
+            s.update(replay_set(step[1], objects))
         elif kind == "add":
             s.add(step[1])
         elif kind == "discard":
@@ -213,6 +221,20 @@ def replay_set(history, objects=()):
         elif kind == "derive":
             s = getattr(replay_set(step[1]), step[2])(*_thawed(step[3]))
     return s
+
+
+def _object_steps(history, members):
+    """`history` as code constants: each object member replaced by its index in `members`
+    (filled here, in order of first use), nested set updates included."""
+    out = []
+    for step in history:
+        if step[0] in ("add", "discard") and isinstance(step[1], _IdKey):
+            out.append((step[0] + "_object", members.setdefault(step[1], len(members))))
+        elif step[0] == "update_set":
+            out.append(("update_set", _object_steps(step[1], members)))
+        else:
+            out.append(step)
+    return tuple(out)
 
 
 def _steps(history):
