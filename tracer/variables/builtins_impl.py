@@ -9,7 +9,6 @@ import inspect
 import functools
 import math
 import operator
-import types
 
 import torch
 
@@ -584,61 +583,9 @@ def _make_ctor(cls):
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{cls.__name__}() of a tensor needs its value")
         if cls is str and len(args) == 1 and not args[0].is_constant():
-            text = _user_text(tx, args[0], ("__str__", "__repr__"))
-            if text is not None:
-                return text
-            meta = type(args[0].cls) if isinstance(args[0], objects.ClassVariable) else None
-            if meta is not None and meta.__repr__ is type.__repr__ and meta.__str__ is object.__str__:
-                # "<class 'm.C'>": fixed by the class's identity
-                return ConstantVariable(str(args[0].cls))
-            text = _exception_str(args[0])
-            if text is not None:
-                return ConstantVariable(text)
-            raise Unsupported(f"str() of {args[0]}")
+            return texts.str_of(tx, args[0])
         return _fold(cls, args, kwargs)
     return ctor
-
-
-def _user_text(tx, var, names):
-    """str(obj) / repr(obj) of an object of a user class whose own `__str__` / `__repr__` (the
-    first of `names` the class defines beyond object's) is a Python function: that method,
-    traced; None when the text would be object's default (it holds the object's address)."""
-    try:
-        cls = var.python_type()
-    except Unsupported:
-        return None
-    if not isinstance(cls, type) or not new_objects.is_user_class(cls) or \
-            not isinstance(var, (new_objects.NewObjectVariable, objects.UserObjectVariable)):
-        return None
-    for name in names:
-        attr, owner = objects.lookup_type_attr(cls, name)
-        if owner is object:
-            continue  # object.__str__ is repr(): the next name
-        if not isinstance(attr, types.FunctionType):
-            return None
-        out = objects.special_method(tx, var, name).call(tx, [], {})
-        if not (out.is_constant() and type(out.as_constant()) is str):
-            raise Unsupported(f"{cls.__name__}.{name} returned {out} (the user code raises TypeError "
-                              f"unless it is a str)")
-        return out
-    return None
-
-
-def _exception_str(var):
-    """str(e) for a builtin exception with constant arguments (e.g. the AttributeError of a
-    traced attribute miss, caught by `except AttributeError as e`); None otherwise."""
-    if not isinstance(var, exceptions.ExceptionVariable) or not exceptions.is_modelled_exception(var.cls):
-        return None
-    if not all(a.is_constant() for a in var.args):
-        return None
-    return str(var.cls(*(a.as_constant() for a in var.args)))
-
-
-def _constant_exception(var):
-    """A real exception equal to an ExceptionVariable whose args are constants (for str/repr)."""
-    if isinstance(var, exceptions.ExceptionVariable) and all(a.is_constant() for a in var.args):
-        return var.cls(*(a.as_constant() for a in var.args))
-    return None
 
 
 for _cls in (int, float, str, complex):
@@ -755,11 +702,8 @@ for _fn in (divmod, chr, ord, hex, oct, bin, repr, ascii, format):
 
 @impl(repr)
 def _repr(tx, obj):
-    text = _user_text(tx, obj, ("__repr__",))
-    if text is not None:
-        return text
-    exc = _constant_exception(obj)
-    return ConstantVariable(repr(exc)) if exc is not None else _fold(repr, [obj], {})
+    text = texts.repr_of(tx, obj)
+    return text if text is not None else _fold(repr, [obj], {})
 _IMPLS[pow] = lambda tx, a, b, *m: operators.binary_op(tx, "pow", a, b) if not m else _fold(pow, [a, b, *m], {})
 
 
@@ -798,4 +742,4 @@ def is_known_builtin(fn):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, objects, live_iterators, generators, collections_vars, exceptions, dict_storage, operators, numpy_vars  # noqa: E402
+from . import functions, new_objects, objects, texts, live_iterators, generators, collections_vars, exceptions, dict_storage, operators, numpy_vars  # noqa: E402
