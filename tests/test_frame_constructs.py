@@ -920,3 +920,14 @@ def test_str_and_repr_of_user_objects_run_their_own_methods():
 
     _, d = run(tracer.compile(g), g, torch.ones(2))
     assert d.breaks + d.fallbacks >= 1
+
+
+def test_dtype_algebra_on_constants_is_a_constant():
+    def f(x):
+        if x.dtype == torch.promote_types(torch.int32, torch.float32) and not torch.can_cast(torch.float64, torch.int32):
+            return x + 1
+        return x - 1
+
+    check(f, torch.ones(2), graphs=1, dynamo=True)
+    _, d = run(tracer.compile(f), f, torch.ones(2, dtype=torch.float64))  # the other branch
+    assert d.fallbacks == 0

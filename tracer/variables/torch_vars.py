@@ -28,6 +28,9 @@ _DENY = {"manual_seed", "seed", "initial_seed", "set_default_dtype", "set_defaul
          "set_default_tensor_type", "from_numpy", "set_flush_denormal", "autograd.grad",
          "backward", "grad"}
 
+# Functions of dtypes (and Python scalars) alone: their answer on constants is a constant.
+_DTYPE_ALGEBRA = frozenset({torch.promote_types, torch.can_cast})
+
 # torch.compiler.is_compiling() & co.: constant while tracing, as TorchDynamo folds them.
 _COMPILING_QUERIES = {"is_compiling": True, "is_dynamo_compiling": True, "is_exporting": False}
 
@@ -91,6 +94,10 @@ class TorchFunctionVariable(ObjectVariable):
             return containers.SizeVariable(args[0].iterate(tx) if args else [])
         if fn is checkpoint.CHECKPOINT:
             return checkpoint.checkpoint_call(tx, args, kwargs)
+        if fn in _DTYPE_ALGEBRA and all(v.is_constant() for v in (*args, *kwargs.values())):
+            # a function of dtypes alone, asked of constants: its answer is a constant
+            return ConstantVariable(fn(*(a.as_constant() for a in args),
+                                       **{k: v.as_constant() for k, v in kwargs.items()}))
         fold = folds.FOLDED.get(fn)
         if fold is not None:  # torch's Python bookkeeping evaluated by the trace (folds.py)
             return fold(tx, args, kwargs)
