@@ -931,3 +931,11 @@ def test_dtype_algebra_on_constants_is_a_constant():
     check(f, torch.ones(2), graphs=1, dynamo=True)
     _, d = run(tracer.compile(f), f, torch.ones(2, dtype=torch.float64))  # the other branch
     assert d.fallbacks == 0
+
+
+def test_tensor_type_given_a_legacy_type_class():
+    def f(a, b):
+        m = a.type(torch.HalfTensor)
+        return b.type(m.type()), m, a.type(torch.LongTensor).dtype
+
+    check(f, torch.ones(2), torch.full((2,), 2.5), graphs=1, dynamo=True)

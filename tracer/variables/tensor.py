@@ -148,6 +148,9 @@ class TensorVariable(Variable):
         return sym.SymNodeVariable(node, value)
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "type" and len(args) == 1 and isinstance(args[0], objects.ClassVariable) and \
+                args[0].cls in torch_calls.LEGACY_TENSOR_TYPES and args[0].cls is not torch.Tensor:
+            args = [ConstantVariable(torch.typename(args[0].cls))]  # x.type(torch.HalfTensor)
         if name in _META_METHODS:
             if name in ("size", "stride") and len(args) + len(kwargs) <= 1 and set(kwargs) <= {"dim"}:
                 d = args[0] if args else kwargs.get("dim")
