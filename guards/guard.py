@@ -263,7 +263,8 @@ def _safe_key(k: Any) -> bool:
     t = type(k)  # no tuples: (1,) == (True,) would pass the key-type check
     if t is float:
         return k != 0.0
-    return t in _SIMPLE_LEAVES or t is type or t in _TORCH_KEY_TYPES
+    # (a torch.Size holds exact ints whatever it was made from: torch.Size([True]) is [1])
+    return t in _SIMPLE_LEAVES or t is type or t in _TORCH_KEY_TYPES or t is torch.Size
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -271,7 +272,7 @@ class DictKeysMatch(Guard):
     """Exact type, then the same keys in the same order with the same key types.
 
     Keys must be str/int/bool/bytes/None/non-zero float, type objects or torch dtypes, devices,
-    layouts and memory formats (exact types), so comparing them never runs user ``__eq__``;
+    layouts, memory formats and sizes (exact types), so comparing them never runs user ``__eq__``;
     otherwise TypeError.
     """
 

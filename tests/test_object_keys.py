@@ -184,3 +184,19 @@ def test_fromkeys_value_by_keyword():
         return x + d3["a"] + d3["b"]
 
     check(f, torch.ones(2), torch.zeros(2), graphs=1, dynamo=True)
+
+
+def test_a_size_as_a_dict_key():
+    def fn(x, cached):
+        if x.shape not in cached:
+            cached[x.shape] = x
+        return x + cached[x.shape]
+
+    c = tracer.compile(fn, fullgraph=True)
+    cached, ref = {}, {}
+    with traced() as t:
+        for x in [torch.ones(2, 3), torch.full((2, 3), 2.0), torch.ones(3, 3), torch.ones(2, 3),
+                  torch.full((3, 3), 5.0)]:
+            assert torch.equal(c(x, cached), fn(x, ref))
+    assert list(cached) == list(ref) == [torch.Size([2, 3]), torch.Size([3, 3])]
+    assert t.fallbacks == 0 and t.internal_errors == 0, t
