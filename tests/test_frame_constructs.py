@@ -939,3 +939,54 @@ def test_tensor_type_given_a_legacy_type_class():
         return b.type(m.type()), m, a.type(torch.LongTensor).dtype
 
     check(f, torch.ones(2), torch.full((2,), 2.5), graphs=1, dynamo=True)
+
+
+def test_user_mappings_and_iterables_passed_in():
+    import collections.abc
+
+    class Table(collections.abc.MutableMapping):
+        def __init__(self):
+            self._d = {}
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __setitem__(self, k, v):
+            self._d[k] = v
+
+        def __delitem__(self, k):
+            del self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+    class Keys(collections.abc.KeysView):
+        def __init__(self, keys):
+            self.keys = keys
+
+        def __iter__(self):
+            yield from self.keys
+
+        def __len__(self):
+            return len(self.keys)
+
+    table = Table()
+    table["a"] = torch.full((2,), 2.0)
+    table["b"] = 3
+    keys = Keys([1, 2, 3, 3])
+
+    def f(x):
+        def g(a, b):
+            return a * b
+
+        copied = dict(table)
+        return x * copied["a"] + copied["b"], {**table}, g(**table), len(set(keys)), list(keys)
+
+    c, _ = check(f, torch.ones(2), graphs=1, dynamo=True)
+    table["b"] = 4  # read through its own keys() and []: the guards see the change
+    keys.keys.append(5)
+    _, d = run(c, f, torch.ones(2))
+    assert d.frames == 1

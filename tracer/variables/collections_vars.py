@@ -178,7 +178,11 @@ def _pairs(tx, src):
     except Unsupported:
         mapping = True
     if mapping:
-        raise Unsupported(f"dict items from {src} (read through its own keys())")
+        if not _reads_by_keys(src):
+            raise Unsupported(f"dict items from {src} (read through its own keys())")
+        # what PyDict_Merge does with a mapping that is not a dict: keys(), then [key]
+        keys = src.getattr(tx, "keys").call(tx, [], {})
+        return [(containers._const_key(tx, k), src.getitem(tx, k)) for k in keys.iterate(tx)]
     out = []
     for pair in src.iterate(tx):
         kv = pair.iterate(tx)
@@ -186,6 +190,25 @@ def _pairs(tx, src):
             raise exceptions.user_error(ValueError, f"dictionary update sequence element has length {len(kv)}; 2 is required")
         out.append((containers._const_key(tx, kv[0]), kv[1]))
     return out
+
+
+def mapping_as_dict(tx, src):
+    """`{**src}` / `f(**src)` of an object of a user mapping class: its keys() and [] read
+    as CPython's dict merge reads them, as a new DictVariable; None for anything else."""
+    if not _reads_by_keys(src):
+        return None
+    return DictVariable(dict(_pairs(tx, src)))
+
+
+def _reads_by_keys(src):
+    """A mapping CPython reads through its own keys() and [] (an object of a user class that
+    is not a dict: a dict subclass is read from its storage, whatever it overrides)."""
+    try:
+        cls = src.python_type()
+    except Unsupported:
+        return False
+    return isinstance(cls, type) and not issubclass(cls, dict) and new_objects.is_user_class(cls) and \
+        isinstance(src, (objects.UserObjectVariable, new_objects.NewObjectVariable))
 
 
 def make_dict(tx, cls, args, kwargs):
@@ -319,4 +342,4 @@ def constructor(cls):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, functions, exceptions  # noqa: E402
+from . import containers, functions, exceptions, new_objects, objects  # noqa: E402

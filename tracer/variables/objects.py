@@ -198,6 +198,9 @@ class UserObjectVariable(DictStorage, ObjectVariable):
     def iterate(self, tx):
         if self._plain_dict("__iter__"):
             return self.dict_contents(tx).iterate(tx)
+        if isinstance(lookup_type_attr(type(self.value), "__iter__")[0], types.FunctionType):
+            # its own __iter__ (a generator, or iter() of what it holds), traced, then drained
+            return special_method(tx, self, "__iter__").call(tx, [], {}).iterate(tx)
         return super().iterate(tx)
 
     def truthy(self, tx):

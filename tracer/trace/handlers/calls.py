@@ -9,6 +9,7 @@ are CALL_KW's top operand (3.13). MAKE_FUNCTION takes its flags from the oparg u
 from bytecode_utils import versions
 
 from ...exc import Unsupported
+from ...variables.collections_vars import mapping_as_dict
 from ...variables.containers import DictVariable
 from ...variables.functions import NestedFunctionVariable
 from ...variables.stack_values import NULL, NullVariable
@@ -74,7 +75,10 @@ def CALL_FUNCTION_EX(tx, inst):
         if tx.stack and _is_null(tx.stack[-1]):
             tx.pop()
     if not isinstance(kwargs, DictVariable):
-        raise Unsupported(f"** unpacking of {kwargs}")
+        as_dict = mapping_as_dict(tx, kwargs)  # (3.13+ pass a lone `**m` as it is)
+        if as_dict is None:
+            raise Unsupported(f"** unpacking of {kwargs}")
+        kwargs = as_dict
     if not all(isinstance(k, str) for k in kwargs.items):
         raise Unsupported("keywords must be strings (the user code raises TypeError)")
     tx.push(fn.call(tx, args.iterate(tx), dict(kwargs.items)))

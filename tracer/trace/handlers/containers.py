@@ -2,6 +2,7 @@
 from ...exc import Unsupported
 from ...variables.base import ConstantVariable
 from ...variables.builtins_impl import call_builtin
+from ...variables.collections_vars import mapping_as_dict
 from ...variables.containers import DictVariable, _const_key, ListVariable, TupleVariable
 from ...variables.objects import lookup_type_attr
 from ...variables.sets import SetVariable
@@ -154,7 +155,10 @@ def DICT_UPDATE(tx, inst):
     v = tx.pop()
     target = _target(tx, inst)
     if not isinstance(v, DictVariable):
-        raise Unsupported(f"** unpacking of {v}")
+        as_dict = mapping_as_dict(tx, v)  # a user mapping class: its keys() and []
+        if as_dict is None:
+            raise Unsupported(f"** unpacking of {v}")
+        v = as_dict
     if inst.opname == "DICT_MERGE":
         dup = set(target.items) & set(v.items)
         if dup:
