@@ -4,6 +4,8 @@ containers they read change, PEP 479, close()/throw()/send(), `yield from`, and 
 
 import torch
 
+import tracer
+
 from semantics_helpers import check, run
 
 
@@ -376,3 +378,34 @@ def test_in_advances_a_generator_or_iterator_up_to_the_item():
         return t + found, rest, 5 in it, list(it), 1 in map(abs, [-1, 2]), 9 in whoo()
 
     check(f, torch.ones(2), [4, 5, 6], graphs=1, dynamo=True)
+
+
+def test_lazy_builtins_over_generators_returned_unstarted():
+    """zip/map/filter/enumerate over a generator made in the frame, returned before they are
+    advanced: made again over the rebuilt generator, which runs when the caller consumes it
+    (Dynamo's test_zip_generator)."""
+    log = []
+
+    def whoo(t):
+        log.append("start")
+        yield t + 1
+        yield t + 2
+        yield t + 3
+
+    def fn(t):
+        g = whoo(t)
+        first = next(g)
+        return zip(range(3), whoo(t)), map(lambda a: a * 2, g), enumerate(whoo(t), 5), \
+            filter(None, [0, 1, 2]), first, t.sin()
+
+    t = torch.ones(2)
+    compiled = tracer.compile(fn, fullgraph=True)
+    for _ in range(2):
+        log.clear()
+        z, m, e, f, first, _ = compiled(t)
+        assert log == ["start"]  # only the generator advanced in the frame has started
+        assert [(i, v.tolist()) for i, v in z] == [(0, [2.0, 2.0]), (1, [3.0, 3.0]), (2, [4.0, 4.0])]
+        assert [v.tolist() for v in m] == [[6.0, 6.0], [8.0, 8.0]]
+        assert [(i, v.tolist()) for i, v in e] == [(5, [2.0, 2.0]), (6, [3.0, 3.0]), (7, [4.0, 4.0])]
+        assert list(f) == [1, 2] and first.tolist() == [2.0, 2.0]
+        assert log == ["start"] * 3  # the two made in the frame unstarted, as in eager

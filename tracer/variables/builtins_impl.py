@@ -383,8 +383,9 @@ def _lazy(iterable):
     return isinstance(iterable, IteratorVariable) and iterable.lazy() or isinstance(iterable, ListVariable)
 
 
-def _lazy_map(tx, iterables, step, py_type=None):
-    """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None."""
+def _lazy_map(tx, iterables, step, py_type=None, leading=(), trailing=()):
+    """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None.
+    Made again where it leaves the frame unstarted: `py_type(*leading, *iterators, *trailing)`."""
     its = [it if isinstance(it, IteratorVariable) else ListIteratorVariable(it) if isinstance(it, ListVariable)
            else IteratorVariable(it.iterate(tx)) for it in iterables]
 
@@ -399,7 +400,10 @@ def _lazy_map(tx, iterables, step, py_type=None):
             out = step(items)
             if out is not None:
                 return out
-    return IteratorVariable([], more=more, py_type=py_type)
+    out = IteratorVariable([], more=more, py_type=py_type)
+    if py_type is not None:
+        out.unstarted = (py_type, [*leading, *its, *trailing])
+    return out
 
 
 @impl(enumerate)
@@ -408,7 +412,7 @@ def _enumerate(tx, iterable, start=None):
     if _lazy(iterable):
         counter = iter(range(s, 1 << 62))
         return _lazy_map(tx, [iterable], lambda items: TupleVariable([ConstantVariable(next(counter)), items[0]]),
-                         enumerate)
+                         enumerate, trailing=[ConstantVariable(s)])
     return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
                              for i, v in enumerate(iterable.iterate(tx))], py_type=enumerate)
 
@@ -481,7 +485,7 @@ def _next(tx, it, *default):
 
 @impl(map)
 def _map(tx, fn, *iterables):
-    return _lazy_map(tx, iterables, lambda items: fn.call(tx, list(items), {}), map)
+    return _lazy_map(tx, iterables, lambda items: fn.call(tx, list(items), {}), map, leading=[fn])
 
 
 @impl(filter)
@@ -490,7 +494,7 @@ def _filter(tx, fn, iterable):
         item = items[0]
         test = item if (isinstance(fn, ConstantVariable) and fn.value is None) else fn.call(tx, [item], {})
         return item if test.truthy(tx) else None
-    return _lazy_map(tx, [iterable], keep, filter)
+    return _lazy_map(tx, [iterable], keep, filter, leading=[fn])
 
 
 @impl(list)

@@ -646,6 +646,7 @@ class IteratorVariable(Variable):
         self._more = more
         self.py_type = py_type  # what type() says: enumerate, zip, map, generator, ...
         self.sized = None       # (dict/set Variable, its size) for iterators over a dict or set
+        self.unstarted = None   # (callable, argument Variables): how a lazy one not yet advanced is made again
 
     def lazy(self):
         return self._more is not None
@@ -686,6 +687,11 @@ class IteratorVariable(Variable):
         raise Unsupported(f"iterator.{name}")
 
     def reconstruct(self, cg):
+        if self._more is not None and self.unstarted is not None and not self.items:
+            # zip/map/filter over iterators, not advanced yet: made again over them, each
+            # rebuilt where it stands (a generator where it stopped)
+            fn, args = self.unstarted
+            return cg.call_with(fn, args)
         if self._more is not None:
             raise Unsupported("a partly consumed generator/lazy iterator escapes the frame")
         if self.source is not None:
