@@ -197,3 +197,21 @@ def test_an_op_that_reads_a_0d_tensor_as_a_scalar(backend):
             out = c(*args)
         assert same(out, f(*args))
         assert t.internal_errors == 0 and t.fallbacks == 0, t
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_what_fake_tensors_assumed_of_a_value_is_checked_when_the_graph_runs(backend):
+    """`torch.zeros(n, 2)` with n read from data assumes n >= 0: the graph checks it (as
+    torch.compile inserts its deferred runtime asserts), so a backend that relied on it never
+    returns a wrong answer; eager raises for a negative size too."""
+    def f(x):
+        n = x.sum().int().item()
+        return torch.zeros(n, 2) + 1
+
+    c = tracer.compile(f, fullgraph=True, backend=backend)
+    assert same(c(torch.ones(3)), f(torch.ones(3)))
+    assert "_assert_scalar" in c.entries[0].graph.code
+    with pytest.raises(RuntimeError):
+        f(-torch.ones(3))
+    with pytest.raises(RuntimeError):
+        c(-torch.ones(3))

@@ -20,6 +20,7 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import DynamicOutputShapeException
 from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ..exc import Unsupported
 from .node_meta import derived, set_value
@@ -253,6 +254,12 @@ class OutputGraph:
                     isinstance(node.meta.get("example_value"), (*SYM_TYPES, torch.Size)):
                 self.graph.erase_node(node)
         gm = fx.GraphModule(self.root, self.graph, class_name="TracedGraph")
+        if any("unbacked_bindings" in n.meta for n in self.graph.nodes):
+            # what fake tensors assumed of a value read from data (`torch.arange(n)`: n >= 0)
+            # becomes a check in the graph, as torch.compile inserts it: a value that breaks it
+            # raises at run time, never a wrong answer from a backend that relied on it
+            insert_deferred_runtime_asserts(gm, self.shapes.env, "TracedGraph")
+            gm.recompile()
         return gm
 
 
