@@ -990,3 +990,27 @@ def test_user_mappings_and_iterables_passed_in():
     keys.keys.append(5)
     _, d = run(c, f, torch.ones(2))
     assert d.frames == 1
+
+
+def test_an_object_that_is_its_own_iterator_passed_in():
+    class Count:
+        def __init__(self, n):
+            self.n, self.i = n, 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.i >= self.n:
+                raise StopIteration
+            self.i += 1
+            return self.i
+
+    def f(x, c):
+        return x * sum(list(c)), c.i
+
+    compiled = tracer.compile(f)
+    ours, theirs = Count(3), Count(3)
+    for _ in range(2):  # the second call finds it exhausted, as eager does
+        a, b = compiled(torch.ones(2), ours), f(torch.ones(2), theirs)
+        assert same(a, b) and ours.i == theirs.i == 3

@@ -200,8 +200,23 @@ class UserObjectVariable(DictStorage, ObjectVariable):
             return self.dict_contents(tx).iterate(tx)
         if isinstance(lookup_type_attr(type(self.value), "__iter__")[0], types.FunctionType):
             # its own __iter__ (a generator, or iter() of what it holds), traced, then drained
-            return special_method(tx, self, "__iter__").call(tx, [], {}).iterate(tx)
+            it = special_method(tx, self, "__iter__").call(tx, [], {})
+            return it.iterate(tx) if it is not self else self._drain_next(tx)
         return super().iterate(tx)
+
+    def _drain_next(self, tx):
+        """An object that is its own iterator: its __next__ called until StopIteration."""
+        nxt = lookup_type_attr(type(self.value), "__next__")[0]
+        if not isinstance(nxt, types.FunctionType):
+            raise Unsupported(f"iterating over {type(self.value).__name__}, whose __next__ is not Python")
+        out = []
+        for _ in containers.bounded(tx):
+            try:
+                out.append(special_method(tx, self, "__next__").call(tx, [], {}))
+            except UserException as e:
+                if not issubclass(e.exc_type, StopIteration):
+                    raise
+                return out
 
     def truthy(self, tx):
         """As CPython's bool(): the class's __bool__, else __len__() != 0, else True; which
