@@ -14,7 +14,7 @@ import torch
 
 import tracer
 from helpers import traced
-from semantics_helpers import check, run
+from semantics_helpers import check, run, same
 
 
 def test_defaultdict_made_in_the_frame():
