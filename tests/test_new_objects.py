@@ -337,3 +337,28 @@ def test_a_super_attribute_loaded_as_a_value_is_traced():
         out = compiled(x)
     assert torch.equal(out[0], (x + 1) * 2) and out[1] is True
     assert_captured(t, min_ops=2)
+
+
+def test_an_object_made_in_the_frame_that_is_its_own_iterator():
+    """`list(c)` / a loop over an object whose __iter__ returns itself: its __next__ until
+    StopIteration (a RecursionError inside the tracer before)."""
+    class Count:
+        def __init__(self, n):
+            self.n, self.i = n, 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.i >= self.n:
+                raise StopIteration
+            self.i += 1
+            return self.i
+
+    def f(x):
+        c = Count(3)
+        return x * sum(list(c)), [v for v in Count(2)], c.i
+
+    _rep, out, out2 = _run(f, torch.ones(2))
+    assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1:] == ([1, 2], 3)
+    assert torch.equal(out2[0], out[0]) and out2[1:] == out[1:]

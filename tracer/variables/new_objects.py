@@ -425,7 +425,11 @@ class NewObjectVariable(Variable):
         self._special(tx, "__delitem__", [key], "item deletion")
 
     def iterate(self, tx):
-        return self._special(tx, "__iter__", [], "iteration").iterate(tx)
+        it = self._special(tx, "__iter__", [], "iteration")
+        if it is not self:
+            return it.iterate(tx)
+        # its own iterator: __next__ until StopIteration
+        return objects.drain_next(tx, lambda: self._special(tx, "__next__", [], "next()"))
 
     def live_iterator(self, tx):
         """`iter(obj)` of a list subclass that keeps list's __iter__: a live iterator over its

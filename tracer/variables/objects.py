@@ -187,6 +187,19 @@ def _binds(attr):
         hasattr(type(attr), "__get__")
 
 
+def drain_next(tx, call_next):
+    """The items `call_next()` gives (an object's own __next__, traced) until it raises
+    StopIteration, as list() of an object that is its own iterator takes them."""
+    out = []
+    for _ in containers.bounded(tx):
+        try:
+            out.append(call_next())
+        except UserException as e:
+            if not issubclass(e.exc_type, StopIteration):
+                raise
+            return out
+
+
 class UserObjectVariable(DictStorage, ObjectVariable):
     mutable = True
 
@@ -209,14 +222,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
         nxt = lookup_type_attr(type(self.value), "__next__")[0]
         if not isinstance(nxt, types.FunctionType):
             raise Unsupported(f"iterating over {type(self.value).__name__}, whose __next__ is not Python")
-        out = []
-        for _ in containers.bounded(tx):
-            try:
-                out.append(special_method(tx, self, "__next__").call(tx, [], {}))
-            except UserException as e:
-                if not issubclass(e.exc_type, StopIteration):
-                    raise
-                return out
+        return drain_next(tx, lambda: special_method(tx, self, "__next__").call(tx, [], {}))
 
     def truthy(self, tx):
         """As CPython's bool(): the class's __bool__, else __len__() != 0, else True; which
