@@ -90,6 +90,17 @@ _MODULE_LINES = [
     "    def both(self):",
     "        return self.a + self.__b",
     "",
+    "class CountTo:",
+    "    def __init__(self, n):",
+    "        self.n, self.i = n, 0",
+    "    def __iter__(self):",
+    "        return self",
+    "    def __next__(self):",
+    "        if self.i >= self.n:",
+    "            raise StopIteration",
+    "        self.i += 1",
+    "        return self.i",
+    "",
     "W_KEY = torch.ones(2)",
     "KEYED_STATE = collections.defaultdict(dict)",
     "KEYED_STATE[W_KEY]['n'] = torch.zeros(())  # keyed from the first call (an empty one would retrace once)",
@@ -338,12 +349,17 @@ def object_keys(g, env, ind, depth):
     """Objects compared by identity as keys and members (issue 35): a set made in the frame
     holding tensors (add, discard, `in`, len; never iterated), a module-level defaultdict
     keyed by a module-level tensor read and written on every call (so warm calls read it
-    keyed: guards.sources.KeyedItemSource), an object with __slots__ made in the frame."""
+    keyed: guards.sources.KeyedItemSource), an object with __slots__ made in the frame, an
+    object that is its own iterator."""
     _module_helpers(g)
     i, t = g.pick(env["I"]), g.pick(env["T"])
     t2 = g.pick(env["T"])
-    k = g.r(0, 2)
-    if k == 0:
+    k = g.r(0, 3)
+    if k == 3:  # an object that is its own iterator, drained and looped over
+        c = g.tmp("ct")
+        g.emit(ind, f"{c} = CountTo({i} % 4)")
+        g.emit(ind, f"{i} = (sum(list({c})) + sum(v for v in CountTo(2)) + {c}.i + {i}) % 1000")
+    elif k == 0:
         s = g.tmp("s")
         g.emit(ind, f"{s} = {{{t}}}")
         g.emit(ind, f"{s}.add({t2})")
