@@ -103,7 +103,7 @@ _MODULE_LINES = [
     "",
     "W_KEY = torch.ones(2)",
     "KEYED_STATE = collections.defaultdict(dict)",
-    "KEYED_STATE[W_KEY]['n'] = torch.zeros(())  # keyed from the first call (an empty one would retrace once)",
+    "KEYED_STATE[W_KEY].update(n=torch.zeros(()), w=torch.ones(()))  # keyed from the first call",
     "",
     "class NewV:",
     "    def __new__(cls, v, w=0):",
@@ -370,10 +370,13 @@ def object_keys(g, env, ind, depth):
     elif k == 1:
         st = g.tmp("st")
         # (a tensor count: an int changed on every call would be specialised, one trace per value)
+        # (the counter changes on every call, so it feeds nothing: the same inputs must give
+        # the same values, which the harness checks; 'w' is rewritten with its own value)
         g.emit(ind, f"{st} = KEYED_STATE[W_KEY]")
         g.emit(ind, f"{st}['n'] = {st}.get('n', torch.zeros(())) + 1")
+        g.emit(ind, f"{st}['w'] = {st}.get('w', torch.ones(())) * 1")
         g.emit(ind, f"if W_KEY in KEYED_STATE and {g.cond_expr(env)}:")
-        g.emit(ind + 1, f"{t} = {t} + KEYED_STATE[W_KEY]['n'] % 7")
+        g.emit(ind + 1, f"{t} = {t} + KEYED_STATE[W_KEY]['w'] * {g.r(1, 3)}")
         g.emit(ind, f"{i} = ({i} + len(KEYED_STATE)) % 1000")
     else:
         o = g.tmp("sp")
