@@ -124,6 +124,19 @@ def job_scalars(p):
         ok.append(bool(same(got[0], ref[0]) and abs(got[1] - ref[1]) < 1e-5))
     return dict(ok=ok)
 
+def job_keyed(p):
+    import collections
+    from keyedmod import step
+    torch.manual_seed(0)
+    m = torch.nn.Linear(2, 2)
+    state = collections.defaultdict(dict)
+    for p_ in m.parameters():  # keyed from the start: the process reads it by key on call 1
+        state[p_]["buf"] = torch.zeros_like(p_)
+    c = tracer.compile(step)
+    for _ in range(2):
+        c(m, state)
+    return dict(ok=[all(torch.equal(v["buf"], 2 * q.detach()) for q, v in zip(m.parameters(), state.values()))])
+
 def job_pair(p):
     from cfgmod import k1, k2
     x = torch.linspace(-1, 1, 6)
@@ -195,6 +208,12 @@ MODULES = {
             z = (a - a.mean(axis=0)) / (a.std(axis=0) + 1e-6)
             b = x.detach().numpy()
             return torch.from_numpy(z @ b.T.astype(np.float64)), np.abs(z).max(), z.dtype, np.sqrt(2.0)
+    ''',
+    "keyedmod.py": '''
+        def step(model, state):
+            for p in model.parameters():
+                state[p]["buf"].add_(p.detach())
+            return len(state)
     ''',
     "scalarmod.py": '''
         import torch
@@ -278,14 +297,14 @@ def warm(tmp_path_factory):
     first = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 4, "layers": 2}], ["dtype", {"dtype": "float32", "n": 8}],
-        ["backend", {"backend": "eager"}], ["constn", {"n": 3}], ["numpy", {}], ["scalars", {}],
+        ["backend", {"backend": "eager"}], ["constn", {"n": 3}], ["numpy", {}], ["scalars", {}], ["keyed", {}],
     ])
     (moddir / "editmod.py").write_text("def f(x):\n    return x.cos() * 2 + 1\n")
     (moddir / "helpermod.py").write_text("def helper(x):\n    return x.cos() - 1.5\n")
     second = run_child(cache, moddir, [
         ["user", {"xs": [X_POS, X_POS2, X_NEG]}], ["enc", {}], ["gpt2", {}], ["edited", {}],
         ["block", {"nhead": 2, "layers": 3}], ["dtype", {"dtype": "float64", "n": 5}],
-        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}], ["numpy", {}], ["scalars", {}],
+        ["backend", {"backend": "aot_eager"}], ["constn", {"n": 5}], ["numpy", {}], ["scalars", {}], ["keyed", {}],
     ])
     third = run_child(cache, moddir, [["backend", {"backend": "eager"}], ["constn", {"n": 5}]])
     return dict(first=first, second=second, third=third, cache=cache)
@@ -323,6 +342,15 @@ def test_a_graph_of_scalar_outputs_is_loaded_and_compiled_again(warm):
     given to aot_eager, which traces it again on a ShapeEnv that allows scalar outputs."""
     one, two = warm["first"]["scalars"], warm["second"]["scalars"]
     assert one["ok"] == [True, True] and two["ok"] == [True, True]
+    assert one["traced"] == 1 and one["saved"] == 1 and one["unsaved"] == {}, one
+    assert two["traced"] == 0 and two["loaded"] == 1 and two["fallbacks"] == 0, two
+
+
+def test_a_dict_keyed_by_parameters_is_read_by_key_after_a_reload(warm):
+    """KeyedItemSource/KeyedPresenceSource written and read back: the second process's state,
+    keyed by its own parameters, is served by the first process's entry."""
+    one, two = warm["first"]["keyed"], warm["second"]["keyed"]
+    assert one["ok"] == [True] and two["ok"] == [True]
     assert one["traced"] == 1 and one["saved"] == 1 and one["unsaved"] == {}, one
     assert two["traced"] == 0 and two["loaded"] == 1 and two["fallbacks"] == 0, two
 
