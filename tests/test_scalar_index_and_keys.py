@@ -120,9 +120,13 @@ def test_backend_that_retraces_gets_a_break_instead():
         return x * ALPHAS[t]
 
     x, t = torch.ones(3), torch.tensor(4)
-    _, tr, out = _run(f, x, t, backend="aot_eager")
+    c, tr, out = _run(f, x, t, backend="aot_eager")
     assert torch.equal(out, f(x, t))
-    assert tr.fallbacks == 0 and tr.graph_breaks == 1, str(tr)
+    # torch 2.13's AOTAutograd cannot retrace it: a break; 2.15's can (the graph is compiled in
+    # a context whose ShapeEnv allows the index's .item()): one graph. Right either way.
+    assert tr.fallbacks == 0 and tr.graph_breaks <= 1 and tr.internal_errors == 0, str(tr)
+    for other in (7, 0, 9):
+        assert torch.equal(c(x, torch.tensor(other)), f(x, torch.tensor(other)))
 
 
 # ---- dicts keyed by torch dtypes, devices, layouts --------------------------------------------
