@@ -303,7 +303,7 @@ class DictItemSource(ItemSource):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class KeyedItemSource(Source):
-    """``dict.__getitem__(base, key)`` where the key is itself read through a source: a dict
+    """``dict.get(base, key)`` where the key is itself read through a source: a dict
     keyed by objects that are inputs (an optimizer's state keyed by the model's parameters).
     The guard and the rewritten frame look the item up by whatever object the key's source
     gives on that call, so the entry serves another model whose state is keyed by its own
@@ -328,10 +328,11 @@ class KeyedItemSource(Source):
         return f"{self.base_.name()}[{self.key_.name()}]"
 
     def guard_expr(self, ctx) -> str:
-        return f"{ctx.const(dict.__getitem__)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
+        # dict.get: a defaultdict's __missing__ must not run (it would insert the key)
+        return f"{ctx.const(dict.get)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
 
     def reconstruct(self) -> list[Instr]:
-        return [*versions.load_const_callable(dict.__getitem__), *self.base_.reconstruct(),
+        return [*versions.load_const_callable(dict.get), *self.base_.reconstruct(),
                 *self.key_.reconstruct(), *versions.call(2)]
 
 

@@ -985,11 +985,13 @@ def test_user_mappings_and_iterables_passed_in():
         copied = dict(table)
         return x * copied["a"] + copied["b"], {**table}, g(**table), len(set(keys)), list(keys)
 
-    c, _ = check(f, torch.ones(2), graphs=1, dynamo=True)
-    table["b"] = 4  # read through its own keys() and []: the guards see the change
+    # iter() of an object passed in is taken one item at a time (it may be left half-way):
+    # a break, with eager's values, on every call (a review found draining it wrong)
+    c = tracer.compile(f)
+    run(c, f, torch.ones(2))
+    table["b"] = 4
     keys.keys.append(5)
-    _, d = run(c, f, torch.ones(2))
-    assert d.frames == 1
+    run(c, f, torch.ones(2))
 
 
 def test_an_object_that_is_its_own_iterator_passed_in():

@@ -340,8 +340,8 @@ def test_a_super_attribute_loaded_as_a_value_is_traced():
 
 
 def test_an_object_made_in_the_frame_that_is_its_own_iterator():
-    """`list(c)` / a loop over an object whose __iter__ returns itself: its __next__ until
-    StopIteration (a RecursionError inside the tracer before)."""
+    """`list(c)` / a loop over an object whose __iter__ returns itself (a RecursionError inside
+    the tracer before)."""
     class Count:
         def __init__(self, n):
             self.n, self.i = n, 0
@@ -359,6 +359,11 @@ def test_an_object_made_in_the_frame_that_is_its_own_iterator():
         c = Count(3)
         return x * sum(list(c)), [v for v in Count(2)], c.i
 
-    _rep, out, out2 = _run(f, torch.ones(2))
-    assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1:] == ([1, 2], 3)
-    assert torch.equal(out2[0], out[0]) and out2[1:] == out[1:]
+    # list(c) drains it as eager does; a loop takes it one item at a time (it may stop
+    # half-way): a break there. Eager's values on every call, no internal error.
+    compiled = tracer.compile(f)
+    for _ in range(2):
+        with traced() as t:
+            out = compiled(torch.ones(2))
+        assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1:] == ([1, 2], 3)
+        assert t.internal_errors == 0, str(t)

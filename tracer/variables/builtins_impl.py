@@ -386,6 +386,8 @@ def _lazy(iterable):
 def _lazy_map(tx, iterables, step, py_type=None, leading=(), trailing=()):
     """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None.
     Made again where it leaves the frame unstarted: `py_type(*leading, *iterators, *trailing)`."""
+    for it in iterables:
+        live_iterators.refuse_one_at_a_time(it)
     its = [it if isinstance(it, IteratorVariable) else ListIteratorVariable(it) if isinstance(it, ListVariable)
            else IteratorVariable(it.iterate(tx)) for it in iterables]
 

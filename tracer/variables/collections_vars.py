@@ -197,7 +197,10 @@ def mapping_as_dict(tx, src):
     as CPython's dict merge reads them, as a new DictVariable; None for anything else."""
     if not _reads_by_keys(src):
         return None
-    return DictVariable(dict(_pairs(tx, src)))
+    pairs = _pairs(tx, src)
+    if len({k for k, _ in pairs}) != len(pairs):  # f(**m) raises on a repeated key, {**m} does not
+        raise Unsupported("a mapping whose keys() repeats a key, unpacked (the user code may raise TypeError)")
+    return DictVariable(dict(pairs))
 
 
 def _reads_by_keys(src):

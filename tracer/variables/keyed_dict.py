@@ -193,6 +193,11 @@ class MappingProxyVariable(ObjectKeyedDictVariable):
     def setitem(self, tx, key, value):
         raise exceptions.user_error(TypeError, "'mappingproxy' object does not support item assignment")
 
+    def _real_key(self, tx, key):
+        if isinstance(key, TensorVariable):
+            raise Unsupported("a tensor looked up in a class's __dict__")
+        return super()._real_key(tx, key)
+
 
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that

@@ -3,6 +3,7 @@ Variable's own storage) and reversed(list)'s (by index from the end); `iterator_
 iterator `iter(v)` gives (GET_ITER, the iter() builtin). A list's is ListIteratorVariable
 (containers.py)."""
 import collections
+import types
 
 from ..exc import Unsupported
 from .exceptions import user_error
@@ -92,13 +93,25 @@ def iterator_over(tx, v):
     base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
     if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
         return DictIteratorVariable(base, kind)
+    refuse_one_at_a_time(v)
     it = IteratorVariable(v.iterate(tx), py_type=builtins_impl.iter_type(v))
     if isinstance(base, (DictVariable, SetVariable)):
         it.sized = (base, len(base.items))  # (an OrderedDict's: its own, order-keeping checks)
     return it
 
 
+def refuse_one_at_a_time(v):
+    """iter() / zip() of an object whose own __iter__ (or __next__) is Python, when it is passed
+    in or is its own iterator: taken one item at a time, its iteration may be left half-way, so
+    draining it here would run more of it than eager does: a break."""
+    if isinstance(v, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
+        cls = v.python_type()
+        own_iter = isinstance(objects.lookup_type_attr(cls, "__iter__")[0], types.FunctionType)
+        if own_iter and (isinstance(v, objects.UserObjectVariable) or objects.lookup_type_attr(cls, "__next__")[0]):
+            raise Unsupported(f"iter() of a {cls.__name__} object, taken one item at a time")
+
+
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl  # noqa: E402
+from . import builtins_impl, new_objects, objects  # noqa: E402

@@ -30,6 +30,11 @@ class SetVariable(Variable):
 
     def add_item(self, var, tx=None):
         k = var.as_constant() if tx is None or var.is_constant() else _const_key(tx, var)
+        if isinstance(k, _IdKey) and (self.source is not None or
+                                      any(step[0] == "unknown" for step in _steps(self.history))):
+            # written back (an input) or rebuilt from its members (an unknown history): neither
+            # can hold an object compared by identity
+            raise Unsupported("an object added to a set passed in, or made from one")
         self.objects = self.objects or isinstance(k, _IdKey)
         self.history.append(("add", k))
         if k not in self.table:  # (an equal member stays: {1}.add(True) keeps 1)
