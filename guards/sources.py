@@ -327,12 +327,14 @@ class KeyedItemSource(Source):
     def name(self) -> str:
         return f"{self.base_.name()}[{self.key_.name()}]"
 
+    # dict.get: a defaultdict's __missing__ must not run (it would insert the key)
+    _read = staticmethod(dict.get)
+
     def guard_expr(self, ctx) -> str:
-        # dict.get: a defaultdict's __missing__ must not run (it would insert the key)
-        return f"{ctx.const(dict.get)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
+        return f"{ctx.const(self._read)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
 
     def reconstruct(self) -> list[Instr]:
-        return [*versions.load_const_callable(dict.get), *self.base_.reconstruct(),
+        return [*versions.load_const_callable(self._read), *self.base_.reconstruct(),
                 *self.key_.reconstruct(), *versions.call(2)]
 
 
@@ -344,15 +346,10 @@ class KeyedPresenceSource(KeyedItemSource):
     def _key(self):
         return ("in", self.base_, self.key_)
 
+    _read = staticmethod(dict.__contains__)
+
     def name(self) -> str:
         return f"({self.key_.name()} in {self.base_.name()})"
-
-    def guard_expr(self, ctx) -> str:
-        return f"{ctx.const(dict.__contains__)}({ctx.value(self.base_)}, {ctx.value(self.key_)})"
-
-    def reconstruct(self) -> list[Instr]:
-        return [*versions.load_const_callable(dict.__contains__), *self.base_.reconstruct(),
-                *self.key_.reconstruct(), *versions.call(2)]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -8,8 +8,6 @@ rebuilt only if they escape (returned, stored).
 """
 import collections
 
-import torch
-
 from ..exc import Unsupported
 from ..runtime import config
 from .base import ConstantVariable, TempVariable, Variable, rely_on_identity
@@ -21,9 +19,7 @@ from bytecode_utils import versions
 def _const_key(tx, key):
     """A dict key or set member: a compile-time constant, or an object compared by identity
     (`_IdKey`, which iteration gives back as the object)."""
-    key = sym.specialized(key)  # a symbolic size as a key: its value, guarded
-    if isinstance(key, SizeVariable) and not key.is_constant():  # x.shape of a dynamic x: too
-        key = ConstantVariable(torch.Size([sym.specialized(i).as_constant() for i in key.items]))
+    key = sym.specialized(key)  # a symbolic size (or shape) as a key: its value, guarded
     if key.is_constant():
         return key.as_constant()
     ident = _identity_key(tx, key)

@@ -115,7 +115,10 @@ def sym_convert(tx, cls, var):
 
 def specialized(var):
     """`var` itself, or its specialised constant where a real Python value is needed
-    (a dict key, str(), an f-string)."""
+    (a dict key, str(), an f-string); a torch.Size with symbolic items (`x.shape` of a dynamic
+    x) item by item."""
+    if isinstance(var, containers.SizeVariable) and not var.is_constant():
+        return ConstantVariable(torch.Size([specialized(i).as_constant() for i in var.items]))
     return var.specialize() if isinstance(var, SymNodeVariable) else var
 
 
