@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import copy
 import functools
 import math
 import sys
@@ -51,10 +52,25 @@ class Guard:
         return max((s.depth() for s in self.sources()), default=0)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        if self is other:
+            return True
+        return type(self) is type(other) and hash(self) == hash(other) and \
+            self._key() == other._key()  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
+        # computed once, as a Source's: a model's guard set hashes thousands of guards while
+        # deduplicating. A copy made with other fields drops it (uncached()).
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((type(self).__name__, self._key()))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def uncached(self):
+        """A shallow copy without the cached hash, to be given other field values."""
+        twin = copy.copy(self)
+        twin.__dict__.pop("_hash", None)
+        return twin
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {self.describe()}>"

@@ -14,7 +14,6 @@ Torch internals read here: TensorGuards and torch._C._dispatch_keys; checked on 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import weakref
 from typing import Any
@@ -97,7 +96,7 @@ class TensorMatch(Guard):
         sizes, strides = tuple(sizes), tuple(strides)
         if ex is None or len(sizes) != len(self.shape) or len(strides) != len(self.stride):
             raise ValueError("with_dynamic: example gone or rank differs")
-        twin = copy.copy(self)
+        twin = self.uncached()
         object.__setattr__(twin, "shape", sizes)
         object.__setattr__(twin, "stride", strides)
         object.__setattr__(twin, "names", tuple(names))
@@ -106,7 +105,7 @@ class TensorMatch(Guard):
 
     def as_alias_of(self, other: "TensorMatch") -> "TensorMatch":
         """This guard, left out of the batch: a SameObject guard ties it to `other`."""
-        twin = copy.copy(self)
+        twin = self.uncached()
         object.__setattr__(twin, "aliased", True)
         return twin
 

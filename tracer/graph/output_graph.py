@@ -26,6 +26,7 @@ from ..exc import Unsupported
 from .node_meta import derived, set_value
 from .quiet_fake import example_value_errors_handled
 from .shapes import SYM_TYPES, Shapes
+from .static_fakes import static_fake
 
 
 def _sanitize(name):
@@ -86,7 +87,7 @@ class OutputGraph:
         key = id(tensor)
         hit = self._fake_memo.get(key)
         if hit is None:
-            hit = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            hit = static_fake(self.fake_mode, tensor)
             self._fake_memo[key] = hit
             self._attr_keep.append(tensor)
         return hit

@@ -262,7 +262,9 @@ class Block:
         # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
         # checked and read by calling them with its module (no compile per sibling)
         to_root = Retarget(src, _ROOT)
-        guards = [to_root(g) for g in guards]
+        # (once each: a block's forward guards one module many times, and the sibling's
+        # copies would only be dropped again by the guard set)
+        guards = list(dict.fromkeys(to_root(g) for g in guards))
         inputs = [(to_root(s), n) for s, n in inputs]
         distinct = [to_root(d) for d in distinct]
         check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
