@@ -41,7 +41,7 @@ class Retarget:
         fields = obj.__dict__
         changed = {}
         for k, v in fields.items():
-            if k != "_hash" and isinstance(v, _HOLDS_SOURCES):
+            if k not in _CACHED and isinstance(v, _HOLDS_SOURCES):
                 new_v = self(v)
                 if new_v is not v:
                     changed[k] = new_v
@@ -55,12 +55,14 @@ class Retarget:
         new = object.__new__(type(obj))
         d = new.__dict__
         d.update(fields)
-        d.pop("_hash", None)
+        for k in _CACHED:
+            d.pop(k, None)
         d.update(changed)
         return new
 
 
 _HOLDS_SOURCES = (Source, Guard, tuple)
+_CACHED = ("_hash", "_depth")  # (computed from the fields a copy changes)
 
 
 def _fresh(fn):

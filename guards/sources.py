@@ -87,10 +87,12 @@ class Source:
         return s
 
     def depth(self) -> int:
-        """Number of steps from the root; guards are ordered by it."""
-        d, s = 0, self
-        while s.base is not None:
-            d, s = d + 1, s.base
+        """Number of steps from the root; guards are ordered by it (computed once)."""
+        d = self.__dict__.get("_depth")
+        if d is None:
+            b = self.base
+            d = 0 if b is None else b.depth() + 1
+            object.__setattr__(self, "_depth", d)
         return d
 
     def ancestors(self) -> list["Source"]:

@@ -100,7 +100,7 @@ def _write_fields(w, obj):
     if dataclasses.is_dataclass(obj):
         items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
     else:
-        items = [(k, v) for k, v in vars(obj).items() if k != "_hash"]
+        items = [(k, v) for k, v in vars(obj).items() if k not in ("_hash", "_depth")]
     return tuple((k, _write_source(w, v) if isinstance(v, Source) else _write_value(w, v)) for k, v in items)
 
 
