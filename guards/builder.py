@@ -34,6 +34,7 @@ from typing import Any, Callable
 from . import fastpath
 from .codegen import ExprContext, GroupContext, HoistContext, recording
 from .guard import Guard, IdMatch, SameObject
+from .retarget import STAND_IN, Retarget
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards, none_nested
 
@@ -150,6 +151,7 @@ class GuardSet:
                     if r in exports:
                         exports[r][src] = None
         done: set = set()
+        made: dict = {}  # _template_key -> (fn, text): a replayed block's siblings
 
         def emit(conds: list[str], note: str) -> None:
             for c in conds:
@@ -167,7 +169,13 @@ class GuardSet:
                 elif root not in done:  # the group's first guard: the whole group here
                     done.add(root)
                     returned = list(exports[root])
-                    fn, text = self._group_check(root, group, returned)
+                    key = _template_key(root, group, returned)
+                    hit = made.get(key) if key is not None else None
+                    if hit is None:
+                        hit = self._group_check(root, group, returned)
+                        if key is not None:
+                            made[key] = hit
+                    fn, text = hit
                     if text not in texts:
                         texts.append(text)
                     call = f"{ctx.const(fn)}({ctx.value(root)}, L, G, C)"
@@ -373,6 +381,27 @@ def _starred(exprs, lengths):
     return out
 
 
+def _template_key(root, group, returned):
+    """What makes `group`'s check text (read through `root`, returning the values of the
+    sources `returned`): each guard and source as read from a stand-in root. Equal keys make
+    equal texts, so a 48-layer model makes its layer's text twice (the first block, then its
+    first sibling), not 48 times. A replayed block's guards are copies of its first block's
+    re-targeted to the sibling (tracer/variables/blocks.py), each naming its stand-in-rooted
+    template (`_template`); the few others (the call's own guards on the module) are
+    re-targeted here."""
+    to_stand_in = None
+    out = []
+    for obj in (*group, *returned):
+        t = obj.__dict__.get("_template")
+        if t is not None and t[0] == root:
+            out.append(t[1])
+            continue
+        if to_stand_in is None:
+            to_stand_in = Retarget(root, STAND_IN)
+        out.append(to_stand_in(obj))
+    return (len(group), tuple(out))
+
+
 def _by_group(tensors, root_of):
     """The batch's tensor guards with each group's consecutive (a stable sort by where the
     group's first one was), so that the group function returning their values is one `*`."""
@@ -390,16 +419,22 @@ class _GroupFinder:
     is given those, and finds each guard the same root (a root found under none is left out)."""
 
     def __init__(self, roots) -> None:
-        self.roots = frozenset(roots)
+        # each root once, as the object given: an equal source found in a guard is answered
+        # with it, so that the dicts keyed by roots hit by identity (comparing two equal
+        # sources walks both paths: it was most of a 48-layer model's guard set build)
+        self.roots = {r: r for r in roots}
         self.found: dict = {}
         self._memo: dict = {}
+        self._of: dict = {}     # id(guard) -> its root (or None)
+        self._keep: list = []   # the guards asked about (their ids stay theirs)
 
     def nearest(self, s):
         """The nearest root `s` is under (or is), or None."""
         hit = self._memo.get(s, self._memo)
         if hit is self._memo:
             b = s.base
-            hit = self._memo[s] = s if s in self.roots else (self.nearest(b) if b is not None else None)
+            root = self.roots.get(s)
+            hit = self._memo[s] = root if root is not None else (self.nearest(b) if b is not None else None)
             if hit is not None:
                 self.found[hit] = None
         return hit
@@ -407,12 +442,18 @@ class _GroupFinder:
     def __call__(self, g):
         if not self.roots:
             return None
+        hit = self._of.get(id(g), self._of)  # (asked of each guard several times per build)
+        if hit is not self._of:
+            return hit
         found = None
         for s in g.sources():
             r = self.nearest(s)
-            if r is None or (found is not None and r != found):
-                return None
+            if r is None or (found is not None and r is not found):
+                found = None
+                break
             found = r
+        self._of[id(g)] = found
+        self._keep.append(g)
         return found
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from .sources import Source, const_key
+from .sources import DERIVED_ATTRS, Source, const_key
 from .codegen import ExprContext
 
 
@@ -60,16 +60,19 @@ class Guard:
     def __hash__(self) -> int:
         # computed once, as a Source's: a model's guard set hashes thousands of guards while
         # deduplicating. A copy made with other fields drops it (uncached()).
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:
+            return self._hash
+        except AttributeError:
             h = hash((type(self).__name__, self._key()))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     def uncached(self):
-        """A shallow copy without the cached hash, to be given other field values."""
+        """A shallow copy without what is derived from its fields (sources.DERIVED_ATTRS), to be
+        given other field values."""
         twin = copy.copy(self)
-        twin.__dict__.pop("_hash", None)
+        for k in DERIVED_ATTRS:
+            twin.__dict__.pop(k, None)
         return twin
 
     def __repr__(self) -> str:

@@ -6,10 +6,11 @@ once is replayed on a sibling with its guards re-targeted to the sibling's sourc
 shared prefix kept in a temporary (tracer/rewrite/codegen.py).
 """
 
+import dataclasses
 import types
 
 from .guard import Guard, Predicate
-from .sources import Source
+from .sources import DERIVED_ATTRS, Source
 
 
 class Retarget:
@@ -17,8 +18,12 @@ class Retarget:
     appears (a block's module by its sibling's). Sources and guards are frozen: a changed one
     is a copy with its changed fields (and no cached hash)."""
 
-    def __init__(self, old, new):
-        self.old, self.new, self.memo = old, new, {}
+    def __init__(self, old, new, tag=None):
+        # `tag`, for a replayed block's guards, whose group check text is then made once
+        # (guards/builder.py): "copies" (old is the stand-in root) names in each copy its
+        # original as `_template`: (new, original); "originals" (new is the stand-in root)
+        # names in each original its copy: (old, copy)
+        self.old, self.new, self.memo, self.tag = old, new, {}, tag
 
     def __call__(self, obj):
         if isinstance(obj, Source):
@@ -41,7 +46,7 @@ class Retarget:
         fields = obj.__dict__
         changed = {}
         for k, v in fields.items():
-            if k not in _CACHED and isinstance(v, _HOLDS_SOURCES):
+            if k not in DERIVED_ATTRS and isinstance(v, _HOLDS_SOURCES):
                 new_v = self(v)
                 if new_v is not v:
                     changed[k] = new_v
@@ -55,14 +60,17 @@ class Retarget:
         new = object.__new__(type(obj))
         d = new.__dict__
         d.update(fields)
-        for k in _CACHED:
+        for k in DERIVED_ATTRS:
             d.pop(k, None)
         d.update(changed)
+        if self.tag == "copies":
+            d["_template"] = (self.new, obj)
+        elif self.tag == "originals":
+            obj.__dict__["_template"] = (self.old, new)
         return new
 
 
 _HOLDS_SOURCES = (Source, Guard, tuple)
-_CACHED = ("_hash", "_depth")  # (computed from the fields a copy changes)
 
 
 def _fresh(fn):
@@ -75,3 +83,22 @@ def _fresh(fn):
     new.__qualname__ = fn.__qualname__
     new.__module__ = fn.__module__
     return new
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class StandIn(Source):
+    """A root that stands for whichever module a re-targeted copy will read through: `V` in
+    generated code. A replayed block's guards are kept from it (tracer/variables/blocks.py),
+    and a guard group's text is known by its guards read from it (guards/builder.py)."""
+
+    def _key(self):
+        return ()
+
+    def name(self):
+        return "<block>"
+
+    def guard_expr(self, ctx):
+        return "V"
+
+
+STAND_IN = StandIn()

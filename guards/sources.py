@@ -40,6 +40,12 @@ def const_key(value: Any) -> Any:
     return (t, id(value))
 
 
+# Attributes a source or guard keeps beside its fields, computed from them (or, for
+# `_template`, naming what it was re-targeted from: guards/retarget.py): never compared or
+# written, and dropped from a copy given other fields.
+DERIVED_ATTRS = ("_hash", "_depth", "_template")
+
+
 class Source:
     """Base class. Subclasses are frozen dataclasses declared with ``eq=False``."""
 
@@ -55,11 +61,12 @@ class Source:
     def __hash__(self) -> int:
         # a source is immutable and nested ones hash their whole path: computed once (guard
         # sets hash each source many times while deduplicating and hoisting)
-        h = self.__dict__.get("_hash")
-        if h is None:
+        try:
+            return self._hash
+        except AttributeError:
             h = hash((type(self).__name__, self._key()))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name()}>"

@@ -29,7 +29,7 @@ from guards import GuardSet, compile_guards
 from guards.codegen import ExprContext, recording
 from guards.guard import _MISSING, IdMatch, Predicate, exact_equal
 from guards.shape import ShapeMatch
-from guards.sources import Source
+from guards.sources import DERIVED_ATTRS, Source
 from guards.tensor import TensorMatch
 
 from .portable import Reader, Stale, Unportable, Writer, code_key
@@ -100,7 +100,7 @@ def _write_fields(w, obj):
     if dataclasses.is_dataclass(obj):
         items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
     else:
-        items = [(k, v) for k, v in vars(obj).items() if k not in ("_hash", "_depth")]
+        items = [(k, v) for k, v in vars(obj).items() if k not in DERIVED_ATTRS]
     return tuple((k, _write_source(w, v) if isinstance(v, Source) else _write_value(w, v)) for k, v in items)
 
 

@@ -50,9 +50,9 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 
-from guards import Source, TensorMatch
+from guards import TensorMatch
 from guards.codegen import ExprContext
-from guards.retarget import Retarget
+from guards.retarget import STAND_IN, Retarget
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import node_meta
@@ -261,10 +261,16 @@ class Block:
         template = _template(result, made, arg_nodes)
         # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
         # checked and read by calling them with its module (no compile per sibling)
-        to_root = Retarget(src, _ROOT)
-        # (once each: a block's forward guards one module many times, and the sibling's
-        # copies would only be dropped again by the guard set)
-        guards = list(dict.fromkeys(to_root(g) for g in guards))
+        # (each original names its copy, and equal copies are kept once: a block's forward
+        # guards one module many times, and a sibling's copies would only be dropped again
+        # by the guard set; the originals then make the same group text key as the copies)
+        to_root = Retarget(src, _ROOT, tag="originals")
+        kept = {}
+        for g in guards:
+            c = to_root(g)
+            c = kept.setdefault(c, c)
+            g.__dict__["_template"] = (src, c)
+        guards = list(kept)
         inputs = [(to_root(s), n) for s, n in inputs]
         distinct = [to_root(d) for d in distinct]
         check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
@@ -284,7 +290,7 @@ class Block:
         L, G, C = ctx.frame_values
         if not self.check(var.module, L, G, C):
             return None
-        retarget = Retarget(_ROOT, var.source)
+        retarget = Retarget(_ROOT, var.source, tag="copies")
         ctx.guards.extend(retarget(g) for g in self.guards)
         env = dict(zip(self.args, _arg_nodes(args[1:], kwargs)))
         env.update((n, n) for n in self.shared)
@@ -474,21 +480,7 @@ def _module_path(source, root):
     return ".".join(reversed(parts))
 
 
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class _Root(Source):
-    """The block's module, whatever its source: `V` in a block's compiled check and getter."""
-
-    def _key(self):
-        return ()
-
-    def name(self):
-        return "<block>"
-
-    def guard_expr(self, ctx):
-        return "V"
-
-
-_ROOT = _Root()
+_ROOT = STAND_IN  # the block's module, whatever its source: `V` in its check and getter
 
 
 def _compile(builtins, guards, sources):
