@@ -99,6 +99,42 @@ def test_group_checks_answer_as_the_flat_check_and_share_their_code():
         assert gs.check(L, G, None), what
 
 
+def test_group_text_is_made_once_per_kind_and_never_shared_across_kinds(monkeypatch):
+    """A replayed layer's group text comes from its kind's (builder._template_key): made for
+    the first block and its first sibling only. A layer that differs (one norm's eps) is
+    inlined, and its group has a text of its own: its fact is checked on it, and the others'
+    on them."""
+    from guards import builder
+    made = []
+    real = builder.GuardSet._group_check
+    monkeypatch.setattr(builder.GuardSet, "_group_check", lambda self, *a: made.append(a[0]) or real(self, *a))
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    m.layers[7].norm1.eps = 1e-3
+    compiled = tracer.compile(run, backend="eager")
+    torch.testing.assert_close(compiled(m, x), m(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 9
+    gs = _entry().guards
+    calls = gs.source_code.count("group of")
+    layers = [r for r in made if r.name().endswith("]") and "_modules['layers']._modules[" in r.name()
+              and r.name().count("_modules[") == 2]
+    assert calls >= 12 and len(made) < calls // 2, (len(made), calls)
+    assert len(layers) <= 4, layers  # (layer 0, the first recorded, its first sibling, layer 7)
+    L, G = (m, x), globals()
+    assert gs.full_check(L, G, None) and gs.check(L, G, None)
+    for k, eps in ((7, 1e-5), (3, 1e-3), (8, 1e-3)):
+        old = m.layers[k].norm1.eps
+        m.layers[k].norm1.eps = eps
+        try:
+            assert not gs.full_check(L, G, None) and not gs.check(L, G, None), k
+            assert not _flat(gs).full_check(L, G, None), k
+        finally:
+            m.layers[k].norm1.eps = old
+        assert gs.full_check(L, G, None) and gs.check(L, G, None), k
+    torch.testing.assert_close(compiled(m, x), m(x))
+    assert tracer.stats().frames_traced == s.frames_traced
+
+
 def test_a_second_model_passes_the_group_checks():
     m, x = _encoder(12), torch.randn(2, 5, 32)
     compiled = tracer.compile(run, backend="eager")
