@@ -147,6 +147,62 @@ def _protect_consts(instructions: Iterable[Any]) -> tuple[list[Any], bool]:
     return out, used
 
 
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _straight_line_stacksize(items, flags) -> int | None:
+    """The stack size of code whose jumps all go forward and which has no exception block, as
+    bytecode's control-flow graph would compute it (checking the same: no instruction pops
+    what is not there, and every way into a label finds the same depth). None for any other
+    code, which the graph then handles: a backward jump, an exception block, dead code, a
+    generator or coroutine (which starts with a value on the stack)."""
+    if flags & _RESUMABLE:
+        return None
+    size = maxsize = 0
+    at: dict = {}     # id(label) -> the depth a jump to it leaves
+    seen: set = set()  # ids of the labels passed
+    live = True
+    for ins in items:
+        if isinstance(ins, _bc.SetLineno):
+            continue
+        if isinstance(ins, _bc.Label):
+            seen.add(id(ins))
+            got = at.get(id(ins))
+            if got is None:
+                if not live:
+                    return None
+            elif live and got != size:
+                return None
+            else:
+                size = got
+            live = True
+            continue
+        if not isinstance(ins, _bc.Instr) or not live:
+            return None
+        if ins.has_jump():
+            if id(ins.arg) in seen or not isinstance(ins.arg, _bc.Label):
+                return None
+            pre, post = ins.pre_and_post_stack_effect(jump=True)
+            if size + pre < 0:
+                raise RuntimeError(f"Failed to compute stacksize, got negative size at {ins}")
+            taken = size + pre + post
+            maxsize = max(maxsize, taken)
+            if at.setdefault(id(ins.arg), taken) != taken:
+                return None
+            if ins.is_uncond_jump():
+                live = False
+                continue
+        pre, post = ins.pre_and_post_stack_effect(jump=False)
+        size += pre
+        if size < 0:
+            raise RuntimeError(f"Failed to compute stacksize, got negative size at {ins}")
+        size += post
+        maxsize = max(maxsize, size)
+        if ins.is_final():
+            live = False
+    return maxsize
+
+
 def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: Any) -> types.CodeType:
     """Assemble ``instructions`` (bytecode Instr/Label/TryBegin/TryEnd/SetLineno) into a code object.
 
@@ -189,7 +245,11 @@ def make_code(template: types.CodeType, instructions: Sequence[Any], **replace: 
     varnames = list(replace.get("varnames", template.co_varnames if "argnames" not in replace else ()))
     argnames = list(defaults["argnames"])
     bc.argnames = argnames + [v for v in varnames if v not in argnames]
-    code = bc.to_code()
+    stacksize = _straight_line_stacksize(items, int(defaults["flags"]))
+    if stacksize is None:
+        code = bc.to_code()
+    else:  # (the control-flow graph bytecode builds for this was a tenth of a deep model's first call)
+        code = bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
     if protected:
         consts = tuple(c.value if isinstance(c, _ConstSlot) else c for c in code.co_consts)
         code = code.replace(co_consts=consts)
