@@ -26,16 +26,19 @@ class Retarget:
         self.old, self.new, self.memo, self.tag = old, new, {}, tag
 
     def __call__(self, obj):
+        if obj is self.old:
+            return self.new
         if isinstance(obj, Source):
-            if obj == self.old:
-                return self.new
-            hit = self.memo.get(obj)
+            hit = self.memo.get(obj)  # (first: a block's sources share their prefixes)
             if hit is None:
-                hit = self.memo[obj] = self._copy(obj)
+                hit = self.new if obj == self.old else self._copy(obj)
+                self.memo[obj] = hit
             return hit
         if isinstance(obj, Guard):
             return self._copy(obj)
         if type(obj) is tuple:
+            if not any(isinstance(o, _HOLDS_SOURCES) for o in obj):  # (a dict's keys, a value)
+                return obj
             new = tuple(self(o) for o in obj)
             return obj if all(a is b for a, b in zip(new, obj)) else new
         return obj
