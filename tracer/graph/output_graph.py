@@ -92,15 +92,17 @@ class OutputGraph:
             self._attr_keep.append(tensor)
         return hit
 
-    def add_input(self, tensor, source, static=False, name=None):
+    def add_input(self, tensor, source, static=False, name=None, like=None):
         """A tensor graph input; its fake has symbolic sizes where the size policy says so,
-        or none (`static`: a module's parameters and buffers, as torch.compile keeps them)."""
+        or none (`static`: a module's parameters and buffers, as torch.compile keeps them).
+        `like`: a placeholder whose tensor has this one's metadata (a replayed block's
+        first parameter, checked equal), whose tensor_meta it takes rather than computes."""
         if static:
             self.shapes.static_input(self.fake(tensor), source)
         elif id(tensor) not in self._fake_memo:
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
-        node = self._placeholder(source, tensor, self._fake_memo[id(tensor)], name)
+        node = self._placeholder(source, tensor, self._fake_memo[id(tensor)], name, like)
         if static:  # (its address too: inductor's cudagraphs reads it in place, backends.Inductor)
             node.meta["static_address"] = True
         return node
@@ -113,7 +115,7 @@ class OutputGraph:
             return None
         return self._placeholder(source, value, sym)
 
-    def _placeholder(self, source, value, example, name=None):
+    def _placeholder(self, source, value, example, name=None, like=None):
         name = _sanitize(name or source.name())
         if self._last_placeholder is None:
             first = next(iter(self.graph.nodes), None)
@@ -123,7 +125,12 @@ class OutputGraph:
         with ctx:
             node = self.graph.placeholder(name)
         self._last_placeholder = node
-        set_value(node, example)
+        tm = like.meta.get("tensor_meta") if like is not None else None
+        if tm is not None and not tm.is_quantized:  # (a quantized one's qparams are its own)
+            node.meta["example_value"] = node.meta["val"] = example
+            node.meta["tensor_meta"] = tm
+        else:
+            set_value(node, example)
         if isinstance(example, torch.Tensor):
             self.grad_fns[node] = example.grad_fn
         node.meta["source"] = source.name()

@@ -299,7 +299,7 @@ class Block:
         for (source, node), new_source, value in zip(self.inputs, sources, values):
             rel = _module_path(source, _ROOT)
             if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
-                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}")
+                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
             else:
                 tv = builder.wrap(tx, value, new_source)
             env[node] = tv.node

@@ -624,7 +624,7 @@ def wrap_module(tx, module, source, path, guarded=False):
     return NNModuleVariable(module, source, path)
 
 
-def module_tensor(tx, tensor, source, path):
+def module_tensor(tx, tensor, source, path, like=None):
     """A parameter/buffer reached through a module: a graph input with static sizes, read from
     the module through `source` on every call and guarded like any tensor input (metadata,
     TensorMatch; distinct from the other tensor inputs, NoAliasing), never by identity. The
@@ -649,7 +649,7 @@ def module_tensor(tx, tensor, source, path):
             raise Unsupported(f"a module tensor of subclass {type(tensor).__name__}")
         tx.guard(torch_vars.tensor_match(tx.ctx, source, tensor))
         tx.ctx.input_tensor_sources.append(source)
-        node = tx.output.add_input(tensor, source, static=True, name=path)
+        node = tx.output.add_input(tensor, source, static=True, name=path, like=like)
         var = tensor_mod.TensorVariable(node, node.meta["example_value"], source, real=tensor)
     tx.wrap_memo[key] = (tensor, var)
     return var
