@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from . import fastpath
 from .codegen import ExprContext, GroupContext, HoistContext, recording
-from .guard import Guard, IdMatch, SameObject
+from .guard import DictKeysMatch, Guard, IdMatch, SameObject, TypeMatch
 from .retarget import STAND_IN, Retarget
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards, none_nested
@@ -49,8 +49,29 @@ def _dedupe(guards: list[Guard]) -> list[Guard]:
     return out
 
 
+def _implied_types(guards: list[Guard]) -> tuple[list[Guard], set]:
+    """(guards without the TypeMatch guards a DictKeysMatch implies, the ids of those
+    DictKeysMatch guards). DictKeysMatch checks the exact type first: `type(d) is T` beside
+    it is the same fact again (a model's code reading `len(m._forward_hooks)` makes both for
+    each hook dict of each layer). The DictKeysMatch takes the TypeMatch's place in the order
+    (rank 0), so guards reaching through the dict still run after its type is known."""
+    typed = {(g.source, id(g.type)): g for g in guards if type(g) is DictKeysMatch}
+    if not typed:
+        return guards, set()
+    out, promoted = [], set()
+    for g in guards:
+        if type(g) is TypeMatch:
+            dk = typed.get((g.source, id(g.type)))
+            if dk is not None:
+                promoted.add(id(dk))
+                continue
+        out.append(g)
+    return out, promoted
+
+
 def order_guards(guards: list[Guard]) -> tuple[list[Guard], list[TensorMatch], list[Guard]]:
     """Split into (before tensors, tensors, after tensors), each in evaluation order."""
+    guards, promoted = _implied_types(guards)
     tensors = [g for g in guards if isinstance(g, TensorMatch)]
     tensor_bases: set[Source] = set()
     for t in tensors:
@@ -58,13 +79,13 @@ def order_guards(guards: list[Guard]) -> tuple[list[Guard], list[TensorMatch], l
     idx = {id(g): i for i, g in enumerate(guards)}
 
     def key(g: Guard):
-        return (g.depth(), g.rank, idx[id(g)])
+        return (g.depth(), 0 if id(g) in promoted else g.rank, idx[id(g)])
 
     first, rest = [], []
     for g in guards:
         if isinstance(g, TensorMatch):
             continue
-        if g.rank == 0 or any(s in tensor_bases for s in g.sources()):
+        if g.rank == 0 or id(g) in promoted or any(s in tensor_bases for s in g.sources()):
             first.append(g)
         else:
             rest.append(g)

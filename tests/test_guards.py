@@ -277,8 +277,25 @@ def test_no_user_eq_runs_in_const_and_keys_checks():
 
 def test_empty_set_and_source_code_is_one_condition_per_line():
     assert cg().check((), {}, None) is True
-    gs = cg(TypeMatch(x, dict), DictKeysMatch(x, ("a",)), LengthMatch(y, 1, list))
+    gs = cg(TypeMatch(y, list), DictKeysMatch(x, ("a",)), LengthMatch(y, 1, list))
     conds = [ln for ln in gs.source_code.splitlines() if ln.strip().startswith("if not")]
     assert len(conds) == 4 and all(ln.rstrip().split("#")[0].endswith("return False  ")
                                    or "return False" in ln for ln in conds)
     assert len(gs.describe().splitlines()) == 3
+
+
+def test_a_type_match_a_dict_keys_match_implies_is_left_out_and_runs_first():
+    """DictKeysMatch checks the exact type first: the TypeMatch of the same source and type
+    beside it is dropped, and the DictKeysMatch runs where it ran (before what reads through
+    the dict). Another type, or another source, is kept. Answers are the same either way."""
+    item = ItemSource(x, "a")
+    gs = cg(ConstMatch(item, 3), DictKeysMatch(x, ("a",)), TypeMatch(x, dict), TypeMatch(y, list))
+    kinds = [type(g).__name__ for g in gs.guards]
+    assert kinds == ["DictKeysMatch", "TypeMatch", "ConstMatch"], kinds
+    assert gs.guards[1].source == y
+    for L, want in [(({"a": 3}, []), True), (({"a": 4}, []), False), (({"b": 3}, []), False),
+                    (({"a": 3}, ()), False), ((Obj(), []), False), ((type("D", (dict,), {})(a=3), []), False)]:
+        assert gs.check(L, {}, None) is want and gs.full_check(L, {}, None) is want, L
+    kept = cg(DictKeysMatch(x, ("a",)), TypeMatch(x, Obj))
+    assert [type(g).__name__ for g in kept.guards] == ["TypeMatch", "DictKeysMatch"]
+    assert not kept.check(({"a": 1},), {}, None)

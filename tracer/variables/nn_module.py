@@ -63,6 +63,8 @@ def _sub(source, dict_name, key):
 class NNModuleVariable(ObjectVariable):
 
     module = property(lambda self: self.value)
+    # (one with a source is guarded by its exact type where it is wrapped: module_guard)
+    type_guarded = property(lambda self: self.source is not None)
     def __init__(self, module, source=None, path=""):
         super().__init__(module, source)
         self.path = path or (readable_path(source) if source is not None else type(module).__name__)

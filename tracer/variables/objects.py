@@ -51,8 +51,12 @@ def class_source(var):
     source, the class a new object was made from (`cls_source`), else the class itself baked in
     (an object reached without a source has its class fixed by what made it; the class's
     contents are not fixed: patching a method of `type(o)` or of a new object's class is a
-    change like any other)."""
+    change like any other). An object whose exact type is guarded (`type_guarded`: a module)
+    has its class baked in too: the guard on `type(m).forward` is then one fact about the
+    class, shared by every instance (a model's 48 layers), not one per instance."""
     if var.source is not None:
+        if getattr(var, "type_guarded", False):
+            return ConstSource(var.python_type())
         return TypeSource(var.source)
     cls_source = getattr(var, "cls_source", None)
     return cls_source if cls_source is not None else ConstSource(var.python_type())
