@@ -293,12 +293,16 @@ def _shared_prefixes(code, sources, new_tmp):
               and not any(users.get(c, 1) == n for c in children[a])]
     shared.sort(key=lambda a: a.depth())
     temps: dict = {}
+    to_temp: dict = {}  # prefix -> its Retarget (one memo for the sources under it)
 
     def through_temps(s):
         for a in s.ancestors():  # the nearest one held in a temporary
             tmp = temps.get(a)
             if tmp is not None:
-                return Retarget(a, _TempSource(tmp))(s)
+                r = to_temp.get(a)
+                if r is None:
+                    r = to_temp[a] = Retarget(a, _TempSource(tmp))
+                return r(s)
         return s
 
     pre = []
