@@ -76,3 +76,35 @@ def test_tied_and_flat_parameters_compile_to_eager_answers():
         for _ in range(2):
             torch.testing.assert_close(c(x), m(x))
     assert (t.frames_traced, t.graphs, t.graph_breaks, t.internal_errors, t.recompiles) == (1, 1, 0, 0, 0), t
+
+
+def test_fakes_made_under_inference_mode_and_of_shared_storages_are_from_tensors():
+    """Found by review: a trace under torch.inference_mode() gave a parameter an inference
+    fake (`w.is_inference()` answered True in the trace, False in eager); and a parameter
+    sharing its storage with another (`Parameter(a.data)`) must keep the aliasing, which only
+    from_tensor tracks."""
+    lin = torch.nn.Linear(4, 4)
+    with torch.inference_mode():
+        mode = FakeTensorMode()
+        fake = static_fake(mode, lin.weight)
+        assert not fake.is_inference() and fake.requires_grad
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lin
+
+            def forward(self, x):
+                w = self.lin.weight
+                return self.lin(x) * (2 if w.is_inference() else 3), w.is_inference()
+
+        m, x = M(), torch.randn(2, 4)
+        ref = m(x)
+        got = tracer.compile(m, backend="eager")(x)
+    assert got[1] == ref[1] is False and torch.equal(got[0], ref[0])
+    a = torch.nn.Parameter(torch.randn(3))
+    b = torch.nn.Parameter(a.data)
+    assert static_fakes._short(FakeTensorMode(), a) is None and static_fakes._short(FakeTensorMode(), b) is None
+    mode = FakeTensorMode()
+    fa, fb = static_fake(mode, a), static_fake(mode, b)
+    assert fa.untyped_storage()._cdata == fb.untyped_storage()._cdata  # (from_tensor's aliasing)

@@ -10,15 +10,22 @@ requires_grad, wrapped as a FakeTensor on the tensor's device (about 20 us). It 
 in the converter's memo, so that `from_tensor` of the same tensor later returns this fake,
 as it would have returned its own.
 
-Anything else (a subclass, a view, a tensor sharing its storage, a gradient, inference or
-conj/neg bits, a functorch wrapper, another layout) goes through `from_tensor` as before.
+Anything else (a subclass, a view, a tensor whose storage anything else holds, a gradient,
+inference or conj/neg bits, a functorch wrapper, another layout) goes through `from_tensor`
+as before, which tracks aliasing between fakes. The meta tensor is made as `from_tensor`
+makes its own: outside inference mode and outside the dispatch modes the user entered.
 """
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _DEVICES = ("cpu", "cuda")
 _wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+# the use count of a storage only its tensor holds, as read here (the Python storage object
+# asked for counts too)
+_ALONE = _use_count(torch.empty(1).untyped_storage()._cdata) if _use_count is not None else None
 
 
 def static_fake(fake_mode, tensor):
@@ -38,10 +45,14 @@ def _short(fake_mode, t):
     converter = fake_mode.fake_tensor_converter
     if converter._get_memo(t) is not None:  # met before (by from_tensor): that fake
         return None
-    meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
-    if meta.untyped_storage().nbytes() != t.untyped_storage().nbytes():
-        return None  # shares a larger storage (a flat buffer): from_tensor tracks the aliasing
-    fake = FakeTensor(fake_mode, meta, t.device)
+    storage = t.untyped_storage()
+    if _ALONE is None or _use_count(storage._cdata) != _ALONE:
+        return None  # another tensor holds its storage (`Parameter(a.data)`, a view of it)
+    with _disable_current_modes(), torch.inference_mode(False):
+        meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
+        if meta.untyped_storage().nbytes() != storage.nbytes():
+            return None  # a larger storage than its sizes need: from_tensor describes it
+        fake = FakeTensor(fake_mode, meta, t.device)
     if type(t) is torch.nn.Parameter:
         fake._is_param = True  # (as the meta converter marks a parameter's fake)
     converter.set_tensor_memo(t, fake)

@@ -87,6 +87,9 @@ class TraceContext:
     # reads through a source answered by an object met before without one: nothing guards
     # that the source still finds it (variables/blocks.py: a block that did is not replayed)
     unsourced_reads: list = _state(list, release=RESET, trial=TRUNCATE)
+    # Variables with a source handed out again by the wrap memo (no guard added on that read:
+    # variables/blocks.py does not record a block that read one wrapped before its call)
+    memo_reads: list = _state(list, release=RESET, trial=TRUNCATE)
     # sources of the modules whose forward was inlined or replayed: the guards read through
     # one of them are checked by a function of its own, shared by its siblings (guards/builder.py)
     module_roots: dict = _state(dict, release=KEEP, trial=KEEP)

@@ -44,6 +44,7 @@ a tensor of its own (identity, version counter), as it would after an inlined ca
 `config.reuse_blocks` turns this off (the tests compare both ways).
 """
 import dataclasses
+import itertools
 import operator
 
 import torch
@@ -150,13 +151,17 @@ class _Before:
     under_handler: bool
     unsourced: int
     grad: bool
+    memo: int
+    memo_reads: int
+
 
     @classmethod
     def take(cls, tx):
         ctx, out = tx.ctx, tx.output
         return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), ctx.side_effects.sizes(),
                    len(generators.pending(ctx)), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
-                   ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled())
+                   ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled(), len(ctx.wrap_memo),
+                   len(ctx.memo_reads))
 
 
 def _last(graph):
@@ -209,6 +214,15 @@ class Block:
         if len(generators.pending(ctx)) != before.generators:
             raise _Refused("a generator left needing its finally")
         src = var.source
+        # a value under the block wrapped before the call (`l(l(x))`, or read before it) and
+        # found in the wrap memo inside it added no guard there: its facts are not in the
+        # record (a tensor's are: its tensor guard is checked on the sibling's, made when or not)
+        reread = [v for v in ctx.memo_reads[before.memo_reads:]
+                  if not isinstance(v, TensorVariable) and v.source != src and _under(v.source, src)]
+        if reread:
+            early = {id(v) for _x, v in itertools.islice(ctx.wrap_memo.values(), before.memo)}
+            if any(id(v) in early for v in reread):
+                raise _Refused("a value under the block wrapped before the call was read in it")
         nodes = []
         node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
         while node is not None and node.op != "root":  # (the graph's sentinel closes its ring)

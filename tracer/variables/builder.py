@@ -120,6 +120,8 @@ def wrap(tx, value, source):
             return _wrap_fresh(tx, value, source)
         elif source is not None and var.source is None:
             tx.ctx.unsourced_reads.append(source)  # nothing guards it is this object (blocks.py)
+        if var.source is not None:
+            tx.ctx.memo_reads.append(var)  # (blocks.py: its facts were guarded when first wrapped)
         return var
     var = _wrap_fresh(tx, value, source)
     if not is_constant_value(value):
