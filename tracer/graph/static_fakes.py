@@ -23,9 +23,16 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _DEVICES = ("cpu", "cuda")
 _wrapped = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
-# the use count of a storage only its tensor holds, as read here (the Python storage object
-# asked for counts too)
-_ALONE = _use_count(torch.empty(1).untyped_storage()._cdata) if _use_count is not None else None
+
+
+def _alone():
+    """The use count of a storage only its tensor holds, as read here (the Python storage
+    object asked for may count too; the tensor is kept alive while it is read)."""
+    t = torch.empty(1)
+    return _use_count(t.untyped_storage()._cdata)
+
+
+_ALONE = _alone() if _use_count is not None else None
 
 
 def static_fake(fake_mode, tensor):
