@@ -55,12 +55,21 @@ def _short(fake_mode, t):
     storage = t.untyped_storage()
     if _ALONE is None or _use_count(storage._cdata) != _ALONE:
         return None  # another tensor holds its storage (`Parameter(a.data)`, a view of it)
-    with _disable_current_modes(), torch.inference_mode(False):
-        meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
-        if meta.untyped_storage().nbytes() != storage.nbytes():
-            return None  # a larger storage than its sizes need: from_tensor describes it
-        fake = FakeTensor(fake_mode, meta, t.device)
+    if torch.is_inference_mode_enabled() or torch._C._len_torch_dispatch_stack():
+        with _disable_current_modes(), torch.inference_mode(False):
+            fake = _make(fake_mode, t, storage)
+    else:  # (the two context managers were a third of the short way's cost)
+        fake = _make(fake_mode, t, storage)
+    if fake is None:
+        return None
     if type(t) is torch.nn.Parameter:
         fake._is_param = True  # (as the meta converter marks a parameter's fake)
     converter.set_tensor_memo(t, fake)
     return fake
+
+
+def _make(fake_mode, t, storage):
+    meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta", requires_grad=t.requires_grad)
+    if meta.untyped_storage().nbytes() != storage.nbytes():
+        return None  # a larger storage than its sizes need: from_tensor describes it
+    return FakeTensor(fake_mode, meta, t.device)
