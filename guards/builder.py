@@ -182,7 +182,9 @@ class GuardSet:
 
         def emit_guards(gs):
             for g in gs:
-                root = root_of(g)
+                # (a TensorMatch is never a group member: checked one by one when the batch is
+                # off, it was taken for its group's, which does not hold it, and left out)
+                root = root_of(g) if type(g) is not TensorMatch else None
                 group = members.get(root) if root is not None else None
                 if group is None:
                     conds = g.conditions(ctx)  # loads its sources into `pending`

@@ -168,3 +168,27 @@ def test_graph_inputs_are_loaded_through_shared_prefixes():
     before = tracer.stats().frames_traced
     torch.testing.assert_close(compiled(x), m(x))
     assert tracer.stats().frames_traced == before
+
+
+def test_a_tensor_checked_one_by_one_under_a_group_root_is_still_checked():
+    """Found by review: when a tensor guard's example has died, the batch is off and each
+    TensorMatch is emitted alone; one whose source is under a group's root was taken for that
+    group (which holds only the other guards) and left out of the check, so a tensor of
+    another shape passed."""
+    import builtins
+    import gc
+    import types
+    from guards import AttrSource, ConstMatch, LocalSource, TensorMatch
+    root = AttrSource(LocalSource("x", 0), "m")
+    t = torch.randn(3)
+    guards = [ConstMatch(AttrSource(root, n), 1) for n in "abcd"] + [TensorMatch(AttrSource(root, "w"), t)]
+    del t
+    gc.collect()
+    gs = compile_guards(guards, builtins=builtins.__dict__, groups=(root,))
+    assert "check_group" in gs.source_code and "TensorMatch" in gs.source_code
+
+    def frame(w):
+        return (types.SimpleNamespace(m=types.SimpleNamespace(a=1, b=1, c=1, d=1, w=w)),)
+    assert gs.full_check(frame(torch.randn(3)), {}, None) and gs.check(frame(torch.randn(3)), {}, None)
+    for bad in (torch.randn(5), torch.randn(3, dtype=torch.float64), torch.randn(3).requires_grad_()):
+        assert not gs.full_check(frame(bad), {}, None) and not gs.check(frame(bad), {}, None)
