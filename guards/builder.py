@@ -448,8 +448,7 @@ class _GroupFinder:
         self.roots = {r: r for r in roots}
         self.found: dict = {}
         self._memo: dict = {}
-        self._of: dict = {}     # id(guard) -> its root (or None)
-        self._keep: list = []   # the guards asked about (their ids stay theirs)
+        self._of: dict = {}  # id(guard) -> its root or None (the set's guards, alive while it is built)
 
     def nearest(self, s):
         """The nearest root `s` is under (or is), or None."""
@@ -476,7 +475,6 @@ class _GroupFinder:
                 break
             found = r
         self._of[id(g)] = found
-        self._keep.append(g)
         return found
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from .sources import DERIVED_ATTRS, Source, const_key
+from .sources import DERIVED_ATTRS, Source, cached_hash, const_key
 from .codegen import ExprContext
 
 
@@ -60,12 +60,7 @@ class Guard:
     def __hash__(self) -> int:
         # computed once, as a Source's: a model's guard set hashes thousands of guards while
         # deduplicating. A copy made with other fields drops it (uncached()).
-        try:
-            return self._hash
-        except AttributeError:
-            h = hash((type(self).__name__, self._key()))
-            object.__setattr__(self, "_hash", h)
-            return h
+        return cached_hash(self)
 
     def uncached(self):
         """A shallow copy without what is derived from its fields (sources.DERIVED_ATTRS), to be

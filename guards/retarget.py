@@ -18,11 +18,9 @@ class Retarget:
     appears (a block's module by its sibling's). Sources and guards are frozen: a changed one
     is a copy with its changed fields (and no cached hash)."""
 
-    def __init__(self, old, new, tag=None):
-        # `tag`, for a replayed block's guards, whose group check text is then made once
-        # (guards/builder.py): "copies" (old is the stand-in root) names in each copy its
-        # original as `_template`: (new, original); "originals" (new is the stand-in root)
-        # names in each original its copy: (old, copy)
+    def __init__(self, old, new, tag=False):
+        # `tag`, for a replayed block's guards (old is the stand-in root), whose group check
+        # text is then made once (guards/builder.py): each copy names its original
         self.old, self.new, self.memo, self.tag = old, new, {}, tag
 
     def __call__(self, obj):
@@ -66,14 +64,19 @@ class Retarget:
         for k in DERIVED_ATTRS:
             d.pop(k, None)
         d.update(changed)
-        if self.tag == "copies":
-            d["_template"] = (self.new, obj)
-        elif self.tag == "originals":
-            obj.__dict__["_template"] = (self.old, new)
+        if self.tag:
+            name_template(new, self.new, obj)
         return new
 
 
 _HOLDS_SOURCES = (Source, Guard, tuple)
+
+
+def name_template(obj, root, template):
+    """Note on `obj` (a guard or source read through `root`) that `template` is the same read
+    through the stand-in root (`_template`, one of sources.DERIVED_ATTRS): guards/builder.py
+    knows a guard group's text by these without making it."""
+    obj.__dict__["_template"] = (root, template)
 
 
 def _fresh(fn):

@@ -46,6 +46,17 @@ def const_key(value: Any) -> Any:
 DERIVED_ATTRS = ("_hash", "_depth", "_template")
 
 
+def cached_hash(obj) -> int:
+    """The hash of a frozen source or guard, by its type's name and `_key()`, computed once
+    and kept as `_hash` (one of DERIVED_ATTRS: a copy given other fields drops it)."""
+    try:
+        return obj._hash
+    except AttributeError:
+        h = hash((type(obj).__name__, obj._key()))
+        object.__setattr__(obj, "_hash", h)
+        return h
+
+
 class Source:
     """Base class. Subclasses are frozen dataclasses declared with ``eq=False``."""
 
@@ -61,12 +72,7 @@ class Source:
     def __hash__(self) -> int:
         # a source is immutable and nested ones hash their whole path: computed once (guard
         # sets hash each source many times while deduplicating and hoisting)
-        try:
-            return self._hash
-        except AttributeError:
-            h = hash((type(self).__name__, self._key()))
-            object.__setattr__(self, "_hash", h)
-            return h
+        return cached_hash(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name()}>"

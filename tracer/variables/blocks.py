@@ -53,7 +53,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from guards import TensorMatch
 from guards.codegen import ExprContext
-from guards.retarget import STAND_IN, Retarget
+from guards.retarget import STAND_IN, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import node_meta
@@ -278,14 +278,17 @@ class Block:
         # (each original names its copy, and equal copies are kept once: a block's forward
         # guards one module many times, and a sibling's copies would only be dropped again
         # by the guard set; the originals then make the same group text key as the copies)
-        to_root = Retarget(src, _ROOT, tag="originals")
+        to_root = Retarget(src, _ROOT)
         kept = {}
         for g in guards:
             c = to_root(g)
-            c = kept.setdefault(c, c)
-            g.__dict__["_template"] = (src, c)
+            name_template(g, src, kept.setdefault(c, c))
         guards = list(kept)
-        inputs = [(to_root(s), n) for s, n in inputs]
+        rooted = []
+        for s, n in inputs:  # (the sources the group check returns: the batch's parameters)
+            rooted.append((to_root(s), n))
+            name_template(s, src, rooted[-1][0])
+        inputs = rooted
         distinct = [to_root(d) for d in distinct]
         check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
                                  [s for s, _n in inputs])
@@ -304,7 +307,7 @@ class Block:
         L, G, C = ctx.frame_values
         if not self.check(var.module, L, G, C):
             return None
-        retarget = Retarget(_ROOT, var.source, tag="copies")
+        retarget = Retarget(_ROOT, var.source, tag=True)
         ctx.guards.extend(retarget(g) for g in self.guards)
         env = dict(zip(self.args, _arg_nodes(args[1:], kwargs)))
         env.update((n, n) for n in self.shared)
