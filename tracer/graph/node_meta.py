@@ -55,10 +55,19 @@ def stack_trace(tx):
     while f is not None:
         frames.append(f)
         f = f.parent
+    return format_frames([(f.code, line_of(f)) for f in reversed(frames)])
+
+
+def line_of(frame):
+    """The line a Frame is at (its first line before it starts)."""
+    return frame.current.lineno if frame.current is not None and frame.current.lineno else frame.code.co_firstlineno
+
+
+def format_frames(frames):
+    """[(code, line)], outermost first, in traceback's format (a recorded call keeps its
+    caller's frames so and formats them only if it is replayed: variables/blocks.py)."""
     out = []
-    for f in reversed(frames):
-        code = f.code
-        lineno = f.current.lineno if f.current is not None and f.current.lineno else code.co_firstlineno
+    for code, lineno in frames:
         out.append(f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n')
         line = linecache.getline(code.co_filename, lineno).strip()
         if line:

@@ -23,8 +23,14 @@ class SideEffects:
         self.global_stores = {}        # id(globals) -> (globals dict, {name: Variable})
         self.cell_stores = {}          # id(CellBox) -> CellBox: real closure cells of called functions
         self.deferred_calls = []       # (fn, [Variable], {name: Variable}): made natively after the writes
+        self.events = 0                # stores and changes logged so far (a store to a name already
+                                       # pending, a second change of a container, count too)
+        self.pending_reads = 0         # reads answered by the trace's own state, not the real one:
+                                       # a pending store, a changed container, a written cell
 
     def mutated(self, var):
+        if var.source is not None:
+            self.events += 1
         if not getattr(var, "_mutated", False):
             var._mutated = True
             if var.source is not None:
@@ -35,13 +41,17 @@ class SideEffects:
         from inside the class's own __setattr__ (which a plain store would run again)."""
         if var.source is None:
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
+        self.events += 1
         self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
         if raw:
             self.raw_attr_stores.add((self.key(var), name))
 
     def pending_attr(self, var, name):
         entry = self.attr_stores.get(self.key(var))
-        return entry[1].get(name) if entry else None
+        value = entry[1].get(name) if entry else None
+        if value is not None:
+            self.pending_reads += 1
+        return value
 
     @staticmethod
     def key(var):
@@ -51,14 +61,17 @@ class SideEffects:
         return id(value) if var.source is not None and value is not None else id(var)
 
     def store_cell(self, box):
+        self.events += 1
         self.cell_stores[id(box)] = box
 
     def defer_call(self, fn, args, kwargs):
         """A call whose only effect is on objects outside the graph (torch._dynamo.mark_dynamic
         on a tensor): made by the rewritten code, after the graph, in program order."""
+        self.events += 1
         self.deferred_calls.append((fn, list(args), dict(kwargs)))
 
     def store_global(self, f_globals, name, value):
+        self.events += 1
         self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
 
     def writes_under(self, var):
@@ -80,18 +93,22 @@ class SideEffects:
 
     def pending_global(self, f_globals, name):
         entry = self.global_stores.get(id(f_globals))
-        return entry[1].get(name) if entry else None
+        value = entry[1].get(name) if entry else None
+        if value is not None:
+            self.pending_reads += 1
+        return value
 
     def mark(self):
         """The lengths of the logs a trial cannot take back: equal marks, nothing changed."""
         return tuple(len(getattr(self, name)) for name in self.MARKED)
 
     def sizes(self):
-        """How many of each kind of pending effect there are: equal sizes, no effect recorded
-        in between (variables/blocks.py: a block's call made none; none was made since)."""
+        """How many of each kind of pending effect there are, and how many were logged: equal
+        sizes, no effect recorded in between (variables/blocks.py: a block's call made none;
+        none was made since)."""
         return (len(self.mutated_containers), sum(len(d) for _v, d in self.attr_stores.values()),
                 len(self.raw_attr_stores), sum(len(d) for _g, d in self.global_stores.values()),
-                len(self.cell_stores), len(self.deferred_calls))
+                len(self.cell_stores), len(self.deferred_calls), self.events)
 
     def checkpoint(self):
         """The state a refused trial goes back to: restorable(), restore()."""

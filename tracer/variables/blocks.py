@@ -1,51 +1,64 @@
-"""Repeated blocks traced once: a module call that repeats an earlier sibling's is replayed.
+"""Repeated calls traced once: a call that repeats an earlier one's kind is replayed.
 
 Real models are stacks of identical blocks (encoder and decoder layers, stages of equal
 convolution blocks), and tracing each one again made a model's first call grow with its
-depth. A module call is a *block* when the module has a source and the call is plain: its
-arguments are tensors made in the graph, constants, tuples of them, or values passed on
-unchanged from the caller (the very same Variable each time). The first call of a block kind
-(the module's class, its forward, the arguments' kinds and metadata, grad mode, whether a
-try of the caller is around the call) is inlined as any call, and what it did is recorded:
+depth. Their helpers repeat too: `apply_rotary_pos_emb`, `sdpa_attention_forward(module, ...)`
+and a config's `__getattribute__` run once per layer even where the layer itself cannot be
+replayed (it writes to a KV cache). Every inlined call of a Python function is a candidate
+(`call_function`); its *root* is its first argument when that is a module with a source (a
+forward, a method, a helper given the module), and a call has none otherwise. A call is a
+block when its other arguments are tensors made in the graph, constants, tuples of them, or
+values read from the frame's inputs or globals (the same Variable each time: an input
+tensor, a config, another module). The first call of a kind (the function, the root's class,
+the arguments' kinds and metadata, grad mode, whether a try of the caller is around the
+call) is inlined as any call, and what it did is recorded:
 
-- the guards it added, which read the module through its source (`self.layers[0].training`,
+- the guards it added, which read the root through its source (`self.layers[0].training`,
   its submodules' types and hooks, a `layer_idx`) or read shared state (globals, classes);
-- the graph inputs it added (the block's parameters and buffers, by source);
+- the graph inputs it added (the root's parameters and buffers, by source);
 - the nodes it added, and how its result is made of them.
 
-The guards and the inputs' sources are kept from a stand-in root (`_Root`, `V` in generated
-code) and compiled once into a check and a getter. A later call of the same kind, on a
-sibling, is *replayed* when the check holds with the sibling module as `V` (on the frame's own
-arguments, as a cache entry's guards will read them); the check includes the first block's
-inputs' tensor guards, so another weight shape is another block. The guards are then added
-re-targeted to the sibling's source, its parameters and buffers become graph inputs through
-the usual wrapping (which makes their tensor guards), and the recorded nodes are copied with
-the sibling's inputs, in the order an inlined trace makes them. The graph and the guards are
-those an unrolled trace gives (tests/test_blocks.py compares them). What re-targeted guards
-cannot promise makes the first call unrecorded, and every sibling is then inlined as before:
+The record is analysed when a second call of the kind comes (most recorded calls, a model's
+forward or a helper called once, never meet one). The guards and the inputs' sources are then
+kept from a stand-in root (`_Root`, `V` in generated code) and compiled once into a check and
+a getter. A later call of the same kind, on a sibling, is *replayed* when the check holds with
+the sibling module as `V` (on the frame's own arguments, as a cache entry's guards will read
+them); the check includes the first block's inputs' tensor guards, so another weight shape
+is another block (a kind keeps up to `_VARIANTS` records: a `k_proj` beside a `q_proj`). The
+guards are then added re-targeted to the sibling's source, its parameters and buffers become
+graph inputs through the usual wrapping (which makes their tensor guards), and the recorded
+nodes are copied with the sibling's inputs, in the order an inlined trace makes them. A call
+without a root has no check: the same function on arguments of the same kinds, reading the
+same shared state, does what it did. The graph and the guards are those an unrolled trace
+gives (tests/test_blocks.py compares them). What re-targeted guards cannot promise makes the
+first call unrecorded, and every later call of its kind is then inlined as before:
 
 - side effects (a store to an attribute, a global, a container, a closure cell), a generator
   left needing its finally, symbolic sizes, graph attributes, in-place writes to graph inputs
   (a BatchNorm's running stats);
-- a read through the block answered by an object met before without a source (nothing guards
-  it), a guard whose source indexes by an object (`table[self]`), a store pending on the
-  block (its reads of it are not guarded);
-- nodes that read a graph value made before the call other than the block's arguments, or a
-  graph input the call made that is not found through the block;
-- a result other than tensors the block made (not views of values from before the call, not
+- a read of a pending store (what it found is the trace's: an object made in the frame,
+  changed since without a log entry, perhaps), a read through the root answered by an object
+  met before without a source (nothing guards it), a guard whose source indexes by an object
+  (`table[self]`), a store pending on the root (its reads of it are not guarded);
+- nodes that read a graph value made before the call other than the arguments, or a graph
+  input the call made that is not found through the root;
+- a result other than tensors the call made (not views of values from before the call, not
   taken from a multi-output op), constants, the arguments themselves, and tuples of these.
 
-A replay is refused (the sibling is inlined) where a store became pending since the record or
-is pending on the sibling: an inlined call would read it, the check reads the live objects.
+A replay is refused (the call is inlined) where any store was logged since the record (the
+log's sizes and event count), or one is pending on the sibling: an inlined call would read it,
+the check reads the live objects.
 
-A copied node's example value is the first block's (same metadata); each tensor the sibling's
-call returns gets a fake of its own, computed from its node's inputs, so that later code sees
-a tensor of its own (identity, version counter), as it would after an inlined call.
+A copied node's example value is the first call's (same metadata); each tensor the replay
+returns gets a fake of its own, computed from its node's inputs, so that later code sees a
+tensor of its own (identity, version counter), as it would after an inlined call. Its
+nn_module_stack and stack_trace name the modules and frames around the replayed call.
 `config.reuse_blocks` turns this off (the tests compare both ways).
 """
 import dataclasses
 import itertools
 import operator
+import weakref
 
 import torch
 import torch.fx as fx
@@ -62,7 +75,7 @@ from ..graph.shapes import SYM_TYPES
 from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
 from . import containers, generators
-from .base import ConstantVariable, is_constant_value
+from .base import ConstantVariable, ObjectVariable, is_constant_value
 from .tensor import TensorVariable
 
 _CONSTANTS = (type(None), bool, int, float, str)
@@ -90,48 +103,81 @@ def _arg_key(var, seen):
     if type(var) is containers.TupleVariable:
         items = [_arg_key(v, seen) for v in var.items]
         return None if any(i is None for i in items) else ("tuple", tuple(items))
+    if isinstance(var, ObjectVariable) and var.source is not None:
+        # an object read from the frame's inputs or globals (a config, a table, another
+        # module), the same Variable in both calls: what the call read of it is guarded, or
+        # is a pending store, and no store was made in between (_effects)
+        return ("same", id(var))
     return None
 
 
 def _key(tx, var, fn, args, kwargs):
     """The kind of block this call is, or None (module docstring)."""
-    if var.source is None or not config.reuse_blocks:
+    if not config.reuse_blocks or (var is not None and var.source is None):
         return None
     seen = {}
-    keys = [_arg_key(a, seen) for a in args[1:]] + [_arg_key(v, seen) for _k, v in sorted(kwargs.items())]
+    keys = [_arg_key(a, seen) for a in _rest(var, args)] + [_arg_key(v, seen) for _k, v in sorted(kwargs.items())]
     if any(k is None for k in keys):
         return None
     ctx = tx.ctx
-    return (type(var.module), fn, tuple(keys), tuple(sorted(kwargs)), torch.is_grad_enabled(),
-            tx.under_handler(), tuple(id(a) for a in ctx.autocast_stack), id(tx.output))
+    return (type(var.module) if var is not None else None, fn, tuple(keys), tuple(sorted(kwargs)),
+            torch.is_grad_enabled(), tx.under_handler(), tuple(id(a) for a in ctx.autocast_stack), id(tx.output))
+
+
+def _rest(var, args):
+    """The arguments keyed and matched by position: all of them, or all but the module."""
+    return args[1:] if var is not None else args
+
+
+def call_function(tx, fn, args, kwargs, inline):
+    """The result of calling the Python function `fn` (about to be inlined by `inline()`):
+    a block whose root is its first argument when that is a module reached through a source
+    (a forward, a method, `sdpa_attention_forward(module, q, k, v)`), else a block without a
+    root, whose arguments are all matched (`apply_rotary_pos_emb(q, k, cos, sin)`)."""
+    first = args[0] if args else None
+    var = first if isinstance(first, nn_module.NNModuleVariable) and first.source is not None else None
+    return call(tx, var, fn, args, kwargs, inline)
 
 
 def call(tx, var, fn, args, kwargs, inline):
-    """The result of calling module `var`'s forward `fn` with `args` (the module first) and
-    `kwargs`: `inline()`, or a replay of an earlier sibling's call of the same kind."""
+    """The result of calling `fn` with `args` and `kwargs` (with `var`, a module, first; or
+    var None): `inline()`, or a replay of an earlier call of the same kind."""
     key = _key(tx, var, fn, args, kwargs)
     if key is None:
         return inline()
     memo = tx.ctx.blocks
-    block = memo.get(key)
-    if block is not None:
-        result = block.replay(tx, var, args, kwargs) if block is not _REFUSED else None
-        return result if result is not None else inline()
-    if tx.side_effects.writes_under(var):  # reads of pending stores are not guarded: no record
+    variants = memo.get(key)
+    if variants is _REFUSED:
         return inline()
+    for block in variants or ():
+        result = block.replay(tx, var, args, kwargs)
+        if result is not None:
+            return result
+    if (variants and len(variants) >= _VARIANTS) or not _effects_allow(tx, var):
+        return inline()  # (reads of a store pending on the module are not guarded: no record)
     before = _Before.take(tx)
     result = inline()
-    block = memo[key] = Block.record(tx, var, args, kwargs, before, result) or _REFUSED
-    if block is not _REFUSED:
-        for n in block.nodes:  # (inductor compiles the calls as one subgraph: graph/subgraphs.py)
-            n.meta[BLOCK_META] = (id(block), 0)
-            ev = n.meta.get("example_value")
-            if isinstance(ev, torch.Tensor) and ev._is_view():
-                n.meta["view"] = True  # (kept on disk: a loaded graph is outlined alike)
+    block = Block.record(tx, var, fn, args, kwargs, before, result)
+    if block is not None:
+        memo[key] = [*(variants or ()), block]  # (a new list: a trial's copy keeps its own)
+    elif not variants:
+        memo[key] = _REFUSED
     return result
 
 
+def _effects_allow(tx, var):
+    """Whether no store is pending on the block's module (a sibling's check reads the live
+    objects; a pending store is what an inlined call reads instead). Stores elsewhere are
+    allowed: a call that reads one is not recorded, and none may be made between the
+    record and a replay (the log's sizes)."""
+    return var is None or not tx.side_effects.writes_under(var)
+
+
 _REFUSED = object()  # a kind whose first call did what a replay cannot promise
+# records kept per kind: calls of one kind whose checks differ (a `k_proj` of another weight
+# shape than the `q_proj` recorded first) are recorded each, up to this many
+_VARIANTS = 4
+_ANALYSED = weakref.WeakValueDictionary()  # id(block) -> the module block whose nodes carry it
 
 
 # ---- recording the first block -----------------------------------------------------------------
@@ -153,7 +199,7 @@ class _Before:
     grad: bool
     memo: int
     memo_reads: int
-
+    pending_reads: int
 
     @classmethod
     def take(cls, tx):
@@ -161,7 +207,7 @@ class _Before:
         return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), ctx.side_effects.sizes(),
                    len(generators.pending(ctx)), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
                    ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled(), len(ctx.wrap_memo),
-                   len(ctx.memo_reads))
+                   len(ctx.memo_reads), ctx.side_effects.pending_reads)
 
 
 def _last(graph):
@@ -173,33 +219,45 @@ class _Refused(Exception):
     """The first block did something a replay cannot promise (module docstring)."""
 
 
-@dataclasses.dataclass
 class Block:
-    path: str                      # the first block's module path (nn_module_stack entries)
-    guards: list                   # guards that read through `source` (re-targeted for a sibling;
-                                   # its inputs' tensor guards are checked, and made by wrapping)
-    inputs: list                   # [(Source, placeholder node)] through the block (made by the call first)
-    shared: set                    # placeholder nodes its nodes read through a shared source
-    distinct: list                 # sources of what it added to ctx.mutable_inputs
-    nodes: list                    # the call's nodes, in graph order
-    args: list                     # [(node of an argument tensor)], in _arg_nodes order
-    result: object                 # template (see _template)
-    under_handler: bool            # the call set ctx.ops_under_handler
-    check: object                  # check(V, L, G, C): the guards hold with V the sibling module
-    values: object                 # values(V, L, G, C): the inputs' values for the sibling
-    effects: tuple                 # the side-effect log's sizes when it was recorded
-    source: object = None          # the first block's module's source
-    replays: int = 0               # siblings replayed so far (their nodes' BLOCK_META call number)
+    """A recorded call. What it made is kept as taken (slices of the trace's lists, its
+    nodes); it is analysed (`_ready`) when a second call of its kind comes, as most recorded
+    calls (a model's forward, a helper called once) never meet one."""
+
+    def __init__(self, var, fn, keep, before, guards, n_guards, inputs, nodes, arg_nodes, result,
+                 under_handler, frames, n_outer, distinct):
+        self.var_type = type(var.module) if var is not None else None
+        self.rooted = var is not None
+        self.path = var.path if var is not None else None   # the first call's module path
+        self.source = var.source if var is not None else None
+        self.fn = fn
+        self.keep = keep               # the first call's arguments: the ids in its key stay theirs
+        self.before = before
+        self.raw_guards = guards       # the guards the call added
+        self.n_guards = n_guards       # len(ctx.guards) after it (its inputs' tensor guards are in there)
+        self.all_inputs = inputs       # out.inputs after it
+        self.nodes = nodes             # the call's nodes, in graph order
+        self.args = arg_nodes          # [node of an argument tensor], in _arg_nodes order
+        self.result = result           # template (see _template)
+        self.under_handler = under_handler  # the call set ctx.ops_under_handler
+        self.frames = frames           # [(code, line)] of the caller's stack (stack_trace's prefix)
+        self.n_outer = n_outer         # modules being called around the call (nn_module_stack's prefix)
+        self.distinct = distinct       # sources of what it added to ctx.mutable_inputs
+        self.effects = before.effects  # the side-effect log's sizes when it was recorded
+        self.ready = None              # None: not analysed yet; then True, or False (refused)
+        self.replays = 0               # calls replayed so far (their nodes' BLOCK_META call number)
+        # set by _ready:
+        self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
 
     @classmethod
-    def record(cls, tx, var, args, kwargs, before, result):
+    def record(cls, tx, var, fn, args, kwargs, before, result):
         try:
-            return cls._record(tx, var, args, kwargs, before, result)
+            return cls._record(tx, var, fn, args, kwargs, before, result)
         except _Refused:
             return None
 
     @classmethod
-    def _record(cls, tx, var, args, kwargs, before, result):
+    def _record(cls, tx, var, fn, args, kwargs, before, result):
         ctx, out = tx.ctx, tx.output
         m = out.mark()
         if m[2] != before.mark[2] or m[3] != before.mark[3]:
@@ -209,40 +267,66 @@ class Block:
             raise _Refused("side effects")
         if torch.is_grad_enabled() != before.grad:
             raise _Refused("grad mode left changed")
-        if any(_under(s, var.source) for s in ctx.unsourced_reads[before.unsourced:]):
-            raise _Refused("a read through the block answered by an object met without a source")
         if len(generators.pending(ctx)) != before.generators:
             raise _Refused("a generator left needing its finally")
-        src = var.source
-        # a value under the block wrapped before the call (`l(l(x))`, or read before it) and
-        # found in the wrap memo inside it added no guard there: its facts are not in the
-        # record (a tensor's are: its tensor guard is checked on the sibling's, made when or not)
-        reread = [v for v in ctx.memo_reads[before.memo_reads:]
-                  if not isinstance(v, TensorVariable) and v.source != src and _under(v.source, src)]
-        if reread:
-            early = {id(v) for _x, v in itertools.islice(ctx.wrap_memo.values(), before.memo)}
-            if any(id(v) in early for v in reread):
-                raise _Refused("a value under the block wrapped before the call was read in it")
+        if ctx.side_effects.pending_reads != before.pending_reads:
+            # what it read is the trace's (what a store put there, made in the frame and
+            # changed since without a log entry, perhaps): nothing guards it for a later call
+            raise _Refused("a read of a pending store")
+        src = var.source if var is not None else None
+        if src is not None:
+            if any(_under(s, src) for s in ctx.unsourced_reads[before.unsourced:]):
+                raise _Refused("a read through the block answered by an object met without a source")
+            # a value under the block wrapped before the call (`l(l(x))`, or read before it) and
+            # found in the wrap memo inside it added no guard there: its facts are not in the
+            # record (a tensor's are: its tensor guard is checked on the sibling's, made when or not)
+            reread = [v for v in ctx.memo_reads[before.memo_reads:]
+                      if not isinstance(v, TensorVariable) and v.source != src and _under(v.source, src)]
+            if reread:
+                early = {id(v) for _x, v in itertools.islice(ctx.wrap_memo.values(), before.memo)}
+                if any(id(v) in early for v in reread):
+                    raise _Refused("a value under the block wrapped before the call was read in it")
         nodes = []
         node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
         while node is not None and node.op != "root":  # (the graph's sentinel closes its ring)
             if node.op != "placeholder":
                 nodes.append(node)
             node = node.next
-        made = set(nodes)
-        arg_nodes = _arg_nodes(args[1:], kwargs)
+        arg_nodes = _arg_nodes(_rest(var, args), kwargs)
+        template = _template(result, set(nodes), arg_nodes)
+        frames, f = [], tx
+        while f is not None:
+            frames.append(f)
+            f = f.parent
+        frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
+        distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if src is not None and _under(v.source, src)]
+        return cls(var, fn, (args, kwargs), before, ctx.guards[before.guards:], len(ctx.guards), list(out.inputs),
+                   nodes, arg_nodes, template, ctx.ops_under_handler and not before.under_handler, frames,
+                   len(ctx.module_calls), distinct)
+
+    def _ready(self, tx):
+        try:
+            self._analyse(tx)
+            return True
+        except _Refused:
+            return False
+
+    def _analyse(self, tx):
+        """What a replay needs, or _Refused where the record cannot promise it (docstring)."""
+        ctx, before, src = tx.ctx, self.before, self.source
+        nodes, made = self.nodes, set(self.nodes)
         # graph inputs: those the call made, in order, then older ones its nodes read; each
         # found through the block (the sibling's own) or through a shared source (the same)
-        by_node = {n: s for s, n, _v in out.inputs}
-        args_set = set(arg_nodes)
+        by_node = {n: s for s, n, _v in self.all_inputs}
+        args_set = set(self.args)
         used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in args_set]
-        made_inputs = [(s, n) for s, n, _v in out.inputs[before.inputs:]]
+        made_inputs = [(s, n) for s, n, _v in self.all_inputs[before.inputs:]]
         inputs, shared, seen = [], set(), set()
         for source, node in made_inputs + [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
             if node in seen:
                 continue
             seen.add(node)
-            if _under(source, src):
+            if src is not None and _under(source, src):
                 inputs.append((source, node))
             elif any(node is n for _s, n in made_inputs):
                 raise _Refused("a graph input the call made, not found through the block")
@@ -256,8 +340,8 @@ class Block:
                 if u not in allowed:
                     raise _Refused("a node reading a graph value made before the call")
         guards = []
-        for g in ctx.guards[before.guards:]:
-            if not any(_under(s, src) for s in g.sources()):
+        for g in self.raw_guards:
+            if src is None or not any(_under(s, src) for s in g.sources()):
                 if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
                     raise _Refused("a guard keyed by an object")
                 continue
@@ -265,81 +349,106 @@ class Block:
                 guards.append(g)
         # each input's tensor guard (made now or before the call) is checked on the sibling's
         # input, not added: wrapping the sibling's input makes its own
-        matches = {g.source: g for g in ctx.guards if isinstance(g, TensorMatch)}
+        matches = {g.source: g for g in itertools.islice(ctx.guards, self.n_guards) if isinstance(g, TensorMatch)}
         if any(s not in matches for s, _n in inputs):
             raise _Refused("a graph input without its tensor guard")
         tensor_checks = [matches[s] for s, _n in inputs]
-        # objects the call compared by identity (or mutable ones) stay distinct: the sibling's
-        # too (a shared one is in the list already, as an inlined sibling finds it in the memo)
-        distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if _under(v.source, src)]
-        template = _template(result, made, arg_nodes)
         # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
         # checked and read by calling them with its module (no compile per sibling)
         # (each original names its copy, and equal copies are kept once: a block's forward
         # guards one module many times, and a sibling's copies would only be dropped again
         # by the guard set; the originals then make the same group text key as the copies)
-        to_root = Retarget(src, _ROOT)
-        kept = {}
-        for g in guards:
-            c = to_root(g)
-            name_template(g, src, kept.setdefault(c, c))
-        guards = list(kept)
-        rooted = []
-        for s, n in inputs:  # (the sources the group check returns: the batch's parameters)
-            rooted.append((to_root(s), n))
-            name_template(s, src, rooted[-1][0])
-        inputs = rooted
-        distinct = [to_root(d) for d in distinct]
-        check, values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
-                                 [s for s, _n in inputs])
-        return cls(var.path, guards, inputs, shared, distinct, nodes, arg_nodes, template,
-                   ctx.ops_under_handler and not before.under_handler, check, values, before.effects, src)
+        if src is not None:
+            to_root = Retarget(src, _ROOT)
+            kept = {}
+            for g in guards:
+                c = to_root(g)
+                name_template(g, src, kept.setdefault(c, c))
+            guards = list(kept)
+            rooted = []
+            for s, n in inputs:  # (the sources the group check returns: the batch's parameters)
+                rooted.append((to_root(s), n))
+                name_template(s, src, rooted[-1][0])
+            inputs = rooted
+            self.distinct = [to_root(d) for d in self.distinct]
+            self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
+                                               [s for s, _n in inputs])
+            self._tag(nodes)
+        self.guards, self.inputs, self.shared = guards, inputs, shared
+        self.prefix = node_meta.format_frames(self.frames)
+        self.raw_guards = self.all_inputs = self.before = None
+
+    def _tag(self, nodes):
+        """Tag the first call's nodes as this kind's call 0 (inductor compiles a module's
+        calls as one subgraph: graph/subgraphs.py), unless a block around this one (a layer
+        around its norm) has tagged them already: the outermost repeated call is the unit."""
+        first = nodes[0] if nodes else None
+        for n in nodes:
+            tag = n.meta.get(BLOCK_META)
+            owner = _ANALYSED.get(tag[0]) if tag is not None and tag[1] == 0 else None
+            if owner is not None and owner is not self and first in owner.node_set:
+                continue
+            n.meta[BLOCK_META] = (id(self), 0)
+            ev = n.meta.get("example_value")
+            if isinstance(ev, torch.Tensor) and ev._is_view():
+                n.meta["view"] = True  # (kept on disk: a loaded graph is outlined alike)
+        self.node_set = set(nodes)
+        _ANALYSED[id(self)] = self
 
     # ---- replaying it on a sibling -------------------------------------------------------------
     def replay(self, tx, var, args, kwargs):
-        """The sibling's result, its nodes and guards added; None (nothing added) when the
+        """The call's result, its nodes and guards added; None (nothing added) when the
         re-targeted guards do not hold on it."""
         ctx, out = tx.ctx, tx.output
         # the check reads the live objects: a store pending since the first block's call (or
         # on the sibling) would be what an inlined call reads instead
-        if ctx.side_effects.sizes() != self.effects or ctx.side_effects.writes_under(var):
+        if ctx.side_effects.sizes() != self.effects or not _effects_allow(tx, var):
+            return None
+        if self.ready is None:
+            self.ready = self._ready(tx)
+        if not self.ready:
             return None
         L, G, C = ctx.frame_values
-        if not self.check(var.module, L, G, C):
-            return None
-        retarget = Retarget(_ROOT, var.source, tag=True)
-        ctx.guards.extend(retarget(g) for g in self.guards)
-        env = dict(zip(self.args, _arg_nodes(args[1:], kwargs)))
+        env = dict(zip(self.args, _arg_nodes(_rest(var, args), kwargs)))
         env.update((n, n) for n in self.shared)
-        sources = [retarget(source) for source, _node in self.inputs]
-        values = self.values(var.module, L, G, C)
-        for (source, node), new_source, value in zip(self.inputs, sources, values):
-            rel = _module_path(source, _ROOT)
-            if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
-                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
-            else:
-                tv = builder.wrap(tx, value, new_source)
-            env[node] = tv.node
-        modules = _ModuleMap(self, var)
+        if var is not None:
+            if not self.check(var.module, L, G, C):
+                return None
+            retarget = Retarget(_ROOT, var.source, tag=True)
+            ctx.guards.extend(retarget(g) for g in self.guards)
+            sources = [retarget(source) for source, _node in self.inputs]
+            values = self.values(var.module, L, G, C)
+            for (source, node), new_source, value in zip(self.inputs, sources, values):
+                rel = _module_path(source, _ROOT)
+                if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
+                    tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
+                else:
+                    tv = builder.wrap(tx, value, new_source)
+                env[node] = tv.node
+        stacks = _StackMap(self, var, tx)
+        tag = (id(self), self.replays + 1) if var is not None else None
         for n in self.nodes:
             new = out.graph.create_node(n.op, n.target, fx.map_arg(n.args, env.__getitem__),
                                         fx.map_arg(n.kwargs, env.__getitem__))
             meta = dict(n.meta)
-            if "nn_module_stack" in meta:
-                meta["nn_module_stack"] = modules(meta["nn_module_stack"])
+            stacks(meta)
             if "source_fn_stack" in meta:
                 meta["source_fn_stack"] = [(new.name, meta["source_fn_stack"][-1][1])]
+            if tag is not None:
+                meta[BLOCK_META] = tag
+            else:  # (a call without a root is not outlined: a helper of a few ops)
+                meta.pop(BLOCK_META, None)
             new.meta.update(meta)
-            new.meta[BLOCK_META] = (id(self), self.replays + 1)
             env[n] = new
         self.replays += 1
-        ctx.block_roots[self.source] = None
-        ctx.block_roots[var.source] = None
-        ctx.mutable_inputs.extend(_Distinct(retarget(d)) for d in self.distinct)
+        if var is not None:
+            ctx.block_roots[self.source] = None
+            ctx.block_roots[var.source] = None
+            ctx.mutable_inputs.extend(_Distinct(retarget(d)) for d in self.distinct)
         if self.under_handler:
             ctx.ops_under_handler = True
         records.blocks_replayed(1)
-        return _build(self.result, env, list(args[1:]) + [v for _k, v in sorted(kwargs.items())], out)
+        return _build(self.result, env, list(_rest(var, args)) + [v for _k, v in sorted(kwargs.items())], out)
 
 
 def group_roots(ctx):
@@ -513,23 +622,33 @@ def _compile(builtins, guards, sources):
     return check, values
 
 
-class _ModuleMap:
-    """nn_module_stack entries of the first block's modules, named for the sibling's."""
+class _StackMap:
+    """A copied node's nn_module_stack and stack_trace, named for where the replay is: the
+    modules and frames around the first call are replaced by those around this one, and the
+    first block's own modules (a root's submodules) by the sibling's."""
 
-    def __init__(self, block, var):
-        self.old_path, self.new_path, self.new_module = block.path, var.path, var.module
+    def __init__(self, block, var, tx):
+        self.block, self.var = block, var
+        self.outer = {str(id(m.module)): (m.path, type(m.module)) for m in tx.ctx.module_calls}
+        self.prefix = node_meta.stack_trace(tx)
 
-    def __call__(self, stack):
-        out = {}
-        for key, (path, typ) in stack.items():
-            if path == self.old_path or path.startswith(self.old_path + "."):
-                rel = path[len(self.old_path) + 1:]
-                new_path = self.new_path + ("." + rel if rel else "")
-                mod = self.new_module.get_submodule(rel) if rel else self.new_module
-                out[str(id(mod))] = (new_path, typ)
+    def __call__(self, meta):
+        block, var = self.block, self.var
+        trace = meta.get("stack_trace")
+        if trace is not None and trace.startswith(block.prefix):
+            meta["stack_trace"] = self.prefix + trace[len(block.prefix):]
+        stack = meta.get("nn_module_stack")
+        if stack is None:
+            return
+        out = dict(self.outer)
+        for key, (path, typ) in itertools.islice(stack.items(), block.n_outer, None):
+            if var is not None and (path == block.path or path.startswith(block.path + ".")):
+                rel = path[len(block.path) + 1:]
+                mod = var.module.get_submodule(rel) if rel else var.module
+                out[str(id(mod))] = (var.path + ("." + rel if rel else ""), typ)
             else:
                 out[key] = (path, typ)
-        return out
+        meta["nn_module_stack"] = out
 
 
 # Modules of the value model that also import this one's users (see generators.py).

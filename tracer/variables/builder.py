@@ -122,6 +122,8 @@ def wrap(tx, value, source):
             tx.ctx.unsourced_reads.append(source)  # nothing guards it is this object (blocks.py)
         if var.source is not None:
             tx.ctx.memo_reads.append(var)  # (blocks.py: its facts were guarded when first wrapped)
+        if getattr(var, "_mutated", False):
+            tx.side_effects.pending_reads += 1  # its items are the trace's (blocks.py)
         return var
     var = _wrap_fresh(tx, value, source)
     if not is_constant_value(value):

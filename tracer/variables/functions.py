@@ -33,6 +33,8 @@ class CellBox:
         self.dirty = False
 
     def get(self, tx):
+        if self.dirty and self.real_cell is not None:  # (a cell of the frames, not shared state)
+            tx.side_effects.pending_reads += 1  # (variables/blocks.py)
         if self._value is CellBox._EMPTY:
             if self.real_cell is None:
                 raise Unsupported("free variable referenced before assignment")
@@ -199,7 +201,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         inner = _dynamo_wrapped(fn)
         if inner is not None:
             return UserFunctionVariable(inner).call(tx, args, kwargs)
-        return super().call(tx, args, kwargs)
+        # a call like an earlier one (a layer's forward, a helper) is replayed from its trace
+        return blocks.call_function(tx, fn, args, kwargs, lambda: BaseFunctionVariable.call(self, tx, args, kwargs))
 
     def getattr(self, tx, name):
         """The function object's own attribute (a functools.wraps wrapper has the wrapped
@@ -623,4 +626,4 @@ def library_object(obj):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls  # noqa: E402
+from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls, blocks  # noqa: E402

@@ -449,10 +449,8 @@ class NNModuleVariable(ObjectVariable):
         if self.source is not None:
             tx.ctx.module_roots[self.source] = None
         try:
-            if fn is None:
-                return forward.call(tx, args, kwargs)
-            # a layer like an earlier sibling is replayed from its trace (blocks.py)
-            return blocks.call(tx, self, fn, args, kwargs, lambda: forward.call(tx, args, kwargs))
+            # (a layer like an earlier sibling is replayed from its trace: blocks.py)
+            return forward.call(tx, args, kwargs)
         finally:
             calls.pop()
 
@@ -802,4 +800,4 @@ def _guard_leaf_attrs(tx, mod_var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import blocks, builder, lazy_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
+from . import builder, lazy_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
