@@ -113,8 +113,9 @@ def test_each_declared_kind_fits_the_field(f):
 
 def test_side_effects_declare_every_log():
     fx = SideEffects()
-    assert set(vars(fx)) == set(SideEffects.RESTORED) | set(SideEffects.MARKED)
+    assert set(vars(fx)) == set(SideEffects.RESTORED) | set(SideEffects.MARKED) | set(SideEffects.COUNTED)
     assert not set(SideEffects.RESTORED) & set(SideEffects.MARKED)
+    assert not (set(SideEffects.RESTORED) | set(SideEffects.MARKED)) & set(SideEffects.COUNTED)
 
 
 def test_a_scratch_graph_shares_exactly_the_declared_fields():

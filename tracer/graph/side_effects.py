@@ -15,6 +15,9 @@ class SideEffects:
     # written, a call to make after the graph), so a trial that added to them is not restorable.
     RESTORED = ("attr_stores", "raw_attr_stores", "global_stores")
     MARKED = ("mutated_containers", "cell_stores", "deferred_calls")
+    # Counters that only grow, kept as they are by a refused trial: variables/blocks.py only
+    # compares them, and a count too high refuses a replay, never allows one.
+    COUNTED = ("events", "pending_reads")
 
     def __init__(self):
         self.mutated_containers = []   # Variables with a source whose contents changed

@@ -75,7 +75,7 @@ from ..graph.shapes import SYM_TYPES
 from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
 from . import containers, generators
-from .base import ConstantVariable, ObjectVariable, is_constant_value
+from .base import ConstantVariable, is_constant_value
 from .tensor import TensorVariable
 
 _CONSTANTS = (type(None), bool, int, float, str)
@@ -103,10 +103,12 @@ def _arg_key(var, seen):
     if type(var) is containers.TupleVariable:
         items = [_arg_key(v, seen) for v in var.items]
         return None if any(i is None for i in items) else ("tuple", tuple(items))
-    if isinstance(var, ObjectVariable) and var.source is not None:
+    if var.source is not None and not getattr(var, "_mutated", False):
         # an object read from the frame's inputs or globals (a config, a table, another
-        # module), the same Variable in both calls: what the call read of it is guarded, or
-        # is a pending store, and no store was made in between (_effects)
+        # module), the same Variable in both calls: what the call read of it is guarded (a
+        # call that read what the trace stored is not recorded, and a container the trace
+        # changed, whose items are the trace's, is no block's argument), and no store was
+        # made since
         return ("same", id(var))
     return None
 
@@ -293,7 +295,7 @@ class Block:
                 nodes.append(node)
             node = node.next
         arg_nodes = _arg_nodes(_rest(var, args), kwargs)
-        template = _template(result, set(nodes), arg_nodes)
+        template = _template(result, set(nodes), arg_nodes, src)
         frames, f = [], tx
         while f is not None:
             frames.append(f)
@@ -489,7 +491,7 @@ def _arg_nodes(args, kwargs):
     return out
 
 
-def _template(result, made, arg_nodes):
+def _template(result, made, arg_nodes, root):
     if isinstance(result, TensorVariable):
         if result.source is not None or result.real is not None:
             raise _Refused("a result found through a source")
@@ -501,7 +503,11 @@ def _template(result, made, arg_nodes):
     if type(result) is ConstantVariable and type(result.value) in _CONSTANTS:
         return ("const", result.value)
     if type(result) is containers.TupleVariable:
-        return ("tuple", [_template(v, made, arg_nodes) for v in result.items])
+        return ("tuple", [_template(v, made, arg_nodes, root) for v in result.items])
+    if result.source is not None and (root is None or not _under(result.source, root)):
+        # an object of the shared state (a config, a sub-config, a function in a table): the
+        # same call finds the same one, which the wrap memo hands out as this Variable
+        return ("same", result)
     raise _Refused(f"a result of type {type(result).__name__}")
 
 
@@ -536,6 +542,8 @@ def _build(template, env, arg_vars, out):
     kind = template[0]
     if kind == "const":
         return ConstantVariable(template[1])
+    if kind == "same":
+        return template[1]
     if kind == "tuple":
         return containers.TupleVariable([_build(t, env, arg_vars, out) for t in template[1]])
     if kind == "arg":
