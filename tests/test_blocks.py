@@ -526,3 +526,140 @@ def test_a_kind_keeps_a_record_per_weight_shape():
     torch.manual_seed(0)
     m = Two()
     _check_same_as_unrolled(m, (torch.randn(2, 8),), min_replays=4)
+
+
+# ---- what a replay must not take for the same call (found by review) --------------------------
+
+_SHARED = {"inner": {"k": [1]}}
+_LIST = []
+
+
+def _len_shared(x):
+    return x * len(_SHARED["inner"]["k"])
+
+
+def _append_shared(x):
+    _SHARED["inner"]["k"].append(1)
+    return x * 2
+
+
+def _div(x, s):
+    return x / s
+
+
+def _by_dim(x):
+    return x * 2 if x.dim() == 1 else x * 3
+
+
+def _by_conj(z):
+    return z * 2 if z.is_conj() else z * 3
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.sub = torch.nn.Module()
+        self.sub.k = 1.0
+
+    def forward(self, x):
+        return self.lin(x) * (2.0 if self is _LIST[0] else 3.0) * self.sub.k
+
+
+def _escaped_list(x):
+    lst = []
+    _SHARED["inner"]["k"] = lst   # a list made in the frame, reachable from a global now
+    a = _len_shared(x)
+    lst.append(1)                 # changed where no store is logged
+    lst.append(1)
+    return a, _len_shared(x)
+
+
+def _escaped_append(x):
+    lst = []
+    _SHARED["inner"]["k"] = lst
+    a, b = _append_shared(x), _append_shared(x)   # the second one's append must happen too
+    return a, b, torch.tensor(float(len(lst)))
+
+
+def _signed_zero(x):
+    return _div(x, 0.0), _div(x, -0.0)
+
+
+def _in_place_metadata(x):
+    a = _by_dim(x).sum()
+    x.unsqueeze_(0)
+    return a, _by_dim(x).sum()
+
+
+def _conj_bit(z):
+    return _by_conj(z.view(z.shape)), _by_conj(z.conj())
+
+
+def _root_found_again(x):
+    return _LIST[0](x), _LIST[1](x)   # `self is _LIST[0]` is the root itself in the first call
+
+
+def _store_through_an_alias(x):
+    alias = _LIST[1].sub
+    alias.k = 5.0                     # pending on the sibling, through another source
+    return _LIST[0](x), _LIST[1](x)
+
+
+@pytest.mark.parametrize("program,args", [
+    (_escaped_list, lambda: (torch.ones(2),)),
+    (_escaped_append, lambda: (torch.ones(2),)),
+    (_signed_zero, lambda: (torch.ones(2),)),
+    (_in_place_metadata, lambda: (torch.ones(3),)),
+    (_conj_bit, lambda: (torch.ones(2, dtype=torch.complex64),)),
+    (_root_found_again, lambda: (torch.ones(2),)),
+    (_store_through_an_alias, lambda: (torch.ones(2),)),
+], ids=lambda p: getattr(p, "__name__", ""))
+def test_what_differs_between_two_calls_is_not_replayed(program, args):
+    """Two calls of one kind that differ where no key, guard or logged store says so: each is
+    traced as eager runs it (each of these returned the first call's value once)."""
+    torch.manual_seed(0)
+    _LIST[:] = [_Scaled(), _Scaled()]
+
+    def reset():
+        _SHARED["inner"]["k"] = [1]
+        for m in _LIST:
+            m.sub.k = 1.0
+    reset()
+    ref = program(*args())
+    reset()
+    tracer.reset()
+    tracer.reset_stats()
+    with traced() as t:
+        out = tracer.compile(program, backend="eager")(*args())
+    torch.testing.assert_close(out, ref)
+    assert t.frames_traced == 1 and t.graph_breaks == 0 and t.internal_errors == 0 and t.fallbacks == 0
+    reset()
+
+
+def test_a_replay_names_the_modules_around_it_where_the_first_call_had_none():
+    def helper(x):
+        return torch.relu(x) * 2
+
+    class Sub(torch.nn.Module):
+        def forward(self, x):
+            return helper(x)
+
+    class Top(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Sub(), Sub()
+
+        def forward(self, x):
+            y = self.a(x + 1)         # recorded inside `a`
+            z = helper(y)             # replayed where no module is called
+            return self.b(helper(z))  # (a record made outside a module, replayed inside `b`)
+
+    m = Top()
+    x = torch.randn(2)
+    _out, entry, s, _c = _trace(m, (x,), True)
+    _out, entry2, _s2, _c = _trace(m, (x,), False)
+    assert s.blocks_replayed >= 2
+    for a, b in zip(entry.graph.graph.nodes, entry2.graph.graph.nodes):
+        assert a.meta.get("nn_module_stack") == b.meta.get("nn_module_stack"), a
+        assert a.meta.get("stack_trace") == b.meta.get("stack_trace"), a

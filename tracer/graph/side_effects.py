@@ -17,7 +17,7 @@ class SideEffects:
     MARKED = ("mutated_containers", "cell_stores", "deferred_calls")
     # Counters that only grow, kept as they are by a refused trial: variables/blocks.py only
     # compares them, and a count too high refuses a replay, never allows one.
-    COUNTED = ("events", "pending_reads")
+    COUNTED = ("events", "pending_reads", "escapes_due")
 
     def __init__(self):
         self.mutated_containers = []   # Variables with a source whose contents changed
@@ -28,12 +28,14 @@ class SideEffects:
         self.deferred_calls = []       # (fn, [Variable], {name: Variable}): made natively after the writes
         self.events = 0                # stores and changes logged so far (a store to a name already
                                        # pending, a second change of a container, count too)
+        self.escapes_due = []          # containers changed since sizes() last walked them (escape)
         self.pending_reads = 0         # reads answered by the trace's own state, not the real one:
                                        # a pending store, a changed container, a written cell
 
     def mutated(self, var):
-        if var.source is not None:
+        if var.source is not None or getattr(var, "_escaped", False):
             self.events += 1
+            self.escapes_due.append(var)  # (called before the change: walked by sizes())
         if not getattr(var, "_mutated", False):
             var._mutated = True
             if var.source is not None:
@@ -45,6 +47,7 @@ class SideEffects:
         if var.source is None:
             raise Unsupported("attribute store on an object that cannot be reached after the graph")
         self.events += 1
+        escape(value)
         self.attr_stores.setdefault(self.key(var), (var, {}))[1][name] = value
         if raw:
             self.raw_attr_stores.add((self.key(var), name))
@@ -64,8 +67,19 @@ class SideEffects:
         return id(value) if var.source is not None and value is not None else id(var)
 
     def store_cell(self, box):
-        self.events += 1
         self.cell_stores[id(box)] = box
+
+    def cell_written(self, value):
+        """A real closure cell (the root frame's or a called function's) was set to `value`."""
+        self.events += 1
+        escape(value)
+
+    def changed(self, var, value=None):
+        """An object made in the frame changed (a new object's attribute set to `value`, or
+        deleted): an event when shared state can reach it (escape)."""
+        if getattr(var, "_escaped", False):
+            self.events += 1
+            escape(value)
 
     def defer_call(self, fn, args, kwargs):
         """A call whose only effect is on objects outside the graph (torch._dynamo.mark_dynamic
@@ -75,6 +89,7 @@ class SideEffects:
 
     def store_global(self, f_globals, name, value):
         self.events += 1
+        escape(value)
         self.global_stores.setdefault(id(f_globals), (f_globals, {}))[1][name] = value
 
     def writes_under(self, var):
@@ -109,6 +124,8 @@ class SideEffects:
         """How many of each kind of pending effect there are, and how many were logged: equal
         sizes, no effect recorded in between (variables/blocks.py: a block's call made none;
         none was made since)."""
+        while self.escapes_due:  # (what a shared container holds now is reachable from outside)
+            escape(self.escapes_due.pop())
         return (len(self.mutated_containers), sum(len(d) for _v, d in self.attr_stores.values()),
                 len(self.raw_attr_stores), sum(len(d) for _g, d in self.global_stores.values()),
                 len(self.cell_stores), len(self.deferred_calls), self.events)
@@ -141,3 +158,31 @@ class _Checkpoint:
             store = getattr(self.effects, name)
             store.clear()
             store.update(getattr(self, name))
+
+
+def escape(value):
+    """Mark the Variables made in the frame that `value` reaches (the items of a list stored
+    into a global, a new object's attributes) as reachable from state that outlives the
+    frame: a later change of one is then logged as an event (`changed`, `mutated`), which is
+    what tells variables/blocks.py that a call reading shared state may now read something
+    else. It follows the objects that say so (`ESCAPE_WALK`: Variables, cells, dict keys)
+    through their attributes, and lists, tuples, sets and dicts; one marked already was
+    walked when it was marked (its later additions are walked by their own change)."""
+    todo, seen, first = [value], set(), True
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, (list, tuple, set, frozenset)):
+            todo.extend(o)
+        elif isinstance(o, dict):
+            todo.extend(o.keys())
+            todo.extend(o.values())
+        elif getattr(o, "ESCAPE_WALK", False):
+            if getattr(o, "source", True) is None:  # (a Variable made in the frame)
+                if getattr(o, "_escaped", False) and not first:
+                    continue
+                o._escaped = True
+            todo.extend(vars(o).values())
+        first = False

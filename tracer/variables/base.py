@@ -15,6 +15,7 @@ class Variable:
 
     source = None
     mutable = False  # True for list/dict/set/user objects whose contents may change
+    ESCAPE_WALK = True  # (graph/side_effects.escape follows its attributes)
 
     def __init__(self, source=None):
         self.source = source

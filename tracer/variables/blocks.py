@@ -57,6 +57,7 @@ nn_module_stack and stack_trace name the modules and frames around the replayed 
 """
 import dataclasses
 import itertools
+import math
 import operator
 import weakref
 
@@ -86,20 +87,21 @@ _CONSTANTS = (type(None), bool, int, float, str)
 def _arg_key(var, seen):
     """What makes two argument Variables interchangeable for a block, or None (not a block).
     A tensor made in the graph by its metadata (and which earlier argument it is, if it is
-    one: `f(x, x)` is another kind than `f(x, y)`); one with a source (an input) by identity."""
+    one: `f(x, x)` is another kind than `f(x, y)`); one with a source (an input) by identity
+    and its metadata (an in-place `x.unsqueeze_(0)` between two calls changes it)."""
     if isinstance(var, TensorVariable):
+        facts = _facts(var.example)
+        if facts is None:
+            return None
         if var.source is not None or var.real is not None:
-            return ("same", id(var))
+            return ("same", id(var), facts)
         if id(var) in seen:
             return ("again", seen[id(var)])
         seen[id(var)] = len(seen)
-        ex = var.example
-        if not isinstance(ex, FakeTensor) or any(isinstance(s, SYM_TYPES) for s in (*ex.shape, *ex.stride())):
-            return None
-        return ("tensor", tuple(ex.shape), ex.stride(), ex.storage_offset(), ex.dtype, ex.device,
-                ex.requires_grad, ex.grad_fn is None, ex._base is None, ex.is_inference())
+        return ("tensor", facts)
     if type(var) is ConstantVariable and type(var.value) in _CONSTANTS:
-        return ("const", type(var.value), var.value)
+        v = var.value  # (-0.0 == 0.0, and `x / s` tells them apart)
+        return ("const", type(v), v, math.copysign(1.0, v) if type(v) is float else None)
     if type(var) is containers.TupleVariable:
         items = [_arg_key(v, seen) for v in var.items]
         return None if any(i is None for i in items) else ("tuple", tuple(items))
@@ -113,8 +115,17 @@ def _arg_key(var, seen):
     return None
 
 
+def _facts(ex):
+    """A fake tensor's metadata, as a key (None: symbolic sizes, or no fake)."""
+    if not isinstance(ex, FakeTensor) or any(isinstance(s, SYM_TYPES) for s in (*ex.shape, *ex.stride())):
+        return None
+    return (tuple(ex.shape), ex.stride(), ex.storage_offset(), ex.dtype, ex.device, ex.requires_grad,
+            ex.grad_fn is None, ex._base is None, ex.is_inference(), ex.is_conj(), ex.is_neg())
+
+
 def _key(tx, var, fn, args, kwargs):
-    """The kind of block this call is, or None (module docstring)."""
+    """The kind of block this call is, or None (module docstring). (Objects named by id in it
+    are kept alive by the record: `Block.keep`.)"""
     if not config.reuse_blocks or (var is not None and var.source is None):
         return None
     seen = {}
@@ -250,6 +261,7 @@ class Block:
         self.replays = 0               # calls replayed so far (their nodes' BLOCK_META call number)
         # set by _ready:
         self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
+        self.paths, self.objects = [], None  # (_stores_on)
 
     @classmethod
     def record(cls, tx, var, fn, args, kwargs, before, result):
@@ -282,8 +294,9 @@ class Block:
             # a value under the block wrapped before the call (`l(l(x))`, or read before it) and
             # found in the wrap memo inside it added no guard there: its facts are not in the
             # record (a tensor's are: its tensor guard is checked on the sibling's, made when or not)
+            # (the root itself too: `self is model.layers[0]` found it through that source)
             reread = [v for v in ctx.memo_reads[before.memo_reads:]
-                      if not isinstance(v, TensorVariable) and v.source != src and _under(v.source, src)]
+                      if not isinstance(v, TensorVariable) and _under(v.source, src)]
             if reread:
                 early = {id(v) for _x, v in itertools.islice(ctx.wrap_memo.values(), before.memo)}
                 if any(id(v) in early for v in reread):
@@ -302,7 +315,13 @@ class Block:
             f = f.parent
         frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
         distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if src is not None and _under(v.source, src)]
-        return cls(var, fn, (args, kwargs), before, ctx.guards[before.guards:], len(ctx.guards), list(out.inputs),
+        if any(not isinstance(v, _Distinct) for v in ctx.mutable_inputs[before.mutable:]
+               if src is not None and _under(v.source, src)):
+            # `self is LIST[0]`: decided by the identity of the Variables, which a sibling's
+            # would answer otherwise and which no guard of the record says
+            raise _Refused("the root, or an object under it, compared by identity")
+        keep = (args, kwargs, list(ctx.autocast_stack), out)
+        return cls(var, fn, keep, before, ctx.guards[before.guards:], len(ctx.guards), list(out.inputs),
                    nodes, arg_nodes, template, ctx.ops_under_handler and not before.under_handler, frames,
                    len(ctx.module_calls), distinct)
 
@@ -377,6 +396,14 @@ class Block:
                                                [s for s, _n in inputs])
             self._tag(nodes)
         self.guards, self.inputs, self.shared = guards, inputs, shared
+        if src is not None:  # (the objects the check reads through the root: _stores_on)
+            paths = {}
+            for g in guards:
+                for p in g.sources():
+                    for a in (p, *p.ancestors()):
+                        if a != _ROOT and _under(a, _ROOT):
+                            paths[a] = None
+            self.paths = list(paths)
         self.prefix = node_meta.format_frames(self.frames)
         self.raw_guards = self.all_inputs = self.before = None
 
@@ -397,6 +424,22 @@ class Block:
         self.node_set = set(nodes)
         _ANALYSED[id(self)] = self
 
+    def _stores_on(self, tx, var, L, G, C):
+        """Whether a store is pending on an object the check reads through the sibling
+        (`alias = layers[1].norm; alias.eps = 0.1` before the call: writes_under, which
+        goes by sources, does not see it), which an inlined call would read instead."""
+        stores = tx.side_effects.attr_stores
+        pending = {id(v.value) for v, _d in stores.values() if getattr(v, "value", None) is not None}
+        if not pending:
+            return False
+        if self.objects is None:
+            ex = ExprContext(tx.ctx.f_builtins)
+            exprs = "".join(p.guard_expr(ex) + ", " for p in self.paths)
+            self.objects, _ = ex.compile("check_block_objects", ["try:", f"    return ({exprs})", "except Exception:",
+                                                                 "    return None"], args="V, L, G, C")
+        found = self.objects(var.module, L, G, C)
+        return found is None or any(id(o) in pending for o in found)
+
     # ---- replaying it on a sibling -------------------------------------------------------------
     def replay(self, tx, var, args, kwargs):
         """The call's result, its nodes and guards added; None (nothing added) when the
@@ -414,7 +457,7 @@ class Block:
         env = dict(zip(self.args, _arg_nodes(_rest(var, args), kwargs)))
         env.update((n, n) for n in self.shared)
         if var is not None:
-            if not self.check(var.module, L, G, C):
+            if not self.check(var.module, L, G, C) or self._stores_on(tx, var, L, G, C):
                 return None
             retarget = Retarget(_ROOT, var.source, tag=True)
             ctx.guards.extend(retarget(g) for g in self.guards)
@@ -664,9 +707,7 @@ class _StackMap:
         trace = meta.get("stack_trace")
         if trace is not None and trace.startswith(block.prefix):
             meta["stack_trace"] = self.prefix + trace[len(block.prefix):]
-        stack = meta.get("nn_module_stack")
-        if stack is None:
-            return
+        stack = meta.get("nn_module_stack") or {}
         out = dict(self.outer)
         for key, (path, typ) in itertools.islice(stack.items(), block.n_outer, None):
             if var is not None and (path == block.path or path.startswith(block.path + ".")):
@@ -675,7 +716,10 @@ class _StackMap:
                 out[str(id(mod))] = (var.path + ("." + rel if rel else ""), typ)
             else:
                 out[key] = (path, typ)
-        meta["nn_module_stack"] = out
+        if out:
+            meta["nn_module_stack"] = out
+        else:
+            meta.pop("nn_module_stack", None)
 
 
 # Modules of the value model that also import this one's users (see generators.py).

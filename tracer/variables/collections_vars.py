@@ -301,11 +301,13 @@ class NamespaceVariable(Variable):
         return name in self.attrs.items
 
     def setattr(self, tx, name, value):
+        tx.side_effects.changed(self, value)
         self.attrs.items[name] = value
 
     def delattr(self, tx, name):
         if name not in self.attrs.items:
             raise exceptions.attribute_error("types.SimpleNamespace", name)
+        tx.side_effects.changed(self)
         del self.attrs.items[name]
 
     def reconstruct(self, cg):

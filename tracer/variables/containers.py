@@ -615,6 +615,8 @@ class DictViewVariable(Variable):
 class _IdKey:
     """A dict key that is an object compared by identity (modules, functions, tensors)."""
 
+    ESCAPE_WALK = True  # (graph/side_effects.escape follows its Variable)
+
     def __init__(self, var, key):
         self.var, self.key = var, key
 

@@ -25,6 +25,7 @@ class CellBox:
     """A closure cell during tracing: its current Variable, and where the real cell lives."""
 
     _EMPTY = object()
+    ESCAPE_WALK = True  # (graph/side_effects.escape follows its value)
 
     def __init__(self, value=_EMPTY, real_cell=None, source=None):
         self._value = value
@@ -322,6 +323,7 @@ class NestedFunctionVariable(BaseFunctionVariable):
         raise exceptions.attribute_error("function", name)
 
     def setattr(self, tx, name, value):
+        tx.side_effects.changed(self, value)
         if name in ("__name__", "__qualname__"):
             if not (value.is_constant() and isinstance(value.as_constant(), str)):
                 raise Unsupported(f"{name} must be set to a string (the user code raises TypeError)")

@@ -380,6 +380,7 @@ class NewObjectVariable(Variable):
         raise Unsupported(f"{self.cls.__name__}.__delattr__ is {type(da).__name__}, not traced")
 
     def generic_delattr(self, tx, name):
+        tx.side_effects.changed(self)
         if _is_slot(self._class_attr(tx, name)):
             if name not in self.slots:
                 raise exceptions.attribute_error(self.cls.__name__, name)
@@ -395,6 +396,7 @@ class NewObjectVariable(Variable):
         if name in ("__class__", "__dict__"):
             raise Unsupported(f"assignment to {name} of a new object")
         attr = self._class_attr(tx, name)
+        tx.side_effects.changed(self, value)  # (logged once shared state can reach it)
         if _is_slot(attr):
             self.slots[name] = value
             return

@@ -115,6 +115,8 @@ def unary_op(tx, name, a):
 def identical(tx, a, b):
     """`a is b` when it can be decided at trace time."""
     if a is b:
+        if not a.is_constant():  # (one Variable reached twice: a block's root found again, blocks.py)
+            rely_on_identity(tx, a)
         return True
     if not a.is_constant() and not b.is_constant():  # (vs a constant, the type decides)
         for v in (a, b):

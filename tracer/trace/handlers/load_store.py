@@ -152,7 +152,10 @@ def STORE_DEREF(tx, inst):
         if box.source is None:
             raise Unsupported("nonlocal store into a closure cell that cannot be reached after the graph")
         tx.side_effects.store_cell(box)
-    box.set(tx.pop())
+    value = tx.pop()
+    if box.real_cell is not None:  # (the root frame's own too: a called function may read it)
+        tx.side_effects.cell_written(value)
+    box.set(value)
 
 
 @handler("DELETE_DEREF")
