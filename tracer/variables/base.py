@@ -254,6 +254,7 @@ def rely_on_identity(tx, var):
     if pin is not None:
         pin(tx)
     elif var.source is not None and getattr(var, "identity_key", None) is not None:
+        var.identity_relied = True  # (variables/blocks.py: not a record's root, nor under one)
         tx.ctx.mutable_inputs.append(var)  # (convert_frame._distinct_sources)
 
 

@@ -315,7 +315,7 @@ class Block:
             f = f.parent
         frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
         distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if src is not None and _under(v.source, src)]
-        if any(not isinstance(v, _Distinct) for v in ctx.mutable_inputs[before.mutable:]
+        if any(getattr(v, "identity_relied", False) for v in ctx.mutable_inputs[before.mutable:]
                if src is not None and _under(v.source, src)):
             # `self is LIST[0]`: decided by the identity of the Variables, which a sibling's
             # would answer otherwise and which no guard of the record says
