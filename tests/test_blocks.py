@@ -111,7 +111,18 @@ def test_encoder_stack_is_the_unrolled_graph():
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
     m = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).eval()
-    _check_same_as_unrolled(m, (torch.randn(2, 5, 32),), min_replays=5)
+    x = torch.randn(2, 5, 32)
+    _check_same_as_unrolled(m, (x,), min_replays=5)
+    # the unit replayed is the layer, not only its norms and linears: the kind whose calls are
+    # largest is called for layers 1 to 5 (layer 0 takes the frame's input: another kind)
+    _out, entry, _s, _c = _trace(m, (x,), True)
+    calls = {}
+    for n in entry.graph.graph.nodes:
+        tag = n.meta.get("block_call")
+        if tag is not None:
+            calls.setdefault(tag[0], {}).setdefault(tag[1], []).append(n)
+    largest = max(calls.values(), key=lambda c: len(c[1]) if 1 in c else 0)
+    assert sorted(largest) == [0, 1, 2, 3, 4] and len(largest[1]) >= 12  # (attention, feed-forward, norms)
 
 
 def test_block_stack_with_gradients():
