@@ -11,6 +11,7 @@ returned argument, a value copied within an input dict) and keep the mechanism h
 import torch
 
 import tracer
+from helpers import traced
 
 
 def _pair():
@@ -126,3 +127,30 @@ def test_int_and_float_of_a_symbolic_number_are_the_number():
         assert torch.equal(got[0], want[0])
     s = tracer.stats()
     assert s.graphs >= 1 and s.recompiles == 1, s  # symbolic from the second call on
+
+
+_LAYERS = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(3)])
+_AS_LIST = list(_LAYERS)
+
+
+def test_one_module_through_two_sources_stays_one_object():
+    """`mod in _AS_LIST[:1]` compares a ModuleList's module with the same module in a global
+    list: one object, which the guards keep one (it was an internal error: the distinct
+    inputs' guard failed on the inputs it was built from, and the frame ran as Python)."""
+    def f(x):
+        return [m(x) * (2.0 if m in _AS_LIST[:1] else 3.0) for m in _LAYERS]
+
+    x = torch.ones(3)
+    ref = f(x)
+    tracer.reset()
+    tracer.reset_stats()
+    c = tracer.compile(f, backend="eager")
+    with traced() as t:
+        out = c(x)
+    torch.testing.assert_close(out, ref)
+    assert t.internal_errors == 0 and t.fallbacks == 0 and t.graphs >= 1
+    _AS_LIST.reverse()  # now the first is another module: recompiled, and the answer follows
+    try:
+        torch.testing.assert_close(c(x), f(x))
+    finally:
+        _AS_LIST.reverse()

@@ -23,7 +23,7 @@ import bytecode_utils
 import guards
 import torch
 from bytecode_utils import arg_names, versions
-from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, compile_guards
+from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, SameObject, compile_guards
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
@@ -340,7 +340,8 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     slot = rewrite.slot
     out = ctx.output
     guards = [state, *tensor_guards_with_dynamic_dims(ctx.guards, out.shapes)]
-    distinct = _distinct_sources(ctx)
+    distinct, same = _distinct_sources(ctx)
+    guards.extend(same)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
     set_grad = []
@@ -417,13 +418,29 @@ def _hand_grad_mode_to_bytecode(ctx):
 
 def _distinct_sources(ctx):
     """Inputs that are tensors or mutable containers, or whose identity the trace compared,
-    must stay distinct objects, as traced."""
-    seen, out = set(), []
-    for src in ctx.input_tensor_sources + [v.source for v in ctx.mutable_inputs]:
+    must stay distinct objects, as traced: (their sources, SameObject guards). An object
+    whose Variable holds no state of its own reached through two sources that the memo did
+    not join (a module of a ModuleList and the same module in a global list; stores on a
+    module are kept per object) was one object in the trace: it must stay one, and only its
+    first source joins the others in NoAliasing."""
+    seen, out, same, first = set(), [], [], {}
+    for src in ctx.input_tensor_sources:
         if src not in seen:
             seen.add(src)
             out.append(src)
-    return out
+    for v in ctx.mutable_inputs:
+        src = v.source
+        if src in seen:
+            continue
+        seen.add(src)
+        obj = getattr(v, "value", None)
+        if obj is not None and not v.mutable:  # (two Variables of one container would disagree)
+            earlier = first.setdefault(id(obj), src)
+            if earlier is not src:
+                same.append(SameObject(earlier, src))
+                continue
+        out.append(src)
+    return out, same
 
 
 def _fallback(code, ctx, state, builtins, reason, location):
