@@ -667,6 +667,8 @@ class IteratorVariable(Variable):
             self.items.append(item)
         if self.source is not None:  # a real iterator from the frame: advancing it is a mutation
             tx.side_effects.mutated(self)
+        else:
+            tx.side_effects.changed(self)  # (made here, and reached from shared state: an event)
         self.pos += 1
         return self.items[self.pos - 1]
 
@@ -720,6 +722,8 @@ class ListIteratorVariable(IteratorVariable):
     def next(self, tx):
         if self.source is not None:  # a real iterator from the frame: replayed by position
             tx.side_effects.mutated(self)
+        else:
+            tx.side_effects.changed(self)  # (made here, and reached from shared state: an event)
         if self.lst is None or self.pos >= len(self.lst.items):
             self.lst = None  # exhausted for good, like CPython's
             return None
