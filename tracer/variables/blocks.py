@@ -20,7 +20,7 @@ call) is inlined as any call, and what it did is recorded:
 
 The record is analysed when a second call of the kind comes (most recorded calls, a model's
 forward or a helper called once, never meet one). The guards and the inputs' sources are then
-kept from a stand-in root (`_Root`, `V` in generated code) and compiled once into a check and
+kept from a stand-in root (`STAND_IN`, `V` in generated code) and compiled once into a check and
 a getter. A later call of the same kind, on a sibling, is *replayed* when the check holds with
 the sibling module as `V` (on the frame's own arguments, as a cache entry's guards will read
 them); the check includes the first block's inputs' tensor guards, so another weight shape
@@ -43,7 +43,12 @@ first call unrecorded, and every later call of its kind is then inlined as befor
 - nodes that read a graph value made before the call other than the arguments, or a graph
   input the call made that is not found through the root;
 - a result other than tensors the call made (not views of values from before the call, not
-  taken from a multi-output op), constants, the arguments themselves, and tuples of these.
+  taken from a multi-output op), constants, the arguments themselves, objects of the shared
+  state (a sourced config: the same Variable), and tuples of these.
+
+What "no store was logged" means is the side-effect log's (graph/side_effects.py): every
+store counts, and so does a change of an object made in the frame once shared state reaches
+it (`escape`: a list put into a global dict), which the log would not hold otherwise.
 
 A replay is refused (the call is inlined) where any store was logged since the record (the
 log's sizes and event count), or one is pending on the sibling: an inlined call would read it,
@@ -239,11 +244,9 @@ class Block:
 
     def __init__(self, var, fn, keep, before, guards, n_guards, inputs, nodes, arg_nodes, result,
                  under_handler, frames, n_outer, distinct):
-        self.var_type = type(var.module) if var is not None else None
-        self.rooted = var is not None
         self.path = var.path if var is not None else None   # the first call's module path
         self.source = var.source if var is not None else None
-        self.fn = fn
+        self.fn = fn                   # the function recorded (what a debugger or a profile names)
         self.keep = keep               # the first call's arguments: the ids in its key stay theirs
         self.before = before
         self.raw_guards = guards       # the guards the call added
