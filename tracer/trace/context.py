@@ -96,6 +96,8 @@ class TraceContext:
     block_roots: dict = _state(dict, release=KEEP, trial=KEEP)  # ... of replayed blocks, and theirs
     # block kind -> the first such module call, recorded for its siblings (variables/blocks.py)
     blocks: dict = _state(dict, release=CLEAR, trial=COPY)
+    # the blocks being recorded, innermost last (pushed and popped in a finally: blocks.py)
+    recordings: list = _state(list, release=RESET, trial=KEEP)
     # instructions executed (a trial's count too: the limits are on the work done)
     steps: int = _state(0, release=KEEP, trial=KEEP)
     # the guard that no global nn.Module hook is registered is made (guard_global_module_hooks)

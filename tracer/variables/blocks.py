@@ -110,6 +110,10 @@ def _arg_key(var, seen):
     if type(var) is containers.TupleVariable:
         items = [_arg_key(v, seen) for v in var.items]
         return None if any(i is None for i in items) else ("tuple", tuple(items))
+    if type(var) is new_objects.NewObjectVariable:
+        # an object made in the frame (a KV cache), the same one: the block may only hand it
+        # to calls, which are traced again where it is replayed (block_holes.py)
+        return ("frame", id(var))
     if var.source is not None and not getattr(var, "_mutated", False):
         # an object read from the frame's inputs or globals (a config, a table, another
         # module), the same Variable in both calls: what the call read of it is guarded (a
@@ -159,7 +163,24 @@ def call_function(tx, fn, args, kwargs, inline):
 
 def call(tx, var, fn, args, kwargs, inline):
     """The result of calling `fn` with `args` and `kwargs` (with `var`, a module, first; or
-    var None): `inline()`, or a replay of an earlier call of the same kind."""
+    var None): `inline()`, or a replay of an earlier call of the same kind. A call that the
+    code of a block being recorded makes with an object made before that block is one of
+    its holes (block_holes.py)."""
+    recs = tx.ctx.recordings
+    if not recs:
+        return _call(tx, var, fn, args, kwargs, inline)
+    rec = block_holes.hole_of(recs, args, kwargs)
+    if rec is not None:
+        return rec.hole(tx, var, fn, args, kwargs, lambda: _call(tx, var, fn, args, kwargs, inline))
+    top = recs[-1]
+    top.depth += 1
+    try:
+        return _call(tx, var, fn, args, kwargs, inline)
+    finally:
+        top.depth -= 1
+
+
+def _call(tx, var, fn, args, kwargs, inline):
     key = _key(tx, var, fn, args, kwargs)
     if key is None:
         return inline()
@@ -174,8 +195,15 @@ def call(tx, var, fn, args, kwargs, inline):
     if (variants and len(variants) >= _VARIANTS) or not _effects_allow(tx, var):
         return inline()  # (reads of a store pending on the module are not guarded: no record)
     before = _Before.take(tx)
-    result = inline()
-    block = Block.record(tx, var, fn, args, kwargs, before, result)
+    rec = block_holes.Recording(tx, var, block_holes.flat_args(_rest(var, args), kwargs), key[5])
+    recs = tx.ctx.recordings
+    recs.append(rec)
+    try:
+        result = inline()
+    finally:
+        recs.pop()
+        rec.close()
+    block = Block.record(tx, var, fn, args, kwargs, before, result, rec)
     if block is not None:
         memo[key] = [*(variants or ()), block]  # (a new list: a trial's copy keeps its own)
     elif not variants:
@@ -233,6 +261,34 @@ def _last(graph):
     return next(iter(reversed(nodes)), None) if len(nodes) else None
 
 
+class _Own:
+    """The entries a block's own code added to one of the trace's lists, from `start`: less
+    the ranges its holes added (block_holes.py), which a replay makes again."""
+
+    def __init__(self, holes):
+        self.holes = holes
+
+    def __call__(self, items, start, field):
+        if not self.holes:
+            return items[start:]
+        i = block_holes.mark_index(field)
+        out, at = [], start
+        for h in self.holes:
+            out.extend(items[at:h.marks[i]])
+            at = h.ends[i]
+        out.extend(items[at:])
+        return out
+
+
+def _new_tensors(template):
+    """The ("new", node, facts) parts of a hole's result template."""
+    if template[0] == "new":
+        yield template
+    elif template[0] == "tuple":
+        for t in template[1]:
+            yield from _new_tensors(t)
+
+
 class _Refused(Exception):
     """The first block did something a replay cannot promise (module docstring)."""
 
@@ -265,17 +321,22 @@ class Block:
         # set by _ready:
         self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
         self.paths, self.objects = [], None  # (_stores_on)
+        self.holes, self.lookups, self.passed = [], [], []  # (block_holes.py: set by _record)
+        self.extra = []        # rooted sources a replay reads for its holes (modules, rereads)
+        self.input_at = None   # per input, the holes made before it (None: no holes)
 
     @classmethod
-    def record(cls, tx, var, fn, args, kwargs, before, result):
+    def record(cls, tx, var, fn, args, kwargs, before, result, rec):
         try:
-            return cls._record(tx, var, fn, args, kwargs, before, result)
+            return cls._record(tx, var, fn, args, kwargs, before, result, rec)
         except _Refused:
             return None
 
     @classmethod
-    def _record(cls, tx, var, fn, args, kwargs, before, result):
+    def _record(cls, tx, var, fn, args, kwargs, before, result, rec):
         ctx, out = tx.ctx, tx.output
+        if rec.refused is not None:
+            raise _Refused(rec.refused)
         m = out.mark()
         if m[2] != before.mark[2] or m[3] != before.mark[3]:
             raise _Refused("graph attributes or symbolic inputs")
@@ -286,47 +347,69 @@ class Block:
             raise _Refused("grad mode left changed")
         if len(generators.pending(ctx)) != before.generators:
             raise _Refused("a generator left needing its finally")
-        if ctx.side_effects.pending_reads != before.pending_reads:
+        if ctx.side_effects.pending_reads != rec.pending:
             # what it read is the trace's (what a store put there, made in the frame and
             # changed since without a log entry, perhaps): nothing guards it for a later call
             raise _Refused("a read of a pending store")
+        holes = rec.holes
+        own = _Own(holes)  # what the block's own code added to the trace's lists (not its holes')
         src = var.source if var is not None else None
         if src is not None:
-            if any(_under(s, src) for s in ctx.unsourced_reads[before.unsourced:]):
+            if any(_under(s, src) for s in own(ctx.unsourced_reads, before.unsourced, "unsourced_reads")):
                 raise _Refused("a read through the block answered by an object met without a source")
-            # a value under the block wrapped before the call (`l(l(x))`, or read before it) and
-            # found in the wrap memo inside it added no guard there: its facts are not in the
-            # record (a tensor's are: its tensor guard is checked on the sibling's, made when or not)
-            # (the root itself too: `self is model.layers[0]` found it through that source)
-            reread = [v for v in ctx.memo_reads[before.memo_reads:]
+            # a value under the block wrapped before the call (`l(l(x))`, or read before it) or
+            # in one of its holes, and found in the wrap memo by its own code, added no guard
+            # there: its facts are not in the record (a tensor's are: its tensor guard is checked
+            # on the sibling's, made when or not) (the root itself too: `self is
+            # model.layers[0]` found it through that source)
+            reread = [v for v in own(ctx.memo_reads, before.memo_reads, "memo_reads")
                       if not isinstance(v, TensorVariable) and _under(v.source, src)]
             if reread:
-                early = {id(v) for _x, v in itertools.islice(ctx.wrap_memo.values(), before.memo)}
+                memo = list(ctx.wrap_memo.values())
+                early = {id(v) for _x, v in memo[:before.memo]}
+                for h in holes:
+                    i = block_holes.mark_index("wrap_memo")
+                    early.update(id(v) for _x, v in memo[h.marks[i]:h.ends[i]])
                 if any(id(v) in early for v in reread):
-                    raise _Refused("a value under the block wrapped before the call was read in it")
-        nodes = []
+                    raise _Refused("a value under the block wrapped before its code read it was read in it")
+        nodes, hole_nodes = [], set()
+        after = {}
+        for h in holes:
+            h.at = 0
+            after.setdefault(h.last_before, []).append(h)
+            n = h.last_before.next if h.last_before is not None else next(iter(out.graph.nodes), None)
+            stop = h.last_after.next if h.last_after is not None else None
+            while n is not None and n is not stop and n.op != "root":
+                hole_nodes.add(n)
+                n = n.next
         node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
         while node is not None and node.op != "root":  # (the graph's sentinel closes its ring)
-            if node.op != "placeholder":
+            if node.op != "placeholder" and node not in hole_nodes:
                 nodes.append(node)
+            for h in after.get(node, ()):
+                h.at = len(nodes)
             node = node.next
         arg_nodes = _arg_nodes(_rest(var, args), kwargs)
-        template = _template(result, set(nodes), arg_nodes, src)
+        made = set(nodes)
+        results = {t[1]: t for h in holes for t in _new_tensors(h.result)}
+        template = _template(result, made, arg_nodes, src, results)
         frames, f = [], tx
         while f is not None:
             frames.append(f)
             f = f.parent
         frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
-        distinct = [v.source for v in ctx.mutable_inputs[before.mutable:] if src is not None and _under(v.source, src)]
-        if any(getattr(v, "identity_relied", False) for v in ctx.mutable_inputs[before.mutable:]
-               if src is not None and _under(v.source, src)):
+        mutable = own(ctx.mutable_inputs, before.mutable, "mutable_inputs") if src is not None else []
+        distinct = [v.source for v in mutable if _under(v.source, src)]
+        if any(getattr(v, "identity_relied", False) for v in mutable if _under(v.source, src)):
             # `self is LIST[0]`: decided by the identity of the Variables, which a sibling's
             # would answer otherwise and which no guard of the record says
             raise _Refused("the root, or an object under it, compared by identity")
         keep = (args, kwargs, list(ctx.autocast_stack), out)
-        return cls(var, fn, keep, before, ctx.guards[before.guards:], len(ctx.guards), list(out.inputs),
-                   nodes, arg_nodes, template, ctx.ops_under_handler and not before.under_handler, frames,
-                   len(ctx.module_calls), distinct)
+        block = cls(var, fn, keep, before, own(ctx.guards, before.guards, "guards"), len(ctx.guards),
+                    list(out.inputs), nodes, arg_nodes, template, ctx.ops_under_handler and not before.under_handler,
+                    frames, len(ctx.module_calls), distinct)
+        block.holes, block.lookups, block.passed = holes, rec.lookups, rec.passed
+        return block
 
     def _ready(self, tx):
         try:
@@ -344,7 +427,7 @@ class Block:
         by_node = {n: s for s, n, _v in self.all_inputs}
         args_set = set(self.args)
         used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in args_set]
-        made_inputs = [(s, n) for s, n, _v in self.all_inputs[before.inputs:]]
+        made_inputs = [(s, n) for s, n, _v in _Own(self.holes)(self.all_inputs, before.inputs, "inputs")]
         inputs, shared, seen = [], set(), set()
         for source, node in made_inputs + [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
             if node in seen:
@@ -356,15 +439,23 @@ class Block:
                 raise _Refused("a graph input the call made, not found through the block")
             else:
                 shared.add(node)
-        allowed = made | args_set | {n for _s, n in inputs} | shared
+        if self.holes:  # each input is wrapped where the inlined call makes it: after the holes before it
+            pos = {n: j for j, (_s, n, _v) in enumerate(self.all_inputs)}
+            starts = [h.marks[block_holes.mark_index("inputs")] for h in self.holes]
+            self.input_at = [sum(1 for st in starts if st <= pos.get(n, -1)) for _s, n in inputs]
+        results = {t[1] for h in self.holes for t in _new_tensors(h.result)}
+        allowed = made | args_set | {n for _s, n in inputs} | shared | results
         for n in nodes:
             if n.op not in ("call_function", "call_method") or n.meta.get("writes"):
                 raise _Refused(f"a {n.op} node, or one writing in place")
             for u in n.all_input_nodes:
                 if u not in allowed:
                     raise _Refused("a node reading a graph value made before the call")
+        through = self._passed_through()
         guards = []
         for g in self.raw_guards:
+            if through and getattr(g, "source", None) in through:
+                continue  # the sibling's own value is read and guarded where its hole is
             if src is None or not any(_under(s, src) for s in g.sources()):
                 if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
                     raise _Refused("a guard keyed by an object")
@@ -395,9 +486,12 @@ class Block:
                 name_template(s, src, rooted[-1][0])
             inputs = rooted
             self.distinct = [to_root(d) for d in self.distinct]
+            self.holes = [self._hole_ready(h, made, results, to_root) for h in self.holes]
             self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
-                                               [s for s, _n in inputs])
+                                               [s for s, _n in inputs] + self.extra)
             self._tag(nodes)
+        elif self.holes:
+            self.holes = [self._hole_ready(h, made, results, None) for h in self.holes]
         self.guards, self.inputs, self.shared = guards, inputs, shared
         if src is not None:  # (the objects the check reads through the root: _stores_on)
             paths = {}
@@ -409,6 +503,58 @@ class Block:
             self.paths = list(paths)
         self.prefix = node_meta.format_frames(self.frames)
         self.raw_guards = self.all_inputs = self.before = None
+
+    def _passed_through(self):
+        """The sources of the ints read from the module that only went into holes (their
+        guards are left out: block_holes.PassConstant)."""
+        if not self.passed:
+            return set()
+        into = set()
+
+        def walk(t):
+            if t[0] == "reread":
+                into.add(t[1])
+            elif t[0] == "tuple":
+                for item in t[1]:
+                    walk(item)
+        for h in self.holes:
+            for t in (*h.args, *h.kwargs.values()):
+                walk(t)
+        through = into - {pc.source for pc in self.passed if pc.used}
+        theirs = {id(pc.guard) for pc in self.passed}
+        for g in self.raw_guards:  # (read another way too: kept)
+            if id(g) not in theirs and any(s in through for s in g.sources()):
+                through.difference_update(g.sources())
+        return through
+
+    def _hole_ready(self, hole, made, results, to_root):
+        """The hole with its templates in the form a replay builds (block_holes.run)."""
+        def ready(t):
+            kind = t[0]
+            if kind == "node":
+                if t[1] in made:
+                    return ("tensor", _view_chain(t[1], made))
+                if t[1] in results:
+                    return ("var", t[1])
+                raise _Refused("a hole given a graph value made before the block")
+            if kind in ("reread", "module"):
+                if to_root is None:
+                    raise _Refused("a hole given a value of a module without a source")
+                self.extra.append(to_root(t[1]))
+                if kind == "module":
+                    if not t[2].startswith(self.path):
+                        raise _Refused("a hole given a module whose path is not under the block's")
+                    return ("module", len(self.extra) - 1, t[2][len(self.path):])
+                return ("reread", len(self.extra) - 1)
+            if kind == "tuple":
+                return ("tuple", [ready(item) for item in t[1]])
+            return t
+        hole.args = [ready(t) for t in hole.args]
+        hole.kwargs = {k: ready(t) for k, t in hole.kwargs.items()}
+        hole.modules = [ready(t) for t in hole.modules]
+        hole.inner = node_meta.format_frames(hole.frames[len(self.frames):])
+        hole.frames = hole.marks = hole.ends = hole.last_before = hole.last_after = None
+        return hole
 
     def _tag(self, nodes):
         """Tag the first call's nodes as this kind's call 0 (inductor compiles a module's
@@ -454,28 +600,36 @@ class Block:
             return None
         if self.ready is None:
             self.ready = self._ready(tx)
-        if not self.ready:
+        if not self.ready or (self.holes and not block_holes.replayable(self)):
             return None
         L, G, C = ctx.frame_values
         env = dict(zip(self.args, _arg_nodes(_rest(var, args), kwargs)))
         env.update((n, n) for n in self.shared)
+        values = extra = ()
         if var is not None:
             if not self.check(var.module, L, G, C) or self._stores_on(tx, var, L, G, C):
                 return None
+            if self.lookups and not block_holes.lookups_hold(self, 0):
+                return None
             retarget = Retarget(_ROOT, var.source, tag=True)
             ctx.guards.extend(retarget(g) for g in self.guards)
-            sources = [retarget(source) for source, _node in self.inputs]
             values = self.values(var.module, L, G, C)
-            for (source, node), new_source, value in zip(self.inputs, sources, values):
-                rel = _module_path(source, _ROOT)
-                if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
-                    tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
-                else:
-                    tv = builder.wrap(tx, value, new_source)
-                env[node] = tv.node
+            values, extra = values[:len(self.inputs)], values[len(self.inputs):]
+            self._wrap_inputs(tx, var, retarget, values, env, 0)
+        elif self.lookups and not block_holes.lookups_hold(self, 0):
+            return None
         stacks = _StackMap(self, var, tx)
         tag = (id(self), self.replays + 1) if var is not None else None
-        for n in self.nodes:
+        arg_vars = block_holes.flat_args(_rest(var, args), kwargs)
+        made_vars = {}
+        holes = iter(self.holes)
+        hole = next(holes, None)
+        done = 0
+        for i, n in enumerate(self.nodes):
+            while hole is not None and hole.at == i:
+                self._run_hole(tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
+                done += 1
+                hole = next(holes, None)
             new = out.graph.create_node(n.op, n.target, fx.map_arg(n.args, env.__getitem__),
                                         fx.map_arg(n.kwargs, env.__getitem__))
             meta = dict(n.meta)
@@ -488,6 +642,10 @@ class Block:
                 meta.pop(BLOCK_META, None)
             new.meta.update(meta)
             env[n] = new
+        while hole is not None:
+            self._run_hole(tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
+            done += 1
+            hole = next(holes, None)
         self.replays += 1
         if var is not None:
             ctx.block_roots[self.source] = None
@@ -496,7 +654,54 @@ class Block:
         if self.under_handler:
             ctx.ops_under_handler = True
         records.blocks_replayed(1)
-        return _build(self.result, env, list(_rest(var, args)) + [v for _k, v in sorted(kwargs.items())], out)
+        return _build(self.result, env, arg_vars, out, made_vars)
+
+    def _wrap_inputs(self, tx, var, retarget, values, env, at):
+        """The sibling's graph inputs the inlined call makes after `at` holes (all of them
+        where the block has none), wrapped as the inlined call wraps them."""
+        for i, ((source, node), value) in enumerate(zip(self.inputs, values)):
+            if self.input_at is not None and self.input_at[i] != at:
+                continue
+            new_source = retarget(source)
+            rel = _module_path(source, _ROOT)
+            if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
+                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
+            else:
+                tv = builder.wrap(tx, value, new_source)
+            env[node] = tv.node
+
+    def _run_hole(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done):
+        """Trace the `done`-th hole again for the sibling (block_holes.run) and check that
+        it came back as recorded."""
+        modules = {}
+        retarget = Retarget(_ROOT, var.source, tag=True) if var is not None else None
+
+        def build(t):
+            kind = t[0]
+            if kind == "arg":
+                return arg_vars[t[1]]
+            if kind == "root":
+                return var
+            if kind == "tuple":
+                return containers.TupleVariable([build(item) for item in t[1]])
+            if kind == "reread":
+                return builder.wrap(tx, extra[t[1]], retarget(self.extra[t[1]]))
+            if kind == "module":
+                if t[1] not in modules:
+                    modules[t[1]] = nn_module.wrap_module(tx, extra[t[1]], retarget(self.extra[t[1]]),
+                                                          var.path + t[2], guarded=True)
+                return modules[t[1]]
+            return _build(t, env, arg_vars, tx.output, made_vars)
+        result, args, kwargs = block_holes.run(tx, self, hole, build, stacks)
+        given = [v for v in block_holes.flat_args(args, kwargs) if isinstance(v, TensorVariable)
+                 and v.source is None and v.real is None]
+        if [_facts(v.example) for v in given] != [f for _n, f in hole.tensors]:
+            block_holes.mismatch(self, "it changed a tensor argument's metadata")
+        block_holes.bind(self, hole.result, result, env, made_vars, given)
+        if self.lookups and not block_holes.lookups_hold(self, done + 1):
+            block_holes.mismatch(self, "an object it was given has an instance attribute it looked up")
+        if var is not None:
+            self._wrap_inputs(tx, var, retarget, values, env, done + 1)
 
 
 def group_roots(ctx):
@@ -537,7 +742,7 @@ def _arg_nodes(args, kwargs):
     return out
 
 
-def _template(result, made, arg_nodes, root):
+def _template(result, made, arg_nodes, root, results):
     if isinstance(result, TensorVariable):
         if result.source is not None or result.real is not None:
             raise _Refused("a result found through a source")
@@ -545,11 +750,13 @@ def _template(result, made, arg_nodes, root):
             return ("tensor", _view_chain(result.node, made))
         if result.node in arg_nodes:
             return ("arg", result.node)
+        if result.node in results:
+            return ("var", result.node)  # what a hole returned (block_holes.py)
         raise _Refused("a result made before the call")
     if type(result) is ConstantVariable and type(result.value) in _CONSTANTS:
         return ("const", result.value)
     if type(result) is containers.TupleVariable:
-        return ("tuple", [_template(v, made, arg_nodes, root) for v in result.items])
+        return ("tuple", [_template(v, made, arg_nodes, root, results) for v in result.items])
     if result.source is not None and (root is None or not _under(result.source, root)):
         # an object of the shared state (a config, a sub-config, a function in a table): the
         # same call finds the same one, which the wrap memo hands out as this Variable
@@ -584,25 +791,34 @@ def _same_storage(a, b):
         return True
 
 
-def _build(template, env, arg_vars, out):
+def _build(template, env, arg_vars, out, made_vars):
+    """The sibling's Variable for a template of the first call's (a result's, or a hole's
+    argument's). `made_vars` keeps one Variable per node made in the replay (a tensor handed
+    to a hole and returned too is one object, as in an inlined call)."""
     kind = template[0]
     if kind == "const":
         return ConstantVariable(template[1])
     if kind == "same":
         return template[1]
     if kind == "tuple":
-        return containers.TupleVariable([_build(t, env, arg_vars, out) for t in template[1]])
+        return containers.TupleVariable([_build(t, env, arg_vars, out, made_vars) for t in template[1]])
+    if kind == "var":
+        return made_vars[template[1]]
     if kind == "arg":
         new = env[template[1]]
         for v in _flat(arg_vars):
             if isinstance(v, TensorVariable) and v.node is new:
                 return v
         raise AssertionError("a block's argument passed back was not found among the sibling's")
+    known = made_vars.get(template[1][-1])
+    if known is not None:
+        return known
     for n in template[1]:  # the view chain, base first: fakes of the sibling's own
         new = env[n]
         example = _fresh_example(new, out)
         node_meta.set_value(new, example)
-    return TensorVariable(new, example)
+    made_vars[template[1][-1]] = var = TensorVariable(new, example)
+    return var
 
 
 def _flat(vars_):
@@ -726,4 +942,4 @@ class _StackMap:
 
 
 # Modules of the value model that also import this one's users (see generators.py).
-from . import builder, nn_module  # noqa: E402
+from . import block_holes, builder, new_objects, nn_module  # noqa: E402

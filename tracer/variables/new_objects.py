@@ -283,8 +283,26 @@ class InstanceAttrsVariable(Variable):
         return f"NewObjectDict({self.obj.cls.__name__})"
 
 
+def _state(name):
+    """A NewObjectVariable's state holder (its instance dict, slots, items, elements), read
+    through a property: a block being recorded that took the object as an argument must not
+    read its state outside the calls it hands the object to (variables/block_holes.py)."""
+    private = "_" + name
+
+    def get(self):
+        for w in self.watchers:
+            w.touched(self, name)
+        return self.__dict__[private]
+
+    def set(self, value):
+        self.__dict__[private] = value
+    return property(get, set)
+
+
 class NewObjectVariable(Variable):
     mutable = True
+    watchers = ()  # recordings of blocks that took it as an argument (variables/block_holes.py)
+    attrs, slots, items, elements = _state("attrs"), _state("slots"), _state("items"), _state("elements")
 
     def __init__(self, cls):
         super().__init__(None)
@@ -332,11 +350,20 @@ class NewObjectVariable(Variable):
             return self.slots.get(name, _MISSING)
         if attr is not _MISSING and hasattr(type(attr), "__set__"):  # data descriptor: property & co.
             return objects.bind_class_attr(tx, attr, self, self.cls)
-        if name in self.attrs.items:
+        if self._has_own(name):
             return self.attrs.items[name]
         if attr is not _MISSING:  # (a class attribute may be None: nn.Module._compiled_call_impl)
             return objects.bind_class_attr(tx, attr, self, self.cls, AttrSource(self.cls_source, name))
         return _MISSING
+
+    def _has_own(self, name):
+        """Whether `name` is in the instance dict. A method looked up on an object a block
+        being recorded took as an argument reads only that it is not (checked again where
+        the block is replayed: variables/block_holes.py)."""
+        found = name in self.__dict__["_attrs"].items
+        for w in self.watchers:
+            w.looked_up(self, name, found)
+        return found
 
     def generic_getattr(self, tx, name):
         got = self._lookup(tx, name)

@@ -102,7 +102,7 @@ class NNModuleVariable(ObjectVariable):
             return objects.bind_class_attr(tx, attr, self, cls)
         if name in m.__dict__:
             src = AttrSource(self.source, name) if self.source is not None else None
-            return builder.wrap(tx, m.__dict__[name], src)
+            return block_holes.passable(tx, builder.wrap(tx, m.__dict__[name], src))
         if owner is not None:
             src = AttrSource(self.source, name) if self.source is not None else None
             if objects._binds(attr):
@@ -800,4 +800,4 @@ def _guard_leaf_attrs(tx, mod_var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder, lazy_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402
+from . import block_holes, builder, lazy_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_calls, torch_vars  # noqa: E402

@@ -1,0 +1,381 @@
+"""Calls inside a repeated block that are traced again where it is replayed (its *holes*).
+
+An HF decoder layer called the usual way takes the model's KV cache, an object made in the
+frame before the layer runs, and writes its layer's keys and values into it
+(`past_key_values.update(k, v, self.layer_idx)`). What the layer reads of such an object
+differs from sibling to sibling (the first layer finds its cache layer empty, another may
+not), and nothing guards it, so variables/blocks.py could not replay such a layer, and every
+layer of a 24-layer model was traced in full. Here a block may take objects made in the frame
+as arguments when it only hands them on: each call of the block's own code (not of a call
+inside another) that is given such an object is a hole, traced anew where the block is
+replayed, between the copied nodes, as an unrolled trace would trace it there.
+
+What makes it sound:
+
+- The block's own code never reads the object's state (`Recording.touched`: NewObjectVariable
+  reads its instance dict, slots, items and elements through properties that tell the
+  recordings watching it). A method lookup (`cache.update`) reads only that the instance
+  dict lacks the name (`looked_up`), which the replay checks again where it was made.
+- A hole's arguments are rebuilt for the sibling from templates: the block's arguments (by
+  position: the same object, keyed by identity), tensors its own nodes made, constants,
+  tuples, the sibling's modules and attributes (by source, re-targeted), objects of the
+  shared state. Anything else (a list the block made, which a hole could change) refuses.
+- A hole's result must come back the same: the same constants and shared objects, tensors
+  with the same metadata (they become the graph values the block's later nodes read), its
+  tensor arguments unchanged in metadata. A replayed hole that returns something else, or
+  raises, cannot be undone half-way: the function is marked and the frame is traced again
+  (TraceAgain), where that block is inlined.
+- An int the block read from its module (`self.layer_idx`) and only passed into holes is a
+  `PassConstant`: it records whether its value was read outside a hole. If not, its guard
+  is left out of the block's check and the hole gets the sibling's value (guarded there, as
+  the unrolled trace guards it). Read anywhere else (`if self.layer_idx == 0`), it is kept,
+  and a sibling with another value is not a replay.
+- Everything a hole does is the hole's: its guards, graph inputs, nodes and reads of pending
+  stores are not the block's (the replay makes them again); a hole must not log a store
+  (the log is compared between record and replay) or leave the trace with symbolic inputs.
+"""
+import dataclasses
+
+from ..exc import TraceAgain, Unsupported
+from ..graph import node_meta
+from . import containers
+from .base import ConstantVariable
+from .tensor import TensorVariable
+
+
+class PassConstant(ConstantVariable):
+    """An int read from a module under a block being recorded (`self.layer_idx`); `used`
+    says whether its value was read outside the block's holes."""
+
+    def __init__(self, value, source, rec, guard):
+        self.rec, self.guard, self.used = rec, guard, False
+        super().__init__(value, source)
+
+    @property
+    def value(self):
+        if not self.rec.in_hole:
+            self.used = True
+        return self.__dict__["_value"]
+
+    @value.setter
+    def value(self, value):
+        self.__dict__["_value"] = value
+
+
+def passable(tx, var):
+    """`var` (just read from a module through a source), as a PassConstant when it is an
+    int under the root of the block being recorded."""
+    recs = tx.ctx.recordings
+    if not recs or type(var) is not ConstantVariable or type(var.value) is not int or var.source is None:
+        return var
+    rec = recs[-1]
+    guards = tx.ctx.guards
+    if rec.source is None or rec.in_hole or not _under(var.source, rec.source) or not guards or \
+            getattr(guards[-1], "source", None) != var.source:
+        return var
+    pc = PassConstant(var.value, var.source, rec, guards[-1])
+    rec.passed.append(pc)
+    return pc
+
+
+class _NoTemplate(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Hole:
+    fn: object
+    args: list            # templates of the call's positional arguments
+    kwargs: dict          # name -> template
+    modules: list         # templates of the modules entered inside the block before the call
+    frames: list          # [(code, line)] of the block's own frames at the call
+    marks: tuple          # the trace's list lengths before the call (_marks)
+    ends: tuple           # ... after it
+    last_before: object   # the graph's last node before the call
+    last_after: object    # ... after it
+    result: object = None  # template of what it returned
+    tensors: list = None  # [(node, facts)] of its tensor arguments
+    at: int = 0           # the block's own nodes made before it (Block._record)
+
+
+# the trace's lists whose entries a hole made are the hole's: (TraceContext field, ...)
+_MARKED = ("guards", "unsourced_reads", "memo_reads", "mutable_inputs", "wrap_memo")
+
+
+def _marks(ctx, out):
+    return tuple(len(getattr(ctx, f)) for f in _MARKED) + (len(out.inputs),)
+
+
+def mark_index(field):
+    return _MARKED.index(field) if field != "inputs" else len(_MARKED)
+
+
+class Recording:
+    """A block's first call while it runs (variables/blocks.py `call`): its holes, the
+    objects it watches, the constants it passed on, and whether it is refused."""
+
+    def __init__(self, tx, var, flat_args, under_handler):
+        self.var = var
+        self.source = var.source if var is not None else None
+        self.index = {}
+        for i, a in enumerate(flat_args):
+            self.index.setdefault(id(a), i)
+        self.watched = [a for a in flat_args if type(a) is new_objects.NewObjectVariable]
+        for x in self.watched:
+            x.watchers = (*x.watchers, self)
+        self.n_modules = len(tx.ctx.module_calls)
+        self.under_handler = under_handler
+        self.pending = tx.side_effects.pending_reads
+        self.holes, self.lookups, self.passed = [], [], []
+        self.refused = None
+        self.in_hole = False
+        self.closed = False
+        self.depth = 0  # calls open inside it (a hole is a call made by its own code)
+
+    def close(self):
+        self.closed = True
+        for x in self.watched:
+            x.watchers = tuple(w for w in x.watchers if w is not self)
+
+    def refuse(self, why):
+        if self.refused is None:
+            self.refused = why
+
+    # ---- what the block reads of the objects it watches --------------------------------------
+    def touched(self, obj, what):
+        if not self.in_hole and not self.closed:
+            self.refuse(f"it read the {what} of an object made before its call")
+
+    def looked_up(self, obj, name, found):
+        if self.in_hole or self.closed:
+            return
+        if found:
+            self.refuse(f"it read the attribute {name!r} of an object made before its call")
+        else:
+            self.lookups.append((len(self.holes), obj, name))
+
+    # ---- a call of its own code given a watched object ---------------------------------------
+    def hole(self, tx, var, fn, args, kwargs, go):
+        ctx, out = tx.ctx, tx.output
+        if self.refused is None and (tx.side_effects.pending_reads != self.pending or
+                                     tx.under_handler() != self.under_handler):
+            self.refuse("it read a pending store, or it calls an object it was given inside a try")
+        hole = None
+        if self.refused is None:
+            try:
+                hole = Hole(fn, [self._arg(a) for a in args], {k: self._arg(v) for k, v in kwargs.items()},
+                            [self._arg(m) for m in ctx.module_calls[self.n_modules:]], _frames(tx),
+                            _marks(ctx, out), None, _last(out.graph), None)
+                hole.tensors = [(v, _facts(v)) for v in flat_args(args, kwargs)
+                                if isinstance(v, TensorVariable) and v.source is None and v.real is None]
+            except _NoTemplate as e:
+                self.refuse(f"a call given an object made before the block takes {e}")
+        self.in_hole = True
+        try:
+            result = go()
+        except BaseException:
+            self.refuse("a call given an object made before the block raised")
+            raise
+        finally:
+            self.in_hole = False
+        if hole is None or self.refused is not None:
+            return result
+        hole.ends, hole.last_after = _marks(ctx, out), _last(out.graph)
+        if any(_facts(v) != f for v, f in hole.tensors):
+            self.refuse("a call given an object made before the block changed a tensor argument's metadata")
+            return result
+        try:
+            hole.result = self._result(result, hole, tx)
+            hole.tensors = [(v.node, f) for v, f in hole.tensors]
+        except _NoTemplate as e:
+            self.refuse(f"a call given an object made before the block returned {e}")
+            return result
+        self.pending = tx.side_effects.pending_reads
+        self.holes.append(hole)
+        return result
+
+    def _arg(self, v):
+        i = self.index.get(id(v))
+        if i is not None:
+            return ("arg", i)
+        if v is self.var:
+            return ("root",)
+        src = v.source
+        under = src is not None and self.source is not None and _under(src, self.source)
+        if isinstance(v, TensorVariable):
+            if src is None and v.real is None:
+                return ("node", v.node, v)
+            if src is not None and not under:
+                return ("same", v)
+            raise _NoTemplate("a tensor of the module")
+        if type(v) is PassConstant and v.rec is self:
+            return ("reread", src)
+        if type(v) is ConstantVariable:
+            return ("const", v.value)
+        if type(v) is containers.TupleVariable:
+            return ("tuple", [self._arg(item) for item in v.items])
+        if under and isinstance(v, nn_module.NNModuleVariable):
+            return ("module", src, v.path)
+        if src is not None and not under and not getattr(v, "_mutated", False):
+            return ("same", v)
+        raise _NoTemplate(f"a {type(v).__name__}")
+
+    def _result(self, v, hole, tx):
+        if isinstance(v, TensorVariable):
+            if v.source is None and v.real is None:
+                for i, (given, _f) in enumerate(hole.tensors):
+                    if given is v:
+                        return ("known", i)
+                if any(given.node is v.node for given, _f in hole.tensors):
+                    raise _NoTemplate("another Variable of a tensor it was given")
+                return ("new", v.node, _facts(v))
+            if v.source is not None and (self.source is None or not _under(v.source, self.source)):
+                return ("same", v)
+            raise _NoTemplate("a tensor of the module")
+        if type(v) is ConstantVariable:
+            return ("const", type(v.value), v.value)
+        if type(v) is containers.TupleVariable:
+            return ("tuple", [self._result(item, hole, tx) for item in v.items])
+        if v.source is not None and (self.source is None or not _under(v.source, self.source)):
+            return ("same", v)
+        raise _NoTemplate(f"a {type(v).__name__}")
+
+
+def hole_of(recs, args, kwargs):
+    """The recording whose hole this call is (its innermost block's own code calls it with an
+    object that block watches), or None; a recording that sees a watched object handed to a
+    call deeper inside (through a call that is not a hole) is refused."""
+    found = None
+    for v in _flat_objects(args, kwargs):
+        for w in v.watchers:
+            if w.in_hole or w.closed:
+                continue
+            if w is recs[-1] and w.depth == 0:
+                found = w
+            else:
+                w.refuse("an object made before its call was handed to a call inside another")
+    return found if found is not None and found.refused is None else None
+
+
+def _flat_objects(args, kwargs):
+    for v in _flat(list(args) + list(kwargs.values())):
+        if type(v) is new_objects.NewObjectVariable and v.watchers:
+            yield v
+
+
+def _flat(vars_):
+    for v in vars_:
+        yield v
+        if type(v) is containers.TupleVariable:
+            yield from _flat(v.items)
+
+
+def flat_args(args, kwargs):
+    """A block's arguments in the order holes name them ("arg", i): tuples and their items."""
+    return list(_flat(list(args) + [v for _k, v in sorted(kwargs.items())]))
+
+
+def _frames(tx):
+    frames, f = [], tx
+    while f is not None:
+        frames.append(f)
+        f = f.parent
+    return [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
+
+
+def _last(graph):
+    nodes = graph.nodes
+    return next(iter(reversed(nodes)), None) if len(nodes) else None
+
+
+# ---- replaying a hole on a sibling ------------------------------------------------------------
+
+_NO_HOLES = set()  # functions whose replayed hole came back otherwise: inlined from then on
+
+
+def replayable(block):
+    return not block.holes or block.fn not in _NO_HOLES
+
+
+def mismatch(block, why):
+    """A replayed hole differed from the record, after nodes were copied: trace again without."""
+    _NO_HOLES.add(block.fn)
+    raise TraceAgain(f"a replayed call of {getattr(block.fn, '__qualname__', block.fn)} differed: {why}")
+
+
+def lookups_hold(block, count):
+    """Whether the method lookups the block made after `count` holes still find no instance
+    attribute of that name."""
+    return all(name not in obj.__dict__["_attrs"].items for at, obj, name in block.lookups if at == count)
+
+
+def run(tx, block, hole, build, stacks):
+    """Trace the hole again for the sibling: its arguments built (`build(template)`), the
+    modules around it entered, its nodes' stack traces given the block's frames between
+    the replay's caller and the call. Returns its result (checked by `bind`)."""
+    ctx, out = tx.ctx, tx.output
+    args = [build(t) for t in hole.args]
+    kwargs = {k: build(t) for k, t in hole.kwargs.items()}
+    modules = [build(t) for t in hole.modules]
+    last = _last(out.graph)
+    calls = ctx.module_calls
+    n = len(calls)
+    for m in modules:
+        calls.append(m)
+        ctx.module_roots[m.source] = None
+    try:
+        result = functions.UserFunctionVariable(hole.fn).call(tx, args, kwargs)
+    except Unsupported as e:
+        mismatch(block, f"it raised ({e})")
+    finally:
+        del calls[n:]
+    node = last.next if last is not None else next(iter(out.graph.nodes), None)
+    prefix, inner = stacks.prefix, hole.inner
+    while node is not None and node.op != "root":
+        trace = node.meta.get("stack_trace")
+        if trace is not None and trace.startswith(prefix):
+            node.meta["stack_trace"] = prefix + inner + trace[len(prefix):]
+        node = node.next
+    return result, args, kwargs
+
+
+def bind(block, template, v, env, made_vars, given):
+    """Check the replayed hole's result against the record's, binding its new tensors
+    (`given`: the tensors made in the graph it was given, in order)."""
+    kind = template[0]
+    if kind == "tuple":
+        if type(v) is not containers.TupleVariable or len(v.items) != len(template[1]):
+            mismatch(block, "its result is not the same tuple")
+        for t, item in zip(template[1], v.items):
+            bind(block, t, item, env, made_vars, given)
+        return
+    if kind == "const":
+        if type(v) is not ConstantVariable or type(v.value) is not template[1] or v.value != template[2]:
+            mismatch(block, "its result is another constant")
+        return
+    if kind == "same":
+        if v is not template[1]:
+            mismatch(block, "its result is another object")
+        return
+    if kind == "known":
+        if v is not given[template[1]]:
+            mismatch(block, "its result is not the tensor it was given")
+        return
+    # "new": a tensor of its own with the record's metadata
+    if not isinstance(v, TensorVariable) or v.source is not None or v.real is not None or \
+            _facts(v) != template[2] or any(v is w or v.node is w.node for w in given):
+        mismatch(block, "its result is another tensor")
+    env[template[1]] = v.node
+    made_vars[template[1]] = v
+
+
+def _facts(v):
+    return blocks._facts(v.example)
+
+
+def _under(source, root):
+    return blocks._under(source, root)
+
+
+# Modules of the value model that also import this one's users (see generators.py).
+from . import blocks, functions, new_objects, nn_module  # noqa: E402
