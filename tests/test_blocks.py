@@ -230,15 +230,19 @@ def test_aliased_arguments_are_another_kind_of_call():
     torch.testing.assert_close(out, m(x))
 
 
-def test_tiny_llama_without_cache():
+def tiny_llama(layers=4):
+    """A tiny HF LlamaForCausalLM (random weights, eval) and 6 token ids."""
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4,
-                                   num_key_value_heads=2, num_hidden_layers=4, vocab_size=64,
+                                   num_key_value_heads=2, num_hidden_layers=layers, vocab_size=64,
                                    max_position_embeddings=32)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, 64, (1, 6))
+    return transformers.LlamaForCausalLM(cfg).eval(), torch.randint(0, 64, (1, 6))
+
+
+def test_tiny_llama_without_cache():
+    model, ids = tiny_llama()
     _check_same_as_unrolled(lambda i: model(i, use_cache=False).logits, (ids,), min_replays=3)
 
 

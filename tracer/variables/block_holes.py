@@ -36,9 +36,13 @@ What makes it sound:
 """
 import dataclasses
 
+from guards.retarget import STAND_IN, Retarget
+
 from ..exc import TraceAgain, Unsupported
 from ..graph import node_meta
 from . import containers
+from . import block_copy
+from .block_copy import Refused, facts, under, view_chain
 from .base import ConstantVariable
 from .tensor import TensorVariable
 
@@ -70,7 +74,7 @@ def passable(tx, var):
         return var
     rec = recs[-1]
     guards = tx.ctx.guards
-    if rec.source is None or rec.in_hole or not _under(var.source, rec.source) or not guards or \
+    if rec.source is None or rec.in_hole or not under(var.source, rec.source) or not guards or \
             getattr(guards[-1], "source", None) != var.source:
         return var
     pc = PassConstant(var.value, var.source, rec, guards[-1])
@@ -166,7 +170,7 @@ class Recording:
                 hole = Hole(fn, [self._arg(a) for a in args], {k: self._arg(v) for k, v in kwargs.items()},
                             [self._arg(m) for m in ctx.module_calls[self.n_modules:]], _frames(tx),
                             _marks(ctx, out), None, _last(out.graph), None)
-                hole.tensors = [(v, _facts(v)) for v in flat_args(args, kwargs)
+                hole.tensors = [(v, facts(v.example)) for v in flat_args(args, kwargs)
                                 if isinstance(v, TensorVariable) and v.source is None and v.real is None]
             except _NoTemplate as e:
                 self.refuse(f"a call given an object made before the block takes {e}")
@@ -181,7 +185,7 @@ class Recording:
         if hole is None or self.refused is not None:
             return result
         hole.ends, hole.last_after = _marks(ctx, out), _last(out.graph)
-        if any(_facts(v) != f for v, f in hole.tensors):
+        if any(facts(v.example) != f for v, f in hole.tensors):
             self.refuse("a call given an object made before the block changed a tensor argument's metadata")
             return result
         try:
@@ -201,11 +205,11 @@ class Recording:
         if v is self.var:
             return ("root",)
         src = v.source
-        under = src is not None and self.source is not None and _under(src, self.source)
+        inside = src is not None and self.source is not None and under(src, self.source)
         if isinstance(v, TensorVariable):
             if src is None and v.real is None:
                 return ("node", v.node, v)
-            if src is not None and not under:
+            if src is not None and not inside:
                 return ("same", v)
             raise _NoTemplate("a tensor of the module")
         if type(v) is PassConstant and v.rec is self:
@@ -214,9 +218,9 @@ class Recording:
             return ("const", v.value)
         if type(v) is containers.TupleVariable:
             return ("tuple", [self._arg(item) for item in v.items])
-        if under and isinstance(v, nn_module.NNModuleVariable):
+        if inside and isinstance(v, nn_module.NNModuleVariable):
             return ("module", src, v.path)
-        if src is not None and not under and not getattr(v, "_mutated", False):
+        if src is not None and not inside and not getattr(v, "_mutated", False):
             return ("same", v)
         raise _NoTemplate(f"a {type(v).__name__}")
 
@@ -228,15 +232,15 @@ class Recording:
                         return ("known", i)
                 if any(given.node is v.node for given, _f in hole.tensors):
                     raise _NoTemplate("another Variable of a tensor it was given")
-                return ("new", v.node, _facts(v))
-            if v.source is not None and (self.source is None or not _under(v.source, self.source)):
+                return ("new", v.node, facts(v.example))
+            if v.source is not None and (self.source is None or not under(v.source, self.source)):
                 return ("same", v)
             raise _NoTemplate("a tensor of the module")
         if type(v) is ConstantVariable:
             return ("const", type(v.value), v.value)
         if type(v) is containers.TupleVariable:
             return ("tuple", [self._result(item, hole, tx) for item in v.items])
-        if v.source is not None and (self.source is None or not _under(v.source, self.source)):
+        if v.source is not None and (self.source is None or not under(v.source, self.source)):
             return ("same", v)
         raise _NoTemplate(f"a {type(v).__name__}")
 
@@ -286,6 +290,88 @@ def _frames(tx):
 def _last(graph):
     nodes = graph.nodes
     return next(iter(reversed(nodes)), None) if len(nodes) else None
+
+
+class Own:
+    """The entries a block's own code added to one of the trace's lists, from `start`: less
+    the ranges its holes added (block_holes.py), which a replay makes again."""
+
+    def __init__(self, holes):
+        self.holes = holes
+
+    def __call__(self, items, start, field):
+        if not self.holes:
+            return items[start:]
+        i = mark_index(field)
+        out, at = [], start
+        for h in self.holes:
+            out.extend(items[at:h.marks[i]])
+            at = h.ends[i]
+        out.extend(items[at:])
+        return out
+
+
+def new_tensors(template):
+    """The ("new", node, facts) parts of a hole's result template."""
+    if template[0] == "new":
+        yield template
+    elif template[0] == "tuple":
+        for t in template[1]:
+            yield from new_tensors(t)
+
+
+def passed_through(block):
+    """The sources of the ints read from the module that only went into holes (their
+    guards are left out: block_holes.PassConstant)."""
+    if not block.passed:
+        return set()
+    into = set()
+
+    def walk(t):
+        if t[0] == "reread":
+            into.add(t[1])
+        elif t[0] == "tuple":
+            for item in t[1]:
+                walk(item)
+    for h in block.holes:
+        for t in (*h.args, *h.kwargs.values()):
+            walk(t)
+    through = into - {pc.source for pc in block.passed if pc.used}
+    theirs = {id(pc.guard) for pc in block.passed}
+    for g in block.raw_guards:  # (read another way too: kept)
+        if id(g) not in theirs and any(s in through for s in g.sources()):
+            through.difference_update(g.sources())
+    return through
+
+
+def ready(block, hole, made, results, to_root):
+    """The hole with its templates in the form a replay builds (block_holes.run)."""
+    def ready(t):
+        kind = t[0]
+        if kind == "node":
+            if t[1] in made:
+                return ("tensor", view_chain(t[1], made))
+            if t[1] in results:
+                return ("var", t[1])
+            raise Refused("a hole given a graph value made before the block")
+        if kind in ("reread", "module"):
+            if to_root is None:
+                raise Refused("a hole given a value of a module without a source")
+            block.extra.append(to_root(t[1]))
+            if kind == "module":
+                if not t[2].startswith(block.path):
+                    raise Refused("a hole given a module whose path is not under the block's")
+                return ("module", len(block.extra) - 1, t[2][len(block.path):])
+            return ("reread", len(block.extra) - 1)
+        if kind == "tuple":
+            return ("tuple", [ready(item) for item in t[1]])
+        return t
+    hole.args = [ready(t) for t in hole.args]
+    hole.kwargs = {k: ready(t) for k, t in hole.kwargs.items()}
+    hole.modules = [ready(t) for t in hole.modules]
+    hole.inner = node_meta.format_frames(hole.frames[len(block.frames):])
+    hole.frames = hole.marks = hole.ends = hole.last_before = hole.last_after = None
+    return hole
 
 
 # ---- replaying a hole on a sibling ------------------------------------------------------------
@@ -363,19 +449,45 @@ def bind(block, template, v, env, made_vars, given):
         return
     # "new": a tensor of its own with the record's metadata
     if not isinstance(v, TensorVariable) or v.source is not None or v.real is not None or \
-            _facts(v) != template[2] or any(v is w or v.node is w.node for w in given):
+            facts(v.example) != template[2] or any(v is w or v.node is w.node for w in given):
         mismatch(block, "its result is another tensor")
     env[template[1]] = v.node
     made_vars[template[1]] = v
 
 
-def _facts(v):
-    return blocks._facts(v.example)
+def replay(block, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done):
+    """Trace the `done`-th hole again for the sibling (block_holes.run) and check that
+    it came back as recorded."""
+    modules = {}
+    retarget = Retarget(STAND_IN, var.source, tag=True) if var is not None else None
 
-
-def _under(source, root):
-    return blocks._under(source, root)
+    def build_arg(t):
+        kind = t[0]
+        if kind == "arg":
+            return arg_vars[t[1]]
+        if kind == "root":
+            return var
+        if kind == "tuple":
+            return containers.TupleVariable([build_arg(item) for item in t[1]])
+        if kind == "reread":
+            return builder.wrap(tx, extra[t[1]], retarget(block.extra[t[1]]))
+        if kind == "module":
+            if t[1] not in modules:
+                modules[t[1]] = nn_module.wrap_module(tx, extra[t[1]], retarget(block.extra[t[1]]),
+                                                      var.path + t[2], guarded=True)
+            return modules[t[1]]
+        return block_copy.build(t, env, arg_vars, tx.output, made_vars)
+    result, args, kwargs = run(tx, block, hole, build_arg, stacks)
+    given = [v for v in flat_args(args, kwargs) if isinstance(v, TensorVariable)
+             and v.source is None and v.real is None]
+    if [facts(v.example) for v in given] != [f for _n, f in hole.tensors]:
+        mismatch(block, "it changed a tensor argument's metadata")
+    bind(block, hole.result, result, env, made_vars, given)
+    if block.lookups and not lookups_hold(block, done + 1):
+        mismatch(block, "an object it was given has an instance attribute it looked up")
+    if var is not None:
+        block._wrap_inputs(tx, var, retarget, values, env, done + 1)
 
 
 # Modules of the value model that also import this one's users (see generators.py).
-from . import blocks, functions, new_objects, nn_module  # noqa: E402
+from . import builder, functions, new_objects, nn_module  # noqa: E402

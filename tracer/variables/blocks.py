@@ -63,12 +63,10 @@ nn_module_stack and stack_trace name the modules and frames around the replayed 
 import dataclasses
 import itertools
 import math
-import operator
 import weakref
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor
 
 from guards import TensorMatch
 from guards.codegen import ExprContext
@@ -76,15 +74,12 @@ from guards.retarget import STAND_IN, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import node_meta
-from ..graph.output_graph import ByObject
-from ..graph.shapes import SYM_TYPES
 from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
-from . import containers, generators
+from . import block_copy, containers, generators
+from .block_copy import CONSTANTS, Refused, under
 from .base import ConstantVariable, is_constant_value
 from .tensor import TensorVariable
-
-_CONSTANTS = (type(None), bool, int, float, str)
 
 
 # ---- keys: which calls are the same kind of block --------------------------------------------
@@ -95,7 +90,7 @@ def _arg_key(var, seen):
     one: `f(x, x)` is another kind than `f(x, y)`); one with a source (an input) by identity
     and its metadata (an in-place `x.unsqueeze_(0)` between two calls changes it)."""
     if isinstance(var, TensorVariable):
-        facts = _facts(var.example)
+        facts = block_copy.facts(var.example)
         if facts is None:
             return None
         if var.source is not None or var.real is not None:
@@ -104,7 +99,7 @@ def _arg_key(var, seen):
             return ("again", seen[id(var)])
         seen[id(var)] = len(seen)
         return ("tensor", facts)
-    if type(var) is ConstantVariable and type(var.value) in _CONSTANTS:
+    if type(var) is ConstantVariable and type(var.value) in CONSTANTS:
         v = var.value  # (-0.0 == 0.0, and `x / s` tells them apart)
         return ("const", type(v), v, math.copysign(1.0, v) if type(v) is float else None)
     if type(var) is containers.TupleVariable:
@@ -122,14 +117,6 @@ def _arg_key(var, seen):
         # made since
         return ("same", id(var))
     return None
-
-
-def _facts(ex):
-    """A fake tensor's metadata, as a key (None: symbolic sizes, or no fake)."""
-    if not isinstance(ex, FakeTensor) or any(isinstance(s, SYM_TYPES) for s in (*ex.shape, *ex.stride())):
-        return None
-    return (tuple(ex.shape), ex.stride(), ex.storage_offset(), ex.dtype, ex.device, ex.requires_grad,
-            ex.grad_fn is None, ex._base is None, ex.is_inference(), ex.is_conj(), ex.is_neg())
 
 
 def _key(tx, var, fn, args, kwargs):
@@ -261,38 +248,6 @@ def _last(graph):
     return next(iter(reversed(nodes)), None) if len(nodes) else None
 
 
-class _Own:
-    """The entries a block's own code added to one of the trace's lists, from `start`: less
-    the ranges its holes added (block_holes.py), which a replay makes again."""
-
-    def __init__(self, holes):
-        self.holes = holes
-
-    def __call__(self, items, start, field):
-        if not self.holes:
-            return items[start:]
-        i = block_holes.mark_index(field)
-        out, at = [], start
-        for h in self.holes:
-            out.extend(items[at:h.marks[i]])
-            at = h.ends[i]
-        out.extend(items[at:])
-        return out
-
-
-def _new_tensors(template):
-    """The ("new", node, facts) parts of a hole's result template."""
-    if template[0] == "new":
-        yield template
-    elif template[0] == "tuple":
-        for t in template[1]:
-            yield from _new_tensors(t)
-
-
-class _Refused(Exception):
-    """The first block did something a replay cannot promise (module docstring)."""
-
-
 class Block:
     """A recorded call. What it made is kept as taken (slices of the trace's lists, its
     nodes); it is analysed (`_ready`) when a second call of its kind comes, as most recorded
@@ -310,7 +265,7 @@ class Block:
         self.all_inputs = inputs       # out.inputs after it
         self.nodes = nodes             # the call's nodes, in graph order
         self.args = arg_nodes          # [node of an argument tensor], in _arg_nodes order
-        self.result = result           # template (see _template)
+        self.result = result           # template (block_copy.template)
         self.under_handler = under_handler  # the call set ctx.ops_under_handler
         self.frames = frames           # [(code, line)] of the caller's stack (stack_trace's prefix)
         self.n_outer = n_outer         # modules being called around the call (nn_module_stack's prefix)
@@ -329,41 +284,41 @@ class Block:
     def record(cls, tx, var, fn, args, kwargs, before, result, rec):
         try:
             return cls._record(tx, var, fn, args, kwargs, before, result, rec)
-        except _Refused:
+        except Refused:
             return None
 
     @classmethod
     def _record(cls, tx, var, fn, args, kwargs, before, result, rec):
         ctx, out = tx.ctx, tx.output
         if rec.refused is not None:
-            raise _Refused(rec.refused)
+            raise Refused(rec.refused)
         m = out.mark()
         if m[2] != before.mark[2] or m[3] != before.mark[3]:
-            raise _Refused("graph attributes or symbolic inputs")
+            raise Refused("graph attributes or symbolic inputs")
         if ctx.side_effects.sizes() != before.effects or len(ctx.shape_marks) != before.marks \
                 or ctx.history_write_at != before.history:
-            raise _Refused("side effects")
+            raise Refused("side effects")
         if torch.is_grad_enabled() != before.grad:
-            raise _Refused("grad mode left changed")
+            raise Refused("grad mode left changed")
         if len(generators.pending(ctx)) != before.generators:
-            raise _Refused("a generator left needing its finally")
+            raise Refused("a generator left needing its finally")
         if ctx.side_effects.pending_reads != rec.pending:
             # what it read is the trace's (what a store put there, made in the frame and
             # changed since without a log entry, perhaps): nothing guards it for a later call
-            raise _Refused("a read of a pending store")
+            raise Refused("a read of a pending store")
         holes = rec.holes
-        own = _Own(holes)  # what the block's own code added to the trace's lists (not its holes')
+        own = block_holes.Own(holes)  # what the block's own code added to the trace's lists (not its holes')
         src = var.source if var is not None else None
         if src is not None:
-            if any(_under(s, src) for s in own(ctx.unsourced_reads, before.unsourced, "unsourced_reads")):
-                raise _Refused("a read through the block answered by an object met without a source")
+            if any(under(s, src) for s in own(ctx.unsourced_reads, before.unsourced, "unsourced_reads")):
+                raise Refused("a read through the block answered by an object met without a source")
             # a value under the block wrapped before the call (`l(l(x))`, or read before it) or
             # in one of its holes, and found in the wrap memo by its own code, added no guard
             # there: its facts are not in the record (a tensor's are: its tensor guard is checked
             # on the sibling's, made when or not) (the root itself too: `self is
             # model.layers[0]` found it through that source)
             reread = [v for v in own(ctx.memo_reads, before.memo_reads, "memo_reads")
-                      if not isinstance(v, TensorVariable) and _under(v.source, src)]
+                      if not isinstance(v, TensorVariable) and under(v.source, src)]
             if reread:
                 memo = list(ctx.wrap_memo.values())
                 early = {id(v) for _x, v in memo[:before.memo]}
@@ -371,7 +326,7 @@ class Block:
                     i = block_holes.mark_index("wrap_memo")
                     early.update(id(v) for _x, v in memo[h.marks[i]:h.ends[i]])
                 if any(id(v) in early for v in reread):
-                    raise _Refused("a value under the block wrapped before its code read it was read in it")
+                    raise Refused("a value under the block wrapped before its code read it was read in it")
         nodes, hole_nodes = [], set()
         after = {}
         for h in holes:
@@ -391,22 +346,22 @@ class Block:
             node = node.next
         arg_nodes = _arg_nodes(_rest(var, args), kwargs)
         made = set(nodes)
-        results = {t[1]: t for h in holes for t in _new_tensors(h.result)}
-        template = _template(result, made, arg_nodes, src, results)
+        results = {t[1]: t for h in holes for t in block_holes.new_tensors(h.result)}
+        result = block_copy.template(result, made, arg_nodes, src, results)
         frames, f = [], tx
         while f is not None:
             frames.append(f)
             f = f.parent
         frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
         mutable = own(ctx.mutable_inputs, before.mutable, "mutable_inputs") if src is not None else []
-        distinct = [v.source for v in mutable if _under(v.source, src)]
-        if any(getattr(v, "identity_relied", False) for v in mutable if _under(v.source, src)):
+        distinct = [v.source for v in mutable if under(v.source, src)]
+        if any(getattr(v, "identity_relied", False) for v in mutable if under(v.source, src)):
             # `self is LIST[0]`: decided by the identity of the Variables, which a sibling's
             # would answer otherwise and which no guard of the record says
-            raise _Refused("the root, or an object under it, compared by identity")
+            raise Refused("the root, or an object under it, compared by identity")
         keep = (args, kwargs, list(ctx.autocast_stack), out)
         block = cls(var, fn, keep, before, own(ctx.guards, before.guards, "guards"), len(ctx.guards),
-                    list(out.inputs), nodes, arg_nodes, template, ctx.ops_under_handler and not before.under_handler,
+                    list(out.inputs), nodes, arg_nodes, result, ctx.ops_under_handler and not before.under_handler,
                     frames, len(ctx.module_calls), distinct)
         block.holes, block.lookups, block.passed = holes, rec.lookups, rec.passed
         return block
@@ -415,11 +370,11 @@ class Block:
         try:
             self._analyse(tx)
             return True
-        except _Refused:
+        except Refused:
             return False
 
     def _analyse(self, tx):
-        """What a replay needs, or _Refused where the record cannot promise it (docstring)."""
+        """What a replay needs, or Refused where the record cannot promise it (docstring)."""
         ctx, before, src = tx.ctx, self.before, self.source
         nodes, made = self.nodes, set(self.nodes)
         # graph inputs: those the call made, in order, then older ones its nodes read; each
@@ -427,38 +382,38 @@ class Block:
         by_node = {n: s for s, n, _v in self.all_inputs}
         args_set = set(self.args)
         used = [u for n in nodes for u in n.all_input_nodes if u.op == "placeholder" and u not in args_set]
-        made_inputs = [(s, n) for s, n, _v in _Own(self.holes)(self.all_inputs, before.inputs, "inputs")]
+        made_inputs = [(s, n) for s, n, _v in block_holes.Own(self.holes)(self.all_inputs, before.inputs, "inputs")]
         inputs, shared, seen = [], set(), set()
         for source, node in made_inputs + [(by_node[u], u) for u in dict.fromkeys(used) if u in by_node]:
             if node in seen:
                 continue
             seen.add(node)
-            if src is not None and _under(source, src):
+            if src is not None and under(source, src):
                 inputs.append((source, node))
             elif any(node is n for _s, n in made_inputs):
-                raise _Refused("a graph input the call made, not found through the block")
+                raise Refused("a graph input the call made, not found through the block")
             else:
                 shared.add(node)
         if self.holes:  # each input is wrapped where the inlined call makes it: after the holes before it
             pos = {n: j for j, (_s, n, _v) in enumerate(self.all_inputs)}
             starts = [h.marks[block_holes.mark_index("inputs")] for h in self.holes]
             self.input_at = [sum(1 for st in starts if st <= pos.get(n, -1)) for _s, n in inputs]
-        results = {t[1] for h in self.holes for t in _new_tensors(h.result)}
+        results = {t[1] for h in self.holes for t in block_holes.new_tensors(h.result)}
         allowed = made | args_set | {n for _s, n in inputs} | shared | results
         for n in nodes:
             if n.op not in ("call_function", "call_method") or n.meta.get("writes"):
-                raise _Refused(f"a {n.op} node, or one writing in place")
+                raise Refused(f"a {n.op} node, or one writing in place")
             for u in n.all_input_nodes:
                 if u not in allowed:
-                    raise _Refused("a node reading a graph value made before the call")
-        through = self._passed_through()
+                    raise Refused("a node reading a graph value made before the call")
+        through = block_holes.passed_through(self)
         guards = []
         for g in self.raw_guards:
             if through and getattr(g, "source", None) in through:
                 continue  # the sibling's own value is read and guarded where its hole is
-            if src is None or not any(_under(s, src) for s in g.sources()):
+            if src is None or not any(under(s, src) for s in g.sources()):
                 if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
-                    raise _Refused("a guard keyed by an object")
+                    raise Refused("a guard keyed by an object")
                 continue
             if not isinstance(g, TensorMatch):
                 guards.append(g)
@@ -466,7 +421,7 @@ class Block:
         # input, not added: wrapping the sibling's input makes its own
         matches = {g.source: g for g in itertools.islice(ctx.guards, self.n_guards) if isinstance(g, TensorMatch)}
         if any(s not in matches for s, _n in inputs):
-            raise _Refused("a graph input without its tensor guard")
+            raise Refused("a graph input without its tensor guard")
         tensor_checks = [matches[s] for s, _n in inputs]
         # the guards and the inputs' sources from a stand-in root, compiled once: a sibling is
         # checked and read by calling them with its module (no compile per sibling)
@@ -486,75 +441,23 @@ class Block:
                 name_template(s, src, rooted[-1][0])
             inputs = rooted
             self.distinct = [to_root(d) for d in self.distinct]
-            self.holes = [self._hole_ready(h, made, results, to_root) for h in self.holes]
+            self.holes = [block_holes.ready(self, h, made, results, to_root) for h in self.holes]
             self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
                                                [s for s, _n in inputs] + self.extra)
             self._tag(nodes)
         elif self.holes:
-            self.holes = [self._hole_ready(h, made, results, None) for h in self.holes]
+            self.holes = [block_holes.ready(self, h, made, results, None) for h in self.holes]
         self.guards, self.inputs, self.shared = guards, inputs, shared
         if src is not None:  # (the objects the check reads through the root: _stores_on)
             paths = {}
             for g in guards:
                 for p in g.sources():
                     for a in (p, *p.ancestors()):
-                        if a != _ROOT and _under(a, _ROOT):
+                        if a != _ROOT and under(a, _ROOT):
                             paths[a] = None
             self.paths = list(paths)
         self.prefix = node_meta.format_frames(self.frames)
         self.raw_guards = self.all_inputs = self.before = None
-
-    def _passed_through(self):
-        """The sources of the ints read from the module that only went into holes (their
-        guards are left out: block_holes.PassConstant)."""
-        if not self.passed:
-            return set()
-        into = set()
-
-        def walk(t):
-            if t[0] == "reread":
-                into.add(t[1])
-            elif t[0] == "tuple":
-                for item in t[1]:
-                    walk(item)
-        for h in self.holes:
-            for t in (*h.args, *h.kwargs.values()):
-                walk(t)
-        through = into - {pc.source for pc in self.passed if pc.used}
-        theirs = {id(pc.guard) for pc in self.passed}
-        for g in self.raw_guards:  # (read another way too: kept)
-            if id(g) not in theirs and any(s in through for s in g.sources()):
-                through.difference_update(g.sources())
-        return through
-
-    def _hole_ready(self, hole, made, results, to_root):
-        """The hole with its templates in the form a replay builds (block_holes.run)."""
-        def ready(t):
-            kind = t[0]
-            if kind == "node":
-                if t[1] in made:
-                    return ("tensor", _view_chain(t[1], made))
-                if t[1] in results:
-                    return ("var", t[1])
-                raise _Refused("a hole given a graph value made before the block")
-            if kind in ("reread", "module"):
-                if to_root is None:
-                    raise _Refused("a hole given a value of a module without a source")
-                self.extra.append(to_root(t[1]))
-                if kind == "module":
-                    if not t[2].startswith(self.path):
-                        raise _Refused("a hole given a module whose path is not under the block's")
-                    return ("module", len(self.extra) - 1, t[2][len(self.path):])
-                return ("reread", len(self.extra) - 1)
-            if kind == "tuple":
-                return ("tuple", [ready(item) for item in t[1]])
-            return t
-        hole.args = [ready(t) for t in hole.args]
-        hole.kwargs = {k: ready(t) for k, t in hole.kwargs.items()}
-        hole.modules = [ready(t) for t in hole.modules]
-        hole.inner = node_meta.format_frames(hole.frames[len(self.frames):])
-        hole.frames = hole.marks = hole.ends = hole.last_before = hole.last_after = None
-        return hole
 
     def _tag(self, nodes):
         """Tag the first call's nodes as this kind's call 0 (inductor compiles a module's
@@ -618,7 +521,7 @@ class Block:
             self._wrap_inputs(tx, var, retarget, values, env, 0)
         elif self.lookups and not block_holes.lookups_hold(self, 0):
             return None
-        stacks = _StackMap(self, var, tx)
+        stacks = block_copy.StackMap(self, var, tx)
         tag = (id(self), self.replays + 1) if var is not None else None
         arg_vars = block_holes.flat_args(_rest(var, args), kwargs)
         made_vars = {}
@@ -627,7 +530,7 @@ class Block:
         done = 0
         for i, n in enumerate(self.nodes):
             while hole is not None and hole.at == i:
-                self._run_hole(tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
+                block_holes.replay(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
                 done += 1
                 hole = next(holes, None)
             new = out.graph.create_node(n.op, n.target, fx.map_arg(n.args, env.__getitem__),
@@ -643,7 +546,7 @@ class Block:
             new.meta.update(meta)
             env[n] = new
         while hole is not None:
-            self._run_hole(tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
+            block_holes.replay(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
             done += 1
             hole = next(holes, None)
         self.replays += 1
@@ -654,7 +557,7 @@ class Block:
         if self.under_handler:
             ctx.ops_under_handler = True
         records.blocks_replayed(1)
-        return _build(self.result, env, arg_vars, out, made_vars)
+        return block_copy.build(self.result, env, arg_vars, out, made_vars)
 
     def _wrap_inputs(self, tx, var, retarget, values, env, at):
         """The sibling's graph inputs the inlined call makes after `at` holes (all of them
@@ -669,40 +572,6 @@ class Block:
             else:
                 tv = builder.wrap(tx, value, new_source)
             env[node] = tv.node
-
-    def _run_hole(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done):
-        """Trace the `done`-th hole again for the sibling (block_holes.run) and check that
-        it came back as recorded."""
-        modules = {}
-        retarget = Retarget(_ROOT, var.source, tag=True) if var is not None else None
-
-        def build(t):
-            kind = t[0]
-            if kind == "arg":
-                return arg_vars[t[1]]
-            if kind == "root":
-                return var
-            if kind == "tuple":
-                return containers.TupleVariable([build(item) for item in t[1]])
-            if kind == "reread":
-                return builder.wrap(tx, extra[t[1]], retarget(self.extra[t[1]]))
-            if kind == "module":
-                if t[1] not in modules:
-                    modules[t[1]] = nn_module.wrap_module(tx, extra[t[1]], retarget(self.extra[t[1]]),
-                                                          var.path + t[2], guarded=True)
-                return modules[t[1]]
-            return _build(t, env, arg_vars, tx.output, made_vars)
-        result, args, kwargs = block_holes.run(tx, self, hole, build, stacks)
-        given = [v for v in block_holes.flat_args(args, kwargs) if isinstance(v, TensorVariable)
-                 and v.source is None and v.real is None]
-        if [_facts(v.example) for v in given] != [f for _n, f in hole.tensors]:
-            block_holes.mismatch(self, "it changed a tensor argument's metadata")
-        block_holes.bind(self, hole.result, result, env, made_vars, given)
-        if self.lookups and not block_holes.lookups_hold(self, done + 1):
-            block_holes.mismatch(self, "an object it was given has an instance attribute it looked up")
-        if var is not None:
-            self._wrap_inputs(tx, var, retarget, values, env, done + 1)
-
 
 def group_roots(ctx):
     """The roots of the entry's guard groups (guards/builder.py): each replayed block and the
@@ -740,134 +609,6 @@ def _arg_nodes(args, kwargs):
     for _k, v in sorted(kwargs.items()):
         walk(v)
     return out
-
-
-def _template(result, made, arg_nodes, root, results):
-    if isinstance(result, TensorVariable):
-        if result.source is not None or result.real is not None:
-            raise _Refused("a result found through a source")
-        if result.node in made:
-            return ("tensor", _view_chain(result.node, made))
-        if result.node in arg_nodes:
-            return ("arg", result.node)
-        if result.node in results:
-            return ("var", result.node)  # what a hole returned (block_holes.py)
-        raise _Refused("a result made before the call")
-    if type(result) is ConstantVariable and type(result.value) in _CONSTANTS:
-        return ("const", result.value)
-    if type(result) is containers.TupleVariable:
-        return ("tuple", [_template(v, made, arg_nodes, root, results) for v in result.items])
-    if result.source is not None and (root is None or not _under(result.source, root)):
-        # an object of the shared state (a config, a sub-config, a function in a table): the
-        # same call finds the same one, which the wrap memo hands out as this Variable
-        return ("same", result)
-    raise _Refused(f"a result of type {type(result).__name__}")
-
-
-def _view_chain(node, made):
-    """The nodes whose fakes a sibling's result needs afresh, base first: the result node and,
-    while it is a view of another node the call made (a transpose of the attention's output),
-    that node. A view of an argument or an input is refused: the sibling's would be a view of
-    the first block's."""
-    chain = [node]
-    while True:
-        n = chain[-1]
-        if n.target is operator.getitem:
-            raise _Refused("a result taken from a multi-output op")
-        ex = n.meta.get("example_value")
-        bases = [u for u in n.all_input_nodes
-                 if isinstance(u.meta.get("example_value"), torch.Tensor) and _same_storage(ex, u.meta["example_value"])]
-        if not bases:
-            return list(reversed(chain))
-        if len(bases) > 1 or bases[0] not in made:
-            raise _Refused("a result that is a view of a value from before the call")
-        chain.append(bases[0])
-
-
-def _same_storage(a, b):
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except Exception:  # noqa: BLE001 - no storage to compare: assume it may alias
-        return True
-
-
-def _build(template, env, arg_vars, out, made_vars):
-    """The sibling's Variable for a template of the first call's (a result's, or a hole's
-    argument's). `made_vars` keeps one Variable per node made in the replay (a tensor handed
-    to a hole and returned too is one object, as in an inlined call)."""
-    kind = template[0]
-    if kind == "const":
-        return ConstantVariable(template[1])
-    if kind == "same":
-        return template[1]
-    if kind == "tuple":
-        return containers.TupleVariable([_build(t, env, arg_vars, out, made_vars) for t in template[1]])
-    if kind == "var":
-        return made_vars[template[1]]
-    if kind == "arg":
-        new = env[template[1]]
-        for v in _flat(arg_vars):
-            if isinstance(v, TensorVariable) and v.node is new:
-                return v
-        raise AssertionError("a block's argument passed back was not found among the sibling's")
-    known = made_vars.get(template[1][-1])
-    if known is not None:
-        return known
-    for n in template[1]:  # the view chain, base first: fakes of the sibling's own
-        new = env[n]
-        example = _fresh_example(new, out)
-        node_meta.set_value(new, example)
-    made_vars[template[1][-1]] = var = TensorVariable(new, example)
-    return var
-
-
-def _flat(vars_):
-    for v in vars_:
-        if type(v) is containers.TupleVariable:
-            yield from _flat(v.items)
-        else:
-            yield v
-
-
-def _fresh_example(node, out):
-    """The result node's fake, computed again from its inputs' fakes: a tensor of its own.
-    A plain result (no autograd history, not a view, storage of its own size: what an op
-    returns in eval) is made as an empty tensor of the same sizes and strides instead, which
-    is the same fake at a tenth of the cost (a layer norm's fake kernel takes over a ms)."""
-    ex = node.meta.get("example_value")
-    if _plain(ex):
-        with out.fake_mode:
-            return torch.empty_strided(ex.shape, ex.stride(), dtype=ex.dtype, device=ex.device)
-    args = fx.map_arg(node.args, lambda n: n.meta["example_value"])
-    kwargs = fx.map_arg(node.kwargs, lambda n: n.meta["example_value"])
-    target = node.target.fn if isinstance(node.target, ByObject) else node.target
-    with out.fake_mode:
-        if node.op == "call_method":
-            return getattr(args[0], target)(*args[1:], **kwargs)
-        return target(*args, **kwargs)
-
-
-def _plain(ex):
-    """Whether `ex` is a fake that torch.empty_strided makes again with every fact the trace
-    can read of it (the same as static_fakes' test for parameters, for a computed value)."""
-    if type(ex) is not FakeTensor or ex.layout is not torch.strided or ex.requires_grad or \
-            ex.grad_fn is not None or ex._base is not None or ex.storage_offset() != 0:
-        return False
-    if ex.is_quantized or ex.is_inference() or ex.is_conj() or ex.is_neg() or getattr(ex, "constant", None) is not None:
-        return False
-    size = sum((n - 1) * st for n, st in zip(ex.shape, ex.stride())) + 1 if ex.numel() else 0
-    return ex.untyped_storage().nbytes() == size * ex.element_size()
-
-
-# ---- sources: under a block, re-targeted to a sibling --------------------------------------------
-
-def _under(source, root):
-    s = source
-    while s is not None:
-        if s == root:
-            return True
-        s = s.base
-    return False
 
 
 def _plain_keys(g):
@@ -909,36 +650,6 @@ def _compile(builtins, guards, sources):
     values, _ = ex.compile("check_block_values", [f"return ({''.join(s.guard_expr(ex) + ', ' for s in sources)})"],
                            args="V, L, G, C")
     return check, values
-
-
-class _StackMap:
-    """A copied node's nn_module_stack and stack_trace, named for where the replay is: the
-    modules and frames around the first call are replaced by those around this one, and the
-    first block's own modules (a root's submodules) by the sibling's."""
-
-    def __init__(self, block, var, tx):
-        self.block, self.var = block, var
-        self.outer = {str(id(m.module)): (m.path, type(m.module)) for m in tx.ctx.module_calls}
-        self.prefix = node_meta.stack_trace(tx)
-
-    def __call__(self, meta):
-        block, var = self.block, self.var
-        trace = meta.get("stack_trace")
-        if trace is not None and trace.startswith(block.prefix):
-            meta["stack_trace"] = self.prefix + trace[len(block.prefix):]
-        stack = meta.get("nn_module_stack") or {}
-        out = dict(self.outer)
-        for key, (path, typ) in itertools.islice(stack.items(), block.n_outer, None):
-            if var is not None and (path == block.path or path.startswith(block.path + ".")):
-                rel = path[len(block.path) + 1:]
-                mod = var.module.get_submodule(rel) if rel else var.module
-                out[str(id(mod))] = (var.path + ("." + rel if rel else ""), typ)
-            else:
-                out[key] = (path, typ)
-        if out:
-            meta["nn_module_stack"] = out
-        else:
-            meta.pop("nn_module_stack", None)
 
 
 # Modules of the value model that also import this one's users (see generators.py).
