@@ -128,13 +128,22 @@ def _flat(vars_):
 
 def fresh_example(node, out):
     """The result node's fake, computed again from its inputs' fakes: a tensor of its own.
-    A plain result (no autograd history, not a view, storage of its own size: what an op
-    returns in eval) is made as an empty tensor of the same sizes and strides instead, which
-    is the same fake at a tenth of the cost (a layer norm's fake kernel takes over a ms)."""
+    A plain result (not a view, storage of its own size: what an op returns) is made as an
+    empty tensor of the same sizes and strides instead, which is the same fake at a tenth of
+    the cost (a layer norm's fake kernel takes over a ms); one with autograd history gets it
+    from a multiplication by one (traced code cannot read which function a grad_fn is: a
+    graph break), checked to keep the strides."""
     ex = node.meta.get("example_value")
-    if plain(ex):
+    kind = plain(ex)
+    if kind:
         with out.fake_mode:
-            return torch.empty_strided(ex.shape, ex.stride(), dtype=ex.dtype, device=ex.device)
+            new = torch.empty_strided(ex.shape, ex.stride(), dtype=ex.dtype, device=ex.device)
+            if kind is not HISTORY:
+                return new
+            with torch.enable_grad():
+                new = new.requires_grad_() * 1
+            if new.stride() == ex.stride() and new.dtype == ex.dtype:
+                return new
     args = fx.map_arg(node.args, lambda n: n.meta["example_value"])
     kwargs = fx.map_arg(node.kwargs, lambda n: n.meta["example_value"])
     target = node.target.fn if isinstance(node.target, ByObject) else node.target
@@ -144,16 +153,23 @@ def fresh_example(node, out):
         return target(*args, **kwargs)
 
 
+HISTORY = "history"  # plain(): a plain result with autograd history (requires grad, not a leaf)
+
+
 def plain(ex):
     """Whether `ex` is a fake that torch.empty_strided makes again with every fact the trace
-    can read of it (the same as static_fakes' test for parameters, for a computed value)."""
-    if type(ex) is not FakeTensor or ex.layout is not torch.strided or ex.requires_grad or \
-            ex.grad_fn is not None or ex._base is not None or ex.storage_offset() != 0:
+    can read of it (the same as static_fakes' test for parameters, for a computed value):
+    True, HISTORY (that, and it requires grad with a grad_fn: an op's result in grad mode),
+    or False."""
+    if type(ex) is not FakeTensor or ex.layout is not torch.strided or ex._base is not None or \
+            ex.storage_offset() != 0 or ex.requires_grad != (ex.grad_fn is not None):
         return False
     if ex.is_quantized or ex.is_inference() or ex.is_conj() or ex.is_neg() or getattr(ex, "constant", None) is not None:
         return False
     size = sum((n - 1) * st for n, st in zip(ex.shape, ex.stride())) + 1 if ex.numel() else 0
-    return ex.untyped_storage().nbytes() == size * ex.element_size()
+    if ex.untyped_storage().nbytes() != size * ex.element_size():
+        return False
+    return HISTORY if ex.requires_grad else True
 
 
 # ---- sources: under a block, re-targeted to a sibling --------------------------------------------

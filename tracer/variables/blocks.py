@@ -124,6 +124,8 @@ def _key(tx, var, fn, args, kwargs):
     are kept alive by the record: `Block.keep`.)"""
     if not config.reuse_blocks or (var is not None and var.source is None):
         return None
+    if args and type(args[0]) is new_objects.NewObjectVariable:
+        return None  # a method of an object made in the frame: it reads its state (a cache's update)
     seen = {}
     keys = [_arg_key(a, seen) for a in _rest(var, args)] + [_arg_key(v, seen) for _k, v in sorted(kwargs.items())]
     if any(k is None for k in keys):
