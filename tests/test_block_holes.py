@@ -286,3 +286,188 @@ def test_reuse_blocks_off_traces_every_layer():
     finally:
         config.reuse_blocks = True
     torch.testing.assert_close(out, m(x)[0])
+
+
+# ---- programs from the review of the mechanism: each gave a wrong value or an internal error --
+
+class Peek:
+    def __init__(self, first=None):
+        self.first, self.kept, self.n, self.seen = first, None, 0, []
+
+    def peek(self):
+        return self.first
+
+    def store(self, t):
+        if self.kept is None:
+            self.kept = t
+
+    def load(self):
+        return self.kept
+
+    def tick(self, layer):
+        self.n += 1
+        if self.n == 3:
+            layer.layer_idx = 99  # only the third layer's call stores
+
+    def update(self, k, idx):
+        self.seen.append(idx)
+        return k * 2
+
+    def begin(self):
+        self.n += 1
+        if self.n >= 3:
+            torch.set_grad_enabled(False)
+
+    def end(self):
+        torch.set_grad_enabled(True)
+
+    def grad_update(self, k):
+        self.seen.append(torch.is_grad_enabled())
+        return k.detach() * (2 if torch.is_grad_enabled() else 3)
+
+    def touch(self, t):
+        self.n += 1
+        if self.n == 3:
+            t.unsqueeze_(0)
+
+
+class Small(torch.nn.Module):
+    def __init__(self, i, body):
+        super().__init__()
+        self.lin, self.layer_idx, self.body = torch.nn.Linear(4, 4), i, body
+
+    def forward(self, x, cache, inp):
+        return self.body(self, x, cache, inp)
+
+
+def _peek(self, x, cache, inp):  # the hole returns the block's own argument (layer 0's x)
+    return self.lin(x) + cache.peek()
+
+
+def _stored(self, x, cache, inp):  # ... a tensor the block made and an earlier hole kept
+    k = self.lin(x)
+    cache.store(k)
+    return k + 10 * cache.load()
+
+
+def _returned(self, x, cache, inp):  # ... and the block returns it
+    return self.lin(x) + cache.peek()
+
+
+def _store_then_pass(self, x, cache, inp):  # a hole stores on the module; the next gets its int
+    cache.tick(self)
+    return x + cache.update(self.lin(x), self.layer_idx)
+
+
+def _grad_toggle(self, x, cache, inp):  # a hole turns grad mode off on some layers only
+    k = self.lin(x)
+    cache.begin()
+    y = k * 2 if torch.is_grad_enabled() else k * 3
+    cache.end()
+    return x + y
+
+
+def _grad_off_around(self, x, cache, inp):  # the block's own code turns grad off around a hole
+    k = self.lin(x)
+    torch.set_grad_enabled(False)
+    k2 = cache.grad_update(k)
+    torch.set_grad_enabled(True)
+    return x + k2
+
+
+def _input_changed(self, x, cache, inp):  # a hole changes an input's shape on one layer
+    cache.touch(inp)
+    return self.lin(x) + inp.sum() + inp.dim()
+
+
+class Frame(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Small(i, body) for i in range(4))
+
+    def forward(self, inp):
+        x = inp * 1
+        cache = Peek(x)
+        for layer in self.layers:
+            x = layer(x, cache, inp)
+        return x, cache.seen, inp.shape
+
+
+@pytest.mark.parametrize("body", [_peek, _stored, _returned, _store_then_pass, _grad_toggle, _grad_off_around,
+                                  _input_changed])
+@pytest.mark.parametrize("grad", [False, True])
+def test_review_programs(body, grad):
+    """Compiled equals eager (outputs, what the cache saw, the input's shape after, the
+    modules' attributes after), whatever the replay of the layers decided."""
+    if grad and body is _input_changed:
+        pytest.skip("unsqueeze_ of a leaf that requires grad raises in eager")
+    torch.manual_seed(0)
+    a = torch.randn(2, 4, requires_grad=grad)
+    m = Frame(body)
+    try:
+        ref = m(a.detach().clone().requires_grad_(grad))
+        after = [layer.layer_idx for layer in m.layers]
+        for i, layer in enumerate(m.layers):
+            layer.layer_idx = i
+        out, _entry, _s, _c = _trace(m, (a.detach().clone().requires_grad_(grad),), True)
+    finally:
+        torch.set_grad_enabled(True)
+    torch.testing.assert_close(out[0], ref[0])
+    assert out[1:] == ref[1:]
+    assert [layer.layer_idx for layer in m.layers] == after
+
+
+class PeekLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, cache):
+        y = cache.peek()  # layer 0's cache hands back layer 0's own argument, before its use
+        return self.lin(x) + y
+
+
+class PeekFrame(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(PeekLayer() for _ in range(4))
+
+
+class FirstCache:
+    def __init__(self):
+        self.first = None
+
+    def peek(self):
+        return self.first
+
+
+class PeekFrame2(PeekFrame):
+    def forward(self, inp):  # (layer 0's cache hands back layer 0's own argument)
+        x = inp * 1
+        cache = FirstCache()
+        cache.first = x
+        for layer in self.layers:
+            x = layer(x, cache)
+        return x
+
+
+def test_a_hole_that_returned_the_block_argument():
+    torch.manual_seed(0)
+    m, a = PeekFrame2(), torch.randn(2, 4)
+    with torch.no_grad():
+        out, _entry, _s, _c = _trace(m, (a,), True)
+        torch.testing.assert_close(out, m(a))
+
+
+def test_a_sibling_without_the_attribute_it_hands_on():
+    torch.manual_seed(0)
+    m = Frame(_store_then_pass)
+    del m.layers[3].layer_idx
+    a = torch.randn(2, 4)
+    with pytest.raises(AttributeError):
+        m(a)
+    tracer.reset()
+    tracer.reset_stats()
+    with pytest.raises(AttributeError):
+        tracer.compile(m, backend="eager")(a)
+    assert tracer.stats().internal_errors == 0

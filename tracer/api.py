@@ -20,6 +20,7 @@ from .graph.backends import backend_name, inductor_with, new_step, resolve
 from .check import checked
 from .options import check_callable, check_options
 from .trace.convert_frame import convert_frame
+from .variables import block_holes
 from .runtime.frame_hook import clear_thread_caches, hook, set_error_handler, skip_code
 from .capture import FrameCallback, _report_callback_error
 
@@ -504,6 +505,8 @@ def _trampoline(target):
 
 
 def reset():
-    """Drop every cache entry (and the frame hook's per-thread recycled objects)."""
+    """Drop every cache entry (and the frame hook's per-thread recycled objects), and what
+    the process learned about replaying repeated blocks."""
     cache.reset()
     clear_thread_caches()
+    block_holes.forget()

@@ -35,13 +35,16 @@ What makes it sound:
   (the log is compared between record and replay) or leave the trace with symbolic inputs.
 """
 import dataclasses
+import weakref
+
+import torch
 
 from guards.retarget import STAND_IN, Retarget
 
 from ..exc import TraceAgain, Unsupported
 from ..graph import node_meta
 from . import containers
-from . import block_copy
+from . import block_copy, generators
 from .block_copy import Refused, facts, under, view_chain
 from .base import ConstantVariable
 from .tensor import TensorVariable
@@ -130,6 +133,7 @@ class Recording:
         self.n_modules = len(tx.ctx.module_calls)
         self.under_handler = under_handler
         self.pending = tx.side_effects.pending_reads
+        self.modes = modes(tx.ctx)
         self.holes, self.lookups, self.passed = [], [], []
         self.refused = None
         self.in_hole = False
@@ -164,14 +168,17 @@ class Recording:
         if self.refused is None and (tx.side_effects.pending_reads != self.pending or
                                      tx.under_handler() != self.under_handler):
             self.refuse("it read a pending store, or it calls an object it was given inside a try")
+        if self.refused is None and modes(ctx) != self.modes:
+            self.refuse("its own code changed grad mode or autocast before a call given an object")
         hole = None
         if self.refused is None:
             try:
+                flat = flat_args(args, kwargs)
                 hole = Hole(fn, [self._arg(a) for a in args], {k: self._arg(v) for k, v in kwargs.items()},
                             [self._arg(m) for m in ctx.module_calls[self.n_modules:]], _frames(tx),
                             _marks(ctx, out), None, _last(out.graph), None)
-                hole.tensors = [(v, facts(v.example)) for v in flat_args(args, kwargs)
-                                if isinstance(v, TensorVariable) and v.source is None and v.real is None]
+                hole.tensors = [(i, facts(v.example)) for i, v in enumerate(flat) if isinstance(v, TensorVariable)]
+                before = state(tx)
             except _NoTemplate as e:
                 self.refuse(f"a call given an object made before the block takes {e}")
         self.in_hole = True
@@ -185,12 +192,14 @@ class Recording:
         if hole is None or self.refused is not None:
             return result
         hole.ends, hole.last_after = _marks(ctx, out), _last(out.graph)
-        if any(facts(v.example) != f for v, f in hole.tensors):
+        if any(facts(flat[i].example) != f for i, f in hole.tensors):
             self.refuse("a call given an object made before the block changed a tensor argument's metadata")
             return result
+        if state(tx) != before or modes(ctx) != self.modes:
+            self.refuse("a call given an object made before the block logged a store or changed a mode")
+            return result
         try:
-            hole.result = self._result(result, hole, tx)
-            hole.tensors = [(v.node, f) for v, f in hole.tensors]
+            hole.result = self._result(result, flat, _made(out.graph, hole))
         except _NoTemplate as e:
             self.refuse(f"a call given an object made before the block returned {e}")
             return result
@@ -224,14 +233,20 @@ class Recording:
             return ("same", v)
         raise _NoTemplate(f"a {type(v).__name__}")
 
-    def _result(self, v, hole, tx):
+    def _result(self, v, flat, made):
+        """The template of what a hole returned (checked where it is replayed, `bind`): a
+        tensor it made (`made`: its nodes), one it was given or one of the block's arguments
+        (the same object again), a constant, an object of the shared state, tuples of those."""
         if isinstance(v, TensorVariable):
+            for i, given in enumerate(flat):
+                if given is v:
+                    return ("known", i)
+            i = self.index.get(id(v))
+            if i is not None:
+                return ("arg", i)
             if v.source is None and v.real is None:
-                for i, (given, _f) in enumerate(hole.tensors):
-                    if given is v:
-                        return ("known", i)
-                if any(given.node is v.node for given, _f in hole.tensors):
-                    raise _NoTemplate("another Variable of a tensor it was given")
+                if v.node not in made:
+                    raise _NoTemplate("a tensor made before it")
                 return ("new", v.node, facts(v.example))
             if v.source is not None and (self.source is None or not under(v.source, self.source)):
                 return ("same", v)
@@ -239,10 +254,35 @@ class Recording:
         if type(v) is ConstantVariable:
             return ("const", type(v.value), v.value)
         if type(v) is containers.TupleVariable:
-            return ("tuple", [self._result(item, hole, tx) for item in v.items])
+            return ("tuple", [self._result(item, flat, made) for item in v.items])
         if v.source is not None and (self.source is None or not under(v.source, self.source)):
             return ("same", v)
         raise _NoTemplate(f"a {type(v).__name__}")
+
+
+def state(tx):
+    """What a hole must leave as it found it, recorded and replayed: the side-effect log's
+    sizes (no store), symbolic inputs and graph attributes, shape marks, history writes and
+    generators left open."""
+    ctx = tx.ctx
+    m = tx.output.mark()
+    return (tx.side_effects.sizes(), m[2], m[3], len(ctx.shape_marks), ctx.history_write_at,
+            len(generators.pending(ctx)))
+
+
+def modes(ctx):
+    """The grad mode and the autocast contexts entered, which a block's copied nodes assume."""
+    return torch.is_grad_enabled(), tuple(id(a) for a in ctx.autocast_stack)
+
+
+def _made(graph, hole):
+    """The nodes made between the hole's start and its end."""
+    out, n = set(), hole.last_before.next if hole.last_before is not None else next(iter(graph.nodes), None)
+    stop = hole.last_after.next if hole.last_after is not None else None
+    while n is not None and n is not stop and n.op != "root":
+        out.add(n)
+        n = n.next
+    return out
 
 
 def hole_of(recs, args, kwargs):
@@ -376,7 +416,13 @@ def ready(block, hole, made, results, to_root):
 
 # ---- replaying a hole on a sibling ------------------------------------------------------------
 
-_NO_HOLES = set()  # functions whose replayed hole came back otherwise: inlined from then on
+# functions whose replayed hole came back otherwise: inlined from then on, in this process
+_NO_HOLES = weakref.WeakSet()
+
+
+def forget():
+    """tracer.reset(): replayed holes are tried again."""
+    _NO_HOLES.clear()
 
 
 def replayable(block):
@@ -425,15 +471,15 @@ def run(tx, block, hole, build, stacks):
     return result, args, kwargs
 
 
-def bind(block, template, v, env, made_vars, given):
+def bind(block, template, v, env, made_vars, flat, arg_vars):
     """Check the replayed hole's result against the record's, binding its new tensors
-    (`given`: the tensors made in the graph it was given, in order)."""
+    (`flat`: the arguments it was given, flattened; `arg_vars`: the block's)."""
     kind = template[0]
     if kind == "tuple":
         if type(v) is not containers.TupleVariable or len(v.items) != len(template[1]):
             mismatch(block, "its result is not the same tuple")
         for t, item in zip(template[1], v.items):
-            bind(block, t, item, env, made_vars, given)
+            bind(block, t, item, env, made_vars, flat, arg_vars)
         return
     if kind == "const":
         if type(v) is not ConstantVariable or type(v.value) is not template[1] or v.value != template[2]:
@@ -443,13 +489,14 @@ def bind(block, template, v, env, made_vars, given):
         if v is not template[1]:
             mismatch(block, "its result is another object")
         return
-    if kind == "known":
-        if v is not given[template[1]]:
-            mismatch(block, "its result is not the tensor it was given")
+    if kind in ("known", "arg"):
+        if v is not (flat if kind == "known" else arg_vars)[template[1]]:
+            mismatch(block, "its result is not the tensor it returned before")
         return
     # "new": a tensor of its own with the record's metadata
     if not isinstance(v, TensorVariable) or v.source is not None or v.real is not None or \
-            facts(v.example) != template[2] or any(v is w or v.node is w.node for w in given):
+            facts(v.example) != template[2] or any(v is w or getattr(w, "node", None) is v.node for w in flat) \
+            or any(v is w for w in arg_vars):
         mismatch(block, "its result is another tensor")
     env[template[1]] = v.node
     made_vars[template[1]] = v
@@ -477,12 +524,14 @@ def replay(block, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks
                                                       var.path + t[2], guarded=True)
             return modules[t[1]]
         return block_copy.build(t, env, arg_vars, tx.output, made_vars)
+    before, modes_before = state(tx), modes(tx.ctx)
     result, args, kwargs = run(tx, block, hole, build_arg, stacks)
-    given = [v for v in flat_args(args, kwargs) if isinstance(v, TensorVariable)
-             and v.source is None and v.real is None]
-    if [facts(v.example) for v in given] != [f for _n, f in hole.tensors]:
+    if state(tx) != before or modes(tx.ctx) != modes_before:
+        mismatch(block, "it logged a store or changed a mode")
+    flat = flat_args(args, kwargs)
+    if [facts(flat[i].example) for i, _f in hole.tensors] != [f for _i, f in hole.tensors]:
         mismatch(block, "it changed a tensor argument's metadata")
-    bind(block, hole.result, result, env, made_vars, given)
+    bind(block, hole.result, result, env, made_vars, flat, arg_vars)
     if block.lookups and not lookups_hold(block, done + 1):
         mismatch(block, "an object it was given has an instance attribute it looked up")
     if var is not None:

@@ -68,7 +68,7 @@ import weakref
 import torch
 import torch.fx as fx
 
-from guards import TensorMatch
+from guards import TensorMatch, TypeMatch
 from guards.codegen import ExprContext
 from guards.retarget import STAND_IN, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
@@ -409,10 +409,13 @@ class Block:
                 if u not in allowed:
                     raise Refused("a node reading a graph value made before the call")
         through = block_holes.passed_through(self)
-        guards = []
+        guards, typed = [], []
         for g in self.raw_guards:
             if through and getattr(g, "source", None) in through:
-                continue  # the sibling's own value is read and guarded where its hole is
+                # the sibling's own value is read and guarded where its hole is; the check only
+                # asks that it is an int (and there to be read)
+                typed.append(TypeMatch(g.source, int))
+                continue
             if src is None or not any(under(s, src) for s in g.sources()):
                 if not _plain_keys(g):  # `table[self]`: the sibling would read another entry
                     raise Refused("a guard keyed by an object")
@@ -444,7 +447,7 @@ class Block:
             inputs = rooted
             self.distinct = [to_root(d) for d in self.distinct]
             self.holes = [block_holes.ready(self, h, made, results, to_root) for h in self.holes]
-            self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in tensor_checks],
+            self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in (*typed, *tensor_checks)],
                                                [s for s, _n in inputs] + self.extra)
             self._tag(nodes)
         elif self.holes:
@@ -516,10 +519,12 @@ class Block:
                 return None
             if self.lookups and not block_holes.lookups_hold(self, 0):
                 return None
+            values = self.values(var.module, L, G, C)
+            if values is None:  # (a value the check does not reach: not there to read)
+                return None
+            values, extra = values[:len(self.inputs)], values[len(self.inputs):]
             retarget = Retarget(_ROOT, var.source, tag=True)
             ctx.guards.extend(retarget(g) for g in self.guards)
-            values = self.values(var.module, L, G, C)
-            values, extra = values[:len(self.inputs)], values[len(self.inputs):]
             self._wrap_inputs(tx, var, retarget, values, env, 0)
         elif self.lookups and not block_holes.lookups_hold(self, 0):
             return None
@@ -649,8 +654,8 @@ def _compile(builtins, guards, sources):
     check, _ = ex.compile("check_block", ["try:", f"    return bool({' and '.join(f'({c})' for c in conds)})",
                                           "except Exception:", "    return False"], args="V, L, G, C")
     ex = ExprContext(builtins)
-    values, _ = ex.compile("check_block_values", [f"return ({''.join(s.guard_expr(ex) + ', ' for s in sources)})"],
-                           args="V, L, G, C")
+    values, _ = ex.compile("check_block_values", ["try:", f"    return ({''.join(s.guard_expr(ex) + ', ' for s in sources)})",
+                                                  "except Exception:", "    return None"], args="V, L, G, C")
     return check, values
 
 
