@@ -28,7 +28,8 @@ WHAT = {
     "encoder": "nn.TransformerEncoder, d_model 64, 4 heads, eval, input (2, 10, 64)",
     "llama": "tiny HF LlamaForCausalLM (hidden 64), eval, `model(ids, use_cache=False)`, 8 tokens",
     "llama_cache": "the same LLaMA called as `model(ids)`: it makes a DynamicCache that every layer "
-                   "updates, so its layers are traced one by one (a block with side effects is not replayed)",
+                   "updates; a layer is replayed, and its cache update traced again (a hole: "
+                   "variables/block_holes.py)",
 }
 
 
