@@ -101,7 +101,7 @@ class Hole:
     last_before: object   # the graph's last node before the call
     last_after: object    # ... after it
     result: object = None  # template of what it returned
-    tensors: list = None  # [(node, facts)] of its tensor arguments
+    tensors: list = None  # [(index in its flattened arguments, facts)] of its tensor arguments
     at: int = 0           # the block's own nodes made before it (Block._record)
 
 
@@ -386,7 +386,7 @@ def passed_through(block):
 
 def ready(block, hole, made, results, to_root):
     """The hole with its templates in the form a replay builds (block_holes.run)."""
-    def ready(t):
+    def form(t):
         kind = t[0]
         if kind == "node":
             if t[1] in made:
@@ -404,11 +404,11 @@ def ready(block, hole, made, results, to_root):
                 return ("module", len(block.extra) - 1, t[2][len(block.path):])
             return ("reread", len(block.extra) - 1)
         if kind == "tuple":
-            return ("tuple", [ready(item) for item in t[1]])
+            return ("tuple", [form(item) for item in t[1]])
         return t
-    hole.args = [ready(t) for t in hole.args]
-    hole.kwargs = {k: ready(t) for k, t in hole.kwargs.items()}
-    hole.modules = [ready(t) for t in hole.modules]
+    hole.args = [form(t) for t in hole.args]
+    hole.kwargs = {k: form(t) for k, t in hole.kwargs.items()}
+    hole.modules = [form(t) for t in hole.modules]
     hole.inner = node_meta.format_frames(hole.frames[len(block.frames):])
     hole.frames = hole.marks = hole.ends = hole.last_before = hole.last_after = None
     return hole
