@@ -139,9 +139,18 @@ def main():
             f"outputs equal eager in every run. Not in the "
             f"numbers: torch._dynamo's import, which both tools' first trace makes torch do "
             f"({imp:.0f} ms alone on this machine; transformers makes it anyway).\n")
+    notes = ""  # what follows the tables (hand-written analyses) is kept
+    if os.path.exists(a.out):
+        with open(a.out) as fh:
+            old = fh.read()
+        if NOTES in old:
+            notes = "\n" + old[old.index(NOTES):]
     with open(a.out, "w") as fh:
-        fh.write(head + "\n".join(lines) + "\n")
+        fh.write(head + "\n".join(lines) + "\n" + notes)
     print("wrote", a.out)
+
+
+NOTES = "<!-- notes: kept when the tables are written again -->"
 
 
 if __name__ == "__main__":
