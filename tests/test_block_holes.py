@@ -471,3 +471,51 @@ def test_a_sibling_without_the_attribute_it_hands_on():
     with pytest.raises(AttributeError):
         tracer.compile(m, backend="eager")(a)
     assert tracer.stats().internal_errors == 0
+
+
+class BufCache:
+    def __init__(self):
+        self.n = 0
+
+    def touch(self, layer, k):
+        self.n += 1
+        if self.n == 3:
+            layer.buf.unsqueeze_(0)  # only layer 2's call changes its buffer's shape
+        return k * 2
+
+
+class BufLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("buf", torch.zeros(4))
+
+    def forward(self, x, cache):
+        k = cache.touch(self, self.lin(x))  # a hole given the module itself
+        return x + k + (1.0 if self.buf.dim() == 1 else 100.0)  # the buffer's shape, read after it
+
+
+class BufFrame(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(BufLayer() for _ in range(4))
+
+    def forward(self, x):
+        cache = BufCache()
+        for layer in self.layers:
+            x = layer(x, cache)
+        return x, [layer.buf.dim() for layer in self.layers]
+
+
+def test_a_hole_that_changes_the_shape_of_a_tensor_it_reaches():
+    """(second review) A tensor the hole reaches through the module, not as an argument."""
+    torch.manual_seed(0)
+    a = torch.randn(2, 4)
+    ref = BufFrame()
+    m = BufFrame()
+    m.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        expected = ref(a)
+        out, _entry, _s, _c = _trace(m, (a,), True)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1] == expected[1] == [1, 1, 2, 1]

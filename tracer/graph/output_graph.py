@@ -271,6 +271,19 @@ class OutputGraph:
         return gm
 
 
+# In-place ops that change a tensor's shape, strides, storage or autograd facts (what a copy of
+# its values cannot put back, and what code reading the tensor's metadata after them sees
+# changed: rewrite/rerun.py, variables/block_holes.py)
+RESHAPING_OPS = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swapdims_", "swapaxes_",
+                           "transpose_", "t_", "squeeze_", "unsqueeze_", "detach_"})
+
+
+def reshapes(node):
+    """Whether `node` is one of RESHAPING_OPS (called as a method or as a function)."""
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return isinstance(name, str) and name.split(".")[0] in RESHAPING_OPS
+
+
 # aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
 # fake tensors. Any other op that returns a bool/int/float from tensor inputs read their values.
 _METADATA_OPS = frozenset({

@@ -43,6 +43,7 @@ from guards.retarget import STAND_IN, Retarget
 
 from ..exc import TraceAgain, Unsupported
 from ..graph import node_meta
+from ..graph.output_graph import reshapes
 from . import containers
 from . import block_copy, generators
 from .block_copy import Refused, facts, under, view_chain
@@ -198,8 +199,12 @@ class Recording:
         if state(tx) != before or modes(ctx) != self.modes:
             self.refuse("a call given an object made before the block logged a store or changed a mode")
             return result
+        made = _made(out.graph, hole)
+        if any(reshapes(n) for n in made):  # (a tensor it reached another way: the block may read it)
+            self.refuse("a call given an object made before the block changed a tensor's shape in place")
+            return result
         try:
-            hole.result = self._result(result, flat, _made(out.graph, hole))
+            hole.result = self._result(result, flat, made)
         except _NoTemplate as e:
             self.refuse(f"a call given an object made before the block returned {e}")
             return result
@@ -467,6 +472,8 @@ def run(tx, block, hole, build, stacks):
         trace = node.meta.get("stack_trace")
         if trace is not None and trace.startswith(prefix):
             node.meta["stack_trace"] = prefix + inner + trace[len(prefix):]
+        if reshapes(node):
+            mismatch(block, "it changed a tensor's shape in place")
         node = node.next
     return result, args, kwargs
 
