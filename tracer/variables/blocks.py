@@ -54,6 +54,12 @@ A replay is refused (the call is inlined) where any store was logged since the r
 log's sizes and event count), or one is pending on the sibling: an inlined call would read it,
 the check reads the live objects.
 
+An object made in the frame before the call (a KV cache) may be an argument too, keyed by
+identity, when the block's own code only hands it on: each call it makes with the object is
+a hole, traced again where the block is replayed (block_holes.py: what a hole may do, and
+what a replayed one is checked for). The templates a replay builds from, and the fakes and
+metadata of what it copies, are block_copy.py's.
+
 A copied node's example value is the first call's (same metadata); each tensor the replay
 returns gets a fake of its own, computed from its node's inputs, so that later code sees a
 tensor of its own (identity, version counter), as it would after an inlined call. Its
