@@ -519,3 +519,62 @@ def test_a_hole_that_changes_the_shape_of_a_tensor_it_reaches():
         out, _entry, _s, _c = _trace(m, (a,), True)
     torch.testing.assert_close(out[0], expected[0])
     assert out[1] == expected[1] == [1, 1, 2, 1]
+
+
+def _scaled_update(scale):
+    def update(cache, k):  # a closure per layer: the same code, another cell
+        cache.seen.append(scale)
+        return k * scale
+    return update
+
+
+class ClosureLayer(torch.nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.update = _scaled_update(float(i + 1))
+
+    def forward(self, x, cache):
+        return x + self.update(cache, self.lin(x))  # the hole's function is the sibling's own
+
+
+class ClosureFrame(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(ClosureLayer(i) for i in range(4))
+
+    def forward(self, x):
+        cache = Peek()
+        for layer in self.layers:
+            x = layer(x, cache)
+        return x, cache.seen
+
+
+def test_a_hole_calls_the_siblings_own_function():
+    torch.manual_seed(0)
+    m, a = ClosureFrame(), torch.randn(2, 4)
+    with torch.no_grad():
+        counts, out, _c = _replays(m, (a,))
+        ref = m(a)
+    torch.testing.assert_close(out[0], ref[0])
+    assert out[1] == ref[1] == [1.0, 2.0, 3.0, 4.0]
+    assert counts.get("ClosureLayer.forward", 0) >= 2, counts
+    _check_same_as_unrolled(lambda t: m(t)[0], (a,), min_replays=2)
+
+
+def test_hf_decoders_with_their_cache_are_the_unrolled_trace():
+    """Mixtral's layers call the forward their checkpointing wrapper closes over: the hole's
+    function is that same Variable again, whose defaults are guarded as in the unrolled trace."""
+    pytest.importorskip("transformers")
+    from zoo.hf_specs import hf_specs
+    for name in ("mixtral", "gpt2"):
+        _family, build, inputs = hf_specs()[name]
+        torch.manual_seed(0)
+        model = build().eval()
+        kw = inputs(torch.Generator().manual_seed(0))
+        names = sorted(kw)
+
+        def call(*a):
+            return model(**dict(zip(names, a))).logits
+        with torch.no_grad():
+            _check_same_as_unrolled(call, tuple(kw[k] for k in names), min_replays=1)

@@ -92,7 +92,7 @@ class _NoTemplate(Exception):
 
 @dataclasses.dataclass
 class Hole:
-    fn: object
+    fn: object            # template of the function it calls (Recording._callee)
     args: list            # templates of the call's positional arguments
     kwargs: dict          # name -> template
     modules: list         # templates of the modules entered inside the block before the call
@@ -164,7 +164,7 @@ class Recording:
             self.lookups.append((len(self.holes), obj, name))
 
     # ---- a call of its own code given a watched object ---------------------------------------
-    def hole(self, tx, var, fn, args, kwargs, go):
+    def hole(self, tx, var, fn_var, args, kwargs, go):
         ctx, out = tx.ctx, tx.output
         if self.refused is None and (tx.side_effects.pending_reads != self.pending or
                                      tx.under_handler() != self.under_handler):
@@ -175,7 +175,8 @@ class Recording:
         if self.refused is None:
             try:
                 flat = flat_args(args, kwargs)
-                hole = Hole(fn, [self._arg(a) for a in args], {k: self._arg(v) for k, v in kwargs.items()},
+                hole = Hole(self._callee(fn_var), [self._arg(a) for a in args],
+                            {k: self._arg(v) for k, v in kwargs.items()},
                             [self._arg(m) for m in ctx.module_calls[self.n_modules:]], _frames(tx),
                             _marks(ctx, out), None, _last(out.graph), None)
                 hole.tensors = [(i, facts(v.example)) for i, v in enumerate(flat) if isinstance(v, TensorVariable)]
@@ -211,6 +212,18 @@ class Recording:
         self.pending = tx.side_effects.pending_reads
         self.holes.append(hole)
         return result
+
+    def _callee(self, fn_var):
+        """The function the hole calls, as the sibling's call finds it: read again through its
+        source under the module (`self.body(...)`: another layer's may be another closure),
+        the same Variable when read from shared state (a closure cell of a library wrapper),
+        or the function itself when found on a class (which the guards fix)."""
+        src = fn_var.source
+        if src is None:
+            return ("fn", fn_var.fn)
+        if self.source is not None and under(src, self.source):
+            return ("value", src)
+        return ("same", fn_var)
 
     def _arg(self, v):
         i = self.index.get(id(v))
@@ -399,7 +412,7 @@ def ready(block, hole, made, results, to_root):
             if t[1] in results:
                 return ("var", t[1])
             raise Refused("a hole given a graph value made before the block")
-        if kind in ("reread", "module"):
+        if kind in ("reread", "module", "value"):
             if to_root is None:
                 raise Refused("a hole given a value of a module without a source")
             block.extra.append(to_root(t[1]))
@@ -407,10 +420,11 @@ def ready(block, hole, made, results, to_root):
                 if not t[2].startswith(block.path):
                     raise Refused("a hole given a module whose path is not under the block's")
                 return ("module", len(block.extra) - 1, t[2][len(block.path):])
-            return ("reread", len(block.extra) - 1)
+            return (kind, len(block.extra) - 1)
         if kind == "tuple":
             return ("tuple", [form(item) for item in t[1]])
         return t
+    hole.fn = form(hole.fn)
     hole.args = [form(t) for t in hole.args]
     hole.kwargs = {k: form(t) for k, t in hole.kwargs.items()}
     hole.modules = [form(t) for t in hole.modules]
@@ -461,7 +475,7 @@ def run(tx, block, hole, build, stacks):
         calls.append(m)
         ctx.module_roots[m.source] = None
     try:
-        result = functions.UserFunctionVariable(hole.fn).call(tx, args, kwargs)
+        result = build(hole.fn).call(tx, args, kwargs)
     except Unsupported as e:
         mismatch(block, f"it raised ({e})")
     finally:
@@ -523,8 +537,10 @@ def replay(block, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks
             return var
         if kind == "tuple":
             return containers.TupleVariable([build_arg(item) for item in t[1]])
-        if kind == "reread":
+        if kind in ("reread", "value"):
             return builder.wrap(tx, extra[t[1]], retarget(block.extra[t[1]]))
+        if kind == "fn":
+            return functions.UserFunctionVariable(t[1])
         if kind == "module":
             if t[1] not in modules:
                 modules[t[1]] = nn_module.wrap_module(tx, extra[t[1]], retarget(block.extra[t[1]]),

@@ -146,27 +146,28 @@ def _rest(var, args):
     return args[1:] if var is not None else args
 
 
-def call_function(tx, fn, args, kwargs, inline):
-    """The result of calling the Python function `fn` (about to be inlined by `inline()`):
+def call_function(tx, fn_var, args, kwargs, inline):
+    """The result of calling the Python function of `fn_var` (about to be inlined by `inline()`):
     a block whose root is its first argument when that is a module reached through a source
     (a forward, a method, `sdpa_attention_forward(module, q, k, v)`), else a block without a
     root, whose arguments are all matched (`apply_rotary_pos_emb(q, k, cos, sin)`)."""
     first = args[0] if args else None
     var = first if isinstance(first, nn_module.NNModuleVariable) and first.source is not None else None
-    return call(tx, var, fn, args, kwargs, inline)
+    return call(tx, var, fn_var, args, kwargs, inline)
 
 
-def call(tx, var, fn, args, kwargs, inline):
-    """The result of calling `fn` with `args` and `kwargs` (with `var`, a module, first; or
+def call(tx, var, fn_var, args, kwargs, inline):
+    """The result of calling `fn_var` with `args` and `kwargs` (with `var`, a module, first; or
     var None): `inline()`, or a replay of an earlier call of the same kind. A call that the
     code of a block being recorded makes with an object made before that block is one of
     its holes (block_holes.py)."""
+    fn = fn_var.fn
     recs = tx.ctx.recordings
     if not recs:
         return _call(tx, var, fn, args, kwargs, inline)
     rec = block_holes.hole_of(recs, args, kwargs)
     if rec is not None:
-        return rec.hole(tx, var, fn, args, kwargs, lambda: _call(tx, var, fn, args, kwargs, inline))
+        return rec.hole(tx, var, fn_var, args, kwargs, lambda: _call(tx, var, fn, args, kwargs, inline))
     top = recs[-1]
     top.depth += 1
     try:

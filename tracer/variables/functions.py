@@ -203,7 +203,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         if inner is not None:
             return UserFunctionVariable(inner).call(tx, args, kwargs)
         # a call like an earlier one (a layer's forward, a helper) is replayed from its trace
-        return blocks.call_function(tx, fn, args, kwargs, lambda: BaseFunctionVariable.call(self, tx, args, kwargs))
+        return blocks.call_function(tx, self, args, kwargs, lambda: BaseFunctionVariable.call(self, tx, args, kwargs))
 
     def getattr(self, tx, name):
         """The function object's own attribute (a functools.wraps wrapper has the wrapped
