@@ -83,6 +83,17 @@ def _check_same_as_unrolled(fn, args, min_replays):
     assert guards == _guards(entry2)
 
 
+def _metadata_as_unrolled(fn, args):
+    """Each replayed node names the modules and the lines around the replay, as the unrolled
+    trace's node does (nn_module_stack, stack_trace); the replay's stats."""
+    _out, entry, s, _c = _trace(fn, args, True)
+    _out, entry2, _s2, _c = _trace(fn, args, False)
+    for a, b in zip(entry.graph.graph.nodes, entry2.graph.graph.nodes):
+        assert a.meta.get("nn_module_stack") == b.meta.get("nn_module_stack"), a
+        assert a.meta.get("stack_trace") == b.meta.get("stack_trace"), a
+    return s
+
+
 class Stack(torch.nn.Module):
     def __init__(self, n=5, block=None):
         super().__init__()
@@ -467,11 +478,7 @@ def test_helpers_of_layers_that_write_a_cache_are_replayed():
     # are: _rope (and _rotate in the first), _scale, _attend, __getattribute__, the Linears
     _check_same_as_unrolled(m, (x,), min_replays=3 * 4)
     # the replayed nodes name the modules and the lines around the replay, not the first call's
-    _out, entry, s, _c = _trace(m, (x,), True)
-    _out, entry2, _s2, _c = _trace(m, (x,), False)
-    for a, b in zip(entry.graph.graph.nodes, entry2.graph.graph.nodes):
-        assert a.meta.get("nn_module_stack") == b.meta.get("nn_module_stack"), a
-        assert a.meta.get("stack_trace") == b.meta.get("stack_trace"), a
+    _metadata_as_unrolled(m, (x,))
 
 
 def test_a_store_between_two_calls_of_a_helper_is_read_by_the_second():
@@ -672,9 +679,4 @@ def test_a_replay_names_the_modules_around_it_where_the_first_call_had_none():
 
     m = Top()
     x = torch.randn(2)
-    _out, entry, s, _c = _trace(m, (x,), True)
-    _out, entry2, _s2, _c = _trace(m, (x,), False)
-    assert s.blocks_replayed >= 2
-    for a, b in zip(entry.graph.graph.nodes, entry2.graph.graph.nodes):
-        assert a.meta.get("nn_module_stack") == b.meta.get("nn_module_stack"), a
-        assert a.meta.get("stack_trace") == b.meta.get("stack_trace"), a
+    assert _metadata_as_unrolled(m, (x,)).blocks_replayed >= 2

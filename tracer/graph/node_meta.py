@@ -50,12 +50,17 @@ def set_value(node, example):
 
 
 def stack_trace(tx):
-    frames = []
+    return format_frames(frames(tx))
+
+
+def frames(tx):
+    """[(code, line)] of the Frame `tx` and the frames it was inlined into, outermost first."""
+    chain = []
     f = tx
     while f is not None:
-        frames.append(f)
+        chain.append(f)
         f = f.parent
-    return format_frames([(f.code, line_of(f)) for f in reversed(frames)])
+    return [(f.code, line_of(f)) for f in reversed(chain)]
 
 
 def line_of(frame):

@@ -39,7 +39,7 @@ from bytecode_utils import arg_names, flatten_signature, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
 
 from ..runtime import records
-from ..graph.output_graph import RESHAPING_OPS, UNKNOWN_STORAGE, storage_id
+from ..graph.output_graph import UNKNOWN_STORAGE, reshapes, storage_id
 from ..runtime.frame_hook import skip_code
 
 
@@ -172,7 +172,7 @@ def _effect(node, modules):
             (getattr(node.target, "__module__", None) or "").split(".")[0] not in _KNOWN_MODULES:
         return "unknown"
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if not isinstance(name, str) or name in RESHAPING_OPS or name in ("_enter_autocast", "_exit_autocast"):
+    if not isinstance(name, str) or reshapes(node) or name in ("_enter_autocast", "_exit_autocast"):
         return "unknown"
     if name == "_set_grad_enabled":
         return "grad"
@@ -186,8 +186,6 @@ def _effect(node, modules):
             return "unknown"  # a generator of the user's own: its state is not saved
         return "random"
     return None
-
-
 
 
 def _attr(gm, target):

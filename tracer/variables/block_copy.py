@@ -103,7 +103,7 @@ def build(template, env, arg_vars, out, made_vars):
         return made_vars[template[1]]
     if kind == "arg":
         new = env[template[1]]
-        for v in _flat(arg_vars):
+        for v in arg_vars:  # (flattened: block_holes.flat_args)
             if isinstance(v, TensorVariable) and v.node is new:
                 return v
         raise AssertionError("a block's argument passed back was not found among the sibling's")
@@ -116,14 +116,6 @@ def build(template, env, arg_vars, out, made_vars):
         node_meta.set_value(new, example)
     made_vars[template[1][-1]] = var = TensorVariable(new, example)
     return var
-
-
-def _flat(vars_):
-    for v in vars_:
-        if type(v) is containers.TupleVariable:
-            yield from _flat(v.items)
-        else:
-            yield v
 
 
 def fresh_example(node, out):

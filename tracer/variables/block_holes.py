@@ -177,8 +177,8 @@ class Recording:
                 flat = flat_args(args, kwargs)
                 hole = Hole(self._callee(fn_var), [self._arg(a) for a in args],
                             {k: self._arg(v) for k, v in kwargs.items()},
-                            [self._arg(m) for m in ctx.module_calls[self.n_modules:]], _frames(tx),
-                            _marks(ctx, out), None, _last(out.graph), None)
+                            [self._arg(m) for m in ctx.module_calls[self.n_modules:]], node_meta.frames(tx),
+                            _marks(ctx, out), None, last_node(out.graph), None)
                 hole.tensors = [(i, facts(v.example)) for i, v in enumerate(flat) if isinstance(v, TensorVariable)]
                 before = state(tx)
             except _NoTemplate as e:
@@ -193,14 +193,14 @@ class Recording:
             self.in_hole = False
         if hole is None or self.refused is not None:
             return result
-        hole.ends, hole.last_after = _marks(ctx, out), _last(out.graph)
+        hole.ends, hole.last_after = _marks(ctx, out), last_node(out.graph)
         if any(facts(flat[i].example) != f for i, f in hole.tensors):
             self.refuse("a call given an object made before the block changed a tensor argument's metadata")
             return result
         if state(tx) != before or modes(ctx) != self.modes:
             self.refuse("a call given an object made before the block logged a store or changed a mode")
             return result
-        made = _made(out.graph, hole)
+        made = made_by(out.graph, hole)
         if any(reshapes(n) for n in made):  # (a tensor it reached another way: the block may read it)
             self.refuse("a call given an object made before the block changed a tensor's shape in place")
             return result
@@ -293,7 +293,7 @@ def modes(ctx):
     return torch.is_grad_enabled(), tuple(id(a) for a in ctx.autocast_stack)
 
 
-def _made(graph, hole):
+def made_by(graph, hole):
     """The nodes made between the hole's start and its end."""
     out, n = set(), hole.last_before.next if hole.last_before is not None else next(iter(graph.nodes), None)
     stop = hole.last_after.next if hole.last_after is not None else None
@@ -337,15 +337,7 @@ def flat_args(args, kwargs):
     return list(_flat(list(args) + [v for _k, v in sorted(kwargs.items())]))
 
 
-def _frames(tx):
-    frames, f = [], tx
-    while f is not None:
-        frames.append(f)
-        f = f.parent
-    return [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
-
-
-def _last(graph):
+def last_node(graph):
     nodes = graph.nodes
     return next(iter(reversed(nodes)), None) if len(nodes) else None
 
@@ -468,7 +460,7 @@ def run(tx, block, hole, build, stacks):
     args = [build(t) for t in hole.args]
     kwargs = {k: build(t) for k, t in hole.kwargs.items()}
     modules = [build(t) for t in hole.modules]
-    last = _last(out.graph)
+    last = last_node(out.graph)
     calls = ctx.module_calls
     n = len(calls)
     for m in modules:

@@ -246,15 +246,10 @@ class _Before:
     @classmethod
     def take(cls, tx):
         ctx, out = tx.ctx, tx.output
-        return cls(len(ctx.guards), len(out.inputs), out.mark(), _last(out.graph), ctx.side_effects.sizes(),
+        return cls(len(ctx.guards), len(out.inputs), out.mark(), block_holes.last_node(out.graph), ctx.side_effects.sizes(),
                    len(generators.pending(ctx)), len(ctx.mutable_inputs), len(ctx.shape_marks), ctx.history_write_at,
                    ctx.ops_under_handler, len(ctx.unsourced_reads), torch.is_grad_enabled(), len(ctx.wrap_memo),
                    len(ctx.memo_reads), ctx.side_effects.pending_reads)
-
-
-def _last(graph):
-    nodes = graph.nodes
-    return next(iter(reversed(nodes)), None) if len(nodes) else None
 
 
 class Block:
@@ -341,11 +336,7 @@ class Block:
         for h in holes:
             h.at = 0
             after.setdefault(h.last_before, []).append(h)
-            n = h.last_before.next if h.last_before is not None else next(iter(out.graph.nodes), None)
-            stop = h.last_after.next if h.last_after is not None else None
-            while n is not None and n is not stop and n.op != "root":
-                hole_nodes.add(n)
-                n = n.next
+            hole_nodes |= block_holes.made_by(out.graph, h)
         node = before.last.next if before.last is not None else next(iter(out.graph.nodes), None)
         while node is not None and node.op != "root":  # (the graph's sentinel closes its ring)
             if node.op != "placeholder" and node not in hole_nodes:
@@ -355,13 +346,9 @@ class Block:
             node = node.next
         arg_nodes = _arg_nodes(_rest(var, args), kwargs)
         made = set(nodes)
-        results = {t[1]: t for h in holes for t in block_holes.new_tensors(h.result)}
+        results = {t[1] for h in holes for t in block_holes.new_tensors(h.result)}
         result = block_copy.template(result, made, arg_nodes, src, results)
-        frames, f = [], tx
-        while f is not None:
-            frames.append(f)
-            f = f.parent
-        frames = [(f.code, node_meta.line_of(f)) for f in reversed(frames)]
+        frames = node_meta.frames(tx)
         mutable = own(ctx.mutable_inputs, before.mutable, "mutable_inputs") if src is not None else []
         distinct = [v.source for v in mutable if under(v.source, src)]
         if any(getattr(v, "identity_relied", False) for v in mutable if under(v.source, src)):
@@ -539,14 +526,14 @@ class Block:
         tag = (id(self), self.replays + 1) if var is not None else None
         arg_vars = block_holes.flat_args(_rest(var, args), kwargs)
         made_vars = {}
-        holes = iter(self.holes)
-        hole = next(holes, None)
-        done = 0
+
+        def holes_before(i):  # (the holes the inlined call makes before the block's node i)
+            for k, hole in enumerate(self.holes):
+                if hole.at == i:
+                    block_holes.replay(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, k)
         for i, n in enumerate(self.nodes):
-            while hole is not None and hole.at == i:
-                block_holes.replay(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
-                done += 1
-                hole = next(holes, None)
+            if self.holes:
+                holes_before(i)
             new = out.graph.create_node(n.op, n.target, fx.map_arg(n.args, env.__getitem__),
                                         fx.map_arg(n.kwargs, env.__getitem__))
             meta = dict(n.meta)
@@ -559,10 +546,8 @@ class Block:
                 meta.pop(BLOCK_META, None)
             new.meta.update(meta)
             env[n] = new
-        while hole is not None:
-            block_holes.replay(self, tx, hole, var, values, extra, env, arg_vars, made_vars, stacks, done)
-            done += 1
-            hole = next(holes, None)
+        if self.holes:
+            holes_before(len(self.nodes))
         self.replays += 1
         if var is not None:
             ctx.block_roots[self.source] = None
@@ -586,6 +571,7 @@ class Block:
             else:
                 tv = builder.wrap(tx, value, new_source)
             env[node] = tv.node
+
 
 def group_roots(ctx):
     """The roots of the entry's guard groups (guards/builder.py): each replayed block and the
