@@ -1,4 +1,4 @@
-"""Namedtuples as objects (containers.NamedTupleVariable): methods, properties and class data
+"""Namedtuples as objects (named_tuples.NamedTupleVariable): methods, properties and class data
 of a namedtuple class, `_replace` / `_asdict` / `_make`, and a subclass whose instances have a
 __dict__ (an attribute set on one made in the frame, or on an input before the call). Each
 compiled result is compared with eager's; each is captured whole, and later calls with other

@@ -41,8 +41,8 @@ from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 from ..exc import Unsupported
 from ..runtime import policy
 from .base import ConstantVariable, is_constant_value
-from .containers import (DictVariable, ListVariable, NamedTupleVariable, StructSeqVariable,
-                         TupleVariable, is_structseq)
+from .containers import DictVariable, ListVariable, TupleVariable
+from .named_tuples import NamedTupleVariable, StructSeqVariable, is_structseq
 from .sets import SetVariable
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)

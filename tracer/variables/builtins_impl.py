@@ -16,8 +16,8 @@ from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
 from .base import ConstantVariable, check_builtin_attr, python_object
 from .functions import library_object
-from .containers import (IteratorVariable, ListIteratorVariable, ListVariable, NamedTupleVariable,
-                         TupleVariable, is_structseq)
+from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
+from .named_tuples import NamedTupleVariable, is_structseq
 from .sets import SetVariable
 from .sym import SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax
 from .tensor import TensorVariable

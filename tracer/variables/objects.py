@@ -485,7 +485,7 @@ class ClassVariable(ObjectVariable):
                 raise Unsupported(f"{self.cls.__name__}() does not bind: {e} (the user code raises TypeError)")
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else builder.wrap(tx, v, None) for v in bound.arguments.values()]
-            return containers.NamedTupleVariable(items, self.cls)
+            return named_tuples.NamedTupleVariable(items, self.cls)
         if torch_vars.is_autocast_class(self.cls):
             return torch_vars.AutocastVariable.make(tx, self.cls, args, kwargs)
         make = collections_vars.constructor(self.cls)
@@ -703,4 +703,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, exceptions, builder, introspection, keyed_dict  # noqa: E402
+from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict  # noqa: E402

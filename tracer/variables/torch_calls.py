@@ -192,10 +192,10 @@ def wrap_result(tx, node, example, mutating=False, inputs=None):
         fields = getattr(type(example), "_fields", None)
         if isinstance(example, list):
             return containers.ListVariable(items)
-        if containers.is_structseq(type(example)):
-            return containers.StructSeqVariable(items, type(example))
+        if named_tuples.is_structseq(type(example)):
+            return named_tuples.StructSeqVariable(items, type(example))
         if fields is not None and type(example) is not tuple:
-            return containers.NamedTupleVariable(items, type(example))
+            return named_tuples.NamedTupleVariable(items, type(example))
         return containers.TupleVariable(items)
     if example is None and mutating:
         return ConstantVariable(None)
@@ -370,4 +370,4 @@ def graph_constant(c):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, numpy_vars, sym, tensor, torch_vars  # noqa: E402
+from . import containers, named_tuples, numpy_vars, sym, tensor, torch_vars  # noqa: E402
