@@ -173,6 +173,8 @@ class GuardSet:
                         exports[r][src] = None
         done: set = set()
         made: dict = {}  # _template_key -> (fn, text): a replayed block's siblings
+        by_ids: dict = {}  # the same by the key's objects' identities (see _template_key)
+        canon: dict = {}
 
         def emit(conds: list[str], note: str) -> None:
             for c in conds:
@@ -192,12 +194,13 @@ class GuardSet:
                 elif root not in done:  # the group's first guard: the whole group here
                     done.add(root)
                     returned = list(exports[root])
-                    key = _template_key(root, group, returned)
-                    hit = made.get(key) if key is not None else None
+                    key, ids = _template_key(root, group, returned, canon)
+                    hit = by_ids.get(ids)
                     if hit is None:
-                        hit = self._group_check(root, group, returned)
-                        if key is not None:
-                            made[key] = hit
+                        hit = made.get(key)
+                        if hit is None:
+                            hit = made[key] = self._group_check(root, group, returned)
+                        by_ids[ids] = hit
                     fn, text = hit
                     if text not in texts:
                         texts.append(text)
@@ -404,14 +407,16 @@ def _starred(exprs, lengths):
     return out
 
 
-def _template_key(root, group, returned):
-    """What makes `group`'s check text (read through `root`, returning the values of the
-    sources `returned`): each guard and source as read from a stand-in root. Equal keys make
-    equal texts, so a 48-layer model makes its layer's text twice (the first block, then its
-    first sibling), not 48 times. A replayed block's guards are copies of its first block's
+def _template_key(root, group, returned, canon):
+    """(key, ids): what makes `group`'s check text (read through `root`, returning the values
+    of the sources `returned`): each guard and source as read from a stand-in root. Equal keys
+    make equal texts, so a 48-layer model makes its layer's text twice (the first block, then
+    its first sibling), not 48 times. A replayed block's guards are copies of its first block's
     re-targeted to the sibling (tracer/variables/blocks.py), each naming its stand-in-rooted
     template (`_template`); the few others (the call's own guards on the module) are
-    re-targeted here."""
+    re-targeted here, and kept once in `canon`. So every sibling's key holds the same objects:
+    `ids` (their identities) finds a sibling's text without comparing its ~100 guards with the
+    first block's field by field (whose templates are equal objects, not the same)."""
     to_stand_in = None
     out = []
     for obj in (*group, *returned):
@@ -421,8 +426,9 @@ def _template_key(root, group, returned):
             continue
         if to_stand_in is None:
             to_stand_in = Retarget(root, STAND_IN)
-        out.append(to_stand_in(obj))
-    return (len(group), tuple(out))
+        copy = to_stand_in(obj)
+        out.append(canon.setdefault(copy, copy))
+    return (len(group), tuple(out)), (len(group), *map(id, out))
 
 
 def _by_group(tensors, root_of):
