@@ -145,3 +145,40 @@ def test_nonlocal_store_into_a_called_functions_cell():
     assert torch.equal(acc.__closure__[0].cell_contents, ref.__closure__[0].cell_contents)
     assert after.frames_traced - before.frames_traced == 1  # traced once, no break, no recompile
     assert after.graph_breaks == before.graph_breaks and after.fallbacks == before.fallbacks
+
+
+def test_an_abstract_class_cannot_be_instantiated():
+    """`Base()` of an ABC with abstract methods left raises CPython's TypeError in traced code
+    too (uncaught: the frame breaks there; caught: the except branch runs); a concrete
+    subclass is built as usual."""
+    import abc
+
+    class Base(abc.ABC):
+        @abc.abstractmethod
+        def go(self, x): ...
+
+    class Impl(Base):
+        def go(self, x):
+            return x * 2
+
+    def uncaught(x):
+        Base()
+        return x + 1
+
+    def caught(x):
+        try:
+            Base()
+        except TypeError as e:
+            return x - 1, str(e)
+        return x, ""
+
+    def concrete(x):
+        return Impl().go(x)
+    x = torch.ones(2)
+    c = tracer.compile(uncaught)
+    for _ in range(2):
+        out, _d = run(c, uncaught, x)  # (run compares the exception raised with eager's)
+    c, _d = check(caught, x)
+    result, _d = run(c, caught, x)
+    assert result[0].tolist() == [0.0, 0.0] and "abstract" in result[1]
+    check(concrete, x)

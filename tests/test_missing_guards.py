@@ -210,3 +210,57 @@ def test_presence_of_a_user_module_attribute_is_guarded():
             assert d.frames == 0  # the first entry fits again
     finally:
         del sys.modules["presence_mod"]
+
+
+class _Box:
+    def __init__(self, v=0):
+        self.v = v
+
+
+_GLOBAL_BOX = _Box()
+
+
+def test_an_object_stored_on_and_another_read_stay_distinct():
+    """`a.v = 1; return x + b.v` traced with two objects read b's real attribute: a later call
+    passing one object as both (twice, in a list, as a global and an argument, or a module
+    twice) must not take the traced answer."""
+    def two_args(x, a, b):
+        a.v = 1
+        return x + b.v
+
+    def in_a_list(x, lst):
+        lst[0].v = 1
+        return x + lst[1].v
+
+    def global_and_arg(x, a):
+        a.v = 1
+        return x + _GLOBAL_BOX.v
+
+    x = torch.zeros(2)
+    c, _ = check(two_args, x, _Box(), _Box())
+    one = _Box()
+    out, d = run(c, two_args, x, one, one)
+    assert d.frames == 1 and out.tolist() == [1.0, 1.0]
+    c, _ = check(in_a_list, x, [_Box(), _Box()])
+    one = _Box()
+    out, d = run(c, in_a_list, x, [one, one])
+    assert d.frames == 1 and out.tolist() == [1.0, 1.0]
+    c, _ = check(global_and_arg, x, _Box())
+    _GLOBAL_BOX.v = 0
+    out = c(x, _GLOBAL_BOX)
+    assert out.tolist() == [1.0, 1.0]
+    _GLOBAL_BOX.v = 0
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+    def modules(x, m1, m2):
+        m1.scale = 3.0
+        return x * m2.scale
+    m1, m2 = M(), M()
+    c = tracer.compile(modules)
+    torch.testing.assert_close(c(torch.ones(2), m1, m2), torch.full((2,), 2.0))
+    m = M()
+    torch.testing.assert_close(c(torch.ones(2), m, m), torch.full((2,), 3.0))

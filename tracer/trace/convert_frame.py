@@ -428,7 +428,7 @@ def _distinct_sources(ctx):
         if src not in seen:
             seen.add(src)
             out.append(src)
-    for v in ctx.mutable_inputs:
+    for v in (*ctx.mutable_inputs, *_stored_on(ctx)):
         src = v.source
         if src in seen:
             continue
@@ -441,6 +441,19 @@ def _distinct_sources(ctx):
                 continue
         out.append(src)
     return out, same
+
+
+def _stored_on(ctx):
+    """The inputs an attribute store of the trace may have reached: the objects it stored on,
+    and every other object of one of their types (their type is guarded) the trace reached
+    through a source. They must stay the objects they were: `a.v = 1; return b.v` read b's
+    real attribute, which is a's new one when a later call passes one object as both."""
+    stored = {id(var) for var, _names in ctx.side_effects.attr_stores.values() if var.source is not None}
+    if not stored:
+        return ()
+    types = {type(value) for value, var in ctx.wrap_memo.values() if id(var) in stored}
+    return [var for value, var in ctx.wrap_memo.values()
+            if var.source is not None and (id(var) in stored or type(value) in types)]
 
 
 def _fallback(code, ctx, state, builtins, reason, location):

@@ -109,6 +109,17 @@ def object_new(tx, cls_var):
     reason = constructible_reason(cls, new_allowed=True)
     if reason is not None:
         raise Unsupported(f"constructing a {cls.__qualname__} object inside the traced frame: {reason}")
+    return _new_instance(cls)
+
+
+def _new_instance(cls):
+    """A new object of `cls`, or the TypeError object.__new__ raises for an abstract class
+    (an ABC with abstract methods left), with CPython's own message."""
+    if getattr(cls, "__abstractmethods__", None):
+        try:
+            object.__new__(cls)  # (raises before it allocates anything)
+        except TypeError as e:
+            raise exceptions.user_error(TypeError, *e.args) from None
     return NewObjectVariable(cls)
 
 
@@ -162,7 +173,7 @@ def construct(tx, cls_var, args, kwargs):
                                   f"(its __init__ would run on it)")
             return obj
     else:
-        obj = NewObjectVariable(cls)
+        obj = _new_instance(cls)
     init = obj._class_attr(tx, "__init__")
     if isinstance(init, types.FunctionType):
         ret = functions.UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
