@@ -377,3 +377,20 @@ def test_int_attribute_of_an_object_passed_in_becomes_symbolic_but_module_attrib
         m.n = n
         assert torch.equal(cm(x), m(x))
     assert len(cm._compiled_forward.entries) == 3
+
+
+def test_float_results_of_sizes_keep_the_sign_of_zero():
+    """sympy folds `-0.0 * n`, `(1 - n) * 0.0` and `0 / -n` to 0; Python gives -0.0, which
+    a division by it turns into -inf. Such a result is computed at run time, as eager does."""
+    def f(x):
+        n = x.shape[0]
+        z = -0.0 * n
+        return z, x / z, (1 - n) * 0.0, 0 / -n, abs(n) * -0.0, 0.5 * n, n / 3
+
+    c = tracer.compile(f)
+    for n in (3, 4, 5, 7):
+        x = torch.ones(n)
+        want, got = f(x), c(x)
+        assert repr(got) == repr(want)
+    s = tracer.stats()
+    assert s.frames_traced == 2 and s.graph_breaks == 0 and s.fallbacks == 0 and s.internal_errors == 0

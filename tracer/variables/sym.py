@@ -216,7 +216,7 @@ def sym_apply(tx, fn, parts):
         raise _NotSymbolic(f"{getattr(fn, '__name__', fn)} on symbolic sizes: {type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
     if isinstance(result, torch.SymFloat) and fn not in _COMPARISONS and \
-            any(isinstance(v, torch.SymFloat) for v in values):
+            (any(isinstance(v, torch.SymFloat) for v in values) or _sign_lost(values, result)):
         # Float arithmetic is not algebra: sympy would simplify (a + b) - b to a, or fold it
         # to a constant, and decide comparisons on it the same way. The result is an opaque
         # symbol, computed by its node at run time; what needs its value is a break.
@@ -233,6 +233,16 @@ def sym_apply(tx, fn, parts):
     node.meta["example_value"] = result
     tx.output.bind_unbacked(node, result)
     return SymNodeVariable(node, result)
+
+
+def _sign_lost(values, result):
+    """Whether sympy's answer for a float result of sizes may differ from Python's: a zero,
+    an infinity or a NaN operand (`-0.0 * n` is -0.0 for n > 0, `(1 - n) * 0.0` is -0.0 for
+    n > 1; sympy folds both to 0), or a result it folded to zero (`0 / -n` is -0.0)."""
+    for v in values:
+        if type(v) is float and (v == 0.0 or not math.isfinite(v)):
+            return True
+    return constant_of(result) == 0.0
 
 
 class SliceVariable(Variable):
