@@ -394,3 +394,22 @@ def test_float_results_of_sizes_keep_the_sign_of_zero():
         assert repr(got) == repr(want)
     s = tracer.stats()
     assert s.frames_traced == 2 and s.graph_breaks == 0 and s.fallbacks == 0 and s.internal_errors == 0
+
+
+def test_an_int_past_sympys_range_is_computed_not_an_internal_error():
+    """After a float of a size overflowed to inf, `n << 70` simplified to torch's int_oo,
+    which has no int value: the shift is computed on the specialised size instead."""
+    def f(x):
+        n = x.shape[0]
+        c = float(n) * 1e308 * 10
+        i = n << 70
+        return x + 1, c, i
+
+    c = tracer.compile(f)
+    for n in (3, 4, 5):
+        x = torch.ones(n)
+        want, got = f(x), c(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graphs == s.frames_traced

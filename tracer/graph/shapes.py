@@ -27,6 +27,7 @@ import re
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatefulSymbolicContext
+from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 from guards import ShapeMatch, TensorMatch, TensorPropSource
 
@@ -45,6 +46,9 @@ def is_symbolic(value):
     return not node.expr.is_number
 
 
+_INT_INFINITIES = (IntInfinity, NegativeIntInfinity)
+
+
 def constant_of(value):
     """The Python value of a SymInt/SymFloat/SymBool that simplified to a constant, else None."""
     expr = value.node.expr
@@ -52,7 +56,12 @@ def constant_of(value):
         return None
     if isinstance(value, torch.SymBool):
         return bool(expr)
-    return int(expr) if isinstance(value, torch.SymInt) else float(expr)
+    if isinstance(value, torch.SymInt):
+        if expr.is_finite is not True or isinstance(expr, _INT_INFINITIES):
+            # (torch's int_oo: what its sympy functions answer past their range, `n << 70`)
+            raise ValueError(f"the int {value} is not a finite number")
+        return int(expr)
+    return float(expr)
 
 
 

@@ -227,8 +227,12 @@ def sym_apply(tx, fn, parts):
             result = env.create_unbacked_symfloat()
     if not isinstance(result, SYM_TYPES):
         return ConstantVariable(result)
-    if constant_of(result) is not None:
-        return ConstantVariable(constant_of(result))
+    try:
+        const = constant_of(result)
+    except ValueError as e:
+        raise _NotSymbolic(f"{getattr(fn, '__name__', fn)} on symbolic sizes: {e}") from e
+    if const is not None:
+        return ConstantVariable(const)
     node = tx.output.graph.create_node("call_function", fn, tuple(nodes), {})
     node.meta["example_value"] = result
     tx.output.bind_unbacked(node, result)
