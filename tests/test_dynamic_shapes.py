@@ -413,3 +413,26 @@ def test_an_int_past_sympys_range_is_computed_not_an_internal_error():
         assert got[1:] == want[1:]
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0 and s.graphs == s.frames_traced
+
+
+@pytest.mark.parametrize("op,shape", [("unsqueeze_", (5,)), ("t_", (2, 5)), ("transpose_", (2, 5)),
+                                      ("squeeze_", (1, 5))])
+def test_an_in_place_op_reshaping_a_dynamic_input_is_a_graph_break(op, shape):
+    """`x.unsqueeze_(0)` on an input whose size became dynamic changed its fake, from which
+    the guards and the example inputs are made (an internal error, the frame run as Python):
+    the op is now a graph break with its reason; every call equals eager."""
+    args = {"unsqueeze_": (0,), "transpose_": (0, 1)}.get(op, ())
+
+    def f(x):
+        getattr(x, op)(*args)
+        return x * 2
+
+    c = tracer.compile(f)
+    for n in (3, 4, 5):
+        size = tuple(n if s == 5 else s for s in shape)
+        a = torch.randn(size)
+        b = a.clone()
+        want, got = f(a), c(b)
+        assert torch.equal(want, got) and want.stride() == got.stride() and torch.equal(a, b)
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0

@@ -198,6 +198,11 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
+        if self.shapes.symbolic and args and _reshapes_symbolic_input(op, target, args[0]):
+            # (its fake is the placeholder's: the input's symbolic sizes, which the guards and
+            # the backend's example inputs are made from, would be the changed ones)
+            raise Unsupported(f"{_op_name(op, target)}: an in-place op that changes the sizes or strides "
+                              f"of an input whose sizes are dynamic")
         spy = _AtenSpy()
         try:
             with self.fake_mode, spy, example_value_errors_handled():
@@ -280,8 +285,22 @@ RESHAPING_OPS = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swap
 
 def reshapes(node):
     """Whether `node` is one of RESHAPING_OPS (called as a method or as a function)."""
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    return isinstance(name, str) and name.split(".")[0] in RESHAPING_OPS
+    return _op_name(node.op, node.target).split(".")[0] in RESHAPING_OPS
+
+
+def _op_name(op, target):
+    name = target if op == "call_method" else getattr(target, "__name__", "")
+    return name if isinstance(name, str) else ""
+
+
+def _reshapes_symbolic_input(op, target, first):
+    """An op of RESHAPING_OPS on a graph input (a placeholder) with a symbolic size or stride."""
+    if not isinstance(first, fx.Node) or first.op != "placeholder" or \
+            _op_name(op, target).split(".")[0] not in RESHAPING_OPS:
+        return False
+    fake = first.meta.get("example_value")
+    return isinstance(fake, torch.Tensor) and \
+        any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride()))
 
 
 # aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
