@@ -100,26 +100,57 @@ def _tensor_sum(v):
     return (torch.ones(2) * v).sum().item()
 
 
-def _dispatch(table, i, v):
-    return table[i](v)
+_TABLE = [_double, _tensor_sum]
+
+
+def _dispatch(i, v):
+    return _TABLE[i](v)
 
 
 def test_a_watched_run_that_reaches_a_traced_frame_ends_unhooked_runs():
-    """A callee that changes between calls (a table of functions): the periodic watched run
-    sees the frame with tensor work and the code is hooked again for good."""
-    table = [_double, _tensor_sum]
+    """A callee that changes between calls (a global table of functions): the periodic
+    watched run sees the frame with tensor work and the code is hooked again for good."""
     with tracer.capture():
-        assert _each(_dispatch, [(table, 0, 3)] * 3) == [6] * 3
+        assert _each(_dispatch, [(0, 3)] * 3) == [6] * 3
         assert is_unhooked(_dispatch.__code__)
-        got, seen = _frames_seen_by(_each, _dispatch, [(table, 1, 3)] * 30)
+        got, seen = _frames_seen_by(_each, _dispatch, [(1, 3)] * 30)
         assert is_unhooked(_dispatch.__code__)
-        got += _each(_dispatch, [(table, 1, 3)] * 40)  # the 64th run is watched
+        got += _each(_dispatch, [(1, 3)] * 40)  # the 64th run is watched
         assert not is_unhooked(_dispatch.__code__)
         with traced() as t:
-            assert _each(_dispatch, [(table, 1, 3)] * 2) == [6.0] * 2
+            assert _each(_dispatch, [(1, 3)] * 2) == [6.0] * 2
     assert got == [6.0] * 70
     assert seen <= 31  # the 30 _dispatch frames, not the _tensor_sum frames under them
     assert t.cache_hits + t.frames_traced >= 2, str(t)  # _tensor_sum reaches the hook again
+
+
+def _run_timed(fn, *args):
+    return fn(*args)
+
+
+def _train_step(model, x):
+    return model(x)
+
+
+def test_a_callback_handed_in_keeps_the_frame_hooked():
+    """A utility that calls what it is handed (`run_timed(fn)`), traced only with a callback
+    without tensor work, is given up on but not unhooked: the training step handed in later
+    is captured on every call (it ran uncaptured until a watched run, 58 calls in 100)."""
+    ran = []
+
+    def counting(gm, _inputs):
+        def run(*a):
+            ran.append(1)
+            return gm(*a)
+        return run
+    model, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+    with tracer.capture(backend=counting):
+        assert _each(_run_timed, [(_double, 1)] * 20) == [2] * 20
+        assert is_given_up(_run_timed.__code__) and not is_unhooked(_run_timed.__code__)
+        got = _each(_run_timed, [(_train_step, model, x)] * 100)
+    for out in got:
+        torch.testing.assert_close(out, model(x))
+    assert len(ran) == 100
 
 
 def test_another_threads_callback_keeps_the_evaluator_installed():

@@ -13,8 +13,9 @@ instruction of every code object the trace ran (the frame's own and those it inl
 by the trace, except calls whose callable is plainly a builtin that runs no Python (`len`,
 `print`, `str`), which this module recognises by reading back from the call to the
 `LOAD_GLOBAL` that loaded the callable (straight-line code only; anything else counts as
-unseen). A call target that changes between calls (a table of functions) is still possible:
-the hook watches one run in RECHECK_EVERY, and a watched run that reaches a traced frame ends
+unseen), and no inlined function was reached from the frame's arguments (a callback). A call
+target that changes between calls otherwise (a table of functions) is still possible: the
+hook watches one run in RECHECK_EVERY, and a watched run that reaches a traced frame ends
 the unhooked runs for good.
 """
 import builtins as _builtins_module
@@ -22,6 +23,7 @@ import dis
 import types
 
 from bytecode_utils import versions
+from guards import CellSource, LocalSource
 
 # The instructions that call something (this version's, bytecode_utils/versions). Implicit
 # calls (dunder methods, properties) on the path the trace took were inlined like any call; on
@@ -49,6 +51,8 @@ def saw_every_call(ctx, f_globals, f_builtins):
         seen[frame.code][1].update(frame.seen)
     if len(seen) < 2:
         return False  # nothing inlined: no Python call under the frame to give back to CPython
+    if any(_handed_in(frame.func) for frame in frames[1:]):
+        return False
     for code, (instrs, run) in seen.items():
         root = code is frames[0].code
         for inst in instrs:
@@ -56,6 +60,16 @@ def saw_every_call(ctx, f_globals, f_builtins):
                 if not (root and _builtin_call(instrs, inst, f_globals, f_builtins)):
                     return False
     return True
+
+
+def _handed_in(func):
+    """Whether an inlined function was reached from the frame's arguments (`fn()`,
+    `callbacks[0]()`, `self.hook()` of an instance attribute): the next call may hand in
+    another, one that makes tensor work (a utility `run_timed(fn)` traced with a logging
+    callback, then given a training step). Methods found on the class are not: the class is
+    the same for every object the frame's code runs on, as far as its call sites go."""
+    src = getattr(func, "source", None)
+    return src is not None and isinstance(src.base_root(), (LocalSource, CellSource))
 
 
 def _builtin_call(instrs, call, f_globals, f_builtins):
