@@ -158,15 +158,27 @@ def _tensor(node):
     if fn == "randint":
         if len(args) >= 2 and isinstance(args[-1], (tuple, list)) and all(_is_int(a) for a in args[:-1]) \
                 and len(args) <= 3 and all(_is_int(s) for s in args[-1]):
-            return torch.randint(*args[:-1], tuple(args[-1]), **kw)
+            return _make(fn, torch.randint, *args[:-1], tuple(args[-1]), **kw)
         if len(args) >= 2 and all(_is_int(a) for a in args):
-            return torch.randint(args[0], tuple(args[1:]), **kw)
+            return _make(fn, torch.randint, args[0], tuple(args[1:]), **kw)
         raise ValueError("randint takes (high, size), (low, high, size) with size a tuple, or (high, d0, d1, ...)")
     if len(args) == 1 and isinstance(args[0], (tuple, list)) and fn != "arange":
         args = list(args[0])
     if not all(_is_int(s) for s in args):
         raise ValueError(f"{fn}() takes integer sizes")
-    return getattr(torch, fn)(*args, **kw)
+    if fn != "arange" and any(s < 0 for s in args):
+        raise ValueError(f"{fn}(): negative size {min(args)}")
+    return _make(fn, getattr(torch, fn), *args, **kw)
+
+
+def _make(name, maker, *args, **kw):
+    """`maker(*args, **kw)`, torch's refusal (a size it cannot allocate, an empty randint
+    range) as one line."""
+    try:
+        return maker(*args, **kw)
+    except (RuntimeError, ValueError, MemoryError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{name}(): {first}") from None
 
 
 def example_inputs(module, fn_name):
