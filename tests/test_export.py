@@ -122,3 +122,23 @@ def test_tiny_hf_gpt2_exports(tmp_path):
     out = run_elsewhere(path, (ids,), tmp_path, {"use_cache": False}, imports=("transformers.modeling_outputs",))
     logits = out["logits"] if isinstance(out, dict) else out.logits
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_each_export_reports_its_own_specialisation():
+    """Two exports with another int: the second traced `k` symbolic from the first's history,
+    and torch.export fixed it to 3 with no warning and no `k == 3` in the assumptions. Each
+    export is traced as if it were the process's first."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x, k: int = 2):
+            return self.lin(x) * k
+    m, x = M().eval(), torch.randn(3, 4)
+    m(x, k=7)
+    for k in (2, 3):
+        with pytest.warns(tracer.ExportAssumptionWarning, match=f"k == {k}"):
+            ep = tracer.export(m, (x,), {"k": k})
+        assert f"k == {k} (int)" in ep.tracer_assumptions
+        torch.testing.assert_close(ep.module()(x, k=k), m(x, k=k))

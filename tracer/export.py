@@ -27,6 +27,7 @@ from guards.tensor import TensorMatch
 
 from .api import CompiledFunction
 from .exc import FullGraphError
+from .runtime.cache import FrameSizes, cache_for
 
 log = logging.getLogger("tracer.export")
 
@@ -59,10 +60,17 @@ def export(fn_or_module, args, kwargs=None, *, dynamic_shapes=None):
 
     compiled = CompiledFunction(fn, backend=keep, fullgraph=True)
     call_args = (module, *args) if module is not None else tuple(args)
+    # what earlier calls and exports saw of the sizes and ints is not this export's business:
+    # an int that changed between two exports would otherwise be traced symbolic, its value
+    # then fixed by torch.export without a word in the assumptions
+    code_cache = cache_for(fn.__code__)
+    seen, code_cache.sizes = code_cache.sizes, FrameSizes()
     try:
         compiled(*call_args, **kwargs)
     except FullGraphError as e:
         raise ExportError(f"tracer.export needs the whole frame in one graph: {e}") from e
+    finally:
+        code_cache.sizes = seen
     entry = compiled.entries[-1]
     if entry.breaks or entry.code is None:
         raise ExportError(f"tracer.export: {fn.__qualname__} was not captured whole")
