@@ -264,3 +264,29 @@ def test_an_object_stored_on_and_another_read_stay_distinct():
     torch.testing.assert_close(c(torch.ones(2), m1, m2), torch.full((2,), 2.0))
     m = M()
     torch.testing.assert_close(c(torch.ones(2), m, m), torch.full((2,), 3.0))
+
+
+def _helper_v1(x):
+    return x + 1
+
+
+def _helper_v2(x):
+    return x + 100
+
+
+def test_a_called_functions_new_code_is_traced_again():
+    """Hot reloading (IPython's autoreload) assigns a new `__code__` to the function object
+    the trace inlined: the entry must not keep running the old body."""
+    def f(x):
+        return _helper_v1(x) * 2
+    x = torch.ones(2)
+    c, _ = check(f, x)
+    saved = _helper_v1.__code__
+    try:
+        _helper_v1.__code__ = _helper_v2.__code__
+        out, d = run(c, f, x)
+        assert d.frames == 1 and out.tolist() == [202.0, 202.0]
+    finally:
+        _helper_v1.__code__ = saved
+    out, d = run(c, f, x)
+    assert d.frames == 0 and out.tolist() == [4.0, 4.0]  # the first entry fits again

@@ -483,6 +483,10 @@ def _user_function(tx, value, source, g):
         var.identity_guarded = source is None
         return var
     g(IdMatch(source, value))
+    # and its code: hot reloading (IPython's autoreload, jurigged) assigns a new __code__ to
+    # the same function object, which the trace inlined as it was
+    g(Predicate.same_function(source, value.__code__, value.__globals__,
+                              f"{value.__qualname__} has the code it was traced with"))
     return UserFunctionVariable(value, source)
 
 
