@@ -204,6 +204,27 @@ def test_autograd_function_apply_is_one_node_with_eagers_backward():
     assert [n for n in graph.graph.nodes if "Square" in str(n.target)]
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_autograd_function_output_returned_as_it_is_keeps_its_backward(backend):
+    """The graph's output is F.apply's result itself: its fake was a leaf requiring grad,
+    which the compiling backend's caller took for a tensor the graph made as a leaf, and
+    detached (grad_fn None, no gradients, no error)."""
+    def f(x, k):
+        return _Square.apply(x, k)
+
+    x = torch.randn(4, requires_grad=True)
+    ref = f(x, 2.0)
+    ref.sum().backward()
+    expected, x.grad = x.grad, None
+    c = tracer.compile(f, backend=backend)
+    out = c(x, 2.0)
+    assert out.grad_fn is not None and not out.is_leaf
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, expected)
+    assert tracer.stats().graphs >= 1
+
+
 # ---- lru_cache ----------------------------------------------------------------------------------
 
 _CALLS = []

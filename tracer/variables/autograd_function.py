@@ -120,11 +120,18 @@ def _scratch_forward(tx, cls, forward, args, needs):
 
 
 def _with_autograd_flags(outputs, any_needs_grad):
+    """The outputs' fakes as F.apply makes them: one that requires grad has autograd history
+    (F's backward node), not a leaf. (A leaf requiring grad among a graph's outputs is one the
+    graph made itself, `torch.ones(2, requires_grad=True)`, which the graph's caller makes a
+    leaf again after a compiling backend: graph/backends._made_leaves. F's output taken so
+    lost its backward node, and every gradient through it.)"""
     def one(t):
         with t.fake_mode:
             out = t.detach()
             if any_needs_grad and (t.is_floating_point() or t.is_complex()):
-                out.requires_grad_(True)
+                with torch.enable_grad():
+                    grown = out.requires_grad_(True) * 1
+                    out = grown if grown.stride() == t.stride() else out.clone()
         return out
     if isinstance(outputs, tuple):
         return tuple(one(t) for t in outputs)
