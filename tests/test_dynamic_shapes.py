@@ -436,3 +436,29 @@ def test_an_in_place_op_reshaping_a_dynamic_input_is_a_graph_break(op, shape):
         assert torch.equal(want, got) and want.stride() == got.stride() and torch.equal(a, b)
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_out_tensor_the_op_resizes_runs_as_python(backend):
+    """`torch.add(x, 1, out=o)` with `o` of another size (`torch.empty(0)`): eager resizes it;
+    AOTAutograd could not (a RuntimeError at run time), and with sizes dynamic the resized
+    fake made guards that failed on their own inputs (an internal error). Such a call is a
+    graph break; an out= of the right size stays in the graph."""
+    def f(x, o):
+        torch.add(x, 1, out=o)
+        return o * 2
+
+    def g(x):
+        o = torch.empty(0)
+        torch.mul(x, 2, out=o)
+        return o + 1
+    cf, cg = tracer.compile(f, backend=backend), tracer.compile(g, backend=backend)
+    for x, o in ((torch.arange(3.), torch.empty(0)), (torch.randn(3), torch.empty(3)),
+                 (torch.randn(4), torch.empty(4)), (torch.randn(4), torch.empty(0))):
+        o_eager, o_compiled = o.clone(), o.clone()
+        want, got = f(x, o_eager), cf(x, o_compiled)
+        assert torch.equal(want, got) and torch.equal(o_eager, o_compiled)
+        assert torch.equal(g(x), cg(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks >= 2
+    assert any("resizes its out= tensor" in r for r in s.break_reasons), s.break_reasons

@@ -47,6 +47,8 @@ def call_torch(tx, kind, target, args, kwargs):
     else:
         fn = lambda: getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)  # noqa: E731
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if "out" in fake_kwargs:
+        fn = _not_resizing_out(fn, name, fake_kwargs["out"])
     reads_state = kind == "call_function" and not _mentions_node((node_args, node_kwargs))
     if reads_state and _EFFECT_NAME.match(name):
         raise Unsupported(f"torch.{name}() changes global state outside the graph")
@@ -274,6 +276,22 @@ def _writes_in_place(name, kwargs):
     if name.startswith("__") and name.endswith("__"):
         return name in _INPLACE_DUNDERS
     return name.endswith("_")
+
+
+def _not_resizing_out(fn, name, out):
+    """`fn` (the op on fakes), refused when it resizes its `out=` tensors (`torch.add(x, 1,
+    out=torch.empty(0))`): eager resizes them, but AOTAutograd and inductor cannot write a
+    result of another size into a graph input, and the input's fake, from which its guards
+    are made, would be the resized one. The call runs as Python instead."""
+    outs = [t for t in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(t, torch.Tensor)]
+
+    def run():
+        before = [(t.shape, t.stride()) for t in outs]
+        result = fn()
+        if any((t.shape, t.stride()) != b for t, b in zip(outs, before)):
+            raise Unsupported(f"{name or 'op'}: resizes its out= tensor (eager does; a graph cannot)")
+        return result
+    return run
 
 
 def _refuse_overlapping_write(name, fake_args, fake_kwargs):
