@@ -462,3 +462,21 @@ def test_an_out_tensor_the_op_resizes_runs_as_python(backend):
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks >= 2
     assert any("resizes its out= tensor" in r for r in s.break_reasons), s.break_reasons
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_resize_to_a_dynamic_size_is_a_graph_break(backend):
+    """`y.resize_(x.shape[0])` with the size dynamic: AOTAutograd's functionalisation hit an
+    internal assert of torch's (a BackendError). A reshaping op given a symbolic size is a
+    graph break; the result equals eager's."""
+    def f(x):
+        y = torch.zeros(2)
+        y.resize_(x.shape[0])
+        return y.fill_(1) + x
+
+    c = tracer.compile(f, backend=backend)
+    for n in (3, 4, 5):
+        x = torch.randn(n)
+        torch.testing.assert_close(c(x), f(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0

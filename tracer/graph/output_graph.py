@@ -198,11 +198,12 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
-        if self.shapes.symbolic and args and _reshapes_symbolic_input(op, target, args[0]):
-            # (its fake is the placeholder's: the input's symbolic sizes, which the guards and
-            # the backend's example inputs are made from, would be the changed ones)
-            raise Unsupported(f"{_op_name(op, target)}: an in-place op that changes the sizes or strides "
-                              f"of an input whose sizes are dynamic")
+        if self.shapes.symbolic and args and _reshapes_symbolically(op, target, args):
+            # (an input's fake is its placeholder's: the input's symbolic sizes, which the
+            # guards and the backend's example inputs are made from, would be the changed ones;
+            # `y.resize_(n)` of a symbolic n: AOTAutograd's functionalisation asserts)
+            raise Unsupported(f"{_op_name(op, target)}: an in-place op that changes sizes or strides, "
+                              f"of an input whose sizes are dynamic or to dynamic sizes")
         spy = _AtenSpy()
         try:
             with self.fake_mode, spy, example_value_errors_handled():
@@ -293,14 +294,19 @@ def _op_name(op, target):
     return name if isinstance(name, str) else ""
 
 
-def _reshapes_symbolic_input(op, target, first):
-    """An op of RESHAPING_OPS on a graph input (a placeholder) with a symbolic size or stride."""
-    if not isinstance(first, fx.Node) or first.op != "placeholder" or \
-            _op_name(op, target).split(".")[0] not in RESHAPING_OPS:
+def _reshapes_symbolically(op, target, args):
+    """An op of RESHAPING_OPS on a graph input (a placeholder) with a symbolic size or stride,
+    or given a symbolic size (`resize_(n)`)."""
+    if _op_name(op, target).split(".")[0] not in RESHAPING_OPS:
         return False
-    fake = first.meta.get("example_value")
-    return isinstance(fake, torch.Tensor) and \
-        any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride()))
+    first = args[0]
+    if isinstance(first, fx.Node) and first.op == "placeholder":
+        fake = first.meta.get("example_value")
+        if isinstance(fake, torch.Tensor) and any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride())):
+            return True
+    symbolic = []
+    fx.map_arg(args[1:], lambda n: symbolic.append(isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat))))
+    return any(symbolic)
 
 
 # aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
