@@ -164,6 +164,7 @@ class Shapes:
         # per graph input, in placeholder order: (our source, torch source, fake or SymInt, context)
         self.inputs = []
         self.symbolic = False  # any input made a symbol
+        self._storages = set()  # of the tensor inputs with sizes of their own (fake_input)
 
     # ---- making inputs ------------------------------------------------------------------------
     def _torch_source(self):
@@ -177,6 +178,15 @@ class Shapes:
         except RuntimeError as e:  # (any autograd use of it raises in eager too)
             raise Unsupported(f"a tensor whose autograd state cannot be read: {str(e).split('.')[0]}")
         dims = self.policy.tensor_dims(tensor, source)
+        try:
+            storage = tensor.untyped_storage()._cdata
+        except (NotImplementedError, RuntimeError):
+            storage = None
+        if storage is not None and storage in self._storages:
+            # a view of an earlier input's storage keeps static sizes: AOTAutograd merges the
+            # two into one base and cannot find its own symbols again (an internal error)
+            dims = {}
+        self._storages.add(storage)
         tsrc = self._torch_source()
         ctx = None
         if dims:

@@ -23,11 +23,13 @@ import bytecode_utils
 import guards
 import torch
 from bytecode_utils import arg_names, versions
-from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, SameObject, compile_guards
+from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, SameObject, StorageSharing, compile_guards
+from guards.guard import storage_groups
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
-from ..graph.backends import compile_graph
+from ..graph.backends import compile_graph, eager as eager_backend
+from ..graph.output_graph import storage_id
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, TraceAgain, Unsupported
@@ -344,6 +346,8 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     guards.extend(same)
     if len(distinct) > 1:
         guards.append(NoAliasing(tuple(distinct)))
+    if slot is not None and backend_fn is not eager_backend:
+        guards.extend(_storage_sharing(out))
     set_grad = []
     if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
         set_grad = _hand_grad_mode_to_bytecode(ctx)
@@ -441,6 +445,24 @@ def _distinct_sources(ctx):
                 continue
         out.append(src)
     return out, same
+
+
+def _storage_sharing(out):
+    """[StorageSharing] over the graph's tensor inputs other than module state when the graph
+    writes into one of them: a compiling backend (AOTAutograd) functionalises the writes for
+    the storage sharing it saw, so overlapping views passed later must trace again (eager
+    runs the ops in order and needs no such guard). Module parameters and buffers are left
+    out: a model's BatchNorm would pay for hundreds of them on every call."""
+    inputs = [(source, node, real) for source, node, real in out.inputs
+              if isinstance(real, torch.Tensor) and not node.meta.get("static_address")]
+    if len(inputs) < 2:
+        return []
+    written = set()
+    for node in out.graph.nodes:
+        written.update(node.meta.get("writes", ()))
+    if not any(storage_id(node.meta["example_value"]) in written for _s, node, _r in inputs):
+        return []
+    return [StorageSharing(tuple(s for s, _n, _r in inputs), storage_groups(*(r for _s, _n, r in inputs)))]
 
 
 def _stored_on(ctx):
