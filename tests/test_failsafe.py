@@ -7,6 +7,9 @@ handler, guard building (guards.compile_guards as used by tracer.trace.convert_f
 codegen.generate and codegen.assemble; also a backend returning a non-callable.
 """
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -234,3 +237,26 @@ def test_fault_inside_capture_block(monkeypatch):
     with tracer.capture():
         out = fn(*args)
     assert torch.allclose(out[0], fn(*args)[0])
+
+
+_RESTART_PROGRAM = """
+import torch, tracer
+for backend in ("aot_eager", "inductor"):
+    tracer.reset()
+    f = tracer.compile(lambda x: x.abs() * 2, backend=backend)
+    x = torch.tensor(-2.0, dtype=torch.float64)
+    assert torch.equal(f(x), torch.tensor(4.0, dtype=torch.float64))
+    assert tracer.stats().graphs >= 1
+print("ok")
+"""
+
+
+def test_a_backend_asking_to_restart_compiles_again():
+    """A 0-dim float64 input: AOTAutograd's first such compile in a process raises torch's
+    RestartAnalysis (its signal to compile again, after recording the scalar it specialises),
+    which was a BackendError for the user. A fresh process, since only the first one raises."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", _RESTART_PROGRAM], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]

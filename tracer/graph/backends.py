@@ -224,7 +224,7 @@ def backend_name(backend_fn):
 
 def compile_graph(backend_fn, gm, example_inputs):
     try:
-        compiled = backend_fn(gm, example_inputs)
+        compiled = _restarting(backend_fn, gm, example_inputs)
     except Exception as e:
         err = BackendError(f"backend {backend_name(backend_fn)} raised {type(e).__name__}: {e}")
         err.backend = backend_fn
@@ -237,6 +237,20 @@ def compile_graph(backend_fn, gm, example_inputs):
     compiled = _unhooked(compiled)
     leaves = _made_leaves(gm) if backend_fn is not eager else ()
     return _with_leaves(compiled, leaves) if leaves else compiled
+
+
+def _restarting(backend_fn, gm, example_inputs, tries=3):
+    """backend_fn(gm, example_inputs), compiled again when it raises torch's RestartAnalysis:
+    its signal to compile again with what it learnt, not a failure. (AOTAutograd's pass that
+    turns float scalars into tensors raises it for a 0-dim float64 CPU input on the first such
+    compile of a process, after recording the symbol it specialises; torch.compile restarts.)"""
+    for attempt in range(tries):
+        try:
+            return backend_fn(gm, example_inputs)
+        except Exception as e:  # noqa: BLE001 - only RestartAnalysis is retried
+            from torch._dynamo.exc import RestartAnalysis  # (imported only then: torch._dynamo)
+            if not isinstance(e, RestartAnalysis) or attempt == tries - 1:
+                raise
 
 
 def _made_leaves(gm):
