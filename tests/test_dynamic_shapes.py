@@ -480,3 +480,17 @@ def test_a_resize_to_a_dynamic_size_is_a_graph_break(backend):
         torch.testing.assert_close(c(x), f(x))
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_bilinear_with_a_dynamic_batch_stays_in_the_graph(backend):
+    """F.bilinear on fakes with a symbolic batch hits an internal assert of torch's C++ path
+    ("dispatch_on_subclass called with NO overloaded args"): it was a graph break. Run with
+    torch's Python dispatcher, as torch.compile traces, its decomposition runs instead."""
+    m = torch.nn.Bilinear(2, 3, 4)
+    c = tracer.compile(m, backend=backend)
+    for b in (8, 16, 4):
+        x1, x2 = torch.randn(b, 2), torch.randn(b, 3)
+        torch.testing.assert_close(c(x1, x2), m(x1, x2))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 2

@@ -18,8 +18,10 @@ import re
 import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch._subclasses.fake_tensor import DynamicOutputShapeException
-from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+from torch.fx.experimental.symbolic_shapes import (GuardOnDataDependentSymNode, PendingUnbackedSymbolNotFound,
+                                                     compute_unbacked_bindings)
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ..exc import Unsupported
@@ -206,8 +208,18 @@ class OutputGraph:
                               f"of an input whose sizes are dynamic or to dynamic sizes")
         spy = _AtenSpy()
         try:
-            with self.fake_mode, spy, example_value_errors_handled():
-                example = fake_fn()
+            try:
+                with self.fake_mode, spy, example_value_errors_handled():
+                    example = fake_fn()
+            except RuntimeError as e:
+                if not self.shapes.symbolic or isinstance(e, _FROM_DATA):
+                    raise
+                # a composite op whose C++ path asserts on symbolic sizes (F.bilinear: "dispatch_
+                # on_subclass called with NO overloaded args") runs with torch's Python
+                # dispatcher, as torch.compile traces: its decomposition then runs instead
+                spy = _AtenSpy()
+                with self.fake_mode, spy, example_value_errors_handled(), enable_python_dispatcher():
+                    example = fake_fn()
         except Unsupported:
             raise
         except Exception as e:  # data-dependent output, missing fake kernel, user error
@@ -282,6 +294,10 @@ class OutputGraph:
 # changed: rewrite/rerun.py, variables/block_holes.py)
 RESHAPING_OPS = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swapdims_", "swapaxes_",
                            "transpose_", "t_", "squeeze_", "unsqueeze_", "detach_"})
+
+
+# fake-tensor errors that say the op needs the data: another dispatcher cannot help
+_FROM_DATA = (DynamicOutputShapeException, DataDependentOutputException, GuardOnDataDependentSymNode)
 
 
 def reshapes(node):
