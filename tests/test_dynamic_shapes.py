@@ -494,3 +494,20 @@ def test_bilinear_with_a_dynamic_batch_stays_in_the_graph(backend):
         torch.testing.assert_close(c(x1, x2), m(x1, x2))
     s = tracer.stats()
     assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 2
+
+
+@pytest.mark.parametrize("op", ["pad", "interpolate", "unfold"])
+def test_composite_ops_keep_sizes_dynamic(op):
+    """F.pad, F.interpolate and F.unfold computed on fakes without torch's Python dispatcher
+    read the symbolic sizes as ints (a guard per size: a trace per size, then the recompile
+    limit). With it, as torch.compile computes fakes, one trace serves every size."""
+    fns = {"pad": lambda x: torch.nn.functional.pad(x, (0, 1)) * 2,
+           "interpolate": lambda x: torch.nn.functional.interpolate(x[None], scale_factor=2.0),
+           "unfold": lambda x: torch.nn.functional.unfold(x[None, None], 2)}
+    fn = fns[op]
+    c = tracer.compile(fn, dynamic=True)
+    for s in (4, 6, 8, 10):
+        x = torch.randn(3, s)
+        assert torch.equal(c(x), fn(x))
+    s = tracer.stats()
+    assert s.frames_traced == 1 and s.graph_breaks == 0 and s.fallbacks == 0

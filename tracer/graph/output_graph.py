@@ -12,6 +12,7 @@ and one graph serves every instance of a module structure (variables/nn_module.p
 root holds only what the graph itself owns: leaf modules of call_module nodes, and tensors
 reached without a source (get_attr constants).
 """
+import contextlib
 import operator
 import re
 
@@ -19,9 +20,8 @@ import torch
 import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._dispatch.python import enable_python_dispatcher
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
-from torch.fx.experimental.symbolic_shapes import (GuardOnDataDependentSymNode, PendingUnbackedSymbolNotFound,
-                                                     compute_unbacked_bindings)
+from torch._subclasses.fake_tensor import DynamicOutputShapeException
+from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound, compute_unbacked_bindings
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ..exc import Unsupported
@@ -207,19 +207,13 @@ class OutputGraph:
             raise Unsupported(f"{_op_name(op, target)}: an in-place op that changes sizes or strides, "
                               f"of an input whose sizes are dynamic or to dynamic sizes")
         spy = _AtenSpy()
+        # with symbolic sizes, torch's Python dispatcher, as torch.compile computes fakes: a
+        # composite op's C++ path reads sizes as ints (F.pad, F.interpolate, F.unfold guarded
+        # each size equal: a trace per size) or asserts (F.bilinear); its decomposition runs
+        dispatcher = enable_python_dispatcher() if self.shapes.symbolic else contextlib.nullcontext()
         try:
-            try:
-                with self.fake_mode, spy, example_value_errors_handled():
-                    example = fake_fn()
-            except RuntimeError as e:
-                if not self.shapes.symbolic or isinstance(e, _FROM_DATA):
-                    raise
-                # a composite op whose C++ path asserts on symbolic sizes (F.bilinear: "dispatch_
-                # on_subclass called with NO overloaded args") runs with torch's Python
-                # dispatcher, as torch.compile traces: its decomposition then runs instead
-                spy = _AtenSpy()
-                with self.fake_mode, spy, example_value_errors_handled(), enable_python_dispatcher():
-                    example = fake_fn()
+            with self.fake_mode, spy, example_value_errors_handled(), dispatcher:
+                example = fake_fn()
         except Unsupported:
             raise
         except Exception as e:  # data-dependent output, missing fake kernel, user error
@@ -294,10 +288,6 @@ class OutputGraph:
 # changed: rewrite/rerun.py, variables/block_holes.py)
 RESHAPING_OPS = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swapdims_", "swapaxes_",
                            "transpose_", "t_", "squeeze_", "unsqueeze_", "detach_"})
-
-
-# fake-tensor errors that say the op needs the data: another dispatcher cannot help
-_FROM_DATA = (DynamicOutputShapeException, DataDependentOutputException, GuardOnDataDependentSymNode)
 
 
 def reshapes(node):
