@@ -182,3 +182,37 @@ def test_an_abstract_class_cannot_be_instantiated():
     result, _d = run(c, caught, x)
     assert result[0].tolist() == [0.0, 0.0] and "abstract" in result[1]
     check(concrete, x)
+
+
+class _SpecConfig:
+    """transformers' config mixin reads its own __dict__ in __getattribute__."""
+
+    def __init__(self):
+        self.problem_type = None
+        self._spec = 3
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if key == "scaled":
+            return spec * 10
+        return super().__getattribute__(key)
+
+
+def test_an_instance_dict_read_after_a_store_sees_the_store():
+    """`obj.__dict__.get(k)` after the trace stored on obj was a graph break (BERT sequence
+    classification with labels stores `config.problem_type`: 2 breaks a call). A key the
+    trace stored reads the stored value; the others the real dict."""
+    def f(x, cfg):
+        if cfg.problem_type is None:
+            cfg.problem_type = "cls"
+        if cfg.problem_type == "cls":
+            return x + cfg.scaled + cfg.__dict__["problem_type"].count("c")
+        return x - 1
+
+    x = torch.ones(2)
+    c, _ = check(f, x, _SpecConfig())
+    cfg = _SpecConfig()
+    out = c(x, cfg)
+    assert out.tolist() == [32.0, 32.0] and cfg.problem_type == "cls"
+    result, _d = run(c, f, x, cfg)  # now "cls" from the start: another entry, equal to eager
+    assert result.tolist() == [32.0, 32.0]

@@ -616,9 +616,17 @@ class InstanceDictVariable(Variable):
     def _read(self, tx, key):
         if not key.is_constant() or not isinstance(key.as_constant(), str):
             raise Unsupported("obj.__dict__ read with a key that is not a constant string")
-        if tx.side_effects.attr_stores.get(tx.side_effects.key(self.obj)):
-            raise Unsupported("obj.__dict__ read after attribute stores in the trace")
         k = key.as_constant()
+        pending = tx.side_effects.attr_stores.get(tx.side_effects.key(self.obj))
+        if pending:
+            # a store the trace made went to the instance dict (generic_setattr refuses the
+            # ones a descriptor takes): the stored value is what the dict holds now; the other
+            # keys are the real dict's (a module's stores may go to _parameters: not modelled)
+            if not isinstance(self.obj, UserObjectVariable):
+                raise Unsupported("obj.__dict__ read after attribute stores in the trace")
+            if k in pending[1]:
+                tx.side_effects.pending_reads += 1
+                return pending[1][k]
         d = self.obj.value.__dict__
         if k in d:
             return builder.wrap(tx, d[k], ItemSource(self.source, k) if self.source is not None else None)
