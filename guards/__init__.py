@@ -8,13 +8,12 @@ G = its globals dict, C = its closure tuple (or None); it never raises.
 
 from .builder import GuardSet, compile_guards, order_guards
 from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
-                    NoAliasing, Predicate, QueryMatch, SameObject, StorageSharing, TypeMatch, check_const_supported,
-                    exact_equal)
+                    NoAliasing, Predicate, QueryMatch, SameObject, TypeMatch, check_const_supported, exact_equal)
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GlobalSource,
                       ItemSource, DictItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
                       is_from_const, is_from_global, is_from_local)
 from .shape import ShapeMatch, TensorPropSource
-from .tensor import TensorMatch
+from .tensor import StorageSharing, TensorMatch
 
 __all__ = [
     "AttrSource", "BuiltinSource", "CellSource", "ConstMatch", "ConstSource", "DictKeysMatch",

@@ -367,47 +367,6 @@ class NoAliasing(Guard):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class StorageSharing(Guard):
-    """Which of the given tensors share a storage is as it was: ``groups[i]`` is the index of
-    the first of them whose storage tensor i views. Why: a graph that writes into an input is
-    functionalised by AOTAutograd (aot_eager, inductor) for the sharing it was traced with;
-    two overlapping views of one tensor passed on a later call would read what was there
-    before the write, where eager reads the written values."""
-
-    sources_: tuple
-    groups: tuple
-
-    def sources(self):
-        return self.sources_
-
-    def _key(self):
-        return (self.sources_, self.groups)
-
-    def conditions(self, ctx):
-        values = ", ".join(ctx.value(s) for s in self.sources_)
-        return [f"{ctx.const(storage_groups)}({values}) == {ctx.const(self.groups)}"]
-
-    def describe(self):
-        names = [s.name() for s in self.sources_]
-        shared = [f"{names[i]} shares {names[g]}'s storage" for i, g in enumerate(self.groups) if g != i]
-        return (", ".join(shared) if shared else ", ".join(names) + " view distinct storages") + \
-            " (as traced)"
-
-
-def storage_groups(*tensors):
-    """For each tensor, the index of the first of `tensors` that views its storage."""
-    first = {}
-    out = []
-    for i, t in enumerate(tensors):
-        try:
-            key = t.untyped_storage()._cdata
-        except (NotImplementedError, RuntimeError):  # (sparse, nested: none to share)
-            key = ("object", id(t))
-        out.append(first.setdefault(key, i))
-    return tuple(out)
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Predicate(Guard):
     """Escape hatch: ``fn(v)`` is true.  ``fn`` is bound as a constant (held strongly).
 

@@ -28,6 +28,7 @@ from ..exc import Unsupported
 from .node_meta import derived, set_value
 from .quiet_fake import example_value_errors_handled
 from .shapes import SYM_TYPES, Shapes
+from guards.tensor import storage_id
 from .static_fakes import static_fake
 
 
@@ -310,9 +311,9 @@ def _reshapes_symbolically(op, target, args):
         fake = first.meta.get("example_value")
         if isinstance(fake, torch.Tensor) and any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride())):
             return True
-    symbolic = []
-    fx.map_arg(args[1:], lambda n: symbolic.append(isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat))))
-    return any(symbolic)
+    nodes = []
+    fx.map_arg(args[1:], nodes.append)
+    return any(isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat)) for n in nodes)
 
 
 # aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
@@ -392,18 +393,6 @@ def _zero_dropout(func, args, kwargs):
 
 
 _WRITTEN = {}
-
-
-def storage_id(tensor):
-    """Which storage a (fake) tensor views: equal for a tensor and all its views. UNKNOWN for
-    tensors without one (functorch's wrappers, nested and sparse tensors)."""
-    try:
-        return tensor.untyped_storage()._cdata
-    except (NotImplementedError, RuntimeError):
-        return UNKNOWN_STORAGE
-
-
-UNKNOWN_STORAGE = -1
 
 
 # Ops that write arguments their schema does not mark: the batch norms write the running

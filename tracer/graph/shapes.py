@@ -30,6 +30,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateful
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
 from guards import ShapeMatch, TensorMatch, TensorPropSource
+from guards.tensor import UNKNOWN_STORAGE, storage_id
 
 from ..runtime import config
 from ..runtime.cache import FrameSizes
@@ -178,11 +179,8 @@ class Shapes:
         except RuntimeError as e:  # (any autograd use of it raises in eager too)
             raise Unsupported(f"a tensor whose autograd state cannot be read: {str(e).split('.')[0]}")
         dims = self.policy.tensor_dims(tensor, source)
-        try:
-            storage = tensor.untyped_storage()._cdata
-        except (NotImplementedError, RuntimeError):
-            storage = None
-        if storage is not None and storage in self._storages:
+        storage = storage_id(tensor)
+        if storage != UNKNOWN_STORAGE and storage in self._storages:
             # a view of an earlier input's storage keeps static sizes: AOTAutograd merges the
             # two into one base and cannot find its own symbols again (an internal error)
             dims = {}

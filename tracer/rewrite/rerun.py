@@ -37,9 +37,10 @@ import torch
 
 from bytecode_utils import arg_names, flatten_signature, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
+from guards.tensor import UNKNOWN_STORAGE, storage_id
 
 from ..runtime import records
-from ..graph.output_graph import UNKNOWN_STORAGE, reshapes, storage_id
+from ..graph.output_graph import reshapes
 from ..runtime.frame_hook import skip_code
 
 

@@ -24,12 +24,11 @@ import guards
 import torch
 from bytecode_utils import arg_names, versions
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, SameObject, StorageSharing, compile_guards
-from guards.guard import storage_groups
+from guards.tensor import storage_groups, storage_id
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
 from ..graph.backends import compile_graph, eager as eager_backend
-from ..graph.output_graph import storage_id
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, TraceAgain, Unsupported

@@ -13,7 +13,7 @@ from guards import ConstMatch, DictKeysMatch, IdMatch, Predicate
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import leaf_call, node_meta
-from ..graph.output_graph import storage_id
+from guards.tensor import storage_id
 from .base import is_constant_value
 from .nn_module import _HOOK_DICTS, module_guard, module_tensor, stateless
 from . import torch_calls, torch_vars

@@ -13,10 +13,11 @@ import math
 
 import torch
 from guards import QueryMatch
+from guards.tensor import storage_id
 
 from ..exc import Unsupported
 from ..graph import node_meta, numpy_ops
-from ..graph.output_graph import getitem_node, storage_id
+from ..graph.output_graph import getitem_node
 from .base import ConstantVariable, ObjectVariable
 
 
