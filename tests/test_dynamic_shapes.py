@@ -483,6 +483,35 @@ def test_a_resize_to_a_dynamic_size_is_a_graph_break(backend):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_resize_that_grows_a_tensor_is_a_graph_break_and_a_shrink_is_captured(backend):
+    """`y.resize_(3)` of a 2-element tensor, static sizes: torch 2.15's functionalisation
+    refuses to grow a tensor ("Attempted to resize a view tensor to a larger size": a
+    BackendError under aot_eager on CI's 3.15). Growing is a graph break with its reason;
+    resizing to no more elements stays in the graph."""
+    def grow(x):
+        y = torch.zeros(2)
+        y.resize_(3)
+        return y.fill_(1) + x
+
+    def shrink(x):
+        y = torch.zeros(4)
+        y.resize_(3)
+        return y.fill_(1) + x
+
+    c = tracer.compile(grow, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(c(x), grow(x))
+    [brk] = c.entries[0].breaks
+    assert "resize_" in brk.reason and "grows" in brk.reason
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0
+    c = tracer.compile(shrink, backend=backend)
+    torch.testing.assert_close(c(x), shrink(x))
+    assert c.entries[-1].breaks == [] and c.entries[-1].code is not None
+    assert tracer.stats().graph_breaks == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_bilinear_with_a_dynamic_batch_stays_in_the_graph(backend):
     """F.bilinear on fakes with a symbolic batch hits an internal assert of torch's C++ path
     ("dispatch_on_subclass called with NO overloaded args"): it was a graph break. Run with

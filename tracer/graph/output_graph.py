@@ -13,6 +13,7 @@ root holds only what the graph itself owns: leaf modules of call_module nodes, a
 reached without a source (get_attr constants).
 """
 import contextlib
+import math
 import operator
 import re
 
@@ -201,12 +202,10 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
-        if self.shapes.symbolic and args and _reshapes_symbolically(op, target, args):
-            # (an input's fake is its placeholder's: the input's symbolic sizes, which the
-            # guards and the backend's example inputs are made from, would be the changed ones;
-            # `y.resize_(n)` of a symbolic n: AOTAutograd's functionalisation asserts)
-            raise Unsupported(f"{_op_name(op, target)}: an in-place op that changes sizes or strides, "
-                              f"of an input whose sizes are dynamic or to dynamic sizes")
+        if args and _op_name(op, target).split(".")[0] in RESHAPING_OPS:
+            refused = _reshape_refused(op, target, args, self.shapes.symbolic)
+            if refused:
+                raise Unsupported(f"{_op_name(op, target)}: {refused}")
         spy = _AtenSpy()
         # with symbolic sizes, torch's Python dispatcher, as torch.compile computes fakes: a
         # composite op's C++ path reads sizes as ints (F.pad, F.interpolate, F.unfold guarded
@@ -301,19 +300,46 @@ def _op_name(op, target):
     return name if isinstance(name, str) else ""
 
 
-def _reshapes_symbolically(op, target, args):
-    """An op of RESHAPING_OPS on a graph input (a placeholder) with a symbolic size or stride,
-    or given a symbolic size (`resize_(n)`)."""
-    if _op_name(op, target).split(".")[0] not in RESHAPING_OPS:
-        return False
+def _reshape_refused(op, target, args, symbolic):
+    """Why an op of RESHAPING_OPS cannot be a node, or None.
+
+    - On a graph input (a placeholder) with a symbolic size or stride, or given a symbolic
+      size (`resize_(n)`): an input's fake is its placeholder's, so the input's symbolic
+      sizes, which the guards and the backend's example inputs are made from, would be the
+      changed ones; AOTAutograd's functionalisation asserts on `resize_(n)`.
+    - `resize_`/`resize_as_` to more elements than the tensor has: torch 2.15's
+      functionalisation refuses to grow a tensor ("Attempted to resize a view tensor to a
+      larger size"), so aot_eager and inductor would fail on a graph eager runs (the backend
+      is not known while tracing). torch.compile breaks on every resize_."""
     first = args[0]
-    if isinstance(first, fx.Node) and first.op == "placeholder":
-        fake = first.meta.get("example_value")
-        if isinstance(fake, torch.Tensor) and any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride())):
-            return True
-    nodes = []
-    fx.map_arg(args[1:], nodes.append)
-    return any(isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat)) for n in nodes)
+    fake = first.meta.get("example_value") if isinstance(first, fx.Node) else None
+    if symbolic:
+        if fake is not None and first.op == "placeholder" and isinstance(fake, torch.Tensor) and \
+                any(isinstance(v, torch.SymInt) for v in (*fake.shape, *fake.stride())):
+            return "an in-place op that changes sizes or strides, of an input whose sizes are dynamic"
+        nodes = []
+        fx.map_arg(args[1:], nodes.append)
+        if any(isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat)) for n in nodes):
+            return "an in-place op that changes sizes or strides, to dynamic sizes"
+    name = _op_name(op, target).split(".")[0]
+    if name in ("resize_", "resize_as_") and isinstance(fake, torch.Tensor):
+        new = _resized_numel(name, args[1:])
+        if new is None or new > fake.numel():
+            return "grows the tensor (AOTAutograd cannot; torch.compile breaks on resize_ too)"
+    return None
+
+
+def _resized_numel(name, rest):
+    """The number of elements `resize_(*rest)`/`resize_as_(*rest)` asks for; None when not
+    known as an int."""
+    if name == "resize_as_":
+        other = rest[0].meta.get("example_value") if rest and isinstance(rest[0], fx.Node) else None
+        sizes = tuple(other.shape) if isinstance(other, torch.Tensor) else None
+    else:
+        sizes = tuple(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else tuple(rest)
+    if sizes is None or not all(type(v) is int for v in sizes):
+        return None
+    return math.prod(sizes)
 
 
 # aten ops whose Python-scalar result is metadata (shape, layout, storage facts): exact on
