@@ -409,3 +409,30 @@ def test_lazy_builtins_over_generators_returned_unstarted():
         assert [(i, v.tolist()) for i, v in e] == [(5, [2.0, 2.0]), (6, [3.0, 3.0]), (7, [4.0, 4.0])]
         assert list(f) == [1, 2] and first.tolist() == [2.0, 2.0]
         assert log == ["start"] * 3  # the two made in the frame unstarted, as in eager
+
+
+def test_finally_runs_when_a_generator_is_deleted_after_a_graph_break():
+    """`del g` after a break, g a generator the trace advanced: the local was passed to the
+    resume function as None (it is never read again, only deleted), so the generator was
+    never rebuilt and its finally never ran."""
+    def gen(log):
+        try:
+            yield 1
+            yield 2
+        finally:
+            log.append("gen finally")
+
+    def f(log, x):
+        g = gen(log)
+        a = next(g)
+        torch._dynamo.graph_break()
+        del g
+        log.append("after del")
+        return x + a
+
+    c = tracer.compile(f)
+    for _ in range(2):
+        le, lc = [], []
+        torch.testing.assert_close(c(lc, torch.ones(2)), f(le, torch.ones(2)))
+        assert lc == le == ["gen finally", "after del"]
+    assert tracer.stats().fallbacks == 0

@@ -330,3 +330,67 @@ def test_overlapping_input_views_with_changing_sizes_compile():
         y, y_eager = torch.zeros(n), torch.zeros(n)
         assert torch.equal(c(y, y[1:]), f(y_eager, y_eager[1:])) and torch.equal(y, y_eager)
     assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0
+
+
+class _Param:
+    """A plain object used as a dict key: hashed and compared by identity."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+def test_a_dict_keyed_by_objects_is_read_with_the_key_given_on_each_call():
+    """`state[p]` with p a user object (or a module) argument was looked up, on every later
+    call, with the object the trace was made with: `f(state, b, x)` returned `state[a] * x`,
+    and `p in state` took the traced branch. The key is now read through its own source."""
+    def f(state, p, x):
+        if p in state:
+            return state[p] * x
+        state[p] = x.sum()
+        return x
+
+    a, b, c = _Param("a"), _Param("b"), _Param("c")
+    state = {a: torch.tensor(1.0), b: torch.tensor(100.0)}
+    compiled = tracer.compile(f)
+    x = torch.ones(2)
+    for p in (a, b, a, c):
+        ref_state, got_state = dict(state), dict(state)
+        torch.testing.assert_close(compiled(got_state, p, x), f(ref_state, p, x))
+        assert got_state.keys() == ref_state.keys()
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 2  # present, absent
+
+    layers = [torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]
+    scale = {layers[0]: 2.0, layers[1]: 3.0}
+    g = tracer.compile(lambda m, x: m(x) * scale[m])
+    for m in layers:
+        torch.testing.assert_close(g(m, x), m(x) * scale[m])
+
+
+def test_a_dict_key_with_its_own_hash_is_not_hashed_while_tracing():
+    """A key whose __hash__/__eq__ are user code: the lookup ran them at trace time and, on
+    later calls, the guard ran the first call's key object's (its log grew instead of the
+    call's own). Such a lookup runs as Python, where it runs them once, as eager."""
+    class Key:
+        def __init__(self, log, k):
+            self.log, self.k = log, k
+
+        def __hash__(self):
+            self.log.append("hash")
+            return hash(self.k)
+
+        def __eq__(self, other):
+            self.log.append("eq")
+            return isinstance(other, Key) and other.k == self.k
+
+    def f(d, key, x):
+        return d[key] * x
+
+    c = tracer.compile(f)
+    for _ in range(3):
+        le, lc = [], []
+        de, dc = {Key([], 1): torch.tensor(2.0)}, {Key([], 1): torch.tensor(2.0)}
+        x = torch.ones(2)
+        torch.testing.assert_close(c(dc, Key(lc, 1), x), f(de, Key(le, 1), x))
+        assert lc == le
+    assert tracer.stats().fallbacks == 0

@@ -301,10 +301,6 @@ def plan_break(tx, inst, sizes_from_data=False):
         needed |= liveness[handler.target]
     if first is not None:  # zero-arg super() reads it without a LOAD_FAST
         needed.add(first)
-    # A local the rest of the frame overwrites (dead here) may still hold the last reference
-    # to a generator whose finally must run where the program drops it: pass it on too.
-    holders = holders_of_pending_generators(tx.ctx, tx.locals, needed)
-    needed |= holders
     # A local whose value is never read again, only deleted (`del obj` after the break), is
     # passed as None: its value must not be kept alive by the resume call's arguments (the
     # caller holds them until the call returns), so it is freed here, as near as possible
@@ -313,6 +309,12 @@ def plan_break(tx, inst, sizes_from_data=False):
     read_later = set().union(*(value_live[t] for t in targets)) if targets else set()
     if handler is not None:
         read_later |= value_live[handler.target]
+    # A local the rest of the frame overwrites or deletes, never reads (`del g`), may hold the
+    # last reference to a generator whose finally must run where the program drops it: it is
+    # rebuilt (held, below), not passed as None.
+    passed_anyway = read_later | set(code.co_cellvars) | ({first} if first is not None else set())
+    holders = holders_of_pending_generators(tx.ctx, tx.locals, passed_anyway)
+    needed |= holders
     live = []
     for name in sorted(needed):
         if name not in tx.locals:

@@ -12,6 +12,7 @@ deferred call, in program order). Anything else (iteration, deletion) is Unsuppo
 """
 import collections
 import operator
+import types
 
 from guards import ConstMatch, LengthMatch, Predicate
 from guards.sources import AttrSource, ItemSource, KeyedItemSource, KeyedPresenceSource
@@ -56,9 +57,24 @@ class ObjectKeyedDictVariable(Variable):
         return type(self.value)
 
     def _real_key(self, tx, key):
+        """The key as the trace looks it up: a constant; an object whose identity the guards
+        already fix (a class, a function, a module: `_stable`), itself; any other object (a
+        user object, an nn.Module, a tensor) read through its own source (`_InputKey`), so
+        that a later call looks up the object it is given, not the one traced with."""
         if isinstance(key, TensorVariable):
             return _tensor_key(key)
-        k = key.as_constant() if key.is_constant() else python_object(key)
+        if key.is_constant():
+            k = key.as_constant()
+        else:
+            k = python_object(key)
+            if not _stable(k):
+                if not _identity_hashed(k):
+                    raise Unsupported(f"a dict key of type {type(k).__name__} with its own __hash__ or "
+                                      f"__eq__ (user code the lookup would run)")
+                if key.source is None:
+                    raise Unsupported(f"a dict key {type(k).__name__} object that has no source "
+                                      f"(made in the frame)")
+                return _InputKey(key, k, key.source)
         try:
             hash(k)
         except TypeError:
@@ -76,7 +92,7 @@ class ObjectKeyedDictVariable(Variable):
             return self._missing(tx, key)
         if default is _MISSING:
             if isinstance(k, _InputKey):
-                raise Unsupported(f"KeyError for the tensor key {k.var} (the user code raises KeyError)")
+                raise Unsupported(f"KeyError for the key {k.source.name()} (the user code raises KeyError)")
             raise exceptions.user_error(KeyError, k)
         return default
 
@@ -153,8 +169,29 @@ class ObjectKeyedDictVariable(Variable):
 
 
 
+_STABLE_TYPES = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                 types.WrapperDescriptorType, types.ModuleType)
+
+
+def _stable(obj):
+    """Whether the trace may hold `obj` itself as the key: an object whose identity the guard
+    that produced it fixes (a class, function or module reached through a source is guarded
+    by identity; one without a source came from such a guarded value) and whose hash runs no
+    user code. typing's forms hash their arguments."""
+    if isinstance(obj, tuple):
+        return all(_stable(o) for o in obj)
+    return isinstance(obj, _STABLE_TYPES) and type(obj).__hash__ is object.__hash__ or \
+        type(obj).__module__ in ("typing", "typing_extensions")
+
+
+def _identity_hashed(obj):
+    """Whether `obj`'s hash and == are object's own (identity): a lookup runs no user code."""
+    t = type(obj)
+    return t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__
+
+
 class _InputKey:
-    """A tensor key that is an input (an argument, a module's parameter): the real object
+    """A key that is an input (an argument, a module's parameter, a user object): the real object
     stands for it within the trace (pending stores are found by it), its source for it in the
     guards and the rewritten code (KeyedItemSource), so no object is held by the entry."""
 
