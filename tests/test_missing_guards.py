@@ -292,6 +292,41 @@ def test_a_called_functions_new_code_is_traced_again():
     assert d.frames == 0 and out.tolist() == [4.0, 4.0]  # the first entry fits again
 
 
+def test_the_compiled_functions_own_new_code_and_keyword_defaults_are_followed():
+    """`f.__code__ = ...` on the compiled function itself (or a compiled module's forward),
+    and `f.__kwdefaults__` assigned or changed in place: the compiled function kept running
+    the code and the keyword defaults it was made with (no recompile, no fallback)."""
+    def f(x, *, a=2):
+        return x * a
+
+    def g(x):
+        return x * 2
+
+    def m_forward(self, x):
+        return x - 50
+
+    cf, cg = tracer.compile(f), tracer.compile(g)
+    m = torch.nn.Identity()
+    cm = tracer.compile(m)
+    x = torch.ones(2)
+    assert cf(x).tolist() == [2.0, 2.0] and cg(x).tolist() == [2.0, 2.0] and cm(x).tolist() == [1.0, 1.0]
+    f.__kwdefaults__ = {"a": 7}
+    assert cf(x).tolist() == f(x).tolist() == [7.0, 7.0]
+    f.__kwdefaults__["a"] = 9
+    assert cf(x).tolist() == f(x).tolist() == [9.0, 9.0]
+    g.__code__ = (lambda x: x + 100).__code__
+    assert cg(x).tolist() == g(x).tolist() == [101.0, 101.0]
+    saved = torch.nn.Identity.forward.__code__
+    try:
+        torch.nn.Identity.forward.__code__ = m_forward.__code__
+        assert cm(x).tolist() == m(x).tolist() == [-49.0, -49.0]
+    finally:
+        torch.nn.Identity.forward.__code__ = saved
+    assert cm(x).tolist() == [1.0, 1.0]
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.graph_breaks == 0 and s.internal_errors == 0
+
+
 def test_inputs_that_later_share_memory_trace_again_under_a_compiling_backend():
     """`a.add_(1); return b * 2` traced with two tensors, then called with overlapping views
     of one (`y[:3], y[1:]`): AOTAutograd functionalised the write for distinct inputs, so b

@@ -56,28 +56,37 @@ class CompiledFunction(_DispatchBase or object):
             raise TypeError(f"CompiledFunction expects a Python function, got {type(fn).__name__} "
                             f"(tracer.compile takes any callable)")
         self._fn = fn
-        self._code = fn.__code__
         # (mode/options: inductor's, checked by compile(); one backend object per configuration)
         self._backend = resolve(backend) if mode is None and not options else inductor_with(mode, options, dynamic)
         self._fullgraph = fullgraph
         self._dynamic = dynamic
-        self._n = arg_count(self._code)
-        self._simple = not (self._code.co_flags & _FLAG_SIMPLE_MASK) and not self._code.co_kwonlyargcount
         self._G = fn.__globals__
         self._C = fn.__closure__
         self._builtins = _builtins_of(fn.__globals__)
-        self._defaults = None
-        self._binder = None
         self._hits = []  # [(check, runner)]: this function's view of its code's cache
         self._check = (int(check), check_rtol, check_atol)  # calls checked per new entry (check.py)
-        if _DispatchBase is not None:  # (_hits is only ever changed in place: C reads it)
-            self._dispatch_setup(self._hits, self._G, self._C, self._n if self._simple else -1)
+        self._use_code(fn.__code__)
         cache.register_view(self)
         functools.update_wrapper(self, fn)
+
+    def _use_code(self, code):
+        """Serve the function's code `code`: at creation, and when `fn.__code__` was assigned
+        since (a hot reload: IPython's autoreload assigns `__code__`), which sends every call
+        to _slow. The entries of the other code are dropped from this view."""
+        self._code = code
+        self._n = arg_count(code)
+        self._simple = not (code.co_flags & _FLAG_SIMPLE_MASK) and not code.co_kwonlyargcount
+        self._defaults = self._kwdefaults = None
+        self._binder = None
+        self._hits.clear()
+        if _DispatchBase is not None:  # (_hits is only ever changed in place: C reads it)
+            self._dispatch_setup(self._hits, self._G, self._C, self._n if self._simple else -1, self._fn, code)
 
     def _slow(self, /, *args, **kwargs):  # (positional-only: a keyword named `self` is the user's)
         """The whole call in Python: binding, the entries' checks, a miss (C runs the hit
         path of a plain positional call and comes here for anything else)."""
+        if self._fn.__code__ is not self._code:
+            self._use_code(self._fn.__code__)
         if kwargs or len(args) != self._n or not self._simple:
             L = self._bind(args, kwargs)
         else:
@@ -97,9 +106,13 @@ class CompiledFunction(_DispatchBase or object):
 
     def _bind(self, args, kwargs):
         fn = self._fn
-        if self._binder is None or fn.__defaults__ is not self._defaults:
+        kw = fn.__kwdefaults__
+        if self._binder is None or fn.__defaults__ is not self._defaults or not _same_items(kw, self._kwdefaults):
+            # (the keyword-only defaults are a dict the user may assign or change in place:
+            # compared item by item, by identity; the binder holds the values, so no id is reused)
             self._defaults = fn.__defaults__
-            self._binder = make_binder(self._code, fn.__defaults__, fn.__kwdefaults__)
+            self._kwdefaults = None if kw is None else tuple(kw.items())
+            self._binder = make_binder(self._code, fn.__defaults__, kw)
             # the binder carries the function's name and file: inside capture() the hook
             # would take it for a user frame and trace it
             skip_code(self._binder.__code__)
@@ -208,6 +221,13 @@ class _CudagraphFunction(CompiledFunction):
 
 if _DispatchBase is not None:
     _enable_vectorcall(CompiledFunction)
+
+
+def _same_items(d, items):
+    """Whether dict `d` (or None) holds exactly `items` (or None), each value the same object."""
+    if d is None or items is None:
+        return d is None and items is None
+    return len(d) == len(items) and all(k in d and d[k] is v for k, v in items)
 
 
 def _builtins_of(g):

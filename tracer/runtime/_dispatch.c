@@ -24,6 +24,9 @@ typedef struct {
     PyObject *hits;      /* list of (check, run) */
     PyObject *G;         /* the function's globals */
     PyObject *C;         /* its closure (or None) */
+    PyObject *fn;        /* the function */
+    PyObject *code;      /* the code its entries were made for: another (fn.__code__ assigned,
+                            a hot reload) sends every call to _slow, which starts over */
     Py_ssize_t n;        /* positional parameters of a simple signature, else -1 */
 } Dispatch;  /* (the Python subclass adds __dict__ and __weakref__) */
 
@@ -43,7 +46,8 @@ static PyObject *dispatch_vectorcall(Dispatch *d, PyObject *const *args, size_t 
                                      PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (kwnames != NULL || nargs != d->n || d->hits == NULL || !PyList_CheckExact(d->hits))
+    if (kwnames != NULL || nargs != d->n || d->hits == NULL || !PyList_CheckExact(d->hits)
+            || PyFunction_GET_CODE(d->fn) != d->code)
         return slow_call(d, args, nargsf, kwnames);
     PyObject *L = PyTuple_New(nargs);
     if (L == NULL)
@@ -84,13 +88,16 @@ static int dispatch_init(Dispatch *d, PyObject *args, PyObject *kwds)
 
 static PyObject *dispatch_setup(Dispatch *d, PyObject *args)
 {
-    PyObject *hits, *G, *C;
+    PyObject *hits, *G, *C, *fn, *code;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!OOn:_dispatch_setup", &PyList_Type, &hits, &G, &C, &n))
+    if (!PyArg_ParseTuple(args, "O!OOnO!O!:_dispatch_setup", &PyList_Type, &hits, &G, &C, &n,
+                          &PyFunction_Type, &fn, &PyCode_Type, &code))
         return NULL;
     Py_XSETREF(d->hits, Py_NewRef(hits));
     Py_XSETREF(d->G, Py_NewRef(G));
     Py_XSETREF(d->C, Py_NewRef(C));
+    Py_XSETREF(d->fn, Py_NewRef(fn));
+    Py_XSETREF(d->code, Py_NewRef(code));
     d->n = n;
     Py_RETURN_NONE;
 }
@@ -102,6 +109,8 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg)
     Py_VISIT(d->hits);
     Py_VISIT(d->G);
     Py_VISIT(d->C);
+    Py_VISIT(d->fn);
+    Py_VISIT(d->code);
     return 0;
 }
 
@@ -110,6 +119,8 @@ static int dispatch_clear(Dispatch *d)
     Py_CLEAR(d->hits);
     Py_CLEAR(d->G);
     Py_CLEAR(d->C);
+    Py_CLEAR(d->fn);
+    Py_CLEAR(d->code);
     return 0;
 }
 
@@ -132,8 +143,9 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 
 static PyMethodDef dispatch_methods[] = {
     {"_dispatch_setup", (PyCFunction)dispatch_setup, METH_VARARGS,
-     "_dispatch_setup(hits, G, C, n): the list of (check, run), globals, closure, and the "
-     "positional parameter count of a simple signature (-1: every call goes to _slow)"},
+     "_dispatch_setup(hits, G, C, n, fn, code): the list of (check, run), globals, closure, the "
+     "positional parameter count of a simple signature (-1: every call goes to _slow), the "
+     "function and the code the entries are for"},
     {NULL},
 };
 
