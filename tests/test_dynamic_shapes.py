@@ -540,3 +540,18 @@ def test_composite_ops_keep_sizes_dynamic(op):
         assert torch.equal(c(x), fn(x))
     s = tracer.stats()
     assert s.frames_traced == 1 and s.graph_breaks == 0 and s.fallbacks == 0
+
+
+def test_float_of_a_dynamic_size_stays_dynamic():
+    """`float(n)` of a size or int argument that became symbolic was specialised to its value:
+    a loop over 10 values recompiled per value until the recompile limit (torch.compile: 2
+    traces). It is now a node, like the other arithmetic on sizes."""
+    def f(x, n):
+        return x * float(n) / float(x.shape[0])
+
+    c = tracer.compile(f)
+    for n in range(2, 12):
+        x = torch.randn(n)
+        torch.testing.assert_close(c(x, n), f(x, n))
+    s = tracer.stats()
+    assert s.frames_traced == 2 and s.graph_breaks == 0 and s.fallbacks == 0

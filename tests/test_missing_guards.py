@@ -274,6 +274,26 @@ def _helper_v2(x):
     return x + 100
 
 
+def test_a_new_top_level_lambda_per_call_is_not_a_recompile_loop():
+    """A lambda made at a module's top level (a script's or notebook cell's loop) is a new
+    object each pass: it was guarded by identity, so each call recompiled until the limit,
+    then the function ran as Python (torch.compile: one trace). Its code is guarded instead,
+    as for a lambda made inside a function."""
+    ns = {}
+    exec("fns = []\nfor i in range(6):\n    fns.append(lambda t: t + 1)\nfns.append(lambda t: t - 1)", ns)
+
+    def f(x, fn):
+        return fn(x) * 2
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    for fn in ns["fns"]:
+        assert ns["fns"][0].__qualname__ == "<lambda>"
+        torch.testing.assert_close(c(x, fn), f(x, fn))
+    s = tracer.stats()
+    assert s.frames_traced == 2 and s.recompiles == 1 and s.fallbacks == 0  # the other code
+
+
 def test_a_called_functions_new_code_is_traced_again():
     """Hot reloading (IPython's autoreload) assigns a new `__code__` to the function object
     the trace inlined: the entry must not keep running the old body."""

@@ -472,11 +472,13 @@ _module_dispatch = _by_identity(UserFunctionVariable)
 
 def _user_function(tx, value, source, g):
     """A Python function (not torch's): identity, except for a function made by a call (a
-    closure, a lambda, a nested def), usually a new object each time: then its code and
+    closure, a lambda anywhere, a nested def), usually a new object each time: then its code and
     globals only (defaults, closure cells and attributes are guarded through their sources
     when read); its identity is pinned only if the trace compares it
     (UserFunctionVariable.pin_identity)."""
-    if value.__closure__ or "<locals>" in value.__qualname__:
+    if value.__closure__ or "<locals>" in value.__qualname__ or value.__name__ == "<lambda>":
+        # (a lambda at a module's top level, a script's or notebook cell's loop: a new one
+        # per pass, as inside a function)
         g(Predicate.same_function(source, value.__code__, value.__globals__,
                                   f"a function with the code of {value.__qualname__}"))
         var = UserFunctionVariable(value, source)

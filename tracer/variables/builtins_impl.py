@@ -41,7 +41,9 @@ def call_builtin(tx, fn, args, kwargs):
             arg = arg.scalar_item(tx)  # int(t) is t.__int__(): the item, converted
             if not is_sym(arg):
                 return call_builtin(tx, fn, [arg], kwargs)
-        if is_unbacked(arg):
+        if is_unbacked(arg) or (fn is float and is_sym(arg) and arg.python_type() is int):
+            # (float(n) of a dynamic size stays dynamic, as torch.compile keeps it: specialised,
+            # a loop over sizes recompiled per size)
             return sym_convert(tx, fn, arg)
     if fn in (int, float) and len(args) == 1 and not kwargs and args[0].python_type() is fn:
         # int(n) of an int, float(v) of a float: the argument itself, as in CPython; a symbolic
