@@ -601,3 +601,31 @@ def test_a_break_whose_next_instruction_leaves_the_loop_is_in_the_loop(fn, args)
     s = tracer.stats()
     assert s.frames_traced - before.frames_traced == 1
     assert "a break inside a loop" in " ".join(s.fallback_reasons)
+
+
+def test_a_value_of_an_untraced_type_left_by_a_break_does_not_stop_the_resume():
+    """`torch.manual_seed(3)` is a break; the Generator it returns is on the stack when the
+    resume function starts (popped unused): wrapping it refused the whole resume frame, so
+    everything after ran as plain Python (a fallback). Such a value is now held untouched,
+    and only a use of it breaks: `torch.rand(3, generator=gen)` of a Generator argument."""
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(3)
+
+    def g(x, gen):
+        y = x * 2
+        return y + torch.rand(3, generator=gen), y.sum()
+
+    c = tracer.compile(f)
+    for _ in range(2):
+        torch.testing.assert_close(c(torch.ones(3)), f(torch.ones(3)))
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.graphs == 1 and s.graph_breaks == 1  # (nothing before the seed)
+    cg = tracer.compile(g)
+    for seed in (0, 1):
+        got = cg(torch.ones(3), torch.Generator().manual_seed(seed))
+        want = g(torch.ones(3), torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(got, want)
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.graph_breaks == 2
+    assert "Generator" in s.of("break")[-1].reason

@@ -38,6 +38,7 @@ from ..rewrite.rerun import HISTORY, check_instrs as rerun_check, plan as rerun_
 from ..graph.shapes import SizePolicy, tensor_guards_with_dynamic_dims
 from .frame import BREAK, Frame, TraceContext
 from ..variables import blocks
+from ..variables.base import UntracedValue
 from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
@@ -312,7 +313,12 @@ def _bind_root(tx, code, L, C):
     tx.ctx.frame_values = (L, tx.ctx.f_globals, C)
     names = arg_names(code)
     for i, (name, value) in enumerate(zip(names, L)):
-        tx.locals[name] = wrap(tx, value, LocalSource(name, i))
+        try:
+            tx.locals[name] = wrap(tx, value, LocalSource(name, i))
+        except Unsupported as e:
+            if getattr(e, "untraced_value", None) is not value:
+                raise
+            tx.locals[name] = UntracedValue(value, e.reason, LocalSource(name, i))
     tx.ctx.root_args = dict(tx.locals)  # (graph_break: arguments the trace let go of)
     for i, name in enumerate(code.co_freevars):
         tx.cells[name] = real_cell_box(tx, C[i], CellSource(name, i))

@@ -109,6 +109,21 @@ def check_builtin_attr(var, name):
 MAX_UNROLL = 50_000  # items of a constant sequence a loop over it may be unrolled into
 
 
+class UntracedValue(Variable):
+    """A frame's argument of a type the tracer does not model (a torch.Generator, a storage,
+    an autograd node): held by its source and passed on untouched. Any use of it is a graph
+    break there, with the reason its wrapping gave. (A resume function gets the value the
+    break's call returned this way: `torch.manual_seed(3)`'s Generator, popped unused, made
+    the whole rest of the frame run as Python.)"""
+
+    def __init__(self, value, reason, source):
+        super().__init__(source)
+        self.value, self.reason = value, reason
+
+    def __repr__(self):
+        return self.reason
+
+
 class TempVariable(Variable):
     """A value generated code already holds in a temporary local (code generation only)."""
 

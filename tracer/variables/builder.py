@@ -597,8 +597,11 @@ def _ndarray_method(tx, value, source, g):
 
 
 def _unsupported(tx, value, source, g):
-    """Any other builtin or torch object: Unsupported (no guard)."""
-    raise Unsupported(f"value of type {type(value).__qualname__}")
+    """Any other builtin or torch object: Unsupported (no guard). The error names the value:
+    a frame's argument of such a type is held untouched (convert_frame._bind_root)."""
+    err = Unsupported(f"value of type {type(value).__qualname__}")
+    err.untraced_value = value
+    raise err
 
 
 def _user_object(tx, value, source, g):
