@@ -185,3 +185,30 @@ def test_a_grad_mode_object_live_at_a_graph_break():
         s = tracer.stats()
         assert s.fallbacks == before.fallbacks and s.graphs > before.graphs, fn.__name__
         assert torch.is_grad_enabled()
+
+
+def test_grad_of_an_input_or_parameter_is_read_as_a_graph_input():
+    """`x.grad` was a graph break ("reading .grad inside a traced frame"); torch.compile reads
+    it as an input (gradient clipping, a norm of the gradients). It is now read through its
+    source: None or a tensor, guarded like any input, so a grad that appears recompiles."""
+    def read_grad(x):
+        return x * x.grad
+
+    def grad_norm(m, x):
+        loss = m(x).sum()
+        total = sum((p.grad.norm() ** 2 for p in m.parameters() if p.grad is not None), torch.zeros(()))
+        return loss, total.sqrt()
+
+    x = torch.randn(3, requires_grad=True)
+    c = tracer.compile(read_grad)
+    for g in (torch.ones(3), torch.full((3,), 2.0)):
+        x.grad = g
+        torch.testing.assert_close(c(x), read_grad(x))
+    m, inp = torch.nn.Linear(3, 2), torch.randn(4, 3)
+    cm = tracer.compile(grad_norm)
+    for _ in range(2):
+        torch.testing.assert_close(cm(m, inp), grad_norm(m, inp))
+        m(inp).sum().backward()  # the grads exist from the second call on
+    torch.testing.assert_close(cm(m, inp), grad_norm(m, inp))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 3

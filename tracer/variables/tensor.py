@@ -62,7 +62,7 @@ class TensorVariable(Variable):
         if name in _TENSOR_ATTRS:
             return torch_calls.call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
-            raise Unsupported("reading .grad inside a traced frame")
+            return self._grad(tx)
         if name == "data":  # not detach(): .data has a version counter of its own
             return torch_calls.call_torch(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
         if name in _DATA_METHODS and name != "numpy" and not (name == "item" and tx.output.shapes.policy.scalar_outputs):
@@ -74,6 +74,20 @@ class TensorVariable(Variable):
         if not hasattr(torch.Tensor, name):
             return self.instance_attr(tx, name)
         raise Unsupported(f"Tensor attribute {name!r}")
+
+    def _grad(self, tx):
+        """`x.grad` of an input tensor (an argument, a parameter): read through its source, so
+        it is an input of the graph guarded like any (None, or a tensor's metadata), as
+        torch.compile reads it (gradient clipping, `p.grad.zero_()`). A tensor the graph made,
+        or a non-leaf (reading its .grad warns), is a break."""
+        real = self.real
+        if real is None or self.real_source is None:
+            raise Unsupported("reading .grad of a tensor the graph made")
+        if not (real.is_leaf or real.retains_grad):
+            raise Unsupported("reading .grad of a non-leaf tensor (torch warns)")
+        if tx.side_effects.pending_attr(self, "grad") is not None:
+            raise Unsupported("reading .grad after the frame set it")
+        return builder.wrap(tx, real.grad, AttrSource(self.real_source, "grad"))
 
     def instance_attr(self, tx, name):
         """A Python attribute set on the tensor object (`x.flag = None`), not a Tensor API name.
