@@ -244,3 +244,20 @@ def test_the_recompile_limit_warning_is_an_error_in_this_suite():
     every recompile loop in the suite would pass unseen."""
     with pytest.raises(tracer.RecompileLimitWarning):
         warnings.warn("recompile limit", tracer.RecompileLimitWarning)
+
+
+def test_a_tensor_method_torch_no_longer_has():
+    """`x.has_names()` (named tensors are gone from the torch versions supported) was folded
+    as a metadata query by calling it on the fake tensor: an AttributeError inside the tracer,
+    an internal error. It is the user's AttributeError now, raised as eager raises it."""
+    def f(x):
+        return x + 1 if x.has_names() else x - 1
+
+    outcomes = []
+    for fn in (f, tracer.compile(f)):
+        try:
+            outcomes.append(fn(torch.zeros(2)))
+        except AttributeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1] and "has_names" in outcomes[0]
+    assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0

@@ -30,7 +30,7 @@ _META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "
 # Methods whose result depends on metadata only.
 _META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                  "is_floating_point", "is_complex", "element_size", "get_device", "type",
-                 "storage_offset", "is_signed", "has_names", "__len__"}
+                 "storage_offset", "is_signed", "__len__"}
 # Attributes that are tensor-valued views: become graph ops.
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 _DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
