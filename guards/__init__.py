@@ -13,13 +13,13 @@ from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, Global
                       ItemSource, DictItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
                       is_from_const, is_from_global, is_from_local)
 from .shape import ShapeMatch, TensorPropSource
-from .tensor import StorageSharing, TensorMatch
+from .tensor import StorageSharing, TensorFact, TensorMatch
 
 __all__ = [
     "AttrSource", "BuiltinSource", "CellSource", "ConstMatch", "ConstSource", "DictKeysMatch",
     "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource", "DictItemSource",
     "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "QueryMatch", "SameObject", "ShapeMatch", "Source", "StorageSharing",
-    "TensorMatch", "TensorPropSource", "TypeMatch", "TypeSource", "check_const_supported", "exact_equal", "compile_guards",
+    "TensorFact", "TensorMatch", "TensorPropSource", "TypeMatch", "TypeSource", "check_const_supported", "exact_equal", "compile_guards",
     "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",
     "order_guards",
 ]

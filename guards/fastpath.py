@@ -56,7 +56,7 @@ from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch,
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
-from .tensor import TensorMatch, none_nested
+from .tensor import TensorFact, TensorMatch, none_nested
 
 # Without the extensions (an install that could not build them: setup.py goes on without them)
 # everything still works, slower; each missing piece says so once, as a RuntimeWarning.
@@ -225,6 +225,8 @@ class Plan:
             self.op(fc.O_STATE, i, (), tuple(fn for fn, _ in read), tuple(e for _, e in read))
             if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())
+        elif t is TensorFact:  # read again each call: a tensor's facts change without a version
+            self.op(fc.O_PY1, i, (self.node(g.source),), self._one_value(g), rule=fc.R_NEVER)
         elif t is Predicate:
             self._predicate(g, i)
         elif t is QueryMatch and not g.args and not g.kwargs and type(g.value) in _SINGLETONS:

@@ -8,6 +8,10 @@ the example tensors (tested), and neither does TensorMatch: it holds plain metad
 one-tensor TensorGuards for the slow "why did it fail" path, and a weakref to the
 example used only when the batch is built.
 
+TensorFact and StorageSharing pin what TensorGuards does not read, for the graphs that rely on
+it: a fact of one tensor object a trace folded (its storage offset, whether it is a view...),
+and which inputs share a storage.
+
 Torch internals read here: TensorGuards and torch._C._dispatch_keys; checked on torch 2.13.0,
 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
@@ -15,6 +19,7 @@ Torch internals read here: TensorGuards and torch._C._dispatch_keys; checked on 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import weakref
 from typing import Any
 
@@ -149,6 +154,42 @@ class TensorMatch(Guard):
         parts = [str(v) if v is not None else (names[offset + i] if offset + i < len(names) else "*")
                  for i, v in enumerate(values)]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+# The facts of a tensor object that TensorGuards does not read, each as the traced code reads
+# it (an attribute or a call without arguments): TensorFact guards one a trace folded.
+FACT_READERS = {
+    "storage_offset": operator.methodcaller("storage_offset"),
+    "is_leaf": operator.attrgetter("is_leaf"),
+    "_is_view": operator.methodcaller("_is_view"),
+    "is_shared": operator.methodcaller("is_shared"),
+    "is_pinned": operator.methodcaller("is_pinned"),
+}
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TensorFact(Guard):
+    """``x.<fact>`` (one of FACT_READERS) is still ``value``, as it was when the frame was
+    entered. Why: the trace folded a fact of the input that its TensorMatch leaves out (where
+    a slice starts in its storage, whether autograd made it, whether it is a view, whether its
+    storage is shared or pinned); a later input that differs only there would get the first
+    one's answer. Made only where a trace reads the fact (tracer/variables/tensor_facts.py),
+    so frames that never read one pay nothing."""
+
+    source: Source
+    fact: str
+    value: Any
+
+    def _key(self):
+        return (self.source, self.fact, type(self.value), self.value)
+
+    def conditions(self, ctx):
+        read = FACT_READERS[self.fact]
+        return [f"{ctx.const(read)}({ctx.value(self.source)}) == {ctx.const(self.value)}"]
+
+    def describe(self):
+        call = "" if self.fact == "is_leaf" else "()"
+        return f"{self.source.name()}.{self.fact}{call} == {self.value!r} (as traced)"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -1,10 +1,11 @@
 """Facts a trace relied on that used to go unguarded (issue 10): a cached entry came back
 after the fact changed. Each test changes the fact between two calls and compares with eager.
 """
+import pytest
 import torch
 
 import tracer
-from semantics_helpers import check, run
+from semantics_helpers import check, fresh, run
 
 
 def test_python_attribute_on_an_input_tensor():
@@ -449,3 +450,119 @@ def test_a_dict_key_with_its_own_hash_is_not_hashed_while_tracing():
         torch.testing.assert_close(c(dc, Key(lc, 1), x), f(de, Key(le, 1), x))
         assert lc == le
     assert tracer.stats().fallbacks == 0
+
+
+def _facts_guarded(c):
+    """The TensorFact guards of a compiled function's entries, described."""
+    return [g.describe() for e in c.entries for g in e.guards.guards if type(g).__name__ == "TensorFact"]
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x * x.storage_offset(),
+    lambda x: x * torch.Tensor.storage_offset(x),
+    lambda x: x.view(-1)[0:1] + x.storage_offset(),
+    lambda x: x + x[1:].storage_offset(),  # a view the trace made starts where its input does
+], ids=["method", "function", "after_a_view", "of_a_view"])
+def test_a_storage_offset_the_trace_read_is_guarded(f):
+    """`x * x.storage_offset()` folded the first input's offset from its fake tensor, and no
+    guard checked it (TensorMatch reads sizes and strides only): called on t[0:3], then on
+    t[2:5], it returned [0, 0, 0] where eager gives [4, 6, 8]; `x[1:].storage_offset()`
+    likewise. The offset of each input a read tensor views is now guarded where it is read."""
+    f = fresh(f)
+    t = torch.arange(10.)
+    c, _ = check(f, t[0:3])
+    out, d = run(c, f, t[2:5])
+    assert d.frames == 1 and d.fallbacks == 0 and d.breaks == 0
+    assert _facts_guarded(c) == ["x.storage_offset() == 0 (as traced)", "x.storage_offset() == 2 (as traced)"]
+    _, d = run(c, f, torch.ones(6)[2:5])  # another tensor at offset 2: the second entry
+    assert d.frames == 0
+
+
+def test_a_storage_offset_specialised_under_dynamic_shapes_is_guarded():
+    """With dynamic shapes an input's offset is symbolic, except 0 and 1, which the ShapeEnv
+    specialises without a guard of its own: read at 0 or 1, it was the answer for every later
+    offset. A static offset read is guarded; a symbolic one stays the ShapeEnv's."""
+    def f(x):
+        return x * x.storage_offset()
+    c = tracer.compile(f, dynamic=True)
+    t = torch.arange(20.)
+    for s in (slice(1, 4), slice(2, 5), slice(0, 4), slice(3, 7), slice(1, 4)):
+        torch.testing.assert_close(c(t[s]), f(t[s]))
+    s = tracer.stats()
+    assert s.frames_traced == 3 and s.graph_breaks == 0 and s.fallbacks == 0  # offsets 1, 2 (symbolic), 0
+
+
+def test_how_an_input_tensor_was_made_is_guarded_where_read():
+    """`x._is_view()` and `x.is_leaf` of an input were folded from the first call's tensor with
+    no guard: `x + 1 if x._is_view() else x - 1` on torch.zeros(3), then on a view, took the
+    first branch; `x * 2 if x.is_leaf else x * 3` on a leaf requiring grad, then on a non-leaf
+    requiring grad, returned x * 2. Each is guarded on the input now."""
+    def view(x):
+        return x + 1 if x._is_view() else x - 1
+
+    def view_fn(x):
+        return x + 1 if torch.Tensor._is_view(x) else x - 1
+
+    def leaf(x):
+        return x * 2 if x.is_leaf else x * 3
+
+    base = torch.zeros(6)
+    with torch.no_grad():  # a view made under no_grad of a leaf requiring grad: a leaf view
+        no_grad_view = torch.ones(3, requires_grad=True)[:2]
+    cases = [(view, [torch.zeros(3), base[:3], torch.zeros(3)]),
+             (view_fn, [base[:3], torch.zeros(3)]),
+             (leaf, [torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True) * 1, no_grad_view,
+                     torch.ones(2, requires_grad=True)])]
+    for f, inputs in cases:
+        c = tracer.compile(f)
+        for x in inputs:
+            torch.testing.assert_close(c(x), f(x))
+        assert _facts_guarded(c)
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 2 + 2 + 2  # (the no_grad view: a leaf)
+
+
+def test_a_storage_kind_is_answered_by_the_input_and_guarded():
+    """`x.is_shared()` was the fake tensor's answer, False for a tensor in shared memory, and
+    unguarded. It is the real input's storage's answer now, for a view the trace made too,
+    and guarded; of a storage the graph made it is a graph break (fake tensors do not know)."""
+    def f(x):
+        return x + 1 if x[1:].is_shared() else x - 1
+
+    def made(x):
+        return x + 1 if (x * 2).is_pinned() else x - 1
+
+    c = tracer.compile(f)
+    for x in (torch.zeros(3).share_memory_(), torch.zeros(3), torch.zeros(3).share_memory_()):
+        torch.testing.assert_close(c(x), f(x))
+    assert _facts_guarded(c) == ["x.is_shared() == True (as traced)", "x.is_shared() == False (as traced)"]
+    s = tracer.stats()
+    assert s.frames_traced == 2 and s.graph_breaks == 0
+    out, d = run(tracer.compile(made), made, torch.zeros(3))
+    assert d.breaks == 1 and "storage the graph makes" in d.break_reasons[0]
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x + (x.const_data_ptr() != 0),
+    lambda x: x + x._use_count(),
+    lambda x: x + 1 if x.is_set_to(x) else x - 1,
+    lambda x: (x + 1, x.storage_type()),
+], ids=["const_data_ptr", "_use_count", "is_set_to", "storage_type"])
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_what_no_guard_can_pin_is_a_graph_break(f):
+    """An address, a reference count or storage identity was folded from the fake tensor,
+    wrong on the first call already (`x.is_set_to(x)` False, `storage_type()` None, a made-up
+    pointer): a graph break with its reason now."""
+    f = fresh(f)
+    _, d = run(tracer.compile(f), f, torch.zeros(3))
+    assert d.breaks == 1 and d.fallbacks == 0, d.break_reasons
+
+
+def test_a_frame_that_reads_no_tensor_fact_checks_none():
+    """Tensor facts are guarded only where read: a frame that reads sizes, dtype and
+    contiguity (what TensorMatch pins) gets no TensorFact, so its calls pay nothing more."""
+    def f(x):
+        return x.reshape(x.shape[0], -1).float() if x.is_contiguous() and x.dim() == 2 else x
+
+    c, _ = check(f, torch.arange(10.)[2:8].view(2, 3))
+    assert _facts_guarded(c) == []

@@ -165,3 +165,32 @@ def test_a_guard_set_reads_back_in_its_written_order_with_the_same_check():
     untied.b.weight = torch.nn.Parameter(torch.randn(4, 4))
     assert not back((untied, x), G, None) and not gs((untied, x), G, None)
     tracer.reset()
+
+
+def _round_trip_set(gs, L, G):
+    """A compiled entry's guard set written and read back as the disk cache does."""
+    frame = guards_io.FrameValues(L, G, None, vars(builtins))
+    w = Writer()
+    descs = marshal.loads(marshal.dumps(guards_io.write_guards(w, gs, frame)))
+    return guards_io.read_guards(Reader(), descs, frame, vars(builtins), gs.split)
+
+
+def _scaled_by_offset(x):
+    return x * x.storage_offset()
+
+
+def test_a_tensor_fact_guard_reads_back_with_the_same_check():
+    """The warm start writes a TensorFact (an offset the trace read) as its fields: read back,
+    it says the same and answers the same, on the traced offset (pass) and another (fail)."""
+    tracer.reset()
+    c = tracer.compile(_scaled_by_offset)
+    t = torch.arange(8.)
+    c(t[2:5])
+    [entry] = c.entries
+    G = vars(sys.modules[__name__])
+    back = _round_trip_set(entry.guards, (t[2:5],), G)
+    assert back.describe() == entry.guards.describe() and "x.storage_offset() == 2" in back.describe()
+    for x, ok in [(torch.ones(7)[2:5], True), (t[3:6], False), (torch.zeros(3), False)]:
+        assert back((x,), G, None) == ok and entry.guards((x,), G, None) == ok, x
+    tracer.reset()
+

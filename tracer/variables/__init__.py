@@ -16,4 +16,4 @@ from . import base  # noqa: E402,F401  (first)
 from . import (autograd_function, builder, builtins_impl, checkpoint, collections_vars, containers,  # noqa: E402,F401
                copying, dict_storage, exceptions, folds, functions, generators, introspection,
                itertools_impl, keyed_dict, live_iterators, new_objects, nn_module, objects, operators,
-               speculate, stack_values, sym, tensor, torch_calls, torch_vars)
+               speculate, stack_values, sym, tensor, tensor_facts, torch_calls, torch_vars)

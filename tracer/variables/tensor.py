@@ -2,9 +2,11 @@
 
 Metadata queries (`x.shape`, `x.size(0)`, `x.dtype`, `x.dim()`, ...) fold to constants and
 never enter the graph, except a dimension that is symbolic (dynamic shapes): it is a
-SymNodeVariable computed by an `x.size(d)` node, as in torch.compile's graphs. Anything that
-needs tensor *data* at trace time (`bool(x)`, `x.item()` steering control flow,
-`x.tolist()`) is Unsupported: a graph break with that reason.
+SymNodeVariable computed by an `x.size(d)` node, as in torch.compile's graphs. A fact the
+inputs' TensorMatch does not pin (`x.storage_offset()`, `x.is_leaf`) is guarded where it is
+folded (tensor_facts.py). Anything that needs tensor *data* at trace time (`bool(x)`,
+`x.item()` steering control flow, `x.tolist()`) is Unsupported: a graph break with that
+reason.
 """
 import functools
 import operator
@@ -16,6 +18,7 @@ from guards import AttrSource, Predicate
 from ..exc import Unsupported, UserException
 from ..graph.shapes import SYM_TYPES, constant_of, is_symbolic
 from .base import ConstantVariable, Variable, is_constant_value
+from .tensor_facts import fold
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,7 +61,7 @@ class TensorVariable(Variable):
         if name in _META_ATTRS:
             if name == "shape":
                 return self.sizes(tx, "size")
-            return ConstantVariable(getattr(ex, name))
+            return ConstantVariable(fold(tx, self, name, getattr(ex, name)))
         if name in _TENSOR_ATTRS:
             return torch_calls.call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
@@ -180,7 +183,7 @@ class TensorVariable(Variable):
             if isinstance(value, SYM_TYPES):
                 value = constant_of(value)
             if is_constant_value(value):
-                return ConstantVariable(value)
+                return ConstantVariable(fold(tx, self, name, value))
         if name == "numpy":  # the same tensor seen as a NumPy array (numpy_vars.py)
             return numpy_vars.tensor_numpy(tx, self, args, kwargs)
         if name == "item" and not args and not kwargs and tx.output.shapes.policy.scalar_outputs:

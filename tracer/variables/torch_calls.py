@@ -4,7 +4,8 @@
 whose example value comes from running the op on the fake tensors (`to_fx` gives both the
 node arguments and the fake ones); `wrap_result` gives that example its Variable. Around
 them: the refusals (an op that sets global state, an in-place write into a tensor whose
-elements share memory) and the guard on a torch query folded to a constant.
+elements share memory) and the guard on a torch query folded to a constant (on a tensor
+fact its TensorMatch leaves out: tensor_facts.py).
 
 Torch internals read here: torch._debug_has_internal_overlap and
 torch._C._is_any_autocast_enabled (torch 2.15.0 writes a Python scalar into overlapping memory
@@ -23,7 +24,7 @@ from ..exc import Unsupported
 from ..graph import node_meta
 from ..graph.output_graph import getitem_node
 from ..graph.shapes import SYM_TYPES, is_symbolic
-from . import containers
+from . import containers, tensor_facts
 from .base import ConstantVariable, is_constant_value
 
 
@@ -58,6 +59,11 @@ def call_torch(tx, kind, target, args, kwargs):
     node, example = tx.output.create_node(kind, target, node_args, node_kwargs, fn)
     node_meta.annotate(tx, node, example, target)
     result = wrap_result(tx, node, example, mutating=mutating, inputs=(args, kwargs))
+    if isinstance(result, ConstantVariable) and tensor_facts.is_fact(name) and args and \
+            isinstance(args[0], tensor.TensorVariable):  # `x._is_view()`, `Tensor.is_shared(x)`
+        if len(args) > 1 or kwargs:
+            raise Unsupported(f"Tensor.{name}() with arguments")
+        result = ConstantVariable(tensor_facts.fold(tx, args[0], name, result.value))
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
