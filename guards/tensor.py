@@ -10,10 +10,11 @@ example used only when the batch is built.
 
 TensorFact and StorageSharing pin what TensorGuards does not read, for the graphs that rely on
 it: a fact of one tensor object a trace folded (its storage offset, whether it is a view...),
-and which inputs share a storage.
+and how inputs over one storage lie in it.
 
-Torch internals read here: TensorGuards and torch._C._dispatch_keys; checked on torch 2.13.0,
-2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
+Torch internals read here: TensorGuards, compute_overlapping_tensors and
+torch._C._dispatch_keys; checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them
+all; tests/test_torch_internals.py resolves each).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import weakref
 from typing import Any
 
 import torch
-from torch._C._dynamo.guards import TensorGuards
+from torch._C._dynamo.guards import TensorGuards, compute_overlapping_tensors
 
 from .guard import Guard, _tname
 from .sources import Source
@@ -194,30 +195,66 @@ class TensorFact(Guard):
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class StorageSharing(Guard):
-    """Which of the given tensors share a storage is as it was: ``groups[i]`` is the index of
-    the first of them whose storage tensor i views. Why: a graph that writes into an input is
-    functionalised by AOTAutograd (aot_eager, inductor) for the sharing it was traced with;
-    two overlapping views of one tensor passed on a later call would read what was there
-    before the write, where eager reads the written values."""
+    """Which of the given tensors share a storage, and how those lie in it, is as it was:
+    ``groups[i]`` is the index of the first of them whose storage tensor i views;
+    ``offsets`` (storage_offsets) is () when no two share one, else per tensor its storage
+    offset where two of its group overlap in memory, None elsewhere.
+
+    Why: a graph that writes into an input is functionalised by AOTAutograd (aot_eager,
+    inductor) for the layout it was traced with. Inputs over one storage that do not overlap
+    (`t[:3], t[3:]`) it takes as distinct: passed overlapping views later, the graph would
+    read what was there before the write, where eager reads the written values. A group that
+    overlaps it replaces by one base and makes each view of it again at the offset it was
+    traced with (sizes and strides are TensorMatch's): those offsets must stay too. Whether
+    two overlap is asked of AOTAutograd's own test (compute_overlapping_tensors), so the
+    guard draws the line where the compiled graph does."""
 
     sources_: tuple
     groups: tuple
+    offsets: tuple = ()
 
     def sources(self):
         return self.sources_
 
     def _key(self):
-        return (self.sources_, self.groups)
+        return (self.sources_, self.groups, self.offsets)
 
     def conditions(self, ctx):
         values = ", ".join(ctx.value(s) for s in self.sources_)
-        return [f"{ctx.const(storage_groups)}({values}) == {ctx.const(self.groups)}"]
+        return [f"{ctx.const(storage_layout)}({values}) == {ctx.const((self.groups, self.offsets))}"]
 
     def describe(self):
         names = [s.name() for s in self.sources_]
         shared = [f"{names[i]} shares {names[g]}'s storage" for i, g in enumerate(self.groups) if g != i]
-        return (", ".join(shared) if shared else ", ".join(names) + " view distinct storages") + \
-            " (as traced)"
+        text = ", ".join(shared) if shared else ", ".join(names) + " view distinct storages"
+        if shared:
+            at = [f"{names[i]} at {o}" for i, o in enumerate(self.offsets) if o is not None]
+            text += f", overlapping ({', '.join(at)})" if at else ", without overlapping"
+        return text + " (as traced)"
+
+
+def storage_layout(*tensors):
+    """(storage_groups, storage_offsets) of `tensors`: what StorageSharing compares."""
+    groups = storage_groups(*tensors)
+    return groups, storage_offsets(tensors, groups)
+
+
+def storage_offsets(tensors, groups):
+    """Per tensor, its storage offset if two tensors of its storage group overlap in memory
+    (AOTAutograd's test: it then makes the group one base), else None; () when no two share a
+    storage (the common case costs nothing more than the groups)."""
+    members = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    shared = [m for m in members.values() if len(m) > 1]
+    if not shared:
+        return ()
+    out = [None] * len(tensors)
+    for m in shared:
+        if len(compute_overlapping_tensors([tensors[i] for i in m], symbolic=False)) > 1:
+            for i in m:
+                out[i] = tensors[i].storage_offset()
+    return tuple(out)
 
 
 def storage_groups(*tensors):

@@ -373,6 +373,35 @@ def test_inputs_that_later_share_memory_trace_again_under_a_compiling_backend():
         assert tracer.stats().frames_traced == before
 
 
+def test_views_of_one_storage_that_come_to_overlap_trace_again():
+    """`x.add_(1); return x + y` traced under aot_eager with t[:3], t[3:] (one storage, no
+    overlap: AOTAutograd takes them as distinct), then called with t[:3], t[1:4], returned
+    [2, 4, 6] (eager [3, 5, 6]) from the cache: StorageSharing recorded which inputs share a
+    storage, not whether they overlap. It records that now, by AOTAutograd's own test, and the
+    offsets of overlapping views, which AOTAutograd makes again from one base as traced;
+    disjoint views may move without a trace."""
+    def f(x, y):
+        x.add_(1)
+        return x + y
+
+    c = tracer.compile(f, backend="aot_eager")
+    calls = [((0, 3), (3, 6), 1),  # disjoint: the first trace
+             ((0, 3), (1, 4), 1),  # overlapping: traced again (was the first entry's answer)
+             ((0, 3), (2, 5), 1),  # overlapping at other offsets
+             ((0, 3), (1, 4), 0),  # as the second call
+             ((2, 5), (5, 8), 0),  # disjoint elsewhere in the storage: the first entry
+             ((1, 4), (2, 5), 1)]
+    for (a, b), (d, e), traced in calls:
+        t, te = torch.arange(8.), torch.arange(8.)
+        before = tracer.stats().frames_traced
+        got, want = c(t[a:b], t[d:e]), f(te[a:b], te[d:e])
+        assert torch.equal(got, want) and torch.equal(t, te), ((a, b), (d, e), got, want)
+        assert tracer.stats().frames_traced - before == traced, ((a, b), (d, e))
+    described = [g.describe() for e in c.entries for g in e.guards.guards if type(g).__name__ == "StorageSharing"]
+    assert "y shares x's storage, without overlapping (as traced)" in described
+    assert "y shares x's storage, overlapping (x at 0, y at 1) (as traced)" in described
+
+
 def test_overlapping_input_views_with_changing_sizes_compile():
     """Views of one tensor passed as two inputs whose sizes change: the second keeps static
     sizes (AOTAutograd merging the two could not find the view's own size symbol again: a

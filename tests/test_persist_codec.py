@@ -194,3 +194,27 @@ def test_a_tensor_fact_guard_reads_back_with_the_same_check():
         assert back((x,), G, None) == ok and entry.guards((x,), G, None) == ok, x
     tracer.reset()
 
+
+def _write_then_add(x, y):
+    x.add_(1)
+    return x + y
+
+
+def test_a_storage_sharing_guard_reads_back_with_its_overlap_offsets():
+    """StorageSharing's overlap offsets are one of its fields, written and read with it: read
+    back, it says the same and answers the same, on the traced layout (pass), overlapping
+    views at another offset and views that no longer overlap (fail)."""
+    tracer.reset()
+    c = tracer.compile(_write_then_add, backend="aot_eager")
+    t = torch.arange(8.)
+    c(t[:3], t[1:4])
+    [entry] = c.entries
+    G = vars(sys.modules[__name__])
+    back = _round_trip_set(entry.guards, (t[:3], t[1:4]), G)
+    assert back.describe() == entry.guards.describe()
+    assert "y shares x's storage, overlapping (x at 0, y at 1)" in back.describe()
+    u = torch.arange(8.)
+    for args, ok in [((u[:3], u[1:4]), True), ((u[1:4], u[2:5]), False), ((u[:3], u[3:6]), False),
+                     ((u[:3], torch.arange(8.)[1:4]), False)]:
+        assert back(args, G, None) == ok and entry.guards(args, G, None) == ok, args
+    tracer.reset()

@@ -24,7 +24,7 @@ import guards
 import torch
 from bytecode_utils import arg_names, versions
 from guards import CellSource, GlobalStateMatch, LocalSource, NoAliasing, SameObject, StorageSharing, compile_guards
-from guards.tensor import storage_groups, storage_id
+from guards.tensor import storage_id, storage_layout
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
@@ -455,9 +455,10 @@ def _distinct_sources(ctx):
 def _storage_sharing(out):
     """[StorageSharing] over the graph's tensor inputs other than module state when the graph
     writes into one of them: a compiling backend (AOTAutograd) functionalises the writes for
-    the storage sharing it saw, so overlapping views passed later must trace again (eager
-    runs the ops in order and needs no such guard). Module parameters and buffers are left
-    out: a model's BatchNorm would pay for hundreds of them on every call."""
+    the storage sharing and overlap it saw, so views that overlap where the traced ones did
+    not (or at other offsets) must trace again (eager runs the ops in order and needs no
+    such guard). Module parameters and buffers are left out: a model's BatchNorm would pay
+    for hundreds of them on every call."""
     inputs = [(source, node, real) for source, node, real in out.inputs
               if isinstance(real, torch.Tensor) and not node.meta.get("static_address")]
     if len(inputs) < 2:
@@ -467,7 +468,8 @@ def _storage_sharing(out):
         written.update(node.meta.get("writes", ()))
     if not any(storage_id(node.meta["example_value"]) in written for _s, node, _r in inputs):
         return []
-    return [StorageSharing(tuple(s for s, _n, _r in inputs), storage_groups(*(r for _s, _n, r in inputs)))]
+    groups, offsets = storage_layout(*(r for _s, _n, r in inputs))
+    return [StorageSharing(tuple(s for s, _n, _r in inputs), groups, offsets)]
 
 
 def _stored_on(ctx):
