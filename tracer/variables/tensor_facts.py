@@ -31,7 +31,7 @@ _FACTS = {"storage_offset": "storage", "is_leaf": "object", "_is_view": "object"
 _FROM_REAL = frozenset({"is_shared", "is_pinned"})
 # answers that change without the tensor changing, or name storage identity: never folded
 _UNGUARDABLE = frozenset({"data_ptr", "const_data_ptr", "mutable_data_ptr", "_use_count", "is_set_to",
-                          "storage_type"})
+                          "storage_type", "_storage_id", "_storage_address"})  # (the last two: torch._C's)
 
 
 def is_fact(name):
@@ -39,13 +39,16 @@ def is_fact(name):
     return name in _FACTS or name in _UNGUARDABLE
 
 
-def fold(tx, var, name, value):
+def fold(tx, var, name, value, with_args=False):
     """The constant `var.<name>` folds to, its answer `value` computed on the fake: the facts
     it came from are guarded (TensorFact on each input it depends on), a fact of the real
-    input replaces the fake's answer, and one that no guard can pin is Unsupported."""
+    input replaces the fake's answer, and one that no guard can pin is Unsupported (as is a
+    fact asked `with_args`: the guards read each without)."""
     if name in _UNGUARDABLE:
-        raise Unsupported(f"Tensor.{name}() reads an address or identity of the tensor's memory, "
-                          "which no guard can pin")
+        raise Unsupported(f"{name}() of a tensor reads an address or identity of its memory, which no "
+                          "guard can pin")
+    if with_args and name in _FACTS:
+        raise Unsupported(f"Tensor.{name}() with arguments")
     kind = _FACTS.get(name)
     if kind is None or is_symbolic(value):  # (a symbolic offset: the ShapeEnv guards its uses)
         return value

@@ -61,9 +61,8 @@ def call_torch(tx, kind, target, args, kwargs):
     result = wrap_result(tx, node, example, mutating=mutating, inputs=(args, kwargs))
     if isinstance(result, ConstantVariable) and tensor_facts.is_fact(name) and args and \
             isinstance(args[0], tensor.TensorVariable):  # `x._is_view()`, `Tensor.is_shared(x)`
-        if len(args) > 1 or kwargs:
-            raise Unsupported(f"Tensor.{name}() with arguments")
-        result = ConstantVariable(tensor_facts.fold(tx, args[0], name, result.value))
+        result = ConstantVariable(tensor_facts.fold(tx, args[0], name, result.value,
+                                                    with_args=len(args) > 1 or bool(kwargs)))
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
