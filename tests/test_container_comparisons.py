@@ -122,3 +122,22 @@ def test_reversed_list_reads_the_live_list():
         return x + 1, out
 
     check(f, torch.ones(2), [1, 2, 3], graphs=1)
+
+
+def test_a_dict_against_a_non_dict_and_dict_union():
+    """`d == None`, `d != 3`, `d == [1]`, `rope_type == "longrope"` with a dict (transformers'
+    rope wrapper, ESM: 6 breaks a call) and PEP 584's `a | b`, `d |= b` (Mamba2's
+    `kwargs | {...}`: 6 breaks and a fallback) were graph breaks; torch.compile captures them."""
+    def compare(x, d):
+        return x + (d == None) + (d != 3) + (d == [1]) + (d == "longrope")  # noqa: E711
+
+    def union(x, d, **kw):
+        merged = kw | {"lim": (0.0, 1.0)} | d
+        acc = {"a": 1}
+        acc |= merged
+        acc |= [("b", 2)]
+        od = collections.OrderedDict(z=1) | {"y": 2}
+        return x * merged["lim"][1] + len(acc) + acc["b"], list(acc), type(od).__name__, list(od)
+
+    check(compare, torch.ones(2), {"a": 1}, dynamo=True)
+    check(union, torch.ones(2), {"c": 3}, dynamo=True)

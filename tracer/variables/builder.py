@@ -31,6 +31,7 @@ import functools
 import math
 import operator
 import os
+import sys
 import types
 
 import torch
@@ -71,6 +72,17 @@ def _is_torch_callable(value):
         return True
     return isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
+
+
+def _stock_forward(fn):
+    """A torch.nn module class's own `forward` read through the class
+    (`nn.LayerNorm.forward(self, x)` in a subclass's forward, as transformers' SqueezeBERT
+    and LoRA layers call it): Python code to inline, as a module call inlines it, not a
+    torch function to put in the graph (its `self` is a module)."""
+    if fn.__name__ != "forward" or not fn.__module__.startswith("torch.nn.modules."):
+        return False
+    owner = getattr(sys.modules.get(fn.__module__), fn.__qualname__.rpartition(".")[0], None)
+    return isinstance(owner, type) and issubclass(owner, torch.nn.Module)
 
 
 def _is_context_manager(value):
@@ -660,7 +672,7 @@ _TABLE = (
         policy.is_untraced_value(v), _opaque),
     (lambda v, t: t is functools._lru_cache_wrapper, _lru_cache),
     (lambda v, t: t is types.FunctionType and is_module_dispatch(v), _module_dispatch),
-    (lambda v, t: t is types.FunctionType and not _is_torch_callable(v), _user_function),
+    (lambda v, t: t is types.FunctionType and (not _is_torch_callable(v) or _stock_forward(v)), _user_function),
     (lambda v, t: _is_builtin_callable(v), _builtin),
     (lambda v, t: callable(v) and _is_torch_callable(v) and not isinstance(v, type)
         and not _is_context_manager(v) and not _bound_to_instance(v), _torch_function),

@@ -87,13 +87,46 @@ def binary_op(tx, name, a, b):
         return TupleVariable(items)
     if base == "mul" and isinstance(b, BaseSequence) and a.is_constant():
         return binary_op(tx, name, b, a)
-    if base == "or_":  # `int | None` in an annotation evaluated at run time
+    if base in ("or_", "or"):  # (ior's base is "or"); `int | None` in an annotation evaluated at run time
         union = introspection.annotation_union(tx, a, b)
         if union is not None:
             return union
+        merged = _dict_union(tx, a, b, inplace)
+        if merged is not None:
+            return merged
     if base == "mod" and a.is_constant() and isinstance(a.as_constant(), str):
         raise Unsupported("%-formatting with non-constant values")
     raise Unsupported(f"operator {name} on {a} and {b}")
+
+
+def _plain_dict(var):
+    """A dict or OrderedDict the trace models whole (not a user subclass with its own methods)."""
+    return isinstance(var, DictVariable) and var.user_cls in (dict, collections.OrderedDict)
+
+
+def _dict_union(tx, a, b, inplace):
+    """`a | b` (PEP 584: a copy of a updated from b, a's type) and `a |= b` (a updated from any
+    mapping or iterable of pairs, as dict.update), or None when CPython would not get there
+    through dict's own operators (a subclass, b's reflected `__ror__` first)."""
+    if not _plain_dict(a):
+        return None
+    if inplace:
+        a.call_method(tx, "update", [b], {})
+        return a
+    if not _plain_dict(b) or (b.user_cls is not a.user_cls and b.user_cls is collections.OrderedDict):
+        return None  # (dict | OrderedDict: OrderedDict.__ror__ answers, an OrderedDict)
+    new = a.call_method(tx, "copy", [], {})
+    new.call_method(tx, "update", [b], {})
+    return new
+
+
+def _never_a_dict(var):
+    """A value that `==` with a dict is False for: a builtin constant (None, a str, a number),
+    a list or tuple, a set (their __eq__ and dict's refuse each other: identity decides)."""
+    if var.is_constant():
+        return type(var.as_constant()).__module__ == "builtins"
+    return isinstance(var, (BaseSequence, SetVariable)) and var.python_type().__eq__ in (
+        list.__eq__, tuple.__eq__, set.__eq__)
 
 
 def unary_op(tx, name, a):
@@ -186,6 +219,8 @@ def compare(tx, op, a, b):
         if same and all(issubclass(v.python_type(), collections.OrderedDict) for v in (a, b)):
             same = list(a.items) == list(b.items)
         return ConstantVariable(same if op == "==" else not same)
+    if op in ("==", "!=") and (_plain_dict(a) and _never_a_dict(b) or _plain_dict(b) and _never_a_dict(a)):
+        return ConstantVariable(op == "!=")  # (`rope_type == "longrope"` with a dict)
     ka, kb = _key_set(a), _key_set(b)
     if ka is not None and kb is not None:  # sets and keys views compare as sets (<= is subset)
         return ConstantVariable(fn(ka, kb))
