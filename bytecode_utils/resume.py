@@ -83,6 +83,11 @@ def _keep_try_depths(code, items):
             n_real += 1
 
 
+# Instructions on a local slot that the bytecode package decodes by name, which 3.12+ also
+# use on a cell's slot (a closure tuple's load, an inlined comprehension's save and restore)
+_BY_SLOT_NAME = frozenset({"LOAD_FAST", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "LOAD_FAST_CHECK"})
+
+
 def _cells_as_free_vars(code, items):
     """The frame's cell variables become free variables of the resume code: the resume
     function is made with the running frame's cells as its closure, so it shares them with
@@ -93,20 +98,28 @@ def _cells_as_free_vars(code, items):
     closure_names = cells | set(code.co_freevars)
     n_free = len(code.co_freevars) + len(code.co_cellvars)
     out, copied = [], False
+    seen_resume = False
     for ins in items:
         if isinstance(ins, _bc.Instr):
+            if ins.name == "RESUME":
+                seen_resume = True
+            if ins.name == "MAKE_CELL" and not seen_resume:
+                continue  # (the prologue's: the closure brings the frame's cells)
             if ins.name == "MAKE_CELL":
-                continue
+                # 3.12+ inline a comprehension whose variable is a cell: its body makes a
+                # fresh cell in the variable's slot (restored after the loop), here a free one
+                ins = _bc.Instr("MAKE_CELL", _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
             if ins.name == "COPY_FREE_VARS":
                 ins = _bc.Instr("COPY_FREE_VARS", n_free, lineno=ins.lineno)
                 copied = True
             elif isinstance(ins.arg, _bc.CellVar) and ins.arg.name in cells:
                 ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg.name), lineno=ins.lineno)
-            elif ins.name == "LOAD_FAST" and isinstance(ins.arg, str) and ins.arg in closure_names:
+            elif ins.name in _BY_SLOT_NAME and isinstance(ins.arg, str) and ins.arg in closure_names:
                 # 3.13+ load a cell for a closure tuple with LOAD_FAST of its slot (after
                 # versions.relocatable: 3.14's borrowed loads are plain ones), which the
                 # bytecode package decodes by name: kept so, the name would become a second
-                # (local) slot of the resume code beside the free variable (a crash on 3.13)
+                # (local) slot of the resume code beside the free variable (a crash on 3.13);
+                # so do an inlined comprehension's save, store and restore of a cell's slot
                 ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg), lineno=ins.lineno)
         out.append(ins)
     if not copied:

@@ -174,3 +174,38 @@ def test_the_comprehension_is_in_the_frame_on_3_12_plus():
     names = {i.opname for i in dis.get_instructions(f)}
     assert "LOAD_FAST_AND_CLEAR" in names and not any(
         isinstance(c, type(f.__code__)) for c in f.__code__.co_consts)
+
+
+def test_a_break_in_a_frame_whose_comprehension_variable_is_a_cell():
+    """3.12+ inline comprehensions (PEP 709): a comprehension variable captured by a lambda is
+    a cell of the frame, saved, made and restored in its slot by instructions the resume
+    code kept as a second, local slot: every break in such a frame was an internal error
+    (the frame ran as Python; a MAKE_CELL dropped with them crashed the process). 3.11 makes
+    the comprehension a function of its own, so there this passes before and after."""
+    def after(x):
+        fs = {k: (lambda: k) for k in "ab"}
+        if x.sum() > 0:
+            return x + 1, [g() for g in fs.values()]
+        return x - 1, [g() for g in fs.values()]
+
+    def before(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        fs = [lambda: y * i for i in range(3)]
+        return [f() for f in fs]
+
+    def reused(x):
+        i = x + 1
+        get = lambda: i  # noqa: E731
+        ys = [i * 2 for i in range(3)]
+        get2 = lambda: i  # noqa: E731  (3.13: LOAD_FAST of the cell, after the comprehension)
+        return get2() + get(), ys
+
+    for fn, x in ((after, torch.tensor([1.0, 2.0])), (after, torch.tensor([-1.0, -2.0])),
+                  (before, torch.ones(2)), (reused, torch.ones(2))):
+        c = tracer.compile(fn)
+        for _ in range(2):
+            got, want = c(x), fn(x)
+            assert repr(got) == repr(want)
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0

@@ -29,6 +29,7 @@ def _store_fast(tx, name, value):
         tx.locals.pop(name, None)
     elif isinstance(value, CellRef):
         tx.cells[name] = value.box
+        tx.locals.pop(name, None)
     else:
         tx.locals[name] = value
 
