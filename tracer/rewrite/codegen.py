@@ -516,10 +516,10 @@ def _contents_into_tmp(cg, var):
             cg.reconstruct(item)
         cg.build(list, len(var.items))
     elif isinstance(var, DictVariable):
-        for k, v in var.items.items():
+        for k, v in var.stored.items():  # (a value never read: loaded from its source, as it is)
             load_key(cg, k)
             cg.reconstruct(v)
-        cg.build(dict, len(var.items))
+        cg.build(dict, len(var.stored))
     elif isinstance(var, IteratorVariable):
         cg.load_const(getattr(var, "replay_pos", var.pos))
     elif isinstance(var, SetVariable):

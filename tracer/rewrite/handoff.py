@@ -66,7 +66,7 @@ def symbolic_dims(var, depth=0):
     elif isinstance(var, (BaseSequence, IteratorVariable)):
         items = var.items
     elif isinstance(var, DictVariable):
-        items = var.items.values()
+        items = var.stored.values()  # (an unread value of an input dict: no Variable of the trace's)
     else:
         return frozenset()
     for item in items:

@@ -9,7 +9,8 @@ attributes treated as immutable: runtime/policy.py) get no guard.
 
 Decided elsewhere, where the trace reads or relies on something more (`tx.guard(` calls):
 attribute presence or absence and class lookups (objects.py, functions.py, tensor.py), a
-module's parameters, hooks and dicts (nn_module.py), a lazy list's length (containers.py),
+module's parameters, hooks and dicts (nn_module.py), a lazy list's length and a dict input's
+values (containers.py),
 dict keys read one at a time (dict_storage.py, keyed_dict.py, copying.py), torch and
 autocast queries and the exception state (torch_vars.py, exceptions.py), issubclass answers
 (builtins_impl.py), `type(x)`'s identity (introspection.py), a builtin not shadowed by a
@@ -149,9 +150,13 @@ def wrap_unguarded(tx, value, source):
     # keeps a switch (torch.backends.mha's _is_fastpath_enabled, set by a setter function)
     if isinstance(value, torch.Tensor) or is_constant_value(value):
         return wrap(tx, value, source)
+    fresh = id(value) not in tx.wrap_memo
     saved, tx.ctx.guards = tx.ctx.guards, []
     try:
-        return wrap(tx, value, source)
+        var = wrap(tx, value, source)
+        if fresh and isinstance(var, DictVariable):
+            var.read_all()  # its values read now, unguarded too (a later lazy read would guard them)
+        return var
     finally:
         tx.ctx.guards = saved
 
@@ -360,9 +365,10 @@ _READ_BY_KEY = tuple(e._data for e in (os.environ, getattr(os, "environb", None)
 
 def _dict(tx, value, source, g):
     """A dict, OrderedDict or defaultdict: its exact type and its keys in order (DictKeysMatch);
-    values wrapped through their ItemSources, a defaultdict's factory through its attribute.
-    Keys that are not constants: read by key only (ObjectKeyedDictVariable, type guard only).
-    A mutable input when it has a source."""
+    values wrapped through their ItemSources when read (DictVariable.read_lazily; all at once
+    without a source), a defaultdict's factory through its attribute. Keys that are not
+    constants: read by key only (ObjectKeyedDictVariable, type guard only). A mutable input
+    when it has a source."""
     t = type(value)
     g(TypeMatch(source, t))
     if source is not None and any(value is d for d in _READ_BY_KEY):
@@ -376,14 +382,14 @@ def _dict(tx, value, source, g):
         g(DictKeysMatch(source, keys, t))
     except TypeError:
         raise Unsupported("dict input with keys that cannot be guarded")
-    items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
-             for k, v in value.items()}
+    items = {k: wrap(tx, v, None) for k, v in value.items()} if source is None else {}
     if t is collections.defaultdict:
         factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
         var = collections_vars.DefaultDictVariable(items, factory, source)
     else:
         var = DictVariable(items, source, user_cls=t)
     if source is not None:
+        var.read_lazily(tx, value)
         tx.ctx.mutable_inputs.append(var)
     return var
 

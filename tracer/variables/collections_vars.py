@@ -107,8 +107,8 @@ class DefaultDictVariable(DictVariable):
 
     def getitem(self, tx, key):
         k = containers._const_key(tx, key)
-        if k in self.items:
-            return self.items[k]
+        if k in self.keys:
+            return self.value_of(k)
         if self.factory.is_constant() and self.factory.as_constant() is None:
             raise containers.key_error(k)
         value = self.factory.call(tx, [], {})
@@ -139,14 +139,14 @@ def move_to_end(tx, d, args, kwargs):
     """OrderedDict.move_to_end(key, last=True)."""
     last = kwargs.get("last", args[1] if len(args) > 1 else ConstantVariable(True)).as_constant()
     k = containers._const_key(tx, args[0])
-    if k not in d.items:
+    if k not in d.keys:
         raise containers.key_error(k)
     tx.side_effects.mutated(d)
-    value = d.items.pop(k)
+    value = d.stored.pop(k)  # (moved unread: the value at k, wherever k goes)
     if last:
-        d.items[k] = value
+        d.stored[k] = value
     else:
-        d.items = {k: value, **d.items}
+        d.items = {k: value, **d.stored}
     return ConstantVariable(None)
 
 
@@ -157,12 +157,13 @@ def popitem(tx, d, args, kwargs):
         last = kwargs.get("last", args[0] if args else ConstantVariable(True)).as_constant()
     elif args or kwargs:
         raise Unsupported("dict.popitem() takes no arguments (the user code raises TypeError)")
-    if not d.items:
+    if not d.keys:
         raise exceptions.user_error(KeyError, "dictionary is empty" if d.user_cls is collections.OrderedDict
                          else "popitem(): dictionary is empty")
     tx.side_effects.mutated(d)
-    k = next(reversed(d.items)) if last else next(iter(d.items))
-    value = d.items.pop(k)
+    k = next(reversed(d.keys)) if last else next(iter(d.keys))
+    value = d.value_of(k)
+    del d.stored[k]
     return containers.TupleVariable([containers.key_variable(k), value])
 
 

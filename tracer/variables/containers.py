@@ -7,6 +7,7 @@ code writes the final contents back after the graph runs (`lst[:] = ...`,
 rebuilt only if they escape (returned, stored).
 """
 import collections
+import functools
 
 from ..exc import Unsupported
 from ..runtime import config
@@ -324,13 +325,109 @@ class ListVariable(BaseSequence):
         return ConstantVariable(None)
 
 
+class UnreadValue(Variable):
+    """The value of an input dict not read yet, in the dict's storage in its place: the
+    real dict's own value at that key (keys are guarded, values are not until read). Only
+    DictVariable sees it: a read wraps the real value (`DictVariable.value_of`); the replay
+    of a changed dict loads it from its source, the object as it is (base reconstruct)."""
+
+    def __init__(self, source, key):
+        super().__init__(source)
+        self.key = key
+
+    def __repr__(self):
+        return f"Unread({self.key!r})"
+
+
+class LazyReads(list):
+    """The undo of each lazy read of an input container's values (TraceContext.lazy_reads):
+    a trial inline that the trace refuses (variables/speculate.py) drops the guards it made,
+    so the values it read are unread again, and guarded when the trace reads them."""
+
+    def checkpoint(self):
+        return _LazyReadsMark(self)
+
+    def release(self):
+        self.clear()
+
+
+class _LazyReadsMark:
+    def __init__(self, log):
+        self.log, self.n = log, len(log)
+
+    def restorable(self):
+        return True
+
+    def restore(self):
+        while len(self.log) > self.n:
+            self.log.pop()()
+
+
 class DictVariable(Variable):
+    """A dict, OrderedDict (or, subclassed, defaultdict): its items by constant key. One
+    passed in (`lazy()`) holds its values unread until the trace reads them."""
+
     mutable = True
+    _unread = None  # _Unread(real dict, tx) while some value of an input dict is unread
 
     def __init__(self, items, source=None, user_cls=dict):
         super().__init__(source)
-        self.items = dict(items)  # constant key -> Variable
+        self._items = dict(items)  # constant key -> Variable (or UnreadValue)
         self.user_cls = user_cls
+
+    def read_lazily(self, tx, value):
+        """Hold the values of `value`, the real dict this Variable stands for, unread: each is
+        wrapped, and guarded, when the trace reads it (`value_of`). A frame that reads
+        `cfg["scale"]` relies on that value only; guarding every value (TorchDynamo's guards on
+        dicts did, before its lazy trackers) recompiled a training loop that bumps
+        `cfg["step"]` on every call. Its keys and their order are guarded (DictKeysMatch):
+        iteration, len() and `in` read them."""
+        self._unread = _Unread(value, tx)
+        self._items = {k: UnreadValue(ItemSource(self.source, k), k) for k in value}
+
+    @property
+    def items(self):
+        """The storage with every value read: for code that reads the whole dict."""
+        return self.read_all()
+
+    def read_all(self):
+        """Every value read (wrapped and guarded); the storage."""
+        if self._unread is not None:
+            for k in [k for k, v in self._items.items() if isinstance(v, UnreadValue)]:
+                self.value_of(k)
+        return self._items
+
+    @items.setter
+    def items(self, items):
+        self._items = items
+
+    @property
+    def stored(self):
+        """The storage as it is: values not read yet are UnreadValues. For code that moves
+        entries or reads keys only (the replay reloads an unread value from its source)."""
+        return self._items
+
+    @property
+    def keys(self):
+        return self._items.keys()
+
+    def value_of(self, k):
+        """The value at key `k` (present), read (wrapped and guarded) if it was not yet."""
+        v = self._items[k]
+        if isinstance(v, UnreadValue):
+            unread = self._unread
+            tx, real = unread.tx, unread.value
+            if not dict.__contains__(real, k):  # (a call made for real while tracing removed it)
+                raise Unsupported(f"the input dict lost its key {k!r} while tracing")
+            v = self._items[k] = builder.wrap(tx, dict.__getitem__(real, k), v.source)
+            tx.ctx.lazy_reads.append(functools.partial(self._unread_again, k, self._items[k], unread))
+        return v
+
+    def _unread_again(self, k, read, unread):
+        """Undo of a read taken back with its guards (LazyReads)."""
+        if self._items.get(k) is read:
+            self._items[k] = UnreadValue(ItemSource(self.source, k), k)
+            self._unread = unread
 
     def python_type(self):
         return self.user_cls
@@ -339,43 +436,45 @@ class DictVariable(Variable):
         return method_of(self, name)
 
     def truthy(self, tx):
-        return bool(self.items)
+        return bool(self._items)
 
     def iterate(self, tx):
-        return [key_variable(k) for k in self.items]
+        return [key_variable(k) for k in self._items]
 
     def length(self, tx):
-        return len(self.items)
+        return len(self._items)
 
     def getitem(self, tx, key):
         k = _const_key(tx, key)
-        if k not in self.items:
+        if k not in self._items:
             raise key_error(k)
-        return self.items[k]
+        return self.value_of(k)
 
     def setitem(self, tx, key, value):
         tx.side_effects.mutated(self)
-        self.items[_const_key(tx, key)] = value
+        self._items[_const_key(tx, key)] = value
 
     def delitem(self, tx, key):
         tx.side_effects.mutated(self)
-        del self.items[_const_key(tx, key)]
+        del self._items[_const_key(tx, key)]
 
     def call_method(self, tx, name, args, kwargs):
         if name == "get":
             k = _const_key(tx, args[0])
-            return self.items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+            if k in self._items:
+                return self.value_of(k)
+            return args[1] if len(args) > 1 else ConstantVariable(None)
         if name in ("keys", "values", "items") and not args and not kwargs:
             return DictViewVariable(self, name)
         if name == "__contains__":
-            return ConstantVariable(_const_key(tx, args[0]) in self.items)
+            return ConstantVariable(_const_key(tx, args[0]) in self._items)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__setitem__":
             self.setitem(tx, args[0], args[1])
             return ConstantVariable(None)
         if name == "__len__":
-            return ConstantVariable(len(self.items))
+            return ConstantVariable(len(self._items))
         if name == "copy":
             return DictVariable(self.items, user_cls=self.user_cls)
         if name == "move_to_end" and self.user_cls is collections.OrderedDict:
@@ -386,22 +485,24 @@ class DictVariable(Variable):
             tx.side_effects.mutated(self)
             if name == "pop":
                 k = _const_key(tx, args[0])
-                if k in self.items:
-                    return self.items.pop(k)
+                if k in self._items:
+                    value = self.value_of(k)
+                    del self._items[k]
+                    return value
                 if len(args) > 1:
                     return args[1]
                 raise key_error(k)
             if name == "setdefault":
                 k = _const_key(tx, args[0])
-                if k not in self.items:
-                    self.items[k] = args[1] if len(args) > 1 else ConstantVariable(None)
-                return self.items[k]
+                if k not in self._items:
+                    self._items[k] = args[1] if len(args) > 1 else ConstantVariable(None)
+                return self.value_of(k)
             if name == "update":
                 if len(args) > 1:
                     raise Unsupported("dict.update with more than one positional argument (the user code raises TypeError)")
                 for a in args:
                     if isinstance(a, DictVariable):
-                        self.items.update(a.items)
+                        self._items.update(a.items)
                         continue
                     if not isinstance(a, (BaseSequence, IteratorVariable, DictViewVariable)):
                         raise Unsupported(f"dict.update from {a}")  # (one with keys() is read as a mapping)
@@ -410,12 +511,12 @@ class DictVariable(Variable):
                         if len(kv) != 2:
                             raise exceptions.user_error(ValueError, f"dictionary update sequence element #{i} "
                                                                     f"has length {len(kv)}; 2 is required")
-                        self.items[_const_key(tx, kv[0])] = kv[1]
+                        self._items[_const_key(tx, kv[0])] = kv[1]
                 for k, v in kwargs.items():
-                    self.items[k] = v
+                    self._items[k] = v
                 return ConstantVariable(None)
             if name == "clear":
-                self.items.clear()
+                self._items.clear()
                 return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
 
@@ -431,7 +532,7 @@ class DictVariable(Variable):
             cg.call_on_stack(self.user_cls)
 
     def __repr__(self):
-        return f"DictVar({self.items!r})"
+        return f"DictVar({self._items!r})"
 
 
 class DictViewVariable(Variable):
@@ -459,10 +560,10 @@ class DictViewVariable(Variable):
         return [TupleVariable([k, v]) for k, v in zip(keys, d.items.values())]
 
     def length(self, tx):
-        return len(self.dict_var.items)
+        return len(self.dict_var.keys)
 
     def truthy(self, tx):
-        return bool(self.dict_var.items)
+        return bool(self.dict_var.keys)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__":
@@ -520,7 +621,7 @@ class IteratorVariable(Variable):
         return self.py_type or type(iter([]))
 
     def next(self, tx):
-        if self.sized is not None and len(self.sized[0].items) != self.sized[1]:
+        if self.sized is not None and container_size(self.sized[0]) != self.sized[1]:
             # CPython checks this on every step of a dict/set iterator
             kind = "dictionary" if isinstance(self.sized[0], DictVariable) else "Set"
             raise exceptions.user_error(RuntimeError, f"{kind} changed size during iteration")
@@ -564,6 +665,11 @@ class IteratorVariable(Variable):
         if self.source is not None:
             return cg.load_source(self.source)  # the real iterator, advanced by the replay
         emit_iter_over(cg, self.items[self.pos:])
+
+
+def container_size(var):
+    """len() of a dict or set Variable (a dict's keys: its values may be unread)."""
+    return len(var.keys) if isinstance(var, DictVariable) else len(var.items)
 
 
 def emit_iter_over(cg, items):

@@ -8,7 +8,7 @@ import types
 from ..exc import Unsupported
 from .exceptions import user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListIteratorVariable, ListVariable,
-                         TupleVariable, emit_iter_over, key_variable)
+                         TupleVariable, UnreadValue, container_size, emit_iter_over, key_variable)
 from .sets import SetVariable
 
 
@@ -23,8 +23,8 @@ class DictIteratorVariable(IteratorVariable):
     def __init__(self, dict_var, kind):
         super().__init__([], py_type=self._TYPES[kind])
         self.dict_var, self.kind = dict_var, kind
-        self._storage = dict_var.items
-        self._it = iter(getattr(dict_var.items, kind)())
+        self._storage = dict_var.stored  # (values read as the loop reaches them: _variable)
+        self._it = iter(getattr(self._storage, kind)())
 
     def lazy(self):
         return True
@@ -33,11 +33,16 @@ class DictIteratorVariable(IteratorVariable):
         if self.kind == "keys":
             return key_variable(entry)
         if self.kind == "values":
-            return entry
-        return TupleVariable([key_variable(entry[0]), entry[1]])
+            return self._read(entry)
+        return TupleVariable([key_variable(entry[0]), self._read(entry[1])])
+
+    def _read(self, value):
+        """A value of an input dict not read before is read (and guarded) when the loop
+        reaches it."""
+        return self.dict_var.value_of(value.key) if isinstance(value, UnreadValue) else value
 
     def next(self, tx):
-        if self.dict_var.items is not self._storage:
+        if self.dict_var.stored is not self._storage:
             raise Unsupported("a dict rebuilt while an iterator over it is live")
         try:
             entry = next(self._it)
@@ -96,7 +101,7 @@ def iterator_over(tx, v):
     refuse_one_at_a_time(v)
     it = IteratorVariable(v.iterate(tx), py_type=builtins_impl.iter_type(v))
     if isinstance(base, (DictVariable, SetVariable)):
-        it.sized = (base, len(base.items))  # (an OrderedDict's: its own, order-keeping checks)
+        it.sized = (base, container_size(base))  # (an OrderedDict's: its own, order-keeping checks)
     return it
 
 

@@ -185,7 +185,7 @@ def _key_set(var):
     if isinstance(var, SetVariable):
         return var.table
     if isinstance(var, DictViewVariable) and var.kind == "keys" and isinstance(var.dict_var, DictVariable):
-        return set(var.dict_var.items)
+        return set(var.dict_var.keys)
     return None
 
 

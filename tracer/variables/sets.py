@@ -62,8 +62,8 @@ class SetVariable(Variable):
             self.history.append(("update_set", tuple(var.history)))
         elif isinstance(var, SetVariable):
             self._merge(var.table, ("set", tuple(var.history)) if var.source is None else None)
-        elif type(var) is DictVariable and var.user_cls is dict and all(not isinstance(k, _IdKey) for k in var.items):
-            self._merge(dict.fromkeys(var.items), ("dict", tuple(var.items)))
+        elif type(var) is DictVariable and var.user_cls is dict and all(not isinstance(k, _IdKey) for k in var.keys):
+            self._merge(dict.fromkeys(var.keys), ("dict", tuple(var.keys)))
         else:
             for item in pulled(tx, var):
                 self.add_item(item, tx)
