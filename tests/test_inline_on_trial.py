@@ -119,6 +119,39 @@ def test_a_refusal_after_an_effect_is_a_graph_break_with_its_reason():
             assert t.frames_traced == 0 and len(log) == before + 1, (t, log)
 
 
+@pytest.mark.parametrize("kind", ["list", "dict"])
+def test_an_item_a_refused_helper_read_is_guarded_when_the_frame_reads_it(kind):
+    """The refused helper read an item of a list (dict) the frame had touched but not read:
+    the trial's guards were dropped with it while the item stayed read, so the frame's own
+    read of it after the call was guarded by nothing, and a changed item returned the result
+    of the old one (the list: x * 2 + 3 after the item became 5). Now the refused trial's
+    reads are taken back with its guards."""
+    table, key = ([2.0, 0], 0) if kind == "list" else ({"scale": 2.0, "step": 0}, "scale")
+
+    def peek(n):
+        table[key]
+        warnings.warn("peek is deprecated", DeprecationWarning)
+        return n
+
+    peek = _torch_helper(peek)
+
+    def f(x):
+        d = table
+        n = peek(3)
+        return x * d[key] + n
+
+    x = torch.randn(3)
+    c = tracer.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close(c(x), x * 2.0 + 3)
+        assert_captured(c, breaks=0)
+        table[key] = 5.0
+        with traced() as t:
+            torch.testing.assert_close(c(x), x * 5.0 + 3)
+        assert_recompiled(t)
+
+
 def test_transformer_encoder_guards_ask_nothing_on_a_hit():
     """nn.TransformerEncoder asked torch.backends.mha and _detect_is_causal_mask through
     query guards: two Python calls inside every guard check."""

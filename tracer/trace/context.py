@@ -26,7 +26,7 @@ import torch
 
 from ..graph.output_graph import OutputGraph
 from ..graph.side_effects import SideEffects
-from ..variables.containers import LazyReads
+from ..variables.lazy_reads import LazyReads
 from ..variables.exceptions import OuterException
 
 # What release() does to a field:
@@ -154,8 +154,8 @@ class TraceContext:
     # then one per running generator; the caller's is not known until needed (a trial refused
     # inside an `except` block leaves its exception there: put back)
     exc_stack: list = _state(lambda: [OuterException()], release=KEEP, trial=COPY)
-    # the undo of each lazy read of an input dict's values (variables/containers.py): a refused
-    # trial's reads are unread again, as its guards are dropped
+    # the lazy reads of input lists and dicts, each with its undo (variables/lazy_reads.py): a
+    # refused trial's reads are unread again, as its guards are dropped
     lazy_reads: LazyReads = _state(LazyReads, release=OWN, trial=OWN)
     # id(real closure cell) -> its CellBox (variables/functions.py)
     cell_boxes: dict = _state(dict, release=CLEAR, trial=COPY)

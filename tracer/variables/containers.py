@@ -206,6 +206,10 @@ class _Unread:
         self.value, self.tx = value, tx
 
 
+def _same_items(items, made):
+    return len(items) == len(made) and all(a is b for a, b in zip(items, made))
+
+
 class ListVariable(BaseSequence):
     kind = list
     mutable = True
@@ -249,12 +253,19 @@ class ListVariable(BaseSequence):
         return list(self._appended)
 
     def _read(self):
-        unread, self._unread = self._unread, None
+        unread = self._unread
         tx, value = unread.tx, unread.value
         tx.guard(LengthMatch(self.source, len(value), list))
-        self._items = [builder.wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)]
-        self._items += self._appended
-        self._appended = ()
+        read = [builder.wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(value)]
+        appended = self._appended
+        self._unread, self._items, self._appended = None, read + appended, ()
+        made = list(self._items)
+        tx.ctx.lazy_reads.record(lambda: self._unread is None and _same_items(self._items, made),
+                                 functools.partial(self._unread_again, unread, appended))
+
+    def _unread_again(self, unread, appended):
+        """The undo of a read taken back with its guards (lazy_reads.py)."""
+        self._unread, self._items, self._appended = unread, [], appended
 
     def getattr(self, tx, name):
         return method_of(self, name)
@@ -339,33 +350,9 @@ class UnreadValue(Variable):
         return f"Unread({self.key!r})"
 
 
-class LazyReads(list):
-    """The undo of each lazy read of an input container's values (TraceContext.lazy_reads):
-    a trial inline that the trace refuses (variables/speculate.py) drops the guards it made,
-    so the values it read are unread again, and guarded when the trace reads them."""
-
-    def checkpoint(self):
-        return _LazyReadsMark(self)
-
-    def release(self):
-        self.clear()
-
-
-class _LazyReadsMark:
-    def __init__(self, log):
-        self.log, self.n = log, len(log)
-
-    def restorable(self):
-        return True
-
-    def restore(self):
-        while len(self.log) > self.n:
-            self.log.pop()()
-
-
 class DictVariable(Variable):
     """A dict, OrderedDict (or, subclassed, defaultdict): its items by constant key. One
-    passed in (`lazy()`) holds its values unread until the trace reads them."""
+    passed in (`read_lazily`) holds its values unread until the trace reads them."""
 
     mutable = True
     _unread = None  # _Unread(real dict, tx) while some value of an input dict is unread
@@ -419,15 +406,15 @@ class DictVariable(Variable):
             tx, real = unread.tx, unread.value
             if not dict.__contains__(real, k):  # (a call made for real while tracing removed it)
                 raise Unsupported(f"the input dict lost its key {k!r} while tracing")
-            v = self._items[k] = builder.wrap(tx, dict.__getitem__(real, k), v.source)
-            tx.ctx.lazy_reads.append(functools.partial(self._unread_again, k, self._items[k], unread))
+            v = read = self._items[k] = builder.wrap(tx, dict.__getitem__(real, k), v.source)
+            tx.ctx.lazy_reads.record(lambda: self._items.get(k) is read,
+                                     functools.partial(self._unread_again, k, unread))
         return v
 
-    def _unread_again(self, k, read, unread):
-        """Undo of a read taken back with its guards (LazyReads)."""
-        if self._items.get(k) is read:
-            self._items[k] = UnreadValue(ItemSource(self.source, k), k)
-            self._unread = unread
+    def _unread_again(self, k, unread):
+        """The undo of a read taken back with its guards (lazy_reads.py)."""
+        self._items[k] = UnreadValue(ItemSource(self.source, k), k)
+        self._unread = unread
 
     def python_type(self):
         return self.user_cls
