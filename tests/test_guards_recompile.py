@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import tracer
 from tracer.runtime import cache, config
 
-from helpers import assert_captured, assert_warm
+from helpers import assert_captured, assert_warm, traced
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +116,34 @@ def test_module_under_no_grad():
         close(out, model(x))
     assert torch.is_grad_enabled()
     assert captured(c) == 2
+
+
+def test_a_tuple_argument_is_guarded_by_the_items_read():
+    """A tuple of constants was guarded whole on first touch: `x * t[0]` with `t = (2.0, i)`
+    recompiled on every call until the limit (torch.compile: one frame). Its type, length and
+    the items read are guarded; a use of the whole tuple guards all of it."""
+    def f(x, t):
+        return x * t[0]
+
+    def g(x, t):
+        return x.reshape(t), t
+
+    c, cg = tracer.compile(f), tracer.compile(g)
+    with traced() as t:
+        for i in range(6):
+            x = torch.randn(3)
+            assert torch.equal(c(x, (2.0, i)), f(x, (2.0, i)))
+    assert t.frames_traced == 1 and t.recompiles == 0, t
+    with traced() as t:
+        x = torch.randn(3)
+        assert torch.equal(c(x, (3.0, 0)), x * 3.0)  # the item read changed
+    assert t.recompiles == 1, t
+    arg = (3, 1)
+    out, same = cg(torch.randn(3), arg)
+    assert out.shape == (3, 1) and same is arg  # the caller's tuple, passed through
+    with traced() as t:
+        assert cg(torch.randn(3), (1, 3))[0].shape == (1, 3)  # the whole tuple is guarded
+    assert t.recompiles == 1, t
 
 
 # ---- module state ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ attributes treated as immutable: runtime/policy.py) get no guard.
 Decided elsewhere, where the trace reads or relies on something more (`tx.guard(` calls):
 attribute presence or absence and class lookups (objects.py, functions.py, tensor.py), a
 module's parameters, hooks and dicts (nn_module.py), a lazy list's length and a dict input's
-values (containers.py),
+values (containers.py), a tuple input's items (input_tuples.py),
 dict keys read one at a time (dict_storage.py, keyed_dict.py, copying.py), torch and
 autocast queries and the exception state (torch_vars.py, exceptions.py), issubclass answers
 (builtins_impl.py), `type(x)`'s identity (introspection.py), a builtin not shadowed by a
@@ -46,6 +46,7 @@ from .base import ConstantVariable, is_constant_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_structseq
 from .sets import SetVariable
+from .input_tuples import InputTupleVariable
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)
 from .nn_module import is_module_dispatch
@@ -221,7 +222,8 @@ def _number_input(tx, source):
     if not isinstance(source, LocalSource):
         return False
     root = tx.ctx.root_args.get(source.name_)  # (empty while the arguments are being bound)
-    return not isinstance(getattr(root, "value", None), torch.nn.Module)
+    # (a constant is no module: and asking a tuple argument's value would guard all of it)
+    return isinstance(root, ConstantVariable) or not isinstance(getattr(root, "value", None), torch.nn.Module)
 
 
 def _maybe_symbolic_number(tx, value, source):
@@ -337,8 +339,11 @@ def _list(tx, value, source, g):
 
 
 def _tuple(tx, value, source, g):
-    """A tuple: a constant (equality) when all its items are constants, else `_sequence`."""
-    return _constant(tx, value, source, g) if is_constant_value(value) else _sequence(tx, value, source, g)
+    """A tuple: a constant when all its items are constants (guarded as it is used when it has
+    a source: InputTupleVariable), else `_sequence`."""
+    if not is_constant_value(value):
+        return _sequence(tx, value, source, g)
+    return InputTupleVariable(tx, value, source) if source is not None else _constant(tx, value, source, g)
 
 
 def _deque(tx, value, source, g):
