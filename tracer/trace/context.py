@@ -26,8 +26,8 @@ import torch
 
 from ..graph.output_graph import OutputGraph
 from ..graph.side_effects import SideEffects
-from ..variables.lazy_reads import LazyReads
 from ..variables.exceptions import OuterException
+from ..variables.lazy_reads import LazyReads
 
 # What release() does to a field:
 KEEP = "kept"         # nothing (and for checkpoint(): a trial leaves it as it was, or what the

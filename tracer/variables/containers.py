@@ -365,10 +365,9 @@ class DictVariable(Variable):
     def read_lazily(self, tx, value):
         """Hold the values of `value`, the real dict this Variable stands for, unread: each is
         wrapped, and guarded, when the trace reads it (`value_of`). A frame that reads
-        `cfg["scale"]` relies on that value only; guarding every value (TorchDynamo's guards on
-        dicts did, before its lazy trackers) recompiled a training loop that bumps
-        `cfg["step"]` on every call. Its keys and their order are guarded (DictKeysMatch):
-        iteration, len() and `in` read them."""
+        `cfg["scale"]` relies on that value only; guarding every value recompiled a training
+        loop that bumps `cfg["step"]` on every call. Its keys and their order are guarded
+        (DictKeysMatch, by the caller): iteration, len() and `in` read them."""
         self._unread = _Unread(value, tx)
         self._items = {k: UnreadValue(ItemSource(self.source, k), k) for k in value}
 
@@ -377,16 +376,17 @@ class DictVariable(Variable):
         """The storage with every value read: for code that reads the whole dict."""
         return self.read_all()
 
+    @items.setter
+    def items(self, items):
+        self._items = items
+
     def read_all(self):
         """Every value read (wrapped and guarded); the storage."""
         if self._unread is not None:
             for k in [k for k, v in self._items.items() if isinstance(v, UnreadValue)]:
                 self.value_of(k)
+            self._unread = None  # (a refused trial's undo of a read puts it back)
         return self._items
-
-    @items.setter
-    def items(self, items):
-        self._items = items
 
     @property
     def stored(self):
@@ -396,6 +396,7 @@ class DictVariable(Variable):
 
     @property
     def keys(self):
+        """The keys, in order (reading them reads no value)."""
         return self._items.keys()
 
     def value_of(self, k):
