@@ -8,11 +8,20 @@ on 4ae4eb4; each test failed there):
 * `with fwAD.dual_level():` entered a real dual level while tracing (a torch function that
   changes state, called as a query): the compiled call raised "Nested forward mode AD is not
   supported", and the leaked level broke the next eager call too.
+
+And gradients a compiling backend (AOTAutograd: aot_eager, inductor) got wrong where the eager
+backend was right (a hunt on b6feaf6; each test failed there):
+
+* an output of a multi-output view op (`unbind`, `split`) handed out of the graph came back
+  as a tensor of its own: a later in-place write, which eager refuses, ran and left the
+  gradient silently wrong; a view not requiring grad came back made in no-grad mode.
 """
+import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
 
 import tracer
+from helpers import assert_captured, traced
 
 
 def _grad_after(fn):
@@ -212,3 +221,84 @@ def test_grad_of_an_input_or_parameter_is_read_as_a_graph_input():
     torch.testing.assert_close(cm(m, inp), grad_norm(m, inp))
     s = tracer.stats()
     assert s.graph_breaks == 0 and s.fallbacks == 0 and s.frames_traced == 3
+
+
+# ---- compiling backends: gradients as eager's -------------------------------------------------
+
+def _unbind_write(x):
+    y = x * 2
+    a, b = y.unbind(0)
+    a.mul_(2)  # eager: RuntimeError (an output of a multi-output view op written in place)
+    return y
+
+
+def _split_write_after_break(x):
+    y = x * 2
+    a, b = y.split(1)
+    print(end="")
+    a.mul_(2)
+    return y
+
+
+def _unbind_returned(x):
+    return list((x * 2).unbind(0))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [_unbind_write, _split_write_after_break, _unbind_returned])
+def test_an_output_of_unbind_handed_out_of_the_graph_is_still_its_view(backend, fn):
+    """`a, b = (x * 2).unbind(0)` live at a graph break (or returned): AOTAutograd gave a, b
+    back as tensors of their own, so `a.mul_(2)` ran where eager raises, and x's gradient was
+    silently wrong ([[2, 2, 2], ...] against eager's error); at a break of its own before the
+    write it was a BackendError. They are made again after the graph as views of y."""
+    x = torch.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="is a view and is being modified inplace") as eager_error:
+        out = fn(x)
+        out[0].mul_(2)
+    c = tracer.compile(fn, backend=backend)
+    with traced() as t:
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="is a view and is being modified inplace") as e:
+                out = c(x)
+                out[0].mul_(2)
+            assert str(e.value).split(".")[0] == str(eager_error.value).split(".")[0]
+    assert t.fallbacks == 0 and t.internal_errors == 0
+
+
+def _chunk_used(x):
+    y = x * 2
+    a, b = y.chunk(2)
+    print(end="")
+    return (a * 3 + b).sum() + y.sum()
+
+
+def _no_grad_view_written(x, w):
+    z = x.detach().clone().view(2, 2)
+    print(end="")
+    z.add_(w)
+    return z
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_views_handed_out_of_the_graph_keep_their_gradients(backend):
+    """Views remade after the graph give eager's gradients: unbind's outputs used after a
+    break; and a view that does not require grad, written after the break by a tensor that
+    does (AOTAutograd gave it back made in no-grad mode: "A view was created in no_grad mode
+    and is being modified inplace", where eager runs)."""
+    x = torch.arange(6.).reshape(2, 3).requires_grad_()
+    _chunk_used(x).backward()
+    want, x.grad = x.grad, None
+    with traced() as t:
+        tracer.compile(_chunk_used, backend=backend)(x).backward()
+    assert torch.equal(x.grad, want)
+    assert_captured(t, breaks=1)
+    x = torch.arange(1., 5., requires_grad=True)
+    w = torch.tensor([[0., 1.], [2., 3.]], requires_grad=True)
+    want = _no_grad_view_written(x, w)
+    want.sum().backward()
+    want_grad, w.grad = w.grad, None
+    with traced() as t:
+        got = tracer.compile(_no_grad_view_written, backend=backend)(x, w)
+    got.sum().backward()
+    assert torch.equal(got, want) and torch.equal(w.grad, want_grad)
+    assert_captured(t, breaks=1)

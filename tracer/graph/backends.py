@@ -13,7 +13,7 @@ import torch
 from ..exc import BackendError
 from ..runtime import config
 from ..runtime.frame_hook import skip_code
-from . import subgraphs
+from . import aot_outputs, subgraphs
 from .shapes import static_tracing_context
 
 
@@ -223,8 +223,11 @@ def backend_name(backend_fn):
 
 
 def compile_graph(backend_fn, gm, example_inputs):
+    """The backend's callable for gm, giving gm's outputs with eager's autograd facts
+    (aot_outputs.py: what a compiling backend gives back otherwise)."""
+    remade = aot_outputs.remade_views(gm, example_inputs) if backend_fn is not eager else None
     try:
-        compiled = _restarting(backend_fn, gm, example_inputs)
+        compiled = _restarting(backend_fn, gm if remade is None else remade.gm, example_inputs)
     except Exception as e:
         err = BackendError(f"backend {backend_name(backend_fn)} raised {type(e).__name__}: {e}")
         err.backend = backend_fn
@@ -235,8 +238,10 @@ def compile_graph(backend_fn, gm, example_inputs):
         err.backend = backend_fn
         raise err
     compiled = _unhooked(compiled)
-    leaves = _made_leaves(gm) if backend_fn is not eager else ()
-    return _with_leaves(compiled, leaves) if leaves else compiled
+    if remade is not None:
+        compiled = remade.wrap(compiled)
+    leaves = aot_outputs.made_leaves(gm) if backend_fn is not eager else ()
+    return aot_outputs.with_leaves(compiled, leaves) if leaves else compiled
 
 
 def _restarting(backend_fn, gm, example_inputs, tries=3):
@@ -251,38 +256,6 @@ def _restarting(backend_fn, gm, example_inputs, tries=3):
             from torch._dynamo.exc import RestartAnalysis  # (imported only then: torch._dynamo)
             if not isinstance(e, RestartAnalysis) or attempt == tries - 1:
                 raise
-
-
-def _made_leaves(gm):
-    """Positions of the graph's outputs that are leaf tensors requiring grad made by the graph
-    itself (`torch.ones(2, requires_grad=True)` in the frame). Eager's forward makes them so;
-    a compiling backend runs the graph as a whole (AOTAutograd: under no_grad when no input
-    needs a gradient) and hands back a tensor without requires_grad."""
-    out = next(iter(reversed(gm.graph.nodes)), None)
-    if out is None or out.op != "output" or not isinstance(out.args[0], (tuple, list)):
-        return ()
-    return tuple(i for i, n in enumerate(out.args[0])
-                 if isinstance(n, torch.fx.Node) and n.op != "placeholder"
-                 and isinstance(v := n.meta.get("example_value"), torch.Tensor)
-                 and v.requires_grad and v.is_leaf)
-
-
-def _with_leaves(compiled, leaves):
-    """Each such output a leaf that requires grad, as eager made it: AOTAutograd hands it back
-    without requires_grad (no input needs a gradient: the graph ran under no_grad) or, when
-    an input does, as an output of its backward node (not a leaf: its .grad never fills)."""
-    def run_graph_making_leaves(*args):
-        outs = compiled(*args)
-        fixed = list(outs)
-        for i in leaves:
-            t = fixed[i]
-            if not t.is_leaf:
-                fixed[i] = t.detach().requires_grad_(True)
-            elif not t.requires_grad:
-                t.requires_grad_(True)
-        return type(outs)(fixed) if isinstance(outs, tuple) else fixed
-    skip_code(run_graph_making_leaves.__code__)
-    return run_graph_making_leaves
 
 
 def _unhooked(compiled):

@@ -123,7 +123,7 @@ def _with_autograd_flags(outputs, any_needs_grad):
     """The outputs' fakes as F.apply makes them: one that requires grad has autograd history
     (F's backward node), not a leaf. (A leaf requiring grad among a graph's outputs is one the
     graph made itself, `torch.ones(2, requires_grad=True)`, which the graph's caller makes a
-    leaf again after a compiling backend: graph/backends._made_leaves. F's output taken so
+    leaf again after a compiling backend: graph/aot_outputs.made_leaves. F's output taken so
     lost its backward node, and every gradient through it.)"""
     def one(t):
         with t.fake_mode:
