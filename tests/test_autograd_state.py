@@ -12,6 +12,8 @@ on 4ae4eb4; each test failed there):
 And gradients a compiling backend (AOTAutograd: aot_eager, inductor) got wrong where the eager
 backend was right (a hunt on b6feaf6; each test failed there):
 
+* a tensor made in the frame with requires_grad=True and used by the graph got no gradient
+  (AOTAutograd differentiates with respect to the graph's inputs only);
 * an output of a multi-output view op (`unbind`, `split`) handed out of the graph came back
   as a tensor of its own: a later in-place write, which eager refuses, ran and left the
   gradient silently wrong; a view not requiring grad came back made in no-grad mode.
@@ -224,6 +226,37 @@ def test_grad_of_an_input_or_parameter_is_read_as_a_graph_input():
 
 
 # ---- compiling backends: gradients as eager's -------------------------------------------------
+
+def _leaf_used(x):
+    w = torch.ones(3, requires_grad=True)
+    return w, (w * x).sum()
+
+
+def _leaf_added(x):
+    w = torch.zeros(3, requires_grad=True)
+    return w + x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_leaf_made_in_the_frame_and_used_gets_its_gradient(backend):
+    """`w = torch.ones(3, requires_grad=True)` used by the graph: under aot_eager w.grad stayed
+    None (`w, (w * x).sum()`), and `w + x` of an x without grad did not require grad at all.
+    A compiling backend breaks at the op that makes w (as torch.compile does), so w is an
+    input of the graph after it; the eager backend keeps one graph."""
+    x = torch.tensor([1., 2., 3.], requires_grad=True)
+    c = tracer.compile(_leaf_used, backend=backend)
+    with traced() as t:
+        w, loss = c(x)
+        out = tracer.compile(_leaf_added, backend=backend)(torch.randn(3))
+    loss.backward()
+    assert w.is_leaf and torch.equal(w.grad, x.detach()) and torch.equal(x.grad, torch.ones(3))
+    assert out.requires_grad
+    out.sum().backward()
+    assert_captured(t, breaks=0 if backend == "eager" else 2)
+    assert [b.reason for b in c.entries[0].breaks] == ([] if backend == "eager" else [
+        "a tensor made with requires_grad=True is used by the graph: a compiling backend differentiates "
+        "with respect to the graph's inputs only (torch.compile breaks here too)"])
+
 
 def _unbind_write(x):
     y = x * 2

@@ -123,7 +123,7 @@ def writes_history_under_a_try(x, y):
     print("break", file=SINK)  # t is an input of the graph after the break
     try:
         t.relu_()  # an in-place write with autograd history that the graph could not undo:
-        u = torch.cos(t)  # the frame breaks at the write (convert_frame._break_at_history_write)
+        u = torch.cos(t)  # the frame breaks at the write (convert_frame._history_write_at)
     except IndexError:
         u = t
     return u.sum()

@@ -8,7 +8,8 @@ otherwise than the eager backend's (the graph's own forward) gives them:
 - A leaf that requires grad made by the graph (`torch.ones(2, requires_grad=True)` in the
   frame): it comes back without requires_grad (no input needs a gradient: the graph ran under
   no_grad) or as an output of the Function (not a leaf: its .grad never fills). It is made a
-  leaf again (`with_leaves`).
+  leaf again (`with_leaves`). A leaf that other nodes use cannot be mended here: the trace
+  breaks at the op that made it (trace/convert_frame.py `_made_leaf_at`).
 - A view whose view facts autograd reads later: an output of a multi-output view op
   (`a, b = y.unbind(0)`, `split`, `chunk`) comes back as a tensor of its own (AOTAutograd
   hides that aliasing on purpose), so a later `a.mul_(2)`, which eager refuses, runs and
@@ -51,7 +52,8 @@ def made_leaves(gm):
 def with_leaves(compiled, leaves):
     """Each such output a leaf that requires grad, as eager made it: AOTAutograd hands it back
     without requires_grad (no input needs a gradient: the graph ran under no_grad) or, when
-    an input does, as an output of its backward node (not a leaf: its .grad never fills)."""
+    an input does, as an output of its backward node (not a leaf: its .grad never fills).
+    Only outputs no other node uses are such leaves (convert_frame breaks before the others)."""
     def run_graph_making_leaves(*args):
         outs = compiled(*args)
         fixed = list(outs)

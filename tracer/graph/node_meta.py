@@ -18,6 +18,12 @@ import linecache
 import torch
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
+# A trace's own key, beside torch.compile's: on a node whose result is a new leaf that
+# requires grad (`torch.ones(2, requires_grad=True)` in the frame), the (root step, root
+# instruction) that made it, where the frame breaks when a compiling backend cannot make it
+# a leaf (trace/convert_frame.py _made_leaf_break). Never written to disk (persist/graph_io).
+MADE_LEAF = "made_leaf_at"
+
 
 def annotate(tx, node, example, source_fn, leaf_module=None):
     """Fill `node.meta` for a node the interpreter just made in `frame`."""

@@ -28,6 +28,7 @@ from guards.tensor import storage_id, storage_layout
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
+from ..graph import node_meta
 from ..graph.backends import compile_graph, eager as eager_backend
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
@@ -71,7 +72,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                 e.reason = f"{e.reason} ({too_deep})"
                 raise
             # Graph break: trace again, stopping just before the failing root instruction;
-            # once more if the break must go to an earlier write (_break_at_history_write).
+            # once more if the break must go to an earlier instruction (_late_break).
             for retry in (True, False):
                 _release(ctx)
                 ctx, frame, ret = _trace(code, L, G, C, builtins, policy, break_at=e.root_step, handled=handled,
@@ -81,7 +82,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
                 try:
                     entry = _finish_break(frame, e, state, builtins, backend_fn)
                     break
-                except _HistoryBreak as h:
+                except _LateBreak as h:
                     caught.append(h)
                     if not retry:
                         raise
@@ -367,8 +368,9 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
             gm = out.build_module(rewrite.outputs)
         rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.history_changed)
+        _late_break(ctx, _history_write_at(ctx) if rerun is HISTORY else None,
+                    _made_leaf_at(gm) if backend_fn is not eager_backend else None)
         if rerun is HISTORY:
-            _break_at_history_write(ctx)
             rerun = None
         real_inputs = [t for _s, _n, t in out.inputs]
         t_backend = time.perf_counter()
@@ -393,26 +395,58 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)
 
 
-class _HistoryBreak(Unsupported):
-    """A graph break placed at an in-place write with autograd history (_break_at_history_write)."""
+class _LateBreak(Unsupported):
+    """A graph break decided once the graph is built, at an earlier instruction of the root
+    frame (_late_break): convert_frame traces again and stops there."""
 
 
-def _break_at_history_write(ctx):
-    """The graph must be able to rerun (a handler of the frame around one of its ops, or
-    Python writes to replay) but writes an input in place with autograd history, which
-    nothing can undo: break at that write, so that it runs as Python where eager runs it
-    (convert_frame traces again and stops there). Once a break is placed (or where none can
-    be), the graph raises as it is: the known gap in docs/reliability.md."""
-    at = ctx.history_write_at
-    if at is None or (ctx.break_at is not None and at[0] >= ctx.break_at):
+def _late_break(ctx, *wanted):
+    """Raise _LateBreak at the earliest of `wanted` ((root step, root instruction, reason) or
+    None) that the trace did not already stop before."""
+    wanted = [w for w in wanted if w is not None and (ctx.break_at is None or w[0] < ctx.break_at)]
+    if not wanted:
         return
-    step, inst = at
+    step, inst, reason = min(wanted, key=lambda w: w[0])
     code = ctx.code
-    e = _HistoryBreak(f"{HISTORY}, and a handler of the frame or a replayed write needs it to rerun if it raises",
-                    location=f"{code.co_filename}:{inst.lineno}")
+    e = _LateBreak(reason, location=f"{code.co_filename}:{inst.lineno}")
     e.root_step, e.root_inst = step, inst
     e.user_stack = [(code.co_filename, inst.lineno, code.co_name)]
     raise e
+
+
+def _history_write_at(ctx):
+    """The graph must be able to rerun (a handler of the frame around one of its ops, or
+    Python writes to replay) but writes an input in place with autograd history, which
+    nothing can undo: break at that write, so that it runs as Python where eager runs it.
+    Once a break is placed (or where none can be), the graph raises as it is: the known gap
+    in docs/reliability.md."""
+    at = ctx.history_write_at
+    if at is None:
+        return None
+    return (*at, f"{HISTORY}, and a handler of the frame or a replayed write needs it to rerun if it raises")
+
+
+def _made_leaf_at(gm):
+    """Where the graph made a leaf that requires grad (`w = torch.ones(2, requires_grad=True)`)
+    that another of its nodes uses, under a compiling backend: break at the op that made it,
+    so the leaf is made as Python and is an input of the graph after the break (as
+    torch.compile breaks at every such op). AOTAutograd differentiates a graph's outputs with
+    respect to its inputs only: `w * x` would have no gradient to w (none at all where no
+    input needs one). A leaf that is only an output is made a leaf again after the graph
+    (graph/aot_outputs.py with_leaves), so `return w, x * 2` keeps its one graph. A node making
+    such a leaf without a recorded step (none is known) makes the frame run as Python."""
+    for node in gm.graph.nodes:
+        ex = node.meta.get("example_value")
+        if node.op in ("placeholder", "get_attr", "output") or not isinstance(ex, torch.Tensor) or \
+                not (ex.requires_grad and ex.is_leaf) or all(u.op == "output" for u in node.users):
+            continue
+        at = node.meta.get(node_meta.MADE_LEAF)
+        if at is None:
+            raise Unsupported(f"{node.name} makes a leaf that requires grad, which other ops use: a compiling "
+                              f"backend cannot differentiate with respect to it", breakable=False)
+        return (*at, "a tensor made with requires_grad=True is used by the graph: a compiling backend "
+                     "differentiates with respect to the graph's inputs only (torch.compile breaks here too)")
+    return None
 
 
 def _hand_grad_mode_to_bytecode(ctx):

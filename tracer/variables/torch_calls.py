@@ -187,7 +187,11 @@ def wrap_result(tx, node, example, mutating=False, inputs=None):
     same = _tensors_by_fake(inputs) if inputs is not None else {}
     if isinstance(example, torch.Tensor):
         var = same.get(id(example))
-        return var if var is not None else tensor.TensorVariable(node, example)
+        if var is not None:
+            return var
+        if example.requires_grad and example.is_leaf:  # (`torch.ones(2, requires_grad=True)`)
+            node.meta[node_meta.MADE_LEAF] = (ctx.root_steps - 1, ctx.root_frame.current)
+        return tensor.TensorVariable(node, example)
     if isinstance(example, SYM_TYPES) or (type(example) is torch.Size and any(map(is_symbolic, example))):
         return sym.wrap_sym_result(tx, node, example)
     if isinstance(example, (tuple, list)) and _has_tensor(example):
