@@ -14,6 +14,8 @@ backend was right (a hunt on b6feaf6; each test failed there):
 
 * a tensor made in the frame with requires_grad=True and used by the graph got no gradient
   (AOTAutograd differentiates with respect to the graph's inputs only);
+* an in-place change of sizes or strides (`v.t_()`) of a tensor sharing its memory with
+  another one, then a write into that memory: the gradient missed the change;
 * an output of a multi-output view op (`unbind`, `split`) handed out of the graph came back
   as a tensor of its own: a later in-place write, which eager refuses, ran and left the
   gradient silently wrong; a view not requiring grad came back made in no-grad mode.
@@ -256,6 +258,88 @@ def test_a_leaf_made_in_the_frame_and_used_gets_its_gradient(backend):
     assert [b.reason for b in c.entries[0].breaks] == ([] if backend == "eager" else [
         "a tensor made with requires_grad=True is used by the graph: a compiling backend differentiates "
         "with respect to the graph's inputs only (torch.compile breaks here too)"])
+
+
+def _shared_view_t(y, v, w):  # v is a view of y; both passed
+    v.t_()
+    v.add_(w)
+
+
+def _shared_view_unsqueeze(y, v, w):
+    v.unsqueeze_(0)
+    v.mul_(w)
+
+
+def _view_of_intermediate_t(x, w):
+    z = (x * 1).view(2, 2)
+    z.t_()
+    z.add_(w)
+    return z
+
+
+def _aliased_input_loaded_after(b, w):
+    def inner(z):  # b, the base of z, becomes a graph input only after z.t_()
+        z.t_()
+        b.mul_(2)
+        return z * w
+    return inner(b.view(2, 2))
+
+
+def _grads_of_shared_view(fn, kind):
+    """(values, x.grad, w.grad) of `fn` (compiled or not) of the program `kind`."""
+    x = torch.arange(1., 5., requires_grad=True)
+    w = torch.tensor([[0., 1.], [2., 3.]], requires_grad=True)
+    if kind in (_shared_view_t, _shared_view_unsqueeze):
+        y = x * 1
+        fn(y, y.view(2, 2), w if kind is _shared_view_t else w.view(1, 2, 2))
+        out = y
+    else:
+        out = fn(x if kind is _view_of_intermediate_t else x * 1, w).reshape(-1)
+    (out * torch.tensor([1., 10., 100., 1000.])).sum().backward()
+    return out.tolist(), x.grad.tolist(), w.grad.tolist()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [_shared_view_t, _shared_view_unsqueeze, _view_of_intermediate_t,
+                                _aliased_input_loaded_after])
+def test_an_in_place_size_change_of_a_shared_tensor_then_a_write(backend, fn):
+    """`v.t_()` of a tensor whose memory another tensor of the graph shares, then a write into
+    that memory: under aot_eager w's gradient came out untransposed (no error; torch.compile's
+    too), and `unsqueeze_` then `mul_` was a BackendError. The change is a graph break, and so
+    is, after a change of a tensor alone in its memory, a write once another tensor shares it
+    (`b`, z's base, read after `z.t_()`)."""
+    want = _grads_of_shared_view(fn, fn)
+    c = tracer.compile(fn, backend=backend)
+    with traced() as t:
+        assert _grads_of_shared_view(c, fn) == want
+        assert _grads_of_shared_view(c, fn) == want
+    assert t.graph_breaks >= 1 and t.fallbacks == 0 and t.internal_errors == 0
+
+
+def _alone_t(v, w):
+    v.t_()
+    v.add_(w)
+    return v * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_in_place_size_change_of_a_tensor_alone_in_its_memory_stays_in_the_graph(backend):
+    """The same ops on an input that shares its memory with no other tensor of the graph (a
+    view of a tensor not passed counts as alone) are one graph, as before; a later call
+    passing a view of another input traces again (StorageSharing, compiling backends) or runs
+    the graph as it is (eager) and is right."""
+    c = tracer.compile(_alone_t, backend=backend)
+    w = torch.tensor([[0., 1.], [2., 3.]], requires_grad=True)
+    for make in (lambda x: (x * 1).view(2, 2), lambda x: (x * 1).view(2, 2).clone()):
+        with traced() as t:
+            for fn in (_alone_t, c):
+                x = torch.arange(1., 5., requires_grad=True)
+                w.grad = None
+                fn(make(x), w).sum().backward()
+                if fn is _alone_t:
+                    want = x.grad, w.grad.clone()
+            assert torch.equal(x.grad, want[0]) and torch.equal(w.grad, want[1])
+        assert t.graph_breaks == 0 and t.fallbacks == 0 and t.internal_errors == 0
 
 
 def _unbind_write(x):

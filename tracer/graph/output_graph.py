@@ -63,6 +63,8 @@ class OutputGraph:
         self._sym_nodes = {}      # (tensor node, "size"/"stride", dim) -> node computing it
         self.grad_fns = {}        # placeholder / get_attr node -> its fake's grad_fn when made (rerun.py)
         self.sym_inputs = {}      # source -> SymNodeVariable of a dynamic int input
+        self._reshaped = set()    # storage_id of tensors an op changed the sizes or strides of (_shared)
+        self._reshaped_written = set()  # ... and wrote since (alone in that memory then)
 
     def scratch(self):
         """A throw-away graph over the same fake tensors (autograd.Function forwards are
@@ -106,6 +108,9 @@ class OutputGraph:
         elif id(tensor) not in self._fake_memo:
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
+        if self._reshaped_written and storage_id(self._fake_memo[id(tensor)]) in self._reshaped_written:
+            raise Unsupported(f"{source.name()}: an input sharing memory with a tensor whose sizes or strides the "
+                              f"graph changed in place, and then wrote ({_SHARED_WHY})")
         node = self._placeholder(source, tensor, self._fake_memo[id(tensor)], name, like)
         if static:  # (its address too: inductor's cudagraphs reads it in place, backends.Inductor)
             node.meta["static_address"] = True
@@ -202,8 +207,10 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
-        if args and _op_name(op, target).split(".")[0] in RESHAPING_OPS:
-            refused = _reshape_refused(op, target, args, self.shapes.symbolic)
+        reshaping = bool(args) and _op_name(op, target).split(".")[0] in RESHAPING_OPS
+        if reshaping:
+            refused = _reshape_refused(op, target, args, self.shapes.symbolic) or \
+                (_SHARED_RESHAPE if self._shared(_storage_of(args[0])) else None)
             if refused:
                 raise Unsupported(f"{_op_name(op, target)}: {refused}")
         spy = _AtenSpy()
@@ -226,6 +233,13 @@ class OutputGraph:
             tname = getattr(target, "__name__", str(target))
             raise Unsupported(f"{tname}: {spy.found} returns a Python value computed from tensor "
                               f"data (fake tensors only make one up)")
+        if self._reshaped and spy.writes & self._reshaped:
+            if self._shared(spy.writes & self._reshaped):
+                raise Unsupported(f"{_op_name(op, target) or target}: writes memory another tensor shares with "
+                                  f"one whose sizes or strides the graph changed in place ({_SHARED_WHY})")
+            self._reshaped_written |= spy.writes & self._reshaped
+        if reshaping:
+            self._reshaped |= _storage_of(args[0])
         if op == "call_function" and (not isinstance(getattr(target, "__name__", None), str)
                                       or not fx_can_name(target)):
             # a callable object (no __name__: FX names a node after its target's) or one FX
@@ -237,6 +251,31 @@ class OutputGraph:
         node.meta["random"] = spy.random
         self.bind_unbacked(node, example)
         return node, example
+
+    def _shared(self, storages):
+        """Whether two tensors of the graph (inputs, ops' results) lie in one of `storages`: a
+        view and its base, two views of one tensor, two inputs passed as views of one tensor.
+
+        AOTAutograd (aot_eager, inductor) differentiates an in-place change of sizes or strides
+        (RESHAPING_OPS: `v.t_()`) of a tensor whose memory another tensor of the graph shares
+        as if it had not happened, once that memory is written or another of them is changed
+        too (`v = y.view(2, 2); v.t_(); v.add_(w)`: w's gradient untransposed; torch.compile's
+        too). So the graph keeps such changes only of a tensor alone in its memory: one of a
+        shared tensor is a graph break (create_node); after one, so is a write into that memory
+        once another tensor shares it, and a graph input lying in it once the graph wrote it
+        makes the frame run as Python (add_input: a break cannot go to a load). Every backend
+        breaks there (the backend is not known while tracing)."""
+        if not storages:
+            return False
+        seen = set()
+        for node in self.graph.nodes:
+            ex = node.meta.get("example_value")
+            for t in ex if isinstance(ex, (tuple, list)) else (ex,):
+                if isinstance(t, torch.Tensor) and storage_id(t) in storages:
+                    seen.add(id(t))
+                    if len(seen) > 1:
+                        return True
+        return False
 
     def bind_unbacked(self, node, example):
         """Record which output of `node` defines the symbols it made from tensor data
@@ -288,6 +327,16 @@ class OutputGraph:
 # changed: rewrite/rerun.py, variables/block_holes.py)
 RESHAPING_OPS = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "swapdims_", "swapaxes_",
                            "transpose_", "t_", "squeeze_", "unsqueeze_", "detach_"})
+
+
+_SHARED_RESHAPE = "an in-place change of sizes or strides of a tensor sharing its memory with another one"
+_SHARED_WHY = "AOTAutograd's gradients would miss the change"
+
+
+def _storage_of(node):
+    """{storage_id} of the tensor `node` makes, or an empty set."""
+    fake = node.meta.get("example_value") if isinstance(node, fx.Node) else None
+    return {storage_id(fake)} if isinstance(fake, torch.Tensor) else set()
 
 
 def reshapes(node):
