@@ -419,3 +419,23 @@ def test_views_handed_out_of_the_graph_keep_their_gradients(backend):
     got.sum().backward()
     assert torch.equal(got, want) and torch.equal(w.grad, want_grad)
     assert_captured(t, breaks=1)
+
+
+def test_a_view_of_a_parameter_under_no_grad_is_no_new_leaf():
+    """Under no_grad, the fake of `self.cls_token.expand(...)` says requires_grad and is_leaf
+    (the real view requires no grad): taken for a leaf made in the frame, it broke every ViT
+    graph under a compiling backend (6 breaks). A view is never a new leaf."""
+    class Embed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls = torch.nn.Parameter(torch.randn(1, 1, 4))
+
+        def forward(self, x):
+            return torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1) * 2
+
+    m, x = Embed(), torch.randn(2, 3, 4)
+    with torch.no_grad():
+        for backend in ("eager", "aot_eager"):
+            torch.testing.assert_close(tracer.compile(m, backend=backend)(x), m(x))
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.graphs == 2

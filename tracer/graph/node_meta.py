@@ -25,6 +25,14 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 MADE_LEAF = "made_leaf_at"
 
 
+def makes_leaf(example):
+    """Whether an op's fake result is a new leaf that requires grad (`torch.ones(2,
+    requires_grad=True)`, `t.requires_grad_()`). Never a view: a fake view of a parameter made
+    under no_grad says requires_grad=True and is_leaf (`self.cls_token.expand(...)` in ViT),
+    where the real one does not require grad."""
+    return example.requires_grad and example.is_leaf and not example._is_view()
+
+
 def annotate(tx, node, example, source_fn, leaf_module=None):
     """Fill `node.meta` for a node the interpreter just made in `frame`."""
     meta = node.meta

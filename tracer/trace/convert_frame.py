@@ -438,7 +438,7 @@ def _made_leaf_at(gm):
     for node in gm.graph.nodes:
         ex = node.meta.get("example_value")
         if node.op in ("placeholder", "get_attr", "output") or not isinstance(ex, torch.Tensor) or \
-                not (ex.requires_grad and ex.is_leaf) or all(u.op == "output" for u in node.users):
+                not node_meta.makes_leaf(ex) or all(u.op == "output" for u in node.users):
             continue
         at = node.meta.get(node_meta.MADE_LEAF)
         if at is None:

@@ -189,7 +189,7 @@ def wrap_result(tx, node, example, mutating=False, inputs=None):
         var = same.get(id(example))
         if var is not None:
             return var
-        if example.requires_grad and example.is_leaf:  # (`torch.ones(2, requires_grad=True)`)
+        if node_meta.makes_leaf(example):  # (`torch.ones(2, requires_grad=True)`)
             node.meta[node_meta.MADE_LEAF] = (ctx.root_steps - 1, ctx.root_frame.current)
         return tensor.TensorVariable(node, example)
     if isinstance(example, SYM_TYPES) or (type(example) is torch.Size and any(map(is_symbolic, example))):
