@@ -555,3 +555,19 @@ def test_float_of_a_dynamic_size_stays_dynamic():
         torch.testing.assert_close(c(x, n), f(x, n))
     s = tracer.stats()
     assert s.frames_traced == 2 and s.graph_breaks == 0 and s.fallbacks == 0
+
+
+def test_nbytes_and_itemsize_are_metadata():
+    """`x.nbytes` and `x.itemsize` were graph breaks ("Tensor attribute 'nbytes'"): the dtype
+    and sizes decide them; with dynamic sizes nbytes is numel() * itemsize, a node."""
+    def f(x):
+        return x * (x.nbytes / x.itemsize), x.nbytes
+
+    c = tracer.compile(f)
+    for n in (3, 4, 5, 6):
+        x = torch.randn(n, dtype=torch.float64)
+        got, want = c(x), f(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is int
+    s = tracer.stats()
+    assert s.graph_breaks == 0 and s.fallbacks == 0 and s.internal_errors == 0 and s.frames_traced == 2

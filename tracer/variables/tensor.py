@@ -29,7 +29,7 @@ def _lacks_instance_attr(name):
 # Tensor attributes that are pure metadata: folded to constants.
 _META_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse",
                "is_quantized", "is_meta", "layout", "is_leaf", "is_nested", "is_mkldnn",
-               "is_complex"}
+               "is_complex", "itemsize", "nbytes"}
 # Methods whose result depends on metadata only.
 _META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                  "is_floating_point", "is_complex", "element_size", "get_device", "type",
@@ -61,6 +61,9 @@ class TensorVariable(Variable):
         if name in _META_ATTRS:
             if name == "shape":
                 return self.sizes(tx, "size")
+            if name == "nbytes":  # numel() * itemsize (a node where the sizes are dynamic)
+                return operators.binary_op(tx, "mul", self.call_method(tx, "numel", [], {}),
+                                           ConstantVariable(ex.itemsize))
             return ConstantVariable(fold(tx, self, name, getattr(ex, name)))
         if name in _TENSOR_ATTRS:
             return torch_calls.call_torch(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
@@ -244,4 +247,4 @@ class TensorVariable(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, sym, torch_vars, exceptions, builder, torch_calls, numpy_vars, objects  # noqa: E402
+from . import containers, sym, torch_vars, exceptions, builder, torch_calls, numpy_vars, objects, operators  # noqa: E402
