@@ -207,7 +207,7 @@ class OutputGraph:
     # ---- operations ---------------------------------------------------------------
     def create_node(self, op, target, args, kwargs, fake_fn):
         """Add a node whose example value is `fake_fn()` computed under the fake mode."""
-        reshaping = bool(args) and _op_name(op, target).split(".")[0] in RESHAPING_OPS
+        reshaping = bool(args) and _reshaping(op, target)
         if reshaping:
             refused = _reshape_refused(op, target, args, self.shapes.symbolic) or \
                 (_SHARED_RESHAPE if self._shared(_storage_of(args[0])) else None)
@@ -341,7 +341,11 @@ def _storage_of(node):
 
 def reshapes(node):
     """Whether `node` is one of RESHAPING_OPS (called as a method or as a function)."""
-    return _op_name(node.op, node.target).split(".")[0] in RESHAPING_OPS
+    return _reshaping(node.op, node.target)
+
+
+def _reshaping(op, target):
+    return _op_name(op, target).split(".")[0] in RESHAPING_OPS
 
 
 def _op_name(op, target):

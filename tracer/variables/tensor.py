@@ -85,14 +85,13 @@ class TensorVariable(Variable):
         """`x.grad` of an input tensor (an argument, a parameter): read through its source, so
         it is an input of the graph guarded like any (None, or a tensor's metadata), as
         torch.compile reads it (gradient clipping, `p.grad.zero_()`). A tensor the graph made,
-        or a non-leaf (reading its .grad warns), is a break."""
+        or a non-leaf (reading its .grad warns), is a break. (A frame cannot have set it:
+        setting Tensor.grad is a break, setattr.)"""
         real = self.real
         if real is None or self.real_source is None:
             raise Unsupported("reading .grad of a tensor the graph made")
         if not (real.is_leaf or real.retains_grad):
             raise Unsupported("reading .grad of a non-leaf tensor (torch warns)")
-        if tx.side_effects.pending_attr(self, "grad") is not None:
-            raise Unsupported("reading .grad after the frame set it")
         return builder.wrap(tx, real.grad, AttrSource(self.real_source, "grad"))
 
     def instance_attr(self, tx, name):
