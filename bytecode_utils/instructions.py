@@ -296,7 +296,7 @@ def to_bytecode(code: types.CodeType) -> _bc.Bytecode:
     """Abstract ``bytecode.Bytecode`` (labels, TryBegin/TryEnd, named args) for ``code``: the one
     place that decodes with the ``bytecode`` package (``versions.fix_decoded`` repairs what it
     gets wrong on some versions)."""
-    return versions.fix_decoded(_bc.Bytecode.from_code(code), code)
+    return versions.fix_decoded(_bc.Bytecode.from_code(versions.decodable(code)), code)
 
 
 def from_bytecode(bc: _bc.Bytecode) -> types.CodeType:

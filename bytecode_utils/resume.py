@@ -120,7 +120,7 @@ def _cells_as_free_vars(code, items):
                 # bytecode package decodes by name: kept so, the name would become a second
                 # (local) slot of the resume code beside the free variable (a crash on 3.13);
                 # so do an inlined comprehension's save, store and restore of a cell's slot
-                ins = _bc.Instr(ins.name, _bc.FreeVar(ins.arg), lineno=ins.lineno)
+                ins = versions.slot_of_cell(ins.name, ins.arg, lineno=ins.lineno)
         out.append(ins)
     if not copied:
         first = next(i for i, ins in enumerate(out) if isinstance(ins, _bc.Instr))

@@ -209,3 +209,39 @@ def test_a_break_in_a_frame_whose_comprehension_variable_is_a_cell():
             assert repr(got) == repr(want)
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0
+
+
+def test_a_comprehension_cell_beside_a_frame_cell_across_two_breaks():
+    """The frame's own cell `k`, captured by `g` before a comprehension that reuses the name
+    as a cell variable: the resume code saves and restores the slot of its free variable `k`
+    (3.12 writes those instructions on a stand-in local moved to the free slot once
+    assembled, and moved back when a second break decodes the resume code again), so `g`
+    sees the resume's store and the lambdas their own cell. Before, on 3.12, every break in
+    such a frame was an internal error (CI on 3.12 only)."""
+    def shared(x):
+        k = 5
+        g = lambda: k  # noqa: E731
+        fs = [lambda: k for k in "ab"]
+        if x.sum() > 0:
+            k = 7
+        torch._dynamo.graph_break()
+        y = x * g()
+        torch._dynamo.graph_break()
+        return y + len(fs), [f() for f in fs], k, g()
+
+    def twice(x):
+        fs = {k: (lambda: k) for k in "ab"}
+        y = x + 1
+        torch._dynamo.graph_break()
+        y = y * 2
+        gs = [lambda: k for k in "cd"]
+        torch._dynamo.graph_break()
+        return y, [g() for g in fs.values()], [g() for g in gs]
+
+    for fn in (shared, twice):
+        c = tracer.compile(fn)
+        for x in (torch.ones(2), -torch.ones(2), torch.ones(2)):
+            got, want = c(x), fn(x)
+            assert repr(got) == repr(want)
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks >= 4

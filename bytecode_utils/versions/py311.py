@@ -6,9 +6,12 @@ the callable. Conditional jumps come in FORWARD/BACKWARD flavours and accept any
 """
 from __future__ import annotations
 
+import dis as _dis
+
 import bytecode as _bc
 
 UNSET = _bc.UNSET
+_EXTENDED_ARG = _dis.opmap["EXTENDED_ARG"]
 
 #: raw opname -> the names the interpreter may see for it after ``normalize``.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -60,10 +63,67 @@ def fix_decoded(bc, code):
     return bc
 
 
+# ---- local-slot instructions on a closure variable's slot ------------------------------------
+# 3.12 inlines comprehensions (PEP 709): one whose variable is a cell saves the frame's cell
+# with LOAD_FAST_AND_CLEAR of its slot, makes a fresh one, and restores the saved cell with
+# STORE_FAST. In resume code that slot is a free variable (the frame's cells are its closure),
+# and ``bytecode`` 0.19.1 writes local-slot instructions only on locals before 3.13. Such an
+# instruction is written on a marked stand-in local (a dead slot, never bound) and moved to the
+# free variable's slot once assembled; for the ``bytecode`` package to decode the code again
+# (a resume of resume code), it is moved back first. (The tracer reads code with ``dis``,
+# which names the slot's variable either way.)
+SLOT_MARK = ".slot"
+_LOCAL_SLOT_OPS = frozenset(_dis.opmap[n] for n in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST",
+                                                    "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR")
+                            if n in _dis.opmap)
+
+
+def slot_of_cell(opname, name, **loc):
+    """A local-slot instruction (``opname``) on the slot of closure variable ``name``."""
+    return _bc.Instr(opname, name + SLOT_MARK, **loc)
+
+
+def _free_slots(code):
+    """stand-in local index -> its free variable's slot index (localsplus: locals, the cells
+    that are not locals, then the free variables)."""
+    names = code.co_varnames
+    n_cells = sum(1 for c in code.co_cellvars if c not in names)
+    return {i: len(names) + n_cells + code.co_freevars.index(n[:-len(SLOT_MARK)])
+            for i, n in enumerate(names)
+            if n.endswith(SLOT_MARK) and n[:-len(SLOT_MARK)] in code.co_freevars}
+
+
+def _move_slot_args(code, moves):
+    """``code`` with the oparg of every local-slot instruction found in ``moves`` replaced."""
+    raw, ext, start = bytearray(code.co_code), 0, None
+    for off in range(0, len(raw), 2):
+        op, arg = raw[off], raw[off + 1]
+        if op == _EXTENDED_ARG:
+            ext, start = (ext | arg) << 8, off if start is None else start
+            continue
+        full, first, ext, start = ext | arg, off if start is None else start, 0, None
+        if op in _LOCAL_SLOT_OPS and full in moves:
+            to, width = moves[full], (off - first) // 2 + 1
+            if to >= 256 ** width:  # (a longer instruction would move every jump)
+                raise ValueError(f"{code.co_qualname}: slot {to} needs a longer instruction")
+            for k in range(width):
+                raw[off - 2 * k + 1] = (to >> (8 * k)) & 0xFF
+    return code.replace(co_code=bytes(raw))
+
+
+def decodable(code):
+    """``code`` as the ``bytecode`` package can decode it: local-slot instructions on a free
+    variable's slot moved back to their stand-in locals (see ``SLOT_MARK``)."""
+    slots = _free_slots(code)
+    return _move_slot_args(code, {v: k for k, v in slots.items()}) if slots else code
+
+
 def finish_code(new, template=None):
     """``new``, assembled by the ``bytecode`` package with flags copied from ``template``,
-    made consistent where this version needs it. Nothing to do before 3.14."""
-    return new
+    made consistent where this version needs it: instructions written on a stand-in local
+    moved to their free variable's slot (see ``SLOT_MARK``)."""
+    slots = _free_slots(new)
+    return _move_slot_args(new, slots) if slots else new
 
 
 def call_kw_names(instrs, i):

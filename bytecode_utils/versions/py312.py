@@ -9,7 +9,7 @@ UNARY_POSITIVE. The call layout (NULL below the callable) is 3.11's.
 from __future__ import annotations
 
 from . import py311
-from .py311 import (CALL_OPNAMES, ITER_SLOTS, NOT_JUMPS, _i, call_ex_has_kwargs, fix_decoded, finish_code, callable_and_null, call_kw_names,  # noqa: F401
+from .py311 import (CALL_OPNAMES, ITER_SLOTS, NOT_JUMPS, _i, call_ex_has_kwargs, decodable, fix_decoded, finish_code, slot_of_cell, callable_and_null, call_kw_names,  # noqa: F401
                     compare_to_bool, subscr, load_callable, load_closure, load_const_callable, load_global, make_function,
                     push_null, relocatable, return_value, split_call)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import bytecode as _bc
 
 from . import py311, py312
-from .py312 import (ALIASES, INTRINSIC_ALIASES, ITER_SLOTS, NOT_JUMPS, finish_code, fix_decoded, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
+from .py311 import decodable, finish_code  # noqa: F401  (3.13 writes local-slot instructions on any slot)
+from .py312 import (ALIASES, INTRINSIC_ALIASES, ITER_SLOTS, NOT_JUMPS, fix_decoded, SEND_KEEPS_RECEIVER, _i, call_const_on_tos,  # noqa: F401
                     call_ex_has_kwargs, subscr, load_attr, load_global, load_method, native_plain_attr, normalize, push_null, return_const,
                     return_value)
 
@@ -99,6 +100,11 @@ def cond_jump(opname, label, **loc):
 _SPLIT = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
           "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
           "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+
+
+def slot_of_cell(opname, name, **loc):
+    """See py311.slot_of_cell: since 3.13 ``bytecode`` writes it on the free variable."""
+    return _bc.Instr(opname, _bc.FreeVar(name), **loc)
 
 
 def relocatable(items):

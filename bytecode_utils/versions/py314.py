@@ -26,7 +26,8 @@ from . import py311, py313
 from .py313 import (CALL_OPNAMES, ITER_SLOTS, CALL_PREFIX_OPNAMES, INTRINSIC_ALIASES, SEND_KEEPS_RECEIVER, _i,  # noqa: F401
                     call, call_const_on_tos, call_kw_names, callable_and_null, compare_to_bool, cond_jump,
                     load_attr, load_callable, load_closure, load_const_callable, load_global, load_method,
-                    make_function, native, native_plain_attr, push_null, return_value, split_call)
+                    make_function, native, native_plain_attr, push_null, return_value, split_call,
+                    decodable, slot_of_cell)
 
 #: END_ASYNC_FOR's argument points back at its SEND for sys.monitoring only: the instruction
 #: never jumps (it re-raises, or drops the finished async iterator and falls through).
