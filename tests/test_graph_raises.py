@@ -451,3 +451,37 @@ def test_an_input_written_with_autograd_history_then_a_raise_under_a_try():
     entry = c.entries[0]
     assert [b.reason.split(",")[0] for b in entry.breaks] == ["the graph writes an input in place while "
                                                               "recording autograd history"]
+
+
+def _functionalising(gm, example_inputs):
+    """A user's backend: AOTAutograd with no compiler (as aot_eager): the tracer cannot know
+    when it makes the graph's writes into its inputs."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+    return aot_module_simplified(gm, example_inputs, fw_compiler=lambda g, _i: make_boxed_func(g.forward))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor", "user"])
+def test_an_input_written_before_a_raising_op_under_a_compiling_backend(backend):
+    """AOTAutograd copies a graph's new values into its inputs after the graph's last op, and
+    inductor fused that copy into the kernel that raises: `x.add_(1); x[idx]` with idx out of
+    range left x unwritten under aot_eager (eager: written; torch.compile: unwritten too), and
+    under inductor the user saw the kernel's RuntimeError, not eager's IndexError. Such graphs
+    now rerun: aot_eager's with nothing to snapshot (its inputs are untouched when it raises),
+    inductor's and a user backend's with a snapshot of what they write."""
+    def f(x, idx):
+        x.add_(1)
+        return x[idx] * 2
+
+    c = tracer.compile(f, backend=_functionalising if backend == "user" else backend)
+    x_c, x_e = torch.zeros(3), torch.zeros(3)
+    assert torch.equal(c(x_c, torch.tensor([1])), f(x_e, torch.tensor([1]))) and torch.equal(x_c, x_e)
+    with traced() as t:
+        for _ in range(2):
+            with pytest.raises(IndexError) as got:
+                c(x_c, torch.tensor([10]))
+            with pytest.raises(IndexError) as want:
+                f(x_e, torch.tensor([10]))
+            assert str(got.value) == str(want.value) and torch.equal(x_c, x_e)
+        assert torch.equal(c(x_c, torch.tensor([2])), f(x_e, torch.tensor([2]))) and torch.equal(x_c, x_e)
+    assert t.reruns == 2 and t.frames_traced == 0 and t.internal_errors == 0

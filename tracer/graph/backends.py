@@ -216,6 +216,20 @@ def resolve(backend):
         raise ValueError(f"unknown backend {backend!r}; use a callable or one of {sorted(NAMED)}")
 
 
+# When a compiled graph makes its in-place writes into tensors outside itself: at each op, as
+# eager; after its last op; or not known. What a graph that raises has written (rewrite/rerun).
+IN_ORDER, AT_END, UNKNOWN = "in order", "at end", "unknown"
+
+
+def input_writes(backend_fn):
+    """IN_ORDER, AT_END or UNKNOWN for the backend: eager runs the graph as traced;
+    aot_eager's functionalised graph copies the new values into its inputs after its last op;
+    inductor may fuse a copy-back into an earlier kernel, and a user's backend may do anything."""
+    if backend_fn is eager:
+        return IN_ORDER
+    return AT_END if backend_fn is aot_eager else UNKNOWN
+
+
 def backend_name(backend_fn):
     """How an error names a backend: its name, or its type's for a callable object."""
     return getattr(backend_fn, "__qualname__", None) or getattr(backend_fn, "__name__", None) \

@@ -19,7 +19,10 @@ snapshotted before each call and copied back when it raises, and so is the RNG s
 graph drawing random numbers (Plan.wrap); a grad-mode switch is undone (graph_raised).
 Snapshots are taken only where the frame has Python writes to replay or a try/with of
 its own around an op of the graph (the handler must see the exception where eager raises
-it): otherwise raising as-is is already what eager does. Autocast switches, an in-place
+it), or where the backend may make the graph's writes other than at their ops (inductor, a
+user's backend): otherwise raising as-is is already what eager does. AOTAutograd's graphs
+(aot_eager) write their inputs after their last op, so one that raises has written nothing:
+they rerun with no snapshot. Autocast switches, an in-place
 write that recorded autograd history on an input (a restore would not undo it) and ops we
 cannot see into keep a graph from rerunning (a known gap: docs/reliability.md says so).
 
@@ -40,6 +43,7 @@ from bytecode_utils.codegen import GENERATOR_FLAGS
 from guards.tensor import UNKNOWN_STORAGE, storage_id
 
 from ..runtime import records
+from ..graph.backends import AT_END, IN_ORDER, UNKNOWN
 from ..graph.output_graph import reshapes
 from ..runtime.frame_hook import skip_code
 
@@ -80,14 +84,16 @@ def graph_raised(name, grad_mode=None):
     return on_error
 
 
-def plan(code, gm, must_rerun, grad_at_start, history_changed):
+def plan(code, gm, must_rerun, grad_at_start, history_changed, writes=IN_ORDER):
     """How this frame's graph is made safe to rerun: None when it cannot be (the graph then
     raises as before), else a Plan. `must_rerun`: the rewritten code replays Python writes
     after the graph, or a try/with of the traced code would catch an exception of one of
     its ops (only then is a snapshot of what the graph writes worth taking: otherwise the
     graph raising as-is is what eager does); `grad_at_start`: the grad mode the graph runs
     in (its entry's guards hold it); `history_changed(input node)`: an in-place write
-    recorded autograd history on it (OutputGraph.history_changed)."""
+    recorded autograd history on it (OutputGraph.history_changed); `writes`: when the
+    compiled graph makes its in-place writes outside itself (backends.input_writes): only
+    IN_ORDER makes a graph that raises leave eager's writes made."""
     if code.co_flags & GENERATOR_FLAGS:
         return None
     inputs = {}  # storage_id -> the placeholder / get_attr nodes over that storage
@@ -122,7 +128,11 @@ def plan(code, gm, must_rerun, grad_at_start, history_changed):
                 written[n] = (n.op, n, n.meta["example_value"])
     if not (written or rng):
         return Plan(grad_mode)
-    if not must_rerun:
+    if written and writes == AT_END:
+        # (AOTAutograd copies the new values into the inputs after the graph's last op: one
+        # that raises leaves them untouched, and the rerun makes eager's writes up to it)
+        return Plan(grad_mode, devices=devices if rng else None)
+    if not must_rerun and not (written and writes == UNKNOWN):
         return None
     args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

@@ -29,7 +29,7 @@ from guards.tensor import storage_id, storage_layout
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
 from ..graph import node_meta
-from ..graph.backends import compile_graph, eager as eager_backend
+from ..graph.backends import compile_graph, eager as eager_backend, input_writes
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, TraceAgain, Unsupported
@@ -367,7 +367,7 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
         with gc_pause.paused():
             gm = out.build_module(rewrite.outputs)
         rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
-                           ctx.grad_at_start, out.history_changed)
+                           ctx.grad_at_start, out.history_changed, input_writes(backend_fn))
         _late_break(ctx, _history_write_at(ctx) if rerun is HISTORY else None,
                     _made_leaf_at(gm) if backend_fn is not eager_backend else None)
         if rerun is HISTORY:
