@@ -571,3 +571,28 @@ def test_nbytes_and_itemsize_are_metadata():
         assert got[1] == want[1] and type(got[1]) is int
     s = tracer.stats()
     assert s.graph_breaks == 0 and s.fallbacks == 0 and s.internal_errors == 0 and s.frames_traced == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_tensor_of_symbolic_numbers_stays_symbolic_and_exact(backend):
+    """`torch.tensor(n)` of a size or of an int that became symbolic went to the fake
+    torch.tensor, which needs the value: it pinned the size (a recompile per batch size, the
+    frame ran as Python after the limit), and under AOTAutograd the int was baked into a
+    constant truncated to 32 bits (2**31 + 5 came back as -2147483643; torch.compile: right).
+    Now each number is a scalar_tensor node, stacked for a list, with torch.tensor's dtype."""
+    def sizes(x):
+        n = x.shape[0]
+        return (x.sum(0) / torch.tensor(n), torch.as_tensor([[n, 1], [2, n * 2]]), torch.tensor([n, 0.5]),
+                torch.LongTensor([n]), torch.tensor(n, dtype=torch.float64), torch.tensor([n > 5, True]))
+
+    def ints(n):
+        return torch.tensor(n), torch.tensor([[n], [1]])
+
+    c = run_sequence(sizes, [(torch.randn(s, 3),) for s in (4, 6, 5, 7, 8)], backend=backend)
+    assert len(c.entries) == 2  # (static, then symbolic: automatic dynamic)
+    exact = tracer.compile(ints, backend=backend)
+    for n in (3, 300, 2**31 + 5, 2**40 + 7):
+        for got, want in zip(exact(n), ints(n)):
+            assert got.dtype == want.dtype and torch.equal(got, want)
+    s = tracer.stats()
+    assert s.recompiles == 2 and s.graph_breaks == 0 and s.fallbacks == 0

@@ -33,8 +33,8 @@ def call_torch(tx, kind, target, args, kwargs):
         # torch.tensor(np.float64(2.0)) keeps float64; in the graph the scalar is a Python number
         raise Unsupported(f"a NumPy scalar given to torch.{getattr(target, '__name__', target)} (its dtype "
                           "would be lost in the graph)")
-    if target is torch.tensor and len(args) == 1 and sym.is_unbacked(args[0]):
-        return _scalar_tensor(tx, args[0], kwargs)
+    if target in _FROM_DATA and len(args) == 1 and _holds_sym(args[0]):
+        return _tensor_of_syms(tx, args[0], kwargs)
     node_args, fake_args = to_fx(args)
     node_kwargs, fake_kwargs = to_fx(kwargs)
     if _is_indexing(kind, target) and len(fake_args) >= 2:
@@ -158,18 +158,58 @@ def _guard_query(tx, fn, name, args, kwargs, value):
     tx.guard(QueryMatch(fn, tuple(args), tuple(sorted(kwargs.items())), value))
 
 
-_DEFAULT_DTYPE = {int: torch.int64, bool: torch.bool}
+_FROM_DATA = (torch.tensor, torch.as_tensor)
 
 
-def _scalar_tensor(tx, value, kwargs):
-    """`torch.tensor(v)` of a number computed from tensor data: `torch.scalar_tensor` with the
-    dtype torch.tensor would infer (fake torch.tensor needs the value itself)."""
-    if "dtype" not in kwargs:
-        dtype = _DEFAULT_DTYPE.get(value.python_type()) or torch.get_default_dtype()
-        kwargs = dict(kwargs, dtype=ConstantVariable(dtype))
+def _holds_sym(var):
+    """A symbolic number, or a list or tuple holding one at any depth."""
+    if isinstance(var, sym.SymNodeVariable):
+        return True
+    return type(var) in (containers.ListVariable, containers.TupleVariable) and any(map(_holds_sym, var.items))
+
+
+def _tensor_of_syms(tx, data, kwargs):
+    """`torch.tensor(n)`, `torch.as_tensor([[n, 1]])` of symbolic numbers (a size, an int
+    handed on as dynamic, `t.item()`): a `torch.scalar_tensor` per number, stacked, with the
+    dtype torch.tensor would infer. Fake torch.tensor needs the values themselves: it pinned
+    them (a recompile per size), and under AOTAutograd baked `torch.tensor(SymInt)` into a
+    constant truncated to 32 bits (2**31 + 5 came back negative)."""
     if set(kwargs) - {"dtype", "device", "requires_grad"}:
-        raise Unsupported(f"torch.tensor() of a number from tensor data with {sorted(kwargs)}")
-    return call_torch(tx, "call_function", torch.scalar_tensor, [value], kwargs)
+        raise Unsupported(f"torch.tensor() of symbolic numbers with {sorted(kwargs)}")
+    leaves = _leaves(data)
+    if "dtype" not in kwargs:
+        kwargs = dict(kwargs, dtype=ConstantVariable(_inferred_dtype([v.python_type() for v in leaves])))
+    if "requires_grad" in kwargs and not isinstance(data, sym.SymNodeVariable):
+        raise Unsupported("torch.tensor() of a list of symbolic numbers with requires_grad")  # (a stack is no leaf)
+    return _stacked(tx, data, kwargs)
+
+
+def _leaves(var):
+    if type(var) in (containers.ListVariable, containers.TupleVariable):
+        return [leaf for item in var.items for leaf in _leaves(item)]
+    if isinstance(var, sym.SymNodeVariable) or type(var) is ConstantVariable and type(var.value) in (int, float, bool):
+        return [var]
+    raise Unsupported(f"torch.tensor() of symbolic numbers beside {var!r}")
+
+
+def _inferred_dtype(types_):
+    """torch.tensor's dtype for data of these Python types (complex: not traced here)."""
+    if all(t is bool for t in types_):
+        return torch.bool
+    if any(t is float for t in types_):
+        return torch.get_default_dtype()
+    if all(t in (int, bool) for t in types_):
+        return torch.int64
+    raise Unsupported("torch.tensor() of symbolic numbers of another type")
+
+
+def _stacked(tx, var, kwargs):
+    if type(var) not in (containers.ListVariable, containers.TupleVariable):
+        return call_torch(tx, "call_function", torch.scalar_tensor, [var], kwargs)
+    rows = [_stacked(tx, item, kwargs) for item in var.items]
+    if not rows or len({r.example.shape for r in rows}) != 1:
+        raise Unsupported("torch.tensor() of a ragged or empty list of symbolic numbers")
+    return call_torch(tx, "call_function", torch.stack, [containers.ListVariable(rows)], {})
 
 
 def wrap_result(tx, node, example, mutating=False, inputs=None):
