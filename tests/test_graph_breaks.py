@@ -629,3 +629,55 @@ def test_a_value_of_an_untraced_type_left_by_a_break_does_not_stop_the_resume():
     s = tracer.stats()
     assert s.fallbacks == 0 and s.graph_breaks == 2
     assert "Generator" in s.of("break")[-1].reason
+
+
+_OPT_MODEL = torch.nn.Linear(4, 1)
+_OPT = torch.optim.SGD(_OPT_MODEL.parameters(), lr=0.1, momentum=0.9)
+_MISSING = object()
+
+
+def test_a_global_or_attribute_of_an_untraced_type_breaks_only_where_it_is_used():
+    """A training step reading a global optimizer: `opt.zero_grad()` loaded a value of a
+    type the tracer does not model at a LOAD_GLOBAL, which is no place for a break, so the
+    whole frame ran as Python (a fallback; torch.compile: 3 graphs, 2 breaks). It is now held
+    by its source and each use breaks (zero_grad, step; backward breaks anyway); the weights
+    after three steps equal eager's."""
+    def step(x, y):
+        _OPT.zero_grad()
+        loss = ((_OPT_MODEL(x) - y) ** 2).mean()
+        loss.backward()
+        _OPT.step()
+        return loss.detach()
+
+    x = torch.randn(6, 4)
+    y = x.sum(1, keepdim=True)
+    start = copy.deepcopy(_OPT_MODEL.state_dict())
+    want = [step(x, y) for _ in range(3)]
+    want_w = copy.deepcopy(_OPT_MODEL.state_dict())
+    _OPT_MODEL.load_state_dict(start)
+    _OPT.state.clear()
+    c = tracer.compile(step)
+    with traced() as t:
+        got = [c(x, y) for _ in range(3)]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    for k, v in want_w.items():
+        torch.testing.assert_close(_OPT_MODEL.state_dict()[k], v)
+    assert t.fallbacks == 0 and t.internal_errors == 0 and t.graphs >= 2
+    assert any("SGD" in e.reason for e in tracer.stats().of("break"))
+
+
+def test_an_object_sentinel_compared_with_is_is_captured():
+    """`_MISSING = object()` as a default, compared with `is`: a value of type object made
+    the frame run as Python (torch.compile: 1 graph). It is a constant pinned by identity."""
+    def f(x, default=_MISSING):
+        y = x.sin()
+        if default is _MISSING:
+            return y + 1
+        return y + default
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for args in ((torch.ones(3),), (torch.ones(3), 2.0), (torch.zeros(3),)):
+            torch.testing.assert_close(c(*args), f(*args))
+    assert_captured(t, breaks=0)

@@ -42,7 +42,7 @@ from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 
 from ..exc import Unsupported
 from ..runtime import policy
-from .base import ConstantVariable, is_constant_value
+from .base import ConstantVariable, UntracedValue, is_constant_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_structseq
 from .sets import SetVariable
@@ -620,9 +620,16 @@ def _ndarray_method(tx, value, source, g):
 
 
 def _unsupported(tx, value, source, g):
-    """Any other builtin or torch object: Unsupported (no guard). The error names the value:
-    a frame's argument of such a type is held untouched (convert_frame._bind_root)."""
-    err = Unsupported(f"value of type {type(value).__qualname__}")
+    """Any other builtin or torch object (an optimizer, a Generator, a storage, a stream): held
+    untouched by its source, no guard, and any use of it is a graph break there
+    (base.UntracedValue). Loaded by a LOAD_GLOBAL or an attribute read, which are no place for
+    a break, such a value made the whole frame run as Python (`opt.zero_grad()` in a training
+    step reading a global optimizer; torch.compile breaks at the call). With no source to
+    load it from again: Unsupported, naming it."""
+    reason = f"value of type {type(value).__qualname__}"
+    if source is not None:
+        return UntracedValue(value, reason, source)
+    err = Unsupported(reason)
     err.untraced_value = value
     raise err
 
@@ -654,6 +661,7 @@ _BY_TYPE = {
     **{it: _seq_iterator for it in _SEQ_ITERATORS if it is not type(iter([]))},
     types.ModuleType: _python_module,
     types.CodeType: _opaque,
+    object: _opaque,  # a sentinel (`_MISSING = object()`, compared with `is`)
     **{c: _foreign_generator for c in _GENERATOR_TYPES},
 }
 # (looked up by the type's id: a lookup never calls a metaclass's __hash__ or __eq__; the keys
