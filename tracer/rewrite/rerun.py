@@ -132,7 +132,7 @@ def plan(code, gm, must_rerun, grad_at_start, history_changed, writes=IN_ORDER):
         # (AOTAutograd copies the new values into the inputs after the graph's last op: one
         # that raises leaves them untouched, and the rerun makes eager's writes up to it)
         return Plan(grad_mode, devices=devices if rng else None)
-    if not must_rerun and not (written and writes == UNKNOWN):
+    if not must_rerun and not (writes == UNKNOWN and _on_host(written)):
         return None
     args, tensors, nbytes = [], [], 0
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -156,6 +156,13 @@ def plan(code, gm, must_rerun, grad_at_start, history_changed, writes=IN_ORDER):
         elif all(target is not u for u in tensors):
             tensors.append(target)
     return Plan(grad_mode, args, tensors, devices if rng else None)
+
+
+def _on_host(written):
+    """Whether a write is to a tensor off the GPU. A compiled graph's failing check on a CUDA
+    device is a device-side assert, which leaves the device unusable, not an exception a rerun
+    could answer: a snapshot of what it writes would be a cost on every call for nothing."""
+    return any(example is None or example.device.type != "cuda" for _k, _w, example in written.values())
 
 
 # The most a graph's snapshot may copy per call (bytes): beyond it the graph is not rerun.
