@@ -200,3 +200,42 @@ def test_a_size_as_a_dict_key():
             assert torch.equal(c(x, cached), fn(x, ref))
     assert list(cached) == list(ref) == [torch.Size([2, 3]), torch.Size([3, 3])]
     assert t.fallbacks == 0 and t.internal_errors == 0, t
+
+
+_REG = {}
+
+
+class _Registered(torch.nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        _REG[id(self)] = float(scale)
+
+    def forward(self, x):
+        return self.fc(x) * _REG[id(self)]
+
+
+class _RegisteredStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Registered(i + 1) for i in range(4)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def test_id_of_a_module_or_object_read_by_the_frame_is_a_guarded_constant():
+    """`REG[id(self)]` (a registry keyed by object ids): id() of a traced value was a graph
+    break (torch.compile: 1 graph). The id of an object the frame reads from somewhere is
+    a constant pinned by an identity guard: another instance is another entry, and repeated
+    blocks read their own registry values."""
+    x = torch.randn(2, 4)
+    with traced() as t:
+        for m in (_Registered(3), _Registered(5), _RegisteredStack()):
+            c = tracer.compile(m)
+            for _ in range(2):
+                torch.testing.assert_close(c(x), m(x))
+    assert_captured(t, breaks=0)
+    assert t.recompiles == 1  # (the second _Registered: its own id)

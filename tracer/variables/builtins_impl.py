@@ -14,14 +14,14 @@ import torch
 
 from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
-from .base import ConstantVariable, check_builtin_attr, python_object
+from .base import ConstantVariable, ObjectVariable, check_builtin_attr, python_object
 from .functions import library_object
 from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, is_structseq
 from .sets import SetVariable
 from .sym import SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax
 from .tensor import TensorVariable
-from guards import ConstSource, Predicate
+from guards import ConstSource, IdMatch, Predicate
 
 _IMPLS = {}
 
@@ -684,6 +684,12 @@ def _super(tx, *args):
 
 @impl(id)
 def _id(tx, obj):
+    """id() of an object the frame reads from somewhere (a module, a user object, a function,
+    a class: `REG[id(self)]`): its id, pinned by an identity guard. Of a tensor or a value
+    made in the frame (its id is only known when the frame runs): a graph break."""
+    if isinstance(obj, ObjectVariable) and obj.source is not None:
+        tx.guard(IdMatch(obj.source, obj.value))
+        return ConstantVariable(id(obj.value))
     raise Unsupported("id() of a traced value")
 
 
