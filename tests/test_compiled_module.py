@@ -4,6 +4,8 @@ compiled copies with the same options, and the wrapper's attributes, containers,
 and mode switches are the model's. Every compiled result is compared with eager; a copy's
 first call must be a capture of its own (tracer.stats()).
 
+A compiled function is a function to copy and pickle (deepcopy gives it back, pickle names it).
+
 Where torch.compile's OptimizedModule differs (torch 2.13), the test says so: its
 named_parameters()/named_modules() add an `_orig_mod.` prefix, it has no iteration or
 indexing, and it is always sized (`__len__` on every wrapper).
@@ -261,6 +263,73 @@ def test_pickle_into_a_fresh_process():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
     done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == b"ok", done.stderr.decode()[-3000:]
+
+
+# ---- a compiled function held by a model ----------------------------------------------------
+@tracer.compile
+def compiled_act(x):
+    """Module-level: pickled by reference, like the function it compiles."""
+    return torch.relu(x) * 2
+
+
+class WithAct(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+def test_deepcopy_of_a_model_holding_a_compiled_function():
+    """The EMA copy of a model whose activation is a compiled function: deepcopy raised
+    "TypeError: cannot pickle 'CompiledFunction' object" (the C base type has no reduction).
+    A compiled function copies as a function does, as itself: the copy calls the same compiled
+    function, its cache entries shared (they guard what they read)."""
+    m = WithAct(compiled_act)
+    x = _x()
+    close(m(x), m.lin(x).relu() * 2)
+    for new in (copy.deepcopy(m), copy.deepcopy(tracer.compile(m))._orig_mod):
+        assert new.act is compiled_act and new.lin is not m.lin
+        with traced() as t:
+            out = new(x)
+        close(out, new.lin(x).relu() * 2)
+        assert t.fallbacks == 0 and t.internal_errors == 0 and t.cache_hits >= 1, str(t)
+    assert_captured(compiled_act, min_ops=2)
+    assert copy.copy(compiled_act) is compiled_act
+
+
+def test_pickle_of_a_compiled_function_is_by_reference():
+    """pickle (torch.save, DataLoader workers) stores a module-level compiled function by its
+    module and name, as it stores the function; it raised TypeError before."""
+    x = _x()
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(compiled_act, protocol=protocol)) is compiled_act
+    m = WithAct(compiled_act)
+    new = pickle.loads(pickle.dumps(m))
+    assert new.act is compiled_act
+    with traced() as t:
+        out = new(x)
+    close(out, m(x))
+    assert t.fallbacks == 0 and t.graphs + t.cache_hits >= 1, str(t)
+
+
+def test_pickle_of_a_compiled_lambda_or_closure_fails_as_for_the_function():
+    """A compiled lambda or closure cannot be found by name: pickle's own error for such a
+    function, naming it (not "cannot pickle 'CompiledFunction' object")."""
+    def make():
+        def local(x):
+            return x + 1
+        return local
+
+    for fn, name in ((lambda x: x * 2, "<lambda>"), (make(), "local")):
+        c = tracer.compile(fn)
+        close(c(torch.ones(2)), fn(torch.ones(2)))
+        with pytest.raises((pickle.PicklingError, AttributeError)) as info:
+            pickle.dumps(c)
+        assert name in str(info.value) and "CompiledFunction' object" not in str(info.value)
+        assert copy.deepcopy(c) is c  # (as copy.deepcopy of the function gives the function)
 
 
 def test_len_bool_iter_getitem_follow_the_model():

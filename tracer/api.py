@@ -104,6 +104,14 @@ class CompiledFunction(_DispatchBase or object):
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
 
+    def __reduce__(self):
+        """pickle and copy treat a compiled function as a function: by reference, its module
+        and qualified name (which must name this very object: a module-level `@compile`d
+        function; pickle's own error for a lambda or a closure), and copy/deepcopy give the
+        function itself. A copy of an object holding one shares it, and its entries: they
+        guard what they read of the globals and closure the function keeps."""
+        return self.__qualname__
+
     def _bind(self, args, kwargs):
         fn = self._fn
         kw = fn.__kwdefaults__
