@@ -155,3 +155,80 @@ def test_set_stance_force_eager_and_recompile_stances():
     with torch.compiler.set_stance("fail_on_recompile"):
         with pytest.raises(RuntimeError, match="fail_on_recompile"):
             c(torch.ones(7))
+
+
+# ---- a tracer-compiled function or module under torch.compile --------------------------------
+@tracer.compile
+def tracer_inner(x):
+    return x.sin() + 1
+
+
+def calls_tracer_inner(x):
+    return tracer_inner(x) * 2
+
+
+def _counting_compile(fn):
+    """torch.compile(fn) with a backend that counts its graphs (fresh TorchDynamo caches)."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    return torch.compile(fn, backend=backend), graphs
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_torch_compile_inlines_a_tracer_compiled_function(warm):
+    """TorchDynamo traced into the tracer's own Python (api.py's _slow, convert_frame) and
+    raised AssertionError ("Cannot construct ConstantVariable ... untraced" once the tracer had
+    an entry, "exception table entry start instruction has no offset" before). A compiled
+    function now says to TorchDynamo what it wraps (script_if_tracing's `__original_fn`): it is
+    inlined as the original function, one graph, as a nested torch.compile is."""
+    x = torch.randn(3)
+    if warm:
+        assert torch.allclose(tracer_inner(x), x.sin() + 1)
+    before = tracer.stats()
+    f, graphs = _counting_compile(calls_tracer_inner)
+    for _ in range(2):
+        assert torch.allclose(f(x), (x.sin() + 1) * 2)
+    assert len(graphs) == 1
+    assert tracer.stats().frames_traced == before.frames_traced  # (TorchDynamo ran the function)
+    torch._dynamo.reset()
+
+
+def test_torch_compile_inlines_a_tracer_compiled_module():
+    """A tracer-compiled module called from a torch.compile'd function: the wrapper's Python is
+    traced, its compiled forward inlined as the model's forward."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    cm = tracer.compile(m)
+    x = torch.randn(3, 4)
+    f, graphs = _counting_compile(lambda x: cm(x) * 2)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), m(x) * 2)
+    assert len(graphs) == 1
+    torch._dynamo.reset()
+
+
+@tracer.compile
+def tracer_inner_breaks(x):
+    y = x.cos()
+    torch._dynamo.graph_break()
+    return y + 1
+
+
+def test_a_tracer_compiled_function_torch_compile_runs_natively_is_the_tracers():
+    """Where TorchDynamo cannot inline it (a break inside), it runs the call natively: that
+    call's frames (the tracer's machinery, its rewritten code) are kept from TorchDynamo's
+    frame hook and the tracer serves it, first call and cache hits alike. TorchDynamo compiled
+    them and raised instead."""
+    x = torch.randn(3)
+    f, graphs = _counting_compile(lambda x: tracer_inner_breaks(x) * 2)
+    before = tracer.stats()
+    for _ in range(3):
+        assert torch.allclose(f(x), (x.cos() + 1) * 2)
+    after = tracer.stats()
+    assert after.internal_errors == before.internal_errors and after.fallbacks == before.fallbacks
+    assert after.frames_traced > before.frames_traced and after.cache_hits >= before.cache_hits + 2
+    torch._dynamo.reset()

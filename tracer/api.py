@@ -15,6 +15,8 @@ from bytecode_utils import arg_count, make_binder, make_function
 
 from .runtime import cache
 from .runtime import records
+from .runtime.compile_annotations import ORIGINAL, WRAPPER_MARK
+from .runtime.dynamo_interop import dynamo_skip_call
 from .runtime.records import HITS
 from .graph.backends import backend_name, inductor_with, new_step, resolve
 from .check import checked
@@ -68,6 +70,7 @@ class CompiledFunction(_DispatchBase or object):
         self._use_code(fn.__code__)
         cache.register_view(self)
         functools.update_wrapper(self, fn)
+        setattr(self, ORIGINAL, fn)  # (calls under torch.compile inline it: see below)
 
     def _use_code(self, code):
         """Serve the function's code `code`: at creation, and when `fn.__code__` was assigned
@@ -183,10 +186,12 @@ class CompiledFunction(_DispatchBase or object):
             run._entry = entry
         except AttributeError:
             pass
+        dynamo_skip_call(run)  # (C runs it directly: TorchDynamo's hook stays out of it, see below)
         calls, rtol, atol = self._check
         if calls and entry.code is not None:
             run = checked(run, entry, self._run_eager, calls, rtol, atol, self._drop_checker,
                           self._code.co_qualname)
+            dynamo_skip_call(run)
         self._hits.append((entry.guards.check, run))
 
     def _drop_checker(self, plain_run):
@@ -229,6 +234,16 @@ class _CudagraphFunction(CompiledFunction):
 
 if _DispatchBase is not None:
     _enable_vectorcall(CompiledFunction)
+# A call of a compiled function that torch.compile (TorchDynamo) traces is inlined as the
+# original function: the attribute protocol TorchDynamo reads (runtime/compile_annotations.py).
+# Set here: in the class body the name would be mangled.
+setattr(CompiledFunction, WRAPPER_MARK, True)
+# A call TorchDynamo runs natively instead (it could not inline it: a break inside) is the
+# tracer's alone: the frames such a call starts in are kept from TorchDynamo's frame hook
+# (runtime/dynamo_interop.py): `_slow` and each entry's runner (`_add`).
+for _start in (CompiledFunction._slow, _CudagraphFunction.__call__):
+    dynamo_skip_call(_start)
+del _start
 
 
 def _same_items(d, items):

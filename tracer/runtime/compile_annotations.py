@@ -33,6 +33,15 @@ tests/test_torch_internals.py resolves each).
 import sys
 from .frame_hook import skip_code
 
+# TorchDynamo inlines `obj.__original_fn` wherever an object whose attribute
+# `__script_if_tracing_wrapper` is true is called (torch.jit's script_if_tracing wrappers set both
+# on the function): the one attribute protocol, needing no import of torch._dynamo, by which an
+# object says "calling me is calling this Python function". tracer.compile's CompiledFunction
+# sets the mark on its class, so torch.compile traces a tracer-compiled function as the function
+# it compiled (as it does a nested torch.compile).
+WRAPPER_MARK = "__script_if_tracing_wrapper"
+ORIGINAL = "__original_fn"
+
 
 def _dynamo_attr(module, name):
     m = sys.modules.get(module)
