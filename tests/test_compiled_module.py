@@ -4,7 +4,8 @@ compiled copies with the same options, and the wrapper's attributes, containers,
 and mode switches are the model's. Every compiled result is compared with eager; a copy's
 first call must be a capture of its own (tracer.stats()).
 
-A compiled function is a function to copy and pickle (deepcopy gives it back, pickle names it).
+A compiled function is a function to copy and pickle (deepcopy gives it back, pickle names it),
+and a compiled function or module met inside another trace is traced inline as what it wraps.
 
 Where torch.compile's OptimizedModule differs (torch 2.13), the test says so: its
 named_parameters()/named_modules() add an `_orig_mod.` prefix, it has no iteration or
@@ -16,6 +17,7 @@ import pickle
 
 import pytest
 import torch
+import torch._dynamo
 import torch.nn as nn
 
 import tracer
@@ -330,6 +332,105 @@ def test_pickle_of_a_compiled_lambda_or_closure_fails_as_for_the_function():
             pickle.dumps(c)
         assert name in str(info.value) and "CompiledFunction' object" not in str(info.value)
         assert copy.deepcopy(c) is c  # (as copy.deepcopy of the function gives the function)
+
+
+# ---- compiled inside compiled --------------------------------------------------------------
+class Outer(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.inner(x)) + self.inner.lin.bias.sum()
+
+
+def test_a_compiled_submodule_is_traced_as_its_model():
+    """A model whose submodule was compiled, compiled in its turn: one graph. Tracing reached
+    the wrapper's `self._compiled_forward(...)` and broke there ("descriptor wrapper_descriptor
+    on CompiledFunction"): two graphs. The wrapper is now called as its model (guarded as the
+    model; a hook on the model is traced as eager runs it, one on the wrapper recompiles)."""
+    net = Net()
+    o = Outer(tracer.compile(net))
+    co = tracer.compile(o)
+    x = _x()
+
+    def eager(x, k=1.0):
+        return o.out(net(x) * k) + net.lin.bias.sum()
+
+    with traced() as t:
+        close(co(x), eager(x))
+    assert_captured(t, graphs=1, breaks=0)
+    assert t.frames_traced == 1, str(t)
+    handle = net.register_forward_hook(lambda mod, args, out: out * 3)
+    with traced() as t:
+        close(co(x), eager(x))  # (net's own call runs its hook)
+    assert_captured(t, graphs=1, breaks=0)
+    handle.remove()
+    handle = o.inner.register_forward_hook(lambda mod, args, out: out * 5)
+    with traced() as t:
+        close(co(x), eager(x, 5.0))
+    assert_captured(t, graphs=1, breaks=0)
+    handle.remove()
+    with traced() as t:
+        close(co(x), eager(x))
+    assert t.frames_traced == 0 and t.cache_hits >= 1, str(t)
+
+
+@tracer.compile
+def compiled_inner(x):
+    return x.sin() + 1
+
+
+def calls_compiled_inner(x):
+    return compiled_inner(x) * 2
+
+
+def test_a_compiled_function_called_from_a_traced_frame_is_inlined():
+    """A compiled function called from a compiled function (or a method compiled on its
+    class): its original function is inlined, one graph; the global that names it is guarded
+    (another compiled function there recompiles); a break inside breaks the caller at the call,
+    which runs the inner one's own cache."""
+    global compiled_inner
+    c = tracer.compile(calls_compiled_inner)
+    x = _x()
+    with traced() as t:
+        close(c(x), (x.sin() + 1) * 2)
+    assert_captured(t, graphs=1, breaks=0)
+    assert t.frames_traced == 1, str(t)
+    saved = compiled_inner
+    try:
+        compiled_inner = tracer.compile(lambda x: x.cos())
+        with traced() as t:
+            close(c(x), x.cos() * 2)
+        assert_captured(t, graphs=1, breaks=0, recompiles=1)
+
+        def breaks(x):
+            torch._dynamo.graph_break()
+            return x.tan()
+        compiled_inner = tracer.compile(breaks)
+        with traced() as t:
+            close(c(x), x.tan() * 2)
+        assert t.graph_breaks >= 1 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+    finally:
+        compiled_inner = saved
+
+    class WithMethod(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        @tracer.compile
+        def helper(self, x):
+            return self.lin(x).relu()
+
+        def forward(self, x):
+            return self.helper(x) + 1
+
+    m = WithMethod()
+    with traced() as t:
+        close(tracer.compile(m)(x), m.lin(x).relu() + 1)
+    assert_captured(t, graphs=1, breaks=0)
 
 
 def test_len_bool_iter_getitem_follow_the_model():

@@ -15,7 +15,7 @@ from bytecode_utils import arg_count, make_binder, make_function
 
 from .runtime import cache
 from .runtime import records
-from .runtime.compile_annotations import ORIGINAL, WRAPPER_MARK
+from .runtime.compile_annotations import MODULE_WRAPPER_MARK, ORIGINAL, WRAPPER_MARK
 from .runtime.dynamo_interop import dynamo_skip_call
 from .runtime.records import HITS
 from .graph.backends import backend_name, inductor_with, new_step, resolve
@@ -70,7 +70,7 @@ class CompiledFunction(_DispatchBase or object):
         self._use_code(fn.__code__)
         cache.register_view(self)
         functools.update_wrapper(self, fn)
-        setattr(self, ORIGINAL, fn)  # (calls under torch.compile inline it: see below)
+        setattr(self, ORIGINAL, fn)  # (calls under torch.compile, or a trace, inline it: see below)
 
     def _use_code(self, code):
         """Serve the function's code `code`: at creation, and when `fn.__code__` was assigned
@@ -234,9 +234,9 @@ class _CudagraphFunction(CompiledFunction):
 
 if _DispatchBase is not None:
     _enable_vectorcall(CompiledFunction)
-# A call of a compiled function that torch.compile (TorchDynamo) traces is inlined as the
-# original function: the attribute protocol TorchDynamo reads (runtime/compile_annotations.py).
-# Set here: in the class body the name would be mangled.
+# A call of a compiled function that torch.compile (TorchDynamo) traces, or that the tracer meets
+# inside another trace, is inlined as the original function: the attribute protocol TorchDynamo
+# reads (runtime/compile_annotations.py). Set here: in the class body the name would be mangled.
 setattr(CompiledFunction, WRAPPER_MARK, True)
 # A call TorchDynamo runs natively instead (it could not inline it: a break inside) is the
 # tracer's alone: the frames such a call starts in are kept from TorchDynamo's frame hook
@@ -423,6 +423,12 @@ class CompiledModule(torch.nn.Module):
                     f"backend by name or a module-level function, or pickle compiled._orig_mod"
                 ) from None
         return _rebuild_compiled_module, (self._orig_mod, dict(self._tracer_options), self._wrapper_state())
+
+
+# A trace that meets a compiled module (a submodule of a model compiled in its turn) calls the
+# model itself while the wrapper has no hooks of its own (runtime/compile_annotations.py).
+# (TorchDynamo traces the wrapper's Python: its _compiled_forward is a compiled function.)
+setattr(CompiledModule, MODULE_WRAPPER_MARK, True)
 
 
 def _rebuild_compiled_module(module, options, state):

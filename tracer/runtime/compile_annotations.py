@@ -22,6 +22,12 @@ instead of tracing through them:
   torch.compiler.set_stance("force_eager")     compiled functions run as Python;
                                                "eager_on_recompile" runs what would recompile
                                                as Python, "fail_on_recompile" raises there
+  a class marked __script_if_tracing_wrapper   its objects stand for their `__original_fn`:
+                                               a call (or a method bound from one) is that
+                                               function's, inlined (WRAPPER_MARK below)
+  tracer.compile(module): MODULE_WRAPPER_MARK  a call with no hooks on the wrapper is its
+                                               model's call (`_orig_mod`), as TorchDynamo
+                                               calls a nested torch.compile'd module's model
 
 Nothing here imports torch._dynamo: the annotations can only exist if the user's program
 imported it, so each check looks the module up in sys.modules.
@@ -38,9 +44,14 @@ from .frame_hook import skip_code
 # on the function): the one attribute protocol, needing no import of torch._dynamo, by which an
 # object says "calling me is calling this Python function". tracer.compile's CompiledFunction
 # sets the mark on its class, so torch.compile traces a tracer-compiled function as the function
-# it compiled (as it does a nested torch.compile).
+# it compiled (as it does a nested torch.compile), and so does the tracer (wraps_original).
 WRAPPER_MARK = "__script_if_tracing_wrapper"
 ORIGINAL = "__original_fn"
+# The module counterpart, the tracer's own (TorchDynamo knows its OptimizedModule by type): a
+# module whose class sets this mark is, called with no hooks of its own, its model `_orig_mod`
+# called (hooks and all). CompiledModule sets it; a trace that meets one calls the model.
+MODULE_WRAPPER_MARK = "_tracer_module_wrapper"
+ORIGINAL_MODULE = "_orig_mod"
 
 
 def _dynamo_attr(module, name):
@@ -51,6 +62,29 @@ def _dynamo_attr(module, name):
 def is_graph_break(fn):
     gb = _dynamo_attr("torch._dynamo.decorators", "graph_break")
     return gb is not None and fn is gb
+
+
+def wraps_original(cls):
+    """Whether the objects of class `cls` stand for their `__original_fn`, by the mark on the
+    class (read from the classes' own dicts: no descriptor or metaclass runs). torch.jit marks
+    each function object instead: those stay functions, inlined as such."""
+    try:
+        return any(d.get(WRAPPER_MARK) is True for d in _class_dicts(cls))
+    except Exception:  # noqa: BLE001 - a class with a hostile __mro__ or __dict__ is simply not marked
+        return False
+
+
+def wraps_module(cls):
+    """Whether the modules of class `cls` are, called, their `_orig_mod` called (the mark on
+    the class, read as wraps_original reads its own)."""
+    try:
+        return any(d.get(MODULE_WRAPPER_MARK) is True for d in _class_dicts(cls))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _class_dicts(cls):
+    return (k.__dict__ for k in cls.__mro__ if k is not object)
 
 
 def disabled(fn):

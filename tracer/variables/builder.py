@@ -41,7 +41,7 @@ from guards import (ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, 
 from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 
 from ..exc import Unsupported
-from ..runtime import policy
+from ..runtime import compile_annotations as ann, policy
 from .base import ConstantVariable, UntracedValue, is_constant_value
 from .containers import DictVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_structseq
@@ -50,7 +50,7 @@ from .input_tuples import InputTupleVariable
 from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, PartialVariable,
                         UserFunctionVariable)
 from .nn_module import is_module_dispatch
-from .objects import ClassVariable, OpaqueVariable, UserObjectVariable
+from .objects import ClassVariable, OpaqueVariable, UserObjectVariable, WrapperObjectVariable
 from .tensor import TensorVariable
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
 from . import containers
@@ -476,6 +476,13 @@ def _script_function(tx, value, source, g):
     return UserFunctionVariable(value._torchdynamo_inline)
 
 
+def _wrapper_object(tx, value, source, g):
+    """An object that stands for the function it wraps (a tracer.compile'd function): its
+    type (which carries the mark); the function is read, and guarded, when it is called."""
+    g(TypeMatch(source, type(value)))
+    return WrapperObjectVariable(value, source)
+
+
 def _opaque(tx, value, source, g):
     """A value the tracer does not look into, pinned by identity: a callable of an untraced
     library (calling it is a graph break that names it), an enum member, a code object, a C
@@ -683,6 +690,7 @@ _TABLE = (
     (types.ModuleType, _python_module),  # subclasses
     (lambda v, t: isinstance(v, torch.jit.ScriptFunction) and
         isinstance(getattr(v, "_torchdynamo_inline", None), types.FunctionType), _script_function),
+    (lambda v, t: t is not types.FunctionType and ann.wraps_original(t), _wrapper_object),
     (lambda v, t: callable(v) and numpy_vars.traced_name(v) is not None, _numpy_function),
     (lambda v, t: t is types.BuiltinMethodType and numpy_vars.is_ndarray_type(type(getattr(v, "__self__", None))),
      _ndarray_method),

@@ -37,7 +37,7 @@ from guards import ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, S
 from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
-from ..runtime import config
+from ..runtime import compile_annotations as ann, config
 from ..exc import StockLeaf, Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, is_constant_value
 
@@ -320,6 +320,9 @@ class NNModuleVariable(ObjectVariable):
                 raise Unsupported(f"{what} of {self.path}, which this frame wrote to before")
 
     def call(self, tx, args, kwargs):
+        model = self._wrapped_model(tx)
+        if model is not None:
+            return model.call(tx, args, kwargs)
         m = self.module
         own = objects.lookup_type_attr(type(m), "__call__")[0]
         if own is not torch.nn.Module.__call__:
@@ -330,6 +333,23 @@ class NNModuleVariable(ObjectVariable):
             objects.guard_class_lookup(tx, self, "__call__", own, instance_dict=False)
             return functions.UserFunctionVariable(own).call(tx, [self, *args], kwargs)
         return self.dispatch(tx, args, kwargs)
+
+    def _wrapped_model(self, tx):
+        """The model a module wrapper stands for (compile_annotations.wraps_module: a
+        tracer.compile'd module) when the wrapper has no hooks of its own (guarded): its call is
+        then the model's call, hooks and forward as eager runs them, traced and guarded as the
+        model (through `_orig_mod`), as TorchDynamo calls a nested torch.compile'd module's
+        model. None otherwise: the wrapper's own __call__ is traced."""
+        m = self.module
+        if self.source is None or not ann.wraps_module(type(m)):
+            return None
+        self._not_written(tx, "calling", _changes_call)
+        objects.check_dict_not_written(tx, self, "calling")
+        model = m.__dict__.get(ann.ORIGINAL_MODULE)
+        if not isinstance(model, torch.nn.Module) or any(m.__dict__.get(h) for h in _HOOK_DICTS):
+            return None
+        tx.guard(Predicate.falsy_attrs(self.source, _HOOK_DICTS, "has no forward/backward (pre-)hooks"))
+        return builder.wrap(tx, model, AttrSource(self.source, ann.ORIGINAL_MODULE))
 
     def dispatch(self, tx, args, kwargs):
         """What nn.Module.__call__ does (torch's _wrapped_call_impl/_call_impl): the forward

@@ -12,6 +12,7 @@ from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
 from ..exc import Unsupported, UserException
+from ..runtime import compile_annotations as ann
 from .base import ConstantVariable, ObjectVariable, Variable, python_object
 from .dict_storage import DictStorage
 
@@ -167,6 +168,8 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         if attr.fget is None:
             raise Unsupported("unreadable property")
         return functions.UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
+    if ann.wraps_original(type(attr)):  # a compiled method binds as the function it stands for
+        return functions.BoundMethodVariable(builder.wrap(tx, attr, None), obj_var)
     if hasattr(type(attr), "__get__"):
         raise Unsupported(f"descriptor {type(attr).__name__} on {cls.__name__}")
     return builder.wrap(tx, attr, source)
@@ -385,6 +388,26 @@ class UserObjectVariable(DictStorage, ObjectVariable):
 
     def __repr__(self):
         return f"UserObject({type(self.value).__name__})"
+
+
+class WrapperObjectVariable(UserObjectVariable):
+    """An object that stands for the Python function it wraps (compile_annotations.
+    wraps_original: a tracer.compile'd function). Called, that function is inlined, as
+    TorchDynamo inlines a nested torch.compile: the wrapper's own cache plays no part, the outer
+    trace guards what the inlined code reads, and a break inside is a break at this call (which
+    then runs the wrapper natively). Anything else (its attributes, identity, type) is the
+    object's own."""
+
+    def call(self, tx, args, kwargs):
+        return self.original(tx).call(tx, args, kwargs)
+
+    def original(self, tx):
+        """The wrapped function, read through the wrapper's source (guarded as any function)."""
+        src = AttrSource(self.source, ann.ORIGINAL) if self.source is not None else None
+        return builder.wrap(tx, getattr(self.value, ann.ORIGINAL), src)
+
+    def __repr__(self):
+        return f"Wrapper({type(self.value).__name__} of {getattr(self.value, '__qualname__', '?')})"
 
 
 class ClassVariable(ObjectVariable):
