@@ -5,6 +5,7 @@ per iteration, in order, whatever entries the cache already holds.
 Each test compares with eager over several calls and asserts what was captured (graphs,
 breaks, ops from tracer.stats()), so a silent fallback to Python fails it too.
 """
+import collections
 import copy
 import io
 
@@ -320,3 +321,68 @@ def test_a_local_class_method_mutating_a_closure_list_before_a_break():
     assert Track.note.__defaults__ == ([1, 1, 1],)
     assert c.entries[0].code is not None and c.entries[0].breaks
     assert tracer.stats().fallbacks == 0 and tracer.stats().internal_errors == 0
+
+
+# ---- the container model's own operations raise the user's exception ---------------------
+
+_PT = collections.namedtuple("_PT", "a b")
+
+_RAISING_OPS = [
+    "l[5] = 1", "del l[5]", "l.pop(5)", "l[1:2:0]", "del l[::0]", "l[::2] = [1, 2, 3]",
+    "l.insert('a', 1)", "l.pop('a')", "l * 'a'", "'a' * l", "l *= 2.0", "l.append()",
+    "nt[5]", "del d['b']", "q[5] = 1", "del q[5]", "q[0:1]", "q.rotate('a')",
+    "q.popleft(); q.popleft(); q.popleft()",
+]
+
+
+@pytest.mark.parametrize("stmt", _RAISING_OPS)
+def test_a_container_operation_that_raises_is_caught_by_a_traced_handler(stmt):
+    """An index out of range, a zero slice step, an index or count of the wrong type, a
+    missing key: the list/tuple/deque/dict model ran the real operation and its exception
+    escaped the model, an internal error (the frame ran as Python); a namedtuple's or
+    deque's message was not CPython's. Each is now the user's exception, with CPython's
+    message, caught by the traced handler."""
+    src = f'''
+def f(x, l, d, q, nt):
+    out = []
+    try:
+        out.append(1)
+        {stmt}
+        out.append(2)
+    except Exception as e:
+        out.append((type(e).__name__, str(e)))
+    return x * len(out), out
+'''
+    ns = {}
+    exec(compile(src, "<container_raises>", "exec"), ns)
+    args = (t(3), [1, 2], {"a": 1}, collections.deque([1, 2]), _PT(1, 2))
+    check(ns["f"], args, (t(3), [1, 2, 3], {"a": 2}, collections.deque([3]), _PT(3, 4)))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks == 0 and s.ops == 2
+
+
+@pytest.mark.parametrize("stmt", [
+    "l.pop(1, 2)", "l.append(1, 2)", "l.remove(1, 2)", "l.extend([5], [6])", "l.copy(1)",
+    "l.__setitem__(0)", "d.get('a', 1, 2)", "d.get('a', default=1)", "d.copy(1)", "d.clear(1)",
+    "d.setdefault()", "q.pop(0)",
+])
+def test_a_container_method_given_the_wrong_arguments_raises_as_eager(stmt):
+    """The model read the arguments it expected and ignored the rest (`l.pop(1, 2)` popped,
+    `d.clear(1)` cleared, where eager raises TypeError), or read one that was missing (an
+    internal error). A list's method now runs as list's own (CPython's TypeError, caught by
+    the traced handler); a dict's is a break where its arguments do not fit."""
+    src = f'''
+def f(x, l, d, q):
+    x = x + 1
+    try:
+        {stmt}
+        r = None
+    except TypeError as e:
+        r = str(e)
+    return x, r, l, d, q
+'''
+    ns = {}
+    exec(compile(src, "<container_arity>", "exec"), ns)
+    check(ns["f"], (t(3), [1, 2, 3], {"a": 1}, collections.deque([1, 2])))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graphs >= 1

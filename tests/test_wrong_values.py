@@ -285,3 +285,22 @@ def test_set_methods_raise_as_eager_on_unhashable_members():
     with traced() as t:
         tracer.compile(f)(torch.ones(1))
     assert t.internal_errors == 0
+
+
+def test_a_repeated_sequence_keeps_its_kind_and_leaves_the_other_operand_alone():
+    """`n *= lst` with an int n was modelled as `lst *= n` (the list grew in place; eager makes
+    a new list and leaves it alone); `q * 2` of a deque gave a list; `q *= 2` of a bounded
+    deque kept every item until rebuilt (`len(q)` was 6; eager drops the oldest past maxlen)."""
+    def f(x, lst):
+        n = 2
+        n *= lst
+        q = collections.deque([1, 2, 3], maxlen=4)
+        doubled = q * 2
+        q *= 2
+        return x + 1, n, lst, doubled, q, len(q)
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for _ in range(2):
+            run(c, f, torch.ones(1), [1, 2])
+    assert_captured(t)

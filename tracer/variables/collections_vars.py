@@ -17,6 +17,7 @@ from .containers import DictVariable, ListVariable
 
 class DequeVariable(ListVariable):
     kind = collections.deque
+    moves = {**ListVariable.moves, "appendleft": 0, "popleft": 1, "rotate": 1}
 
     def __init__(self, items, source=None, maxlen=None):
         super().__init__(items, source)
@@ -32,48 +33,28 @@ class DequeVariable(ListVariable):
             while len(self.items) > self.maxlen:
                 self.items.pop(0 if not left else -1)
 
+    def real_op(self, op, what):
+        """`op` on a real deque of the Variables, whose own rules hold (its maxlen, no slices,
+        an index checked as deque checks it) and whose messages the user's exception carries;
+        what it holds after is kept."""
+        real = collections.deque(self.items, self.maxlen)
+        out = exceptions.user_errors(lambda: op(real), what)
+        self.items[:] = real
+        return out
+
+    def copied(self, items):
+        return DequeVariable(list(items), maxlen=self.maxlen)
+
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
             raise Unsupported(f"deque.{name} with keyword arguments")
-        if name == "append":
-            self._mutate(tx)
-            self.items.append(args[0])
-            self._trim(left=False)
-        elif name == "appendleft":
-            self._mutate(tx)
-            self.items.insert(0, args[0])
-            self._trim(left=True)
-        elif name in ("pop", "popleft"):
-            if args:
-                raise Unsupported(f"deque.{name} takes no arguments (the user code raises TypeError)")
-            self._mutate(tx)
-            if not self.items:
-                raise exceptions.user_error(IndexError, f"{name} from an empty deque")
-            return self.items.pop(-1 if name == "pop" else 0)
-        elif name == "extend":
+        if name in ("extend", "extendleft"):
+            container_args.check_arity(f"deque.{name}()", args, kwargs, 1, 1)
             self._mutate(tx)
             for item in containers.pulled(tx, args[0]):
-                self.items.append(item)
-                self._trim(left=False)
-        elif name == "extendleft":
-            self._mutate(tx)
-            for item in containers.pulled(tx, args[0]):
-                self.items.insert(0, item)
-                self._trim(left=True)
-        elif name == "rotate":
-            n = args[0].as_constant() if args else 1
-            self._mutate(tx)
-            if self.items:
-                n %= len(self.items)
-                self.items[:] = self.items[-n:] + self.items[:-n]
-        elif name == "copy":
-            return DequeVariable(self.items, maxlen=self.maxlen)
-        elif name == "insert" and len(args) == 2 and type(args[0].as_constant()) is int:
-            if self.maxlen is not None and len(self.items) >= self.maxlen:
-                raise exceptions.user_error(IndexError, "deque already at its maximum size")
-            self._mutate(tx)
-            self.items.insert(args[0].as_constant(), args[1])  # (list.insert's clamping is deque's)
-        elif name in ("insert", "sort"):
+                self.items.insert(len(self.items) if name == "extend" else 0, item)
+                self._trim(left=name == "extendleft")
+        elif name == "sort":
             raise Unsupported(f"deque.{name}")
         else:
             return super().call_method(tx, name, args, kwargs)
@@ -83,11 +64,6 @@ class DequeVariable(ListVariable):
         if name == "maxlen":
             return ConstantVariable(self.maxlen)
         return containers.method_of(self, name)
-
-    def getitem(self, tx, key):
-        if not isinstance(key.as_constant(), int):
-            raise exceptions.user_error(TypeError, "sequence index must be integer, not 'slice'")
-        return super().getitem(tx, key)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -348,4 +324,4 @@ def constructor(cls):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, functions, exceptions, new_objects, objects  # noqa: E402
+from . import container_args, containers, functions, exceptions, new_objects, objects  # noqa: E402

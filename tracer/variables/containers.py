@@ -8,6 +8,7 @@ rebuilt only if they escape (returned, stored).
 """
 import collections
 import functools
+import operator
 
 from ..exc import Unsupported
 from ..runtime import config
@@ -81,6 +82,7 @@ def sequence_index(key):
 
 class BaseSequence(Variable):
     kind = tuple
+    error_kind = tuple  # the real container a failed operation runs on again (real_op)
 
     def __init__(self, items, source=None):
         super().__init__(source)
@@ -104,16 +106,27 @@ class BaseSequence(Variable):
     def length(self, tx):
         return len(self.items)
 
+    def real_op(self, op, what):
+        """`op(items)` on the Python list of this container's Variables (a list and a tuple
+        index, slice and repeat alike). Where it raises, the user's container raises too, with
+        its own kind's message ("tuple index out of range"): `op` runs again on a real container
+        of that kind, and what that raises is the user's exception, not an error of the tracer."""
+        items = self.items
+        try:
+            return op(items)
+        except Exception:  # noqa: BLE001 - the real container says what the user's raises
+            real = self.error_kind(items)
+        exceptions.user_errors(lambda: op(real), what)
+        raise Unsupported(f"{what} fails on the trace's list, not on a {self.error_kind.__name__}")
+
     def getitem(self, tx, key):
         idx = sequence_index(key)
+        got = self.real_op(lambda c: c[idx], f"{self.kind.__name__}[...]")
         if isinstance(idx, slice):
             if type(self) is TupleVariable and idx.indices(len(self.items)) == (0, len(self.items), 1):
                 return self  # t[:] is t (a tuple is immutable; CPython gives it back)
-            return type(self)(self.items[idx])
-        try:
-            return self.items[idx]
-        except IndexError:
-            raise exceptions.user_error(IndexError, f"{self.kind.__name__} index out of range")
+            return type(self)(got)
+        return got
 
     def call_method(self, tx, name, args, kwargs):
         if name == "index" and len(args) == 1:
@@ -126,6 +139,8 @@ class BaseSequence(Variable):
             return ConstantVariable(sum(1 for i in self.items if operators.values_equal(tx, i, args[0])))
         if name == "__len__":
             return ConstantVariable(len(self.items))
+        if name in ("__getitem__", "__contains__"):
+            container_args.check_arity(f"{self.kind.__name__}.{name}()", args, kwargs, 1, 1)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name == "__contains__":
@@ -212,7 +227,12 @@ def _same_items(items, made):
 
 class ListVariable(BaseSequence):
     kind = list
+    error_kind = list
     mutable = True
+    # Methods that only move items, never compare or call them: run as the kind's own C method
+    # on a real container of the Variables (real_op), so a bad index or argument raises CPython's
+    # own exception. The number: how many leading arguments are indices (handed over as values).
+    moves = {"append": 0, "insert": 1, "pop": 1, "clear": 0, "reverse": 0, "copy": 0}
     _unread = None   # _Unread while no item of an input list has been read (see lazy())
     _appended = ()   # ... and what the frame appended to it meanwhile
 
@@ -276,43 +296,50 @@ class ListVariable(BaseSequence):
     def _mutate(self, tx):
         tx.side_effects.mutated(self)
 
+    def copied(self, items):
+        """A new container of this kind holding `items` (`l.copy()`, `l * 2`)."""
+        return ListVariable(list(items))
+
     def setitem(self, tx, key, value):
         idx = sequence_index(key)
+        what = f"{self.kind.__name__}[...] = ..."
         self._mutate(tx)
         if isinstance(idx, slice):
-            self.items[idx] = value.iterate(tx)
-        else:
-            self.items[idx] = value
+            self.real_op(lambda c: c[idx], what)  # a bad slice raises before the value is read
+            value = value.iterate(tx)
+        self.real_op(lambda c: operator.setitem(c, idx, value), what)
 
     def delitem(self, tx, key):
+        idx = sequence_index(key)
         self._mutate(tx)
-        del self.items[sequence_index(key)]
+        self.real_op(lambda c: operator.delitem(c, idx), f"del {self.kind.__name__}[...]")
+
+    def _move(self, tx, name, args):
+        """One of `moves`, run as the kind's own method on the real container."""
+        n = self.moves[name]
+        values = [container_args.index_value(a) for a in args[:n]] + list(args[n:])
+        what = f"{self.kind.__name__}.{name}()"
+        if name == "copy":
+            return self.copied(self.real_op(lambda c: type(c).copy(c, *values), what))
+        self._mutate(tx)
+        if name == "append" and self._unread is not None:  # an unread input: appends kept apart (lazy)
+            exceptions.user_errors(lambda: self._appended.append(*values), what)
+            return ConstantVariable(None)
+        out = self.real_op(lambda c: getattr(type(c), name)(c, *values), what)
+        return ConstantVariable(None) if out is None else out
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs and name != "sort":
             raise Unsupported(f"list.{name} with keyword arguments")
-        if name == "append":
-            self._mutate(tx)
-            (self._appended if self._unread is not None else self.items).append(args[0])
-        elif name == "extend":
+        if name in self.moves:
+            return self._move(tx, name, args)
+        if name == "extend":
+            container_args.check_arity("list.extend()", args, kwargs, 1, 1)
             self._mutate(tx)
             for item in pulled(tx, args[0]):
                 self.items.append(item)
-        elif name == "insert":
-            self._mutate(tx)
-            self.items.insert(args[0].as_constant(), args[1])
-        elif name == "pop":
-            self._mutate(tx)
-            if not self.items:
-                raise exceptions.user_error(IndexError, "pop from empty list")
-            return self.items.pop(args[0].as_constant() if args else -1)
-        elif name == "clear":
-            self._mutate(tx)
-            self.items.clear()
-        elif name == "reverse":
-            self._mutate(tx)
-            self.items.reverse()
         elif name == "remove":
+            container_args.check_arity("list.remove()", args, kwargs, 1, 1)
             for i, item in enumerate(self.items):
                 if operators.values_equal(tx, item, args[0]):
                     self._mutate(tx)
@@ -320,8 +347,6 @@ class ListVariable(BaseSequence):
                     break
             else:
                 raise Unsupported("list.remove: value not found (the user code raises ValueError)")
-        elif name == "copy":
-            return ListVariable(self.items)
         elif name == "sort":
             if args or any(k not in ("key", "reverse") for k in kwargs):
                 raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
@@ -330,6 +355,7 @@ class ListVariable(BaseSequence):
             self._mutate(tx)
             self.items[:] = ordered
         elif name == "__setitem__":
+            container_args.check_arity("list.__setitem__()", args, kwargs, 2, 2)
             self.setitem(tx, args[0], args[1])
         else:
             return super().call_method(tx, name, args, kwargs)
@@ -443,10 +469,14 @@ class DictVariable(Variable):
         self._items[_const_key(tx, key)] = value
 
     def delitem(self, tx, key):
+        k = _const_key(tx, key)
+        if k not in self._items:
+            raise key_error(k)
         tx.side_effects.mutated(self)
-        del self._items[_const_key(tx, key)]
+        del self._items[k]
 
     def call_method(self, tx, name, args, kwargs):
+        container_args.check_dict_call(self.user_cls, name, args, kwargs)
         if name == "get":
             k = _const_key(tx, args[0])
             if k in self._items:
@@ -766,4 +796,4 @@ def advance(it, n):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, exceptions, operators  # noqa: E402
+from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, container_args, exceptions, operators  # noqa: E402

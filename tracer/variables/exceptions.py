@@ -284,6 +284,19 @@ def folding_error(e, what):
     return Unsupported(f"{what} raises {cls.__name__} (the user code raises it)")
 
 
+def user_errors(op, what):
+    """`op()`, a real operation on plain values that stand for the user's (a list of Variables
+    indexed, sliced, repeated): what it raises, the user's code raises there too, so it is the
+    user's exception (folding_error), never an error of the tracer. `op` must call no
+    Variable's method: an Unsupported it raised would lose its own reason."""
+    try:
+        return op()
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's operation raises it
+        raise folding_error(e, what) from None
+
+
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.

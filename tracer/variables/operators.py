@@ -75,18 +75,10 @@ def binary_op(tx, name, a, b):
         a.call_method(tx, "extend", [b], {})
         return a
     if base == "mul" and isinstance(a, BaseSequence) and b.is_constant():
-        if type(a) is TupleVariable and b.as_constant() == 1 and type(b.as_constant()) in (int, bool):
-            return a  # CPython gives the tuple itself (`t * 1 is t`; CPython's test_repeat)
-        items = a.items * b.as_constant()
-        if isinstance(a, ListVariable):
-            if inplace:
-                tx.side_effects.mutated(a)
-                a.items = items
-                return a
-            return ListVariable(items)
-        return TupleVariable(items)
+        return _repeat(tx, a, b.as_constant(), inplace, lambda seq, n: seq * n)
     if base == "mul" and isinstance(b, BaseSequence) and a.is_constant():
-        return binary_op(tx, name, b, a)
+        # (`n *= seq` with an immutable n is `n * seq`: a new sequence)
+        return _repeat(tx, b, a.as_constant(), False, lambda seq, n: n * seq)
     if base in ("or_", "or"):  # (ior's base is "or"); `int | None` in an annotation evaluated at run time
         union = introspection.annotation_union(tx, a, b)
         if union is not None:
@@ -97,6 +89,21 @@ def binary_op(tx, name, a, b):
     if base == "mod" and a.is_constant() and isinstance(a.as_constant(), str):
         raise Unsupported("%-formatting with non-constant values")
     raise Unsupported(f"operator {name} on {a} and {b}")
+
+
+def _repeat(tx, seq, n, inplace, op):
+    """`seq * n` or `n * seq` (`op`, in the user's order, so that a count that is not an int
+    raises CPython's own TypeError naming the right operand), on the sequence's real items."""
+    if type(seq) is TupleVariable and n == 1 and type(n) in (int, bool):
+        return seq  # CPython gives the tuple itself (`t * 1 is t`; CPython's test_repeat)
+    items = list(seq.real_op(lambda c: op(c, n), "sequence repetition"))
+    if not isinstance(seq, ListVariable):
+        return TupleVariable(items)
+    if inplace:
+        tx.side_effects.mutated(seq)
+        seq.items = items
+        return seq
+    return seq.copied(items)
 
 
 def _plain_dict(var):
