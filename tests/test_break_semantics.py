@@ -386,3 +386,42 @@ def f(x, l, d, q):
     check(ns["f"], (t(3), [1, 2, 3], {"a": 1}, collections.deque([1, 2])))
     s = tracer.stats()
     assert s.internal_errors == 0 and s.fallbacks == 0 and s.graphs >= 1
+
+
+# ---- an attribute store the trace cannot prove succeeds runs where it is written -----------
+
+class _Slots:
+    __slots__ = ("a",)
+
+
+class _SlotsSub(_Slots):
+    __slots__ = ()
+
+
+class _ReadOnlyClassAttr:
+    __slots__ = ()
+    b = 1
+
+
+@pytest.mark.parametrize("make", [_Slots, _SlotsSub, _ReadOnlyClassAttr, object])
+def test_an_attribute_store_that_raises_runs_before_the_writes_after_it(make):
+    """`obj.b = 1` on an object without a `__dict__` (slots, a read-only class attribute)
+    raises AttributeError in eager, between the two in-place writes. The store was recorded
+    and replayed after the graph, so `x.mul_(3)` had already happened when it raised. The
+    store is now a break: it runs natively, where it is written."""
+    def f(x, obj):
+        x.add_(1)
+        obj.b = 1
+        x.mul_(3)
+        return x
+
+    c = tracer.compile(f)
+    for x in (torch.zeros(2), torch.ones(3)):
+        seen = []
+        for run in (f, c):
+            mine = x.clone()
+            _, e = _outcome(run, (mine, make()))
+            seen.append((type(e), str(e), mine.tolist()))
+        assert seen[0] == seen[1] and seen[0][0] is AttributeError, seen
+    s = tracer.stats()
+    assert s.graph_breaks >= 1 and s.fallbacks == 0 and s.internal_errors == 0 and s.graphs >= 1

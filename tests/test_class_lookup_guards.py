@@ -566,3 +566,36 @@ def test_bool_follows_a_bool_method_added_to_the_class_later():
             torch.testing.assert_close(c(x, cache), _branch(x, cache))
         assert t.recompiles == 1, str(t)
     torch.testing.assert_close(c(x, cache), x + 1)
+
+
+class _Stored:
+    pass
+
+
+def _store_then_read(x, obj):
+    obj.v = 2
+    return x * obj.v
+
+
+@pytest.mark.parametrize("change", ["property", "setattr"])
+def test_an_attribute_store_recompiles_once_the_class_takes_it_over(change):
+    """`obj.v = 2` is replayed after the graph and a later `obj.v` in the trace reads the
+    stored value; both rely on the class having no descriptor under `v` and no `__setattr__`
+    of its own. Neither was guarded: a property or a `__setattr__` added to the class later
+    kept the traced answer (2 where eager gives 10)."""
+    c = tracer.compile(_store_then_read)
+    x = torch.ones(1)
+    assert torch.equal(c(x, _Stored()), x * 2)
+    if change == "property":
+        patch = mock.patch.object(_Stored, "v", property(lambda self: 10, lambda self, v: None), create=True)
+    else:
+        patch = mock.patch.object(_Stored, "__setattr__", lambda self, n, v: object.__setattr__(self, n, v * 5),
+                                  create=True)
+    with patch:
+        with traced() as t:
+            got = c(x, _Stored())
+        assert torch.equal(got, _store_then_read(x, _Stored())) and got.item() == 10.0
+        assert t.recompiles == 1, str(t)
+    with traced() as t:
+        assert torch.equal(c(x, _Stored()), x * 2)
+    assert t.frames_traced == 0, str(t)

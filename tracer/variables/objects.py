@@ -312,24 +312,30 @@ class UserObjectVariable(DictStorage, ObjectVariable):
 
     def setattr(self, tx, name, value):
         cls = type(self.value)
-        custom = cls.__setattr__
+        custom, _ = guarded_type_lookup(tx, class_source(self), cls, "__setattr__")  # (one set later runs)
         if custom is not object.__setattr__ and custom is not _NAMESPACE_SETATTR:
             if not isinstance(custom, types.FunctionType):
                 raise Unsupported(f"{cls.__name__} customises __setattr__ ({type(custom).__name__})")
             # A Python __setattr__ (ModelOutput's) is inlined; its super().__setattr__ or
             # object.__setattr__(self, ...) reaches generic_setattr.
-            guard_class_lookup(tx, self, "__setattr__", custom, instance_dict=False)
             functions.UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
         self.generic_setattr(tx, name, value, raw=False)
 
     def generic_setattr(self, tx, name, value, raw=True):
         """object.__setattr__(obj, name, value). `raw`: replayed as that call, not as a
-        store through the class's own __setattr__ (which the trace inlined)."""
+        store through the class's own __setattr__ (which the trace inlined). The store is
+        replayed after the graph, so only one that goes to the instance dict is recorded: a
+        data descriptor on the class (a property, a slot) runs code, and an object without a
+        `__dict__` raises AttributeError; either is a break here, where it runs natively,
+        before the effects that follow it. What the class holds under `name` is guarded."""
         cls = type(self.value)
-        attr, _ = lookup_type_attr(cls, name)
+        attr, _ = guarded_type_lookup(tx, class_source(self), cls, name)
         if attr is not None and hasattr(type(attr), "__set__") or name in ("__class__", "__dict__"):
             raise Unsupported(f"setting {cls.__name__}.{name} runs a descriptor")
+        if not cls.__dictoffset__:
+            raise Unsupported(f"{cls.__name__} object has no __dict__ to store {name!r} in "
+                              f"(the user code raises AttributeError)")
         tx.side_effects.store_attr(self, name, value, raw=raw)
 
     def slot_call(self, tx, owner, name, args, kwargs):
