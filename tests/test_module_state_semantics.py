@@ -263,3 +263,122 @@ def test_a_write_through_the_modules_dict_before_its_call_is_seen_by_the_call(wr
     assert _equal(got, expected) and _equal(got, torch.full((3,), -0.5))
     assert m.negative_slope == 0.5
     assert t.internal_errors == 0 and t.graphs >= 1, str(t)
+
+
+# ---- a store nn.Module.__setattr__ refuses runs where it is written (bug hunt, 2026-12) ------
+
+class _Wrap(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.register_buffer("buf", torch.zeros(2))
+
+
+@pytest.mark.parametrize("store", [
+    "m.lin.weight = torch.ones(2, 2)",  # a parameter's name takes a Parameter or None
+    "m.lin = 5",                        # a submodule's name takes a Module or None
+    "m.buf = 5",                        # a buffer's name takes a tensor or None
+    "m.lin.bias = m.lin",               # a Module under a parameter's name
+])
+def test_a_module_store_that_raises_runs_before_the_writes_after_it(store):
+    """Module.__setattr__ raises TypeError for these, between the two in-place writes. The
+    store was recorded and replayed after the graph, so `x.mul_(3)` had already happened
+    when it raised. module_stores now follows Module.__setattr__: a store it refuses is a
+    break, run natively where it is written."""
+    ns = {"torch": torch}
+    exec(f"def f(x, m):\n    x.add_(1)\n    {store}\n    x.mul_(3)\n    return x\n", ns)
+    f, seen = ns["f"], []
+    with traced() as t:
+        for run in (f, tracer.compile(f)):
+            x = torch.zeros(2)
+            with pytest.raises(TypeError) as e:
+                run(x, _Wrap())
+            seen.append((str(e.value), x.tolist()))
+    assert seen[0] == seen[1] and seen[0][1] == [1.0, 1.0], seen
+    assert t.graph_breaks >= 1 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._s = 1.0
+
+    @property
+    def scale(self):
+        return self._s * 2
+
+    @scale.setter
+    def scale(self, v):
+        self._s = v
+
+
+class _Doubling(torch.nn.Module):
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value * 2 if isinstance(value, float) else value)
+
+
+@pytest.mark.parametrize("make", [_Scaled, _Doubling])
+def test_a_module_store_through_a_setter_is_what_a_later_read_sees(make):
+    """A property setter on the module's class, or the class's own __setattr__, decides what
+    `m.scale` reads back (6.0); the trace read back the stored 3.0 and ran the setter only
+    in the replay."""
+    def f(x, m):
+        m.scale = 3.0
+        return x * m.scale
+
+    x = torch.ones(2)
+    with traced() as t:
+        got = tracer.compile(f)(x, make())
+    assert _equal(got, f(x, make())) and _equal(got, torch.full((2,), 6.0))
+    assert t.fallbacks == 0 and t.internal_errors == 0, str(t)
+
+
+def test_stores_module_setattr_accepts_are_captured_without_a_break():
+    """What Module.__setattr__ takes (None for a parameter, a submodule or a buffer; a tensor
+    for a buffer; a parameter or module under a new name; a plain value) is still recorded
+    and replayed, in one graph; the module tree then matches eager's."""
+    def f(x, m):
+        y = x + 1
+        m.lin.bias = None
+        m.buf = y
+        m.extra = m.lin.weight
+        m.twin = m.lin
+        m.k = 7
+        return y * m.k + m.buf
+
+    ms = _Wrap(), _Wrap()
+    x = torch.ones(2)
+    with traced() as t:
+        got = tracer.compile(f)(x, ms[1])
+    assert _equal(got, f(x, ms[0]))
+    assert [n for n, _ in ms[0].named_parameters()] == [n for n, _ in ms[1].named_parameters()]
+    assert list(ms[0].state_dict()) == list(ms[1].state_dict())
+    assert_captured(t, graphs=1)
+
+
+def test_a_store_under_a_buffers_name_recompiles_for_a_module_holding_a_parameter_there():
+    """Whether `m.w = tensor` succeeds turns on which dict holds `w` (a buffer: replaced; a
+    parameter: TypeError); modules of one class may differ there, so it is guarded."""
+    class M(torch.nn.Module):
+        def __init__(self, as_param):
+            super().__init__()
+            if as_param:
+                self.w = torch.nn.Parameter(torch.zeros(2))
+            else:
+                self.register_buffer("w", torch.zeros(2))
+
+    def f(x, m):
+        x.add_(1)
+        m.w = torch.ones(2)
+        x.mul_(3)
+        return x
+
+    c = tracer.compile(f)
+    x = torch.zeros(2)
+    c(x, M(False))
+    assert x.tolist() == [3.0, 3.0]
+    x = torch.zeros(2)
+    with traced() as t:
+        with pytest.raises(TypeError):
+            c(x, M(True))
+    assert x.tolist() == [1.0, 1.0] and t.recompiles == 1, str(t)

@@ -165,6 +165,9 @@ class NNModuleVariable(ObjectVariable):
         return module_tensor(tx, value, source, self._child_path(name))
 
     def setattr(self, tx, name, value):
+        """Recorded, to replay after the graph, once module_stores has shown that it succeeds
+        and where it files the value (else a break here: the store runs natively)."""
+        module_stores.check_store(tx, self, name, value)
         tx.side_effects.store_attr(self, name, value)
 
     def hasattr(self, tx, name):
@@ -686,4 +689,4 @@ def guard_global_module_hooks(tx):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import block_holes, builder, lazy_modules, leaf_modules, containers, functions, exceptions, objects, tensor as tensor_mod, torch_vars  # noqa: E402
+from . import block_holes, builder, lazy_modules, leaf_modules, containers, functions, exceptions, module_stores, objects, tensor as tensor_mod, torch_vars  # noqa: E402
