@@ -19,6 +19,8 @@ backend was right (a hunt on b6feaf6; each test failed there):
 * an output of a multi-output view op (`unbind`, `split`) handed out of the graph came back
   as a tensor of its own: a later in-place write, which eager refuses, ran and left the
   gradient silently wrong; a view not requiring grad came back made in no-grad mode.
+
+And a graph a compiling backend refused (a hunt on 3b2ba16): `x.set_(y)` of a graph input.
 """
 import pytest
 import torch
@@ -340,6 +342,43 @@ def test_an_in_place_size_change_of_a_tensor_alone_in_its_memory_stays_in_the_gr
                     want = x.grad, w.grad.clone()
             assert torch.equal(x.grad, want[0]) and torch.equal(w.grad, want[1])
         assert t.graph_breaks == 0 and t.fallbacks == 0 and t.internal_errors == 0
+
+
+def _set_to_other(x, y):
+    x.set_(y)  # x now lies in y's memory, with y's sizes
+    return x + 1
+
+
+def _set_to_nothing(x, y):
+    z = x * 2
+    x.set_()
+    return z + y, x.shape
+
+
+def _set_on_written(x, y):
+    x.add_(1)
+    torch.Tensor.set_(x, y)
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [_set_to_other, _set_to_nothing, _set_on_written])
+def test_set_of_an_input_is_a_break_under_a_compiling_backend(backend, fn):
+    """`x.set_(y)` of a graph input: under aot_eager a BackendError ("Encountered a set_ on a
+    graph input, but the input has other mutations"), and `x.set_()` raised a size mismatch,
+    where eager runs. A compiling backend breaks at the set_ (as torch.compile does); the
+    eager backend keeps one graph."""
+    make = lambda: (torch.ones(3), torch.zeros(2, 3))  # noqa: E731
+    ea, ca = make(), make()
+    want = fn(*ea)
+    c = tracer.compile(fn, backend=backend)
+    with traced() as t:
+        got = c(*ca)
+    assert repr(got) == repr(want) and repr(ca) == repr(ea)
+    assert_captured(t, breaks=0 if backend == "eager" else 1)
+    if backend != "eager":
+        assert "set_ of a graph input" in c.entries[0].breaks[0].reason
+    assert repr(c(*make())) == repr(fn(*make()))
 
 
 def _unbind_write(x):

@@ -24,6 +24,16 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 # a leaf (trace/convert_frame.py _made_leaf_break). Never written to disk (persist/graph_io).
 MADE_LEAF = "made_leaf_at"
 
+# On a node that a compiling backend cannot take as it is (a `set_` of a graph input), the
+# (root step, root instruction) of the trace that made it, where the frame breaks once the
+# backend is known to be one (trace/convert_frame.py). Never written to disk.
+MADE_AT = "made_at"
+
+
+def stamp(node, ctx):
+    """Record on `node` where in the root frame the trace made it (MADE_AT)."""
+    node.meta[MADE_AT] = (ctx.root_steps - 1, ctx.root_frame.current)
+
 
 def makes_leaf(example):
     """Whether an op's fake result is a new leaf that requires grad (`torch.ones(2,

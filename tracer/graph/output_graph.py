@@ -344,6 +344,13 @@ def reshapes(node):
     return _reshaping(node.op, node.target)
 
 
+def repoints_input(node):
+    """Whether `node` is a `set_` (any overload: of a tensor, a storage, nothing) of a graph
+    input: the caller's tensor is pointed at other memory."""
+    return _op_name(node.op, node.target).split(".")[0] == "set_" and bool(node.args) and \
+        isinstance(node.args[0], fx.Node) and node.args[0].op in ("placeholder", "get_attr")
+
+
 def _reshaping(op, target):
     return _op_name(op, target).split(".")[0] in RESHAPING_OPS
 

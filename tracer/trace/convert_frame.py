@@ -30,6 +30,7 @@ from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
 from ..graph import node_meta
 from ..graph.backends import compile_graph, eager as eager_backend, input_writes
+from ..graph.output_graph import repoints_input
 from ..runtime.cache import Entry, cache_for
 from ..runtime.frame_hook import skip_code
 from ..exc import BackendError, FullGraphError, StockLeaf, TraceAgain, Unsupported
@@ -369,7 +370,7 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
         rerun = rerun_plan(tx.code, gm, ctx.ops_under_handler or not ctx.side_effects.is_empty(),
                            ctx.grad_at_start, out.history_changed, input_writes(backend_fn))
         _late_break(ctx, _history_write_at(ctx) if rerun is HISTORY else None,
-                    _made_leaf_at(gm) if backend_fn is not eager_backend else None)
+                    *(_refused_by_compilers(gm) if backend_fn is not eager_backend else ()))
         if rerun is HISTORY:
             rerun = None
         real_inputs = [t for _s, _n, t in out.inputs]
@@ -424,6 +425,31 @@ def _history_write_at(ctx):
     if at is None:
         return None
     return (*at, f"{HISTORY}, and a handler of the frame or a replayed write needs it to rerun if it raises")
+
+
+def _refused_by_compilers(gm):
+    """The places where the frame must break because a compiling backend (AOTAutograd under
+    aot_eager and inductor) cannot take the graph as it is: (root step, root instruction,
+    reason) or None, each."""
+    return _made_leaf_at(gm), _repointed_input_at(gm)
+
+
+def _repointed_input_at(gm):
+    """Where the graph points one of its inputs at other memory (`x.set_(y)`, any overload of
+    set_): break at that op, so that it runs as Python and the input is read again after it,
+    as torch.compile breaks there. AOTAutograd refuses such a graph once the input has another
+    mutation ("Encountered a set_ on a graph input, but the input has other mutations": a
+    BackendError where eager runs), and gives `x.set_()` the wrong sizes."""
+    for node in gm.graph.nodes:
+        if not repoints_input(node):
+            continue
+        at = node.meta.get(node_meta.MADE_AT)
+        if at is None:
+            raise Unsupported(f"{node.name} points a graph input at other memory, which a compiling backend "
+                              f"refuses", breakable=False)
+        return (*at, "set_ of a graph input: a compiling backend cannot point an input at other memory "
+                     "(torch.compile breaks here too)")
+    return None
 
 
 def _made_leaf_at(gm):

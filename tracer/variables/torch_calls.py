@@ -22,7 +22,7 @@ from guards.guard import AUTOCAST_DEVICES
 
 from ..exc import Unsupported
 from ..graph import node_meta
-from ..graph.output_graph import getitem_node
+from ..graph.output_graph import getitem_node, repoints_input
 from ..graph.shapes import SYM_TYPES, is_symbolic
 from . import containers, tensor_facts
 from .base import ConstantVariable, is_constant_value
@@ -224,6 +224,8 @@ def wrap_result(tx, node, example, mutating=False, inputs=None):
         ctx.ops_under_handler = tx.under_handler()
     if ctx.history_write_at is None and node.meta.get("writes") and ctx.output.writes_history(node):
         ctx.history_write_at = (ctx.root_steps - 1, ctx.root_frame.current)
+    if repoints_input(node):  # (a compiling backend refuses it: trace/convert_frame.py)
+        node_meta.stamp(node, ctx)
     same = _tensors_by_fake(inputs) if inputs is not None else {}
     if isinstance(example, torch.Tensor):
         var = same.get(id(example))
