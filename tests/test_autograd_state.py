@@ -20,7 +20,8 @@ backend was right (a hunt on b6feaf6; each test failed there):
   as a tensor of its own: a later in-place write, which eager refuses, ran and left the
   gradient silently wrong; a view not requiring grad came back made in no-grad mode.
 
-And a graph a compiling backend refused (a hunt on 3b2ba16): `x.set_(y)` of a graph input.
+And a graph a compiling backend refused (a hunt on 3b2ba16): `x.set_(y)` of a graph input; and
+grad mode left off by a backend that raised inside a `no_grad` block.
 """
 import pytest
 import torch
@@ -379,6 +380,28 @@ def test_set_of_an_input_is_a_break_under_a_compiling_backend(backend, fn):
     if backend != "eager":
         assert "set_ of a graph input" in c.entries[0].breaks[0].reason
     assert repr(c(*make())) == repr(fn(*make()))
+
+
+def _index_out_of_range_under_no_grad(x):
+    with torch.no_grad():
+        y = x[torch.tensor(7)]  # (fake tensors let it pass; AOTAutograd knows the index and raises)
+    return y
+
+
+def test_a_backend_that_raises_inside_a_no_grad_block_leaves_grad_mode_on():
+    """AOTAutograd runs the graph's `_set_grad_enabled(False)` while it traces; raising inside
+    the block (an index it finds out of range) left grad mode off after the call, which raised
+    IndexError as eager does: every later op ran without autograd."""
+    x = torch.randn(3, 3, requires_grad=True)
+    with pytest.raises(IndexError) as want:
+        _index_out_of_range_under_no_grad(x)
+    c = tracer.compile(_index_out_of_range_under_no_grad, backend="aot_eager")
+    with traced() as t:
+        with pytest.raises(IndexError) as got:
+            c(x)
+    assert str(got.value) == str(want.value)
+    assert torch.is_grad_enabled() and (x * 2).requires_grad
+    assert t.fallbacks == 0 and t.internal_errors == 0
 
 
 def _unbind_write(x):

@@ -262,7 +262,13 @@ def _restarting(backend_fn, gm, example_inputs, tries=3):
     """backend_fn(gm, example_inputs), compiled again when it raises torch's RestartAnalysis:
     its signal to compile again with what it learnt, not a failure. (AOTAutograd's pass that
     turns float scalars into tensors raises it for a 0-dim float64 CPU input on the first such
-    compile of a process, after recording the symbol it specialises; torch.compile restarts.)"""
+    compile of a process, after recording the symbol it specialises; torch.compile restarts.)
+
+    The grad mode is put back after each attempt: a compiling backend runs the graph's
+    `_set_grad_enabled` nodes while it traces, and one that raises inside a `no_grad` block
+    (an index it finds out of range) left grad mode off for the caller, after an error eager
+    raises too, and for everything after it."""
+    grad = torch.is_grad_enabled()
     for attempt in range(tries):
         try:
             return backend_fn(gm, example_inputs)
@@ -270,6 +276,8 @@ def _restarting(backend_fn, gm, example_inputs, tries=3):
             from torch._dynamo.exc import RestartAnalysis  # (imported only then: torch._dynamo)
             if not isinstance(e, RestartAnalysis) or attempt == tries - 1:
                 raise
+        finally:
+            torch._C._set_grad_enabled(grad)
 
 
 def _unhooked(compiled):
