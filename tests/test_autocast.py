@@ -1,15 +1,18 @@
-"""`with torch.autocast(...)` inside compiled code (issue 9: models run under autocast, and
-models that switch it off around a computation, as HF rotary embeddings do).
+"""Mode blocks inside compiled code (tracer/variables/mode_blocks.py): `with torch.autocast(...)`
+(issue 9: models run under autocast, and models that switch it off around a computation, as
+HF rotary embeddings do) and `with torch.inference_mode()`.
 
 The block is part of the graph as under torch.compile: `torch.amp._enter_autocast` and
-`_exit_autocast` nodes, with fake tensors traced under the same autocast. A graph break
-inside the block leaves it at the graph's end and enters it again in the rewritten code.
-Every test compares with eager (values and dtypes), checks capture and warm calls, and that
-the caller's autocast state is what eager leaves."""
+`_exit_autocast` nodes, `_enter_inference_mode` and `_exit_inference_mode` nodes, with fake
+tensors traced under the same mode. A graph break inside the block leaves it at the graph's
+end and enters it again in the rewritten code. Every test compares with eager (values and
+dtypes; inference-ness), checks capture and warm calls, and that the caller's state is what
+eager leaves."""
 import pytest
 import torch
 
 import tracer
+from helpers import assert_captured, assert_warm, traced
 from semantics_helpers import check, run
 
 
@@ -129,3 +132,163 @@ def test_inductor_compiles_a_graph_with_an_autocast_block():
     got, want = c(x, w), f(x, w)
     assert got.dtype == want.dtype and torch.allclose(got, want, atol=1e-2, rtol=1e-2)
     assert tracer.stats().graphs >= 1 and tracer.stats().fallbacks == 0
+
+
+# ---- torch.inference_mode() (a hunt on 3b2ba16) ------------------------------------------------
+
+def _inference_block(x):
+    a = x.sin()
+    with torch.inference_mode():
+        y = x * 2
+        y = y.cos()
+    return a + y
+
+
+def _inference_nodes(c):
+    return [t.__name__ for t in _nodes(c) if "inference_mode" in getattr(t, "__name__", "")]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_inference_mode_block_is_part_of_the_graph(backend):
+    """`with torch.inference_mode():` was three graph breaks (constructing the object, its
+    `mode`, the object passed to a torch op); torch.compile captures it in one graph. It is one
+    graph with `_enter_inference_mode`/`_exit_inference_mode` nodes under either backend."""
+    x = torch.randn(3, 3, requires_grad=True)
+    want = _inference_block(x)
+    c = tracer.compile(_inference_block, backend=backend)
+    with traced() as t:
+        got = c(x)
+    assert torch.allclose(got, want) and got.requires_grad and not got.is_inference()
+    assert_captured(t, graphs=1, breaks=0)
+    assert _inference_nodes(c) == ["_enter_inference_mode", "_exit_inference_mode"]
+    got.sum().backward()
+    assert torch.allclose(x.grad, x.detach().cos())
+    assert_warm(c, x)
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def _inference_tensors(x):
+    with torch.inference_mode():
+        y = x * 2
+        inside = (y.is_inference(), torch.is_inference_mode_enabled(), torch.is_grad_enabled())
+        with torch.inference_mode(False):
+            z = x * 3
+            nested = (torch.is_inference_mode_enabled(), torch.is_grad_enabled())
+        v = x[0]
+    return y, z, v, y + z, inside, nested
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensors_made_in_an_inference_mode_block_are_inference_tensors(backend):
+    """Fakes are made in the real mode, so what the code asks inside (`is_inference()`, the
+    modes) is eager's answer, and `inference_mode(False)` inside makes normal tensors again.
+    The eager backend runs the block as it is: one graph. A compiling backend would run it in
+    the frame's mode and give `y` back as a normal tensor: the frame breaks at the block, whose
+    body runs in a resume function traced in inference mode."""
+    x = torch.randn(3, requires_grad=True)
+    want = _inference_tensors(x)
+    c = tracer.compile(_inference_tensors, backend=backend)
+    with traced() as t:
+        got = c(x)
+    assert want[4] == got[4] == (True, True, False) and want[5] == got[5] == (False, True)
+    for g, w in zip(got[:4], want[:4]):
+        assert torch.allclose(g, w) and (g.is_inference(), g.requires_grad) == (w.is_inference(), w.requires_grad)
+    assert [w.is_inference() for w in want[:4]] == [True, False, False, False]
+    if backend == "eager":
+        assert_captured(t, graphs=1, breaks=0)
+    else:
+        assert t.fallbacks == 0 and t.internal_errors == 0 and t.graph_breaks >= 1
+        assert "a tensor made in an inference_mode block leaves the graph" in c.entries[0].breaks[0].reason
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def _written_outside(x):
+    with torch.inference_mode():
+        y = x * 2
+    y.add_(1)  # eager: "Inplace update to inference tensor outside InferenceMode"
+    return y
+
+
+def _saved_for_backward(x):
+    with torch.inference_mode():
+        y = x * 2
+    return x * y  # eager: "Inference tensors cannot be saved for backward"
+
+
+@pytest.mark.parametrize("fn", [_written_outside, _saved_for_backward])
+def test_what_eager_refuses_of_an_inference_tensor_raises_as_in_eager(fn):
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError) as want:
+        fn(x)
+    c = tracer.compile(fn)
+    with traced() as t:
+        with pytest.raises(RuntimeError) as got:
+            c(x)
+    assert str(got.value) == str(want.value)
+    assert t.fallbacks == 0 and t.internal_errors == 0
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def _break_inside_inference(x):
+    with torch.no_grad():
+        with torch.inference_mode():
+            y = x * 2
+            with torch.enable_grad():
+                print(end="")  # a graph break: grad mode on, inference mode on
+                z = x * 3
+        w = x * 4
+    return y, z, w, x * 5, torch.is_grad_enabled()
+
+
+def test_graph_break_inside_an_inference_mode_block():
+    """The graph leaves the block at its end and the rewritten code enters it again, in the
+    grad mode it was entered in (no_grad's), then sets the one the code had reached inside
+    (enable_grad's): after the block, no_grad's mode is back, as in eager."""
+    x = torch.randn(3, requires_grad=True)
+    want = _break_inside_inference(x)
+    c = tracer.compile(_break_inside_inference)
+    for _ in range(3):
+        with traced() as t:
+            got = c(x)
+        for g, w in zip(got[:4], want[:4]):
+            assert torch.equal(g, w) and (g.is_inference(), g.requires_grad) == (w.is_inference(), w.requires_grad)
+        assert got[4] is want[4] is True
+        assert t.fallbacks == 0 and t.internal_errors == 0 and t.recompiles == 0
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def _raises_in_nested_blocks(x, i):
+    with torch.inference_mode():
+        y = x * 2
+        with torch.inference_mode(False):
+            z = x[i]  # fake tensors cannot tell i out of range: the graph raises at run time
+    return y, z
+
+
+def _raises_and_does_not_rerun(x, i):
+    with torch.autocast("cpu", enabled=False):  # (a graph with autocast nodes raises as it is)
+        w = x + 1
+    with torch.inference_mode():
+        with torch.inference_mode(False):
+            z = x[i]
+    return w, z
+
+
+@pytest.mark.parametrize("fn", [_raises_in_nested_blocks, _raises_and_does_not_rerun])
+def test_a_graph_that_raises_inside_inference_mode_blocks_leaves_them(fn):
+    """The blocks' guards (torch._C._InferenceMode) stayed in the raising graph's frame: freed
+    with it, outer first, they left the thread in inference mode with grad off for good; kept
+    by the exception, the caller's `except` block ran in inference mode. The eager backend's
+    graph keeps them apart and leaves them when it raises, innermost first."""
+    x = torch.randn(3, 3)
+    c = tracer.compile(fn)
+    assert all(torch.equal(g, w) for g, w in zip(c(x, torch.tensor(1)), fn(x, torch.tensor(1))))
+    for run_it in (fn, c):
+        try:
+            run_it(x, torch.tensor(7))
+            raise AssertionError("no IndexError")
+        except IndexError as e:
+            assert "index 7 is out of bounds" in str(e)
+            assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    assert tracer.stats().internal_errors == 0

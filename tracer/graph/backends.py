@@ -13,7 +13,7 @@ import torch
 from ..exc import BackendError
 from ..runtime import config
 from ..runtime.frame_hook import skip_code
-from . import aot_outputs, subgraphs
+from . import aot_outputs, inference_blocks, subgraphs
 from .shapes import static_tracing_context
 
 
@@ -238,10 +238,13 @@ def backend_name(backend_fn):
 
 def compile_graph(backend_fn, gm, example_inputs):
     """The backend's callable for gm, giving gm's outputs with eager's autograd facts
-    (aot_outputs.py: what a compiling backend gives back otherwise)."""
-    remade = aot_outputs.remade_views(gm, example_inputs) if backend_fn is not eager else None
+    (aot_outputs.py: what a compiling backend gives back otherwise), and its inference-mode
+    blocks as the backend can run them (inference_blocks.py)."""
+    compiling = backend_fn is not eager
+    given = inference_blocks.for_backend(gm, compiling)
+    remade = aot_outputs.remade_views(given, example_inputs) if compiling else None
     try:
-        compiled = _restarting(backend_fn, gm if remade is None else remade.gm, example_inputs)
+        compiled = _restarting(backend_fn, given if remade is None else remade.gm, example_inputs)
     except Exception as e:
         err = BackendError(f"backend {backend_name(backend_fn)} raised {type(e).__name__}: {e}")
         err.backend = backend_fn
@@ -252,6 +255,8 @@ def compile_graph(backend_fn, gm, example_inputs):
         err.backend = backend_fn
         raise err
     compiled = _unhooked(compiled)
+    if given is not gm and not compiling:
+        compiled = inference_blocks.leaving_on_error(compiled)
     if remade is not None:
         compiled = remade.wrap(compiled)
     leaves = aot_outputs.made_leaves(gm) if backend_fn is not eager else ()

@@ -178,7 +178,8 @@ def _nbytes(t):
 
 def _effect(node, modules):
     """What running `node` twice could change outside the graph, beside the storages its
-    "writes" meta names: None, "grad" (the grad mode), "random" (the RNG state) or
+    "writes" meta names: None, "grad" (the grad mode; an inference-mode block's guard is left
+    when the graph raises: graph/inference_blocks.py), "random" (the RNG state) or
     "unknown" (autocast state, a tensor resized or re-pointed, code we do not know)."""
     if node.op == "call_module":
         mod = modules.get(node.target)
@@ -192,7 +193,7 @@ def _effect(node, modules):
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if not isinstance(name, str) or reshapes(node) or name in ("_enter_autocast", "_exit_autocast"):
         return "unknown"
-    if name == "_set_grad_enabled":
+    if name in ("_set_grad_enabled", "_enter_inference_mode"):  # (inference mode switches grad mode too)
         return "grad"
     if "writes" not in node.meta and ((name.endswith("_") and not name.endswith("__")) or
                                        "out" in node.kwargs or name in ("__setitem__", "setitem")):

@@ -120,10 +120,11 @@ class TraceContext:
     # real grad mode around the trace
     grad_at_start: object = _state(None, release=KEEP, trial=KEEP)
     grad_at_stop: object = _state(None, release=KEEP, trial=KEEP)
-    # AutocastVariables entered (for real too) and not left yet (entering one makes a graph
-    # node: a trial that did is not restorable, by the output's mark)
-    autocast_stack: list = _state(list, release=KEEP, trial=KEEP)
-    autocast_at_stop: list = _state(list, release=KEEP, trial=KEEP)  # ... when the trace stopped
+    # autocast and inference-mode blocks entered (for real too) and not left yet, innermost
+    # last (variables/mode_blocks.py; entering one makes a graph node: a trial that did is not
+    # restorable, by the output's mark)
+    mode_blocks: list = _state(list, release=KEEP, trial=KEEP)
+    mode_blocks_at_stop: list = _state(list, release=KEEP, trial=KEEP)  # ... when the trace stopped
     # the thread's dispatch key sets at entry, where guards run (torch_vars.tensor_match)
     entry_dispatch_tls: tuple = _state(_dispatch_tls, release=KEEP, trial=KEEP)
     # NNModuleVariables whose forward is being inlined (node_meta; pushed and popped in a finally)

@@ -9,7 +9,7 @@ tracer.BackendError to the caller, naming the backend and the frame, unless
 config.suppress_errors is set (then it falls back like the rest, with the reason logged).
 
 Torch internals read here: torch._C._autograd's saved-tensor hooks and
-torch.amp.autocast_mode._exit_autocast; checked on torch 2.13.0, 2.14.1 and 2.15.0
+torch.autograd.grad_mode._enter_inference_mode; checked on torch 2.13.0, 2.14.1 and 2.15.0
 (docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
 import logging
@@ -28,7 +28,7 @@ from guards.tensor import storage_id, storage_layout
 
 from ..rewrite import codegen
 from ..runtime import config, gc_pause, records
-from ..graph import node_meta
+from ..graph import inference_blocks, node_meta
 from ..graph.backends import compile_graph, eager as eager_backend, input_writes
 from ..graph.output_graph import repoints_input
 from ..runtime.cache import Entry, cache_for
@@ -44,7 +44,8 @@ from ..variables.base import UntracedValue
 from ..variables.builder import wrap
 from ..variables.functions import real_cell_box
 from ..variables.generators import collect_generators
-from ..variables.torch_vars import hooks_message, leave_autocast, set_hooks_message
+from ..variables.mode_blocks import grad_after_exits, leave_mode_blocks
+from ..variables.torch_vars import hooks_message, set_hooks_message
 from .coverage import saw_every_call
 
 log = logging.getLogger("tracer")
@@ -266,7 +267,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
             collect_generators(ctx, extra_roots=[ret])
         ctx.grad_at_stop = torch.is_grad_enabled()
         ctx.hooks_off_at_stop = hooks_message()
-        ctx.autocast_at_stop = list(ctx.autocast_stack)  # (at a graph break: still open)
+        ctx.mode_blocks_at_stop = list(ctx.mode_blocks)  # (at a graph break: still open)
         return ctx, frame, ret
     except BaseException as e:
         if isinstance(e, Unsupported):  # (read before the release clears the frames)
@@ -275,7 +276,7 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
         _release(ctx)  # (the caller never sees this trace; its guards are not used)
         raise
     finally:
-        leave_autocast(ctx)
+        leave_mode_blocks(ctx)
         torch._C._set_grad_enabled(prev_grad)
         if hooks_message() != ctx.hooks_off_at_start:
             set_hooks_message(ctx.hooks_off_at_start)
@@ -356,11 +357,10 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     if slot is not None and backend_fn is not eager_backend:
         guards.extend(_storage_sharing(out))
     set_grad = []
-    if slot is not None and ctx.grad_at_stop != ctx.grad_at_start:
+    if slot is not None:  # stopped inside mode blocks: the graph leaves them at its end
+        for block in reversed(ctx.mode_blocks_at_stop):
+            block.exit_node(out.graph)
         set_grad = _hand_grad_mode_to_bytecode(ctx)
-    if slot is not None:  # stopped inside autocast blocks: the graph leaves them at its end
-        for v in reversed(ctx.autocast_at_stop):
-            out.graph.create_node("call_function", torch.amp.autocast_mode._exit_autocast, (v.node,), {})
     gm = None
     compiled = None
     rerun = None
@@ -431,7 +431,32 @@ def _refused_by_compilers(gm):
     """The places where the frame must break because a compiling backend (AOTAutograd under
     aot_eager and inductor) cannot take the graph as it is: (root step, root instruction,
     reason) or None, each."""
-    return _made_leaf_at(gm), _repointed_input_at(gm)
+    return _made_leaf_at(gm), _repointed_input_at(gm), _inference_escapes_at(gm)
+
+
+def _inference_escapes_at(gm):
+    """Where an inference_mode block starts whose tensor leaves the graph: AOTAutograd traces
+    the block's ops in inference mode, but the graph it compiles runs them in the mode the
+    frame was entered in (torch.compile's aot_eager hands `y` made in the block back as a
+    normal tensor, one that a later in-place write or autograd accepts where eager raises; and
+    the other way round for an `inference_mode(False)` block of a frame under inference mode).
+    Break at the block's start, so that its body is a resume function traced in the block's
+    mode, whose graph any backend runs in that mode. A tensor made in the block that stays in
+    the graph is the same either way."""
+    outside = torch.is_inference_mode_enabled()  # (the trace is over: the frame's mode, the compiled graph's)
+    regions = inference_blocks.regions(gm.graph)
+    for node in gm.graph.output_node().all_input_nodes:
+        start = regions.get(node)
+        ex = node.meta.get("example_value")
+        if start is None or not isinstance(ex, torch.Tensor) or ex.is_inference() == outside:
+            continue
+        at = start.meta.get(node_meta.MADE_AT)
+        if at is None:
+            raise Unsupported(f"{node.name}, made in an inference_mode block, leaves the graph: a compiling "
+                              f"backend would give it back as another kind of tensor", breakable=False)
+        return (*at, "a tensor made in an inference_mode block leaves the graph: a compiling backend "
+                     "runs the block in the frame's mode")
+    return None
 
 
 def _repointed_input_at(gm):
@@ -476,10 +501,15 @@ def _made_leaf_at(gm):
 
 
 def _hand_grad_mode_to_bytecode(ctx):
-    """The graph ends in the grad mode it started in (so any backend can compile it); the
-    rewritten code then sets the mode the traced code had reached (e.g. a break inside
-    `with torch.no_grad()`), right after the graph call: returns those instructions."""
-    ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
+    """The graph ends in the grad mode it started in (so any backend can compile it), once
+    the mode blocks it stopped in are left (leaving an inference-mode block gives back the mode
+    it was entered in); the rewritten code then sets the mode the traced code had reached
+    (e.g. a break inside `with torch.no_grad()`), right after the graph call: returns those
+    instructions."""
+    if grad_after_exits(ctx, ctx.grad_at_stop) != ctx.grad_at_start:
+        ctx.output.graph.create_node("call_function", torch._C._set_grad_enabled, (ctx.grad_at_start,), {})
+    if ctx.grad_at_stop == ctx.grad_at_start:
+        return []
     return (versions.load_const_callable(torch._C._set_grad_enabled)
             + [bc.Instr("LOAD_CONST", ctx.grad_at_stop)]
             + versions.call(1) + [bc.Instr("POP_TOP")])

@@ -289,8 +289,8 @@ def state(tx):
 
 
 def modes(ctx):
-    """The grad mode and the autocast contexts entered, which a block's copied nodes assume."""
-    return torch.is_grad_enabled(), tuple(id(a) for a in ctx.autocast_stack)
+    """The grad mode and the autocast and inference-mode blocks entered, which a block's copied nodes assume."""
+    return torch.is_grad_enabled(), tuple(id(a) for a in ctx.mode_blocks)
 
 
 def made_by(graph, hole):

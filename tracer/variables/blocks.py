@@ -79,7 +79,7 @@ from guards.codegen import ExprContext
 from guards.retarget import STAND_IN, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
 
-from ..graph import node_meta
+from ..graph import inference_blocks, node_meta
 from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
 from . import block_copy, containers, generators
@@ -138,7 +138,7 @@ def _key(tx, var, fn, args, kwargs):
         return None
     ctx = tx.ctx
     return (type(var.module) if var is not None else None, fn, tuple(keys), tuple(sorted(kwargs)),
-            torch.is_grad_enabled(), tx.under_handler(), tuple(id(a) for a in ctx.autocast_stack), id(tx.output))
+            torch.is_grad_enabled(), tx.under_handler(), tuple(id(a) for a in ctx.mode_blocks), id(tx.output))
 
 
 def _rest(var, args):
@@ -344,6 +344,9 @@ class Block:
             for h in after.get(node, ()):
                 h.at = len(nodes)
             node = node.next
+        if any(inference_blocks.opens(n) for n in nodes):
+            # (a copy's results would get fakes made again outside that block: not inference tensors)
+            raise Refused("an inference-mode block of its own")
         arg_nodes = _arg_nodes(_rest(var, args), kwargs)
         made = set(nodes)
         results = {t[1] for h in holes for t in block_holes.new_tensors(h.result)}
@@ -355,7 +358,7 @@ class Block:
             # `self is LIST[0]`: decided by the identity of the Variables, which a sibling's
             # would answer otherwise and which no guard of the record says
             raise Refused("the root, or an object under it, compared by identity")
-        keep = (args, kwargs, list(ctx.autocast_stack), out)
+        keep = (args, kwargs, list(ctx.mode_blocks), out)
         block = cls(var, fn, keep, before, own(ctx.guards, before.guards, "guards"), len(ctx.guards),
                     list(out.inputs), nodes, arg_nodes, result, ctx.ops_under_handler and not before.under_handler,
                     frames, len(ctx.module_calls), distinct)

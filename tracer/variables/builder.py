@@ -574,8 +574,10 @@ def _container_method(tx, value, source, g):
     return functions.BuiltinMethodVariable(owner, value.__name__)
 
 
-# The object a graph break inside `with torch.autocast(...)` left for the resume function: identity.
-_autocast_reentry = _by_identity(lambda value, source: torch_vars.AutocastReentryVariable(value, source))
+# The object a graph break inside `with torch.autocast(...)` (or inference_mode) left for the
+# resume function: identity.
+_block_reentry = _by_identity(lambda value, source: mode_blocks.BlockReentryVariable(value, source))
+
 
 
 def _foreign_generator(tx, value, source, g):
@@ -711,7 +713,7 @@ _TABLE = (
     (enum.Enum, _opaque),
     (lambda v, t: t is types.BuiltinMethodType and type(getattr(v, "__self__", None)) in _CONTAINER_TYPES,
      _container_method),
-    (lambda v, t: t is torch_vars.AutocastReentry, _autocast_reentry),
+    (lambda v, t: t is mode_blocks.BlockReentry, _block_reentry),
     (_C_FUNCTION_TYPES, _opaque),  # the C functions not modelled above
     ((BaseException, types.TracebackType), _opaque_object),
     (lambda v, t: policy.is_untraced_module(t.__module__), _opaque_object),
@@ -745,4 +747,4 @@ def _wrap_fresh(tx, value, source):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl, introspection, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict, numpy_vars  # noqa: E402
+from . import builtins_impl, introspection, mode_blocks, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict, numpy_vars  # noqa: E402

@@ -515,8 +515,9 @@ class ClassVariable(ObjectVariable):
             bound.apply_defaults()
             items = [v if isinstance(v, Variable) else builder.wrap(tx, v, None) for v in bound.arguments.values()]
             return named_tuples.NamedTupleVariable(items, self.cls)
-        if torch_vars.is_autocast_class(self.cls):
-            return torch_vars.AutocastVariable.make(tx, self.cls, args, kwargs)
+        manager = mode_blocks.make_manager(tx, self.cls, args, kwargs)
+        if manager is not None:
+            return manager
         make = collections_vars.constructor(self.cls)
         if make is not None:
             return make(tx, list(args), dict(kwargs))
@@ -740,4 +741,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, torch_vars, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict  # noqa: E402
+from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict  # noqa: E402

@@ -4,9 +4,8 @@ A torch function or Tensor method call becomes one FX node; its example value is
 by calling the same function on fake tensors, which also tells us whether it returns a
 tensor, a structure of tensors, or a metadata constant (folded out of the graph).
 
-Torch internals read here: torch._C._set_grad_enabled, _ForceDispatchKeyGuard and
-torch.amp.autocast_mode's _enter_autocast/_exit_autocast/_UnmanagedAutocast; checked on torch
-2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves
+Torch internals read here: torch._C._set_grad_enabled and _ForceDispatchKeyGuard; checked on
+torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all; tests/test_torch_internals.py resolves
 each).
 """
 import contextlib
@@ -414,138 +413,14 @@ if hasattr(_AUTOGRAD, "_saved_tensors_hooks_is_enabled"):
         lambda tx, args, kwargs: ConstantVariable(_traced_message(tx) is None))
 
 
-def is_autocast_class(cls) -> bool:
-    """torch.autocast (torch.amp.autocast) and its torch subclasses (torch.cpu.amp.autocast,
-    torch.cuda.amp.autocast)."""
-    return (isinstance(cls, type) and issubclass(cls, torch.amp.autocast)
-            and policy.is_torch_value(cls))
-
-
-class AutocastVariable(ContextManagerVariable):
-    """`torch.autocast(device_type, dtype, enabled, cache_enabled)` as a context manager.
-
-    As under torch.compile, the block is part of the graph: entering records
-    `torch.amp._enter_autocast(device, dtype, enabled, cache_enabled)` and leaving records
-    `_exit_autocast(mode)`, so every backend sees where autocast applies (inductor and
-    torch.export know these nodes). While tracing, a real autocast of the same arguments is
-    entered too, so fake tensors take the dtypes the graph will produce. The real object is
-    built from the constant arguments at trace time (it validates them as eager does);
-    defaults read from global state (dtype, cache) are guarded. A graph break inside the
-    block ends the graph with the block left (`_exit_autocast` nodes, innermost first:
-    convert_frame) and the rewritten code enters a real autocast of the same arguments
-    before the resume function, whose `with` exit leaves it (AutocastReentry)."""
-
-    what = "autocast"
-
-    def __init__(self, real):
-        super().__init__(None)
-        self.real = real
-        self.node = None
-
-    @classmethod
-    def make(cls, tx, klass, args, kwargs):
-        try:
-            cargs = [a.as_constant() for a in args]
-            ckw = {k: v.as_constant() for k, v in kwargs.items()}
-        except Unsupported:
-            raise Unsupported(f"{klass.__name__}() with arguments that are not constants")
-        import inspect
-        import warnings
-        try:
-            bound = inspect.signature(klass).bind(*cargs, **ckw)
-        except TypeError as e:
-            raise Unsupported(f"{klass.__name__}() does not bind: {e}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the user's own call warns when it runs eagerly
-            real = klass(*cargs, **ckw)
-        if bound.arguments.get("dtype") is None:
-            tx.guard(QueryMatch(torch.get_autocast_dtype, (real.device,), (), real.fast_dtype))
-        if bound.arguments.get("cache_enabled") is None:
-            tx.guard(QueryMatch(torch.is_autocast_cache_enabled, (), (), real._cache_enabled))
-        return cls(real)
-
-    def python_type(self):
-        return type(self.real)
-
-    @property
-    def args(self):
-        """What `_enter_autocast` takes: the real object's resolved arguments."""
-        r = self.real
-        return (r.device, r.fast_dtype, r._enabled, r._cache_enabled)
-
-    def enter(self, tx):
-        self.node = tx.output.graph.create_node(
-            "call_function", torch.amp.autocast_mode._enter_autocast, self.args, {})
-        self.real.__enter__()
-        tx.ctx.autocast_stack.append(self)
-        return self
-
-    def exit(self, tx):
-        if not tx.ctx.autocast_stack or tx.ctx.autocast_stack[-1] is not self:
-            raise Unsupported("autocast blocks left out of order")
-        tx.output.graph.create_node("call_function", torch.amp.autocast_mode._exit_autocast,
-                                    (self.node,), {})
-        tx.ctx.autocast_stack.pop()
-        self.real.__exit__(None, None, None)
-        return ConstantVariable(None)
-
-    def reconstruct(self, cg):
-        raise Unsupported("an autocast object live at a graph break")
-
-
-class AutocastReentry:
-    """At a graph break inside `with torch.autocast(...)`: the graph left the block at its end;
-    the rewritten code calls `enter()`, which enters a real autocast of the same arguments and
-    returns this object, kept where the `with` statement keeps its bound __exit__. The resume
-    function's block end calls it (a graph break: the call leaves the autocast natively).
-
-    One object per break site, held as a constant of the rewritten code: the resume function
-    sees the same object on every call (its guards pin its identity), so a new bound method
-    per call cannot make it recompile. The entered modes are kept per thread."""
-
-    def __init__(self, args):
-        self.args = args  # AutocastVariable.args
-        self._local = __import__("threading").local()
-
-    def enter(self):
-        mode = _UNMANAGED_AUTOCAST(*self.args)
-        mode.__enter__()
-        stack = self._local.__dict__.setdefault("modes", [])
-        stack.append(mode)
-        return self
-
-    def __call__(self, exc_type, exc, tb):
-        return self._local.modes.pop().__exit__(exc_type, exc, tb)
-
-
-# (torch 2.11 has no such subclass; it only tells an autocast entered outside a `with` apart)
-_UNMANAGED_AUTOCAST = getattr(torch.amp.autocast_mode, "_UnmanagedAutocast", torch.amp.autocast_mode.autocast)
-
-
-class AutocastReentryVariable(ObjectVariable):
-    """An AutocastReentry met by a resume function: calling it is the block's exit, a break."""
-
-    def call(self, tx, args, kwargs):
-        raise Unsupported("leaving a torch.autocast block that a graph break split (runs as Python)")
-
-    def reconstruct(self, cg):
-        cg.load_const(self.value)
-
-
 def tensor_match(ctx, source, tensor):
     """A TensorMatch as the frame's caller will check it: torch's TensorGuards records the
-    thread's dispatch-key state when it is made, and inside a traced autocast block that
-    state is the block's, not the one at the frame's entry (where the guard runs)."""
-    if not ctx.autocast_stack:
+    thread's dispatch-key state when it is made, and inside a traced autocast or inference-mode
+    block that state is the block's, not the one at the frame's entry (where the guard runs)."""
+    if not ctx.mode_blocks:
         return TensorMatch(source, tensor)
     with torch._C._ForceDispatchKeyGuard(*ctx.entry_dispatch_tls):
         return TensorMatch(source, tensor)
-
-
-def leave_autocast(ctx):
-    """After a trace (complete or not): leave the real autocasts still entered, innermost first."""
-    while ctx.autocast_stack:
-        ctx.autocast_stack.pop().real.__exit__(None, None, None)
 
 
 class GradModeClassVariable(ObjectVariable):

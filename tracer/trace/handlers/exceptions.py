@@ -16,8 +16,8 @@ from ...variables.base import ConstantVariable, Variable, python_object
 from .registry import SINCE_314, UNTIL_313, handler
 from ...variables.objects import ClassVariable, special_method
 from ...variables.stack_values import NULL, MethodRef, NullVariable
-from ...variables.torch_vars import (AutocastReentry, AutocastVariable, ContextManagerVariable, SavedHooksOffVariable,
-                                     SavedHooksRestore)
+from ...variables.mode_blocks import ModeBlockVariable
+from ...variables.torch_vars import ContextManagerVariable, SavedHooksOffVariable, SavedHooksRestore
 from bytecode_utils import versions
 
 
@@ -27,7 +27,7 @@ class ExitVariable(Variable):
     def __init__(self, ctx, exit_fn=None):
         super().__init__(None)
         self.ctx = ctx          # the context manager
-        self.exit_fn = exit_fn  # its bound __exit__ (None for the grad-mode ones)
+        self.exit_fn = exit_fn  # its bound __exit__ (None for the managers modelled directly)
 
     def call(self, tx, args, kwargs):
         if self.exit_fn is not None:
@@ -36,10 +36,11 @@ class ExitVariable(Variable):
 
     def reconstruct(self, cg):
         """At a graph break inside the block: the manager's real bound __exit__ (for a
-        grad-mode one, a real __exit__ that restores the mode)."""
+        grad-mode one, a real __exit__ that restores the mode; for a mode block, the manager
+        entered again: mode_blocks.BlockReentry)."""
         if self.exit_fn is None:
-            if isinstance(self.ctx, AutocastVariable):
-                return cg.call_with(AutocastReentry(self.ctx.args).enter, [])
+            if isinstance(self.ctx, ModeBlockVariable):
+                return cg.call_with(self.ctx.reentry().enter, [])
             if isinstance(self.ctx, SavedHooksOffVariable):
                 return cg.load_const(SavedHooksRestore(self.ctx.prev).__exit__)
             return cg.load_const(GradRestore(self.ctx.prev).__exit__)
