@@ -134,6 +134,73 @@ def test_inductor_compiles_a_graph_with_an_autocast_block():
     assert tracer.stats().graphs >= 1 and tracer.stats().fallbacks == 0
 
 
+# ---- managers made outside the frame (a hunt on 3b2ba16) ---------------------------------------
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def _bf16_matmul(x):
+    return x @ x
+
+
+AC = torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def _decorated_helper(x):
+    return _bf16_matmul(x).float() + 1, x @ x
+
+
+def _global_manager(x):
+    with AC:
+        y = x @ x
+    return y, x @ x
+
+
+@pytest.mark.parametrize("fn", [_decorated_helper, _global_manager])
+def test_an_autocast_object_made_outside_the_frame_is_a_block_of_the_graph(fn):
+    """A `@torch.autocast(...)` helper called from the frame was a graph break ('setting
+    attribute prev_cache_enabled on TorchFunction(<autocast object>)'); a module-level
+    `AC = torch.autocast(...)` used as `with AC:` two ('torch.__exit__() changes global state
+    outside the graph'). torch.compile captures both whole; so does the trace now."""
+    c, d = check(fn, torch.randn(4, 4), graphs=1, dynamo=True)
+    assert torch.amp.autocast_mode._enter_autocast in _nodes(c)
+    assert [t.dtype for t in c(torch.randn(4, 4))] == [t.dtype for t in fn(torch.randn(4, 4))]
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_the_state_of_an_autocast_object_made_outside_is_guarded():
+    """The object's state is read at trace time: changing it is another trace, not the old
+    dtype (nor a write to it: its `prev*` attributes are eager's alone)."""
+    c = tracer.compile(_global_manager)
+    x = torch.randn(4, 4)
+    assert c(x)[0].dtype == torch.bfloat16
+    saved = AC.__dict__.copy()
+    AC._enabled = False
+    try:
+        with traced() as t:
+            got, want = c(x), _global_manager(x)
+        assert got[0].dtype == want[0].dtype == torch.float32 and torch.equal(got[0], want[0])
+        assert t.recompiles == 1
+    finally:
+        AC.__dict__.update(saved)
+    assert c(x)[0].dtype == torch.bfloat16
+
+
+def _manager_live_at_a_break(x):
+    ac = AC
+    print(end="")
+    with ac:
+        y = x @ x
+        print(end="")
+        z = y @ y
+    return y, z
+
+
+def test_an_autocast_object_made_outside_live_at_a_graph_break():
+    """Held across a break it is the same object again (reloaded from where it was read);
+    a break inside its block leaves the block and enters it again, as for one made inside."""
+    c, d = check(_manager_live_at_a_break, torch.randn(4, 4), graphs=2, breaks=3)
+    assert not torch.is_autocast_enabled("cpu")
+
+
 # ---- torch.inference_mode() (a hunt on 3b2ba16) ------------------------------------------------
 
 def _inference_block(x):
@@ -227,6 +294,31 @@ def test_what_eager_refuses_of_an_inference_tensor_raises_as_in_eager(fn):
     assert str(got.value) == str(want.value)
     assert t.fallbacks == 0 and t.internal_errors == 0
     assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+@torch.inference_mode()
+def _inference_helper(x):
+    return x * 2
+
+
+def _decorated_inference(x):
+    made_here = torch.inference_mode()(lambda t: t + 1)
+    return _inference_helper(x) + 1, made_here(x), torch.inference_mode(lambda t: t - 1)(x)
+
+
+def test_inference_mode_decorators_are_traced():
+    """A `@torch.inference_mode()` helper called from the frame was a graph break (the
+    decorator's `clone()` of the manager it keeps); decorators made in the frame, and
+    `torch.inference_mode(fn)`, run the function inside a block too."""
+    x = torch.randn(3, requires_grad=True)
+    want = _decorated_inference(x)
+    c = tracer.compile(_decorated_inference)
+    with traced() as t:
+        got = c(x)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w) and (g.is_inference(), g.requires_grad) == (w.is_inference(), w.requires_grad)
+    assert_captured(t, graphs=1, breaks=0)
+    assert len(_inference_nodes(c)) == 6
 
 
 def _break_inside_inference(x):

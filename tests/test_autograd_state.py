@@ -203,6 +203,32 @@ def test_a_grad_mode_object_live_at_a_graph_break():
         assert torch.is_grad_enabled()
 
 
+NO_GRAD, ENABLE_GRAD = torch.no_grad(), torch.enable_grad()
+
+
+def _global_grad_managers(x):
+    y = x * 2
+    with NO_GRAD:
+        z = x * 3
+        with ENABLE_GRAD:
+            w = x * 4
+        inside = torch.is_grad_enabled()
+    return y, z, w, inside, torch.is_grad_enabled()
+
+
+def test_a_grad_mode_object_made_outside_the_frame_is_a_grad_mode_block():
+    """A module-level `NO_GRAD = torch.no_grad()` used as `with NO_GRAD:` was two graph breaks
+    (its __enter__ inlined, setting an attribute on it; then "torch.__exit__() changes global
+    state outside the graph"). It is the grad-mode block a `torch.no_grad()` made in the frame
+    is, the object guarded by its type."""
+    x = torch.ones(2, requires_grad=True)
+    c = tracer.compile(_global_grad_managers)
+    with traced() as t:
+        assert _flat(c(x)) == _flat(_global_grad_managers(x)) == _flat(c(x))
+    assert_captured(t, graphs=1, breaks=0)
+    assert torch.is_grad_enabled()
+
+
 def test_grad_of_an_input_or_parameter_is_read_as_a_graph_input():
     """`x.grad` was a graph break ("reading .grad inside a traced frame"); torch.compile reads
     it as an input (gradient clipping, a norm of the gradients). It is now read through its

@@ -88,12 +88,11 @@ def _stock_forward(fn):
 
 
 def _is_context_manager(value):
-    """An instance of a context manager class the tracer does not model (torch.inference_mode()
-    is callable too, as a decorator): a new object on every call, so not a function to pin by
-    identity. Grad modes and autocast are modelled (TorchFunctionVariable, torch_vars.py)."""
+    """An instance of a context manager class the tracer does not model (a profiler range is
+    callable too, as a decorator): a new object on every call, so not a function to pin by
+    identity. Grad modes, autocast and inference mode are modelled (_modelled_manager)."""
     t = type(value)
-    return not isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-                                  *_GRAD_CLASSES, torch.amp.autocast_mode.autocast)) \
+    return not isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)) \
         and hasattr(t, "__enter__") and hasattr(t, "__exit__")
 
 
@@ -579,6 +578,17 @@ def _container_method(tx, value, source, g):
 _block_reentry = _by_identity(lambda value, source: mode_blocks.BlockReentryVariable(value, source))
 
 
+def _modelled_manager(tx, value, source, g):
+    """A torch context manager the trace models, made outside the frame (a module-level
+    `torch.autocast(...)` or `torch.no_grad()`, the one a `@torch.inference_mode()` decorator
+    keeps): the Variable one made in the frame would be, from the state it holds
+    (mode_blocks.of_instance). Its type, and that state by value (`AC.fast_dtype = ...` later
+    is another trace); not its identity, so a new manager per call is no recompile."""
+    g(TypeMatch(source, type(value)))
+    for name, v in mode_blocks.instance_state(value).items():
+        g(const_guard(AttrSource(source, name), v))
+    return mode_blocks.of_instance(value, source)
+
 
 def _foreign_generator(tx, value, source, g):
     """A generator or coroutine made outside the trace (or rebuilt at a break): its type. Its
@@ -689,6 +699,8 @@ _TABLE = (
     (lambda v, t: isinstance(v, tuple) and (hasattr(t, "_fields") or is_structseq(t)), _sequence),
     (torch.nn.Module, _nn_module),
     (lambda v, t: isinstance(v, type) and any(v is c for c in _GRAD_CLASSES), _grad_mode_class),
+    (lambda v, t: policy.is_torch_module(t.__module__) and mode_blocks.instance_state(v) is not None,
+     _modelled_manager),
     (types.ModuleType, _python_module),  # subclasses
     (lambda v, t: isinstance(v, torch.jit.ScriptFunction) and
         isinstance(getattr(v, "_torchdynamo_inline", None), types.FunctionType), _script_function),

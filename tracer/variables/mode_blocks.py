@@ -11,6 +11,11 @@ refused as eager refuses it). The blocks entered and not left yet are a stack on
 (`exit_node`, innermost first: convert_frame), and the rewritten code enters a real manager of
 each again before the resume function (BlockReentry), whose `with` exit leaves it.
 
+A manager made outside the frame (a module-level `AC = torch.autocast(...)`, the instance a
+`@torch.autocast(...)` or `@torch.inference_mode()` decorator keeps, a global `torch.no_grad()`)
+is the same Variable as one made in the frame (`of_instance`), from the state it holds, which
+the builder guards by value (an attribute can be set again), the object by its type.
+
 Inference mode also switches grad mode (off inside `inference_mode()`, on inside
 `inference_mode(False)`): the mode a block was entered in (`grad_before`) is what its exit
 gives back, in the trace and in the graph, and what a re-entry after a break enters it in.
@@ -20,6 +25,7 @@ _UnmanagedAutocast, torch.autograd.grad_mode's _enter_inference_mode/_exit_infer
 torch._C._InferenceMode; checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them
 all; tests/test_torch_internals.py resolves each).
 """
+import copy
 import functools
 import inspect
 import threading
@@ -32,7 +38,7 @@ from ..exc import Unsupported
 from ..graph import node_meta
 from ..runtime import policy
 from .base import ConstantVariable, ObjectVariable
-from .torch_vars import ContextManagerVariable
+from .torch_vars import ContextManagerVariable, GradModeVariable
 
 _GRAD_MODE = torch.autograd.grad_mode
 
@@ -112,6 +118,8 @@ class ModeBlockVariable(ContextManagerVariable):
         raise NotImplementedError
 
     def reconstruct(self, cg):
+        if self.source is not None:  # (made outside the frame: that very object)
+            return cg.load_source(self.source)
         raise Unsupported(f"a torch.{self.what}() object made in the frame live at a graph break")
 
 
@@ -121,7 +129,8 @@ class AutocastVariable(ModeBlockVariable):
     nodes (inductor and torch.export know them). `real` is an autocast of the same arguments
     that the trace enters and leaves: built from the constant arguments at trace time (it
     validates them as eager does; defaults read from global state, dtype and cache, are
-    guarded)."""
+    guarded), or a copy of a manager made outside the frame (never the user's own object,
+    whose `prev*` attributes the trace must not write)."""
 
     what = "autocast"
     enter_fn = staticmethod(torch.amp.autocast_mode._enter_autocast)
@@ -229,7 +238,9 @@ class InferenceModeVariable(ModeBlockVariable):
 
     def reconstruct(self, cg):
         """Live at a graph break (on the stack of a `with` the frame breaks at): a new one of
-        the same mode."""
+        the same mode (one made outside the frame: that object)."""
+        if self.source is not None:
+            return cg.load_source(self.source)
         cg.call_with(torch.inference_mode, [ConstantVariable(self.mode)])
 
     def reentry(self):
@@ -300,3 +311,50 @@ def grad_after_exits(ctx, grad_inside):
     for block in reversed(ctx.mode_blocks_at_stop):
         grad_inside = block.grad_after_exit(grad_inside)
     return grad_inside
+
+
+# ---- managers made outside the frame ----------------------------------------------------------
+
+def _grad_mode(mode):
+    return lambda value, source: GradModeVariable(mode, source=source)
+
+
+def _set_grad_enabled(value, source):
+    """set_grad_enabled(b) switched at its construction; its __exit__ puts back `prev`."""
+    return GradModeVariable.switched(value.mode, value.prev, source)
+
+
+def _autocast(value, source):
+    return AutocastVariable(copy.copy(value), source)
+
+
+def _inference_mode(value, source):
+    return InferenceModeVariable(value.mode, source)
+
+
+# type -> (the attributes its behaviour reads, guarded by value; the Variable of an instance)
+_INSTANCES = {
+    torch.no_grad: ((), _grad_mode(False)),
+    torch.enable_grad: ((), _grad_mode(True)),
+    torch.set_grad_enabled: (("mode", "prev"), _set_grad_enabled),
+    torch.inference_mode: (("mode",), _inference_mode),
+}
+_AUTOCAST_STATE = ("device", "fast_dtype", "_enabled", "_cache_enabled")
+
+
+def instance_state(value):
+    """The attributes (name -> value) by which a manager the trace models, made outside the
+    frame, behaves; None for any other object."""
+    t = type(value)
+    known = _INSTANCES.get(t)
+    names = known[0] if known is not None else _AUTOCAST_STATE if is_autocast_class(t) else None
+    if names is None:
+        return None
+    return {name: getattr(value, name) for name in names}
+
+
+def of_instance(value, source):
+    """The Variable of such a manager (instance_state is not None)."""
+    t = type(value)
+    known = _INSTANCES.get(t)
+    return (known[1] if known is not None else _autocast)(value, source)

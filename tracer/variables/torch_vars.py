@@ -66,6 +66,10 @@ class TorchFunctionVariable(ObjectVariable):
     def call(self, tx, args, kwargs):
         fn = self.fn
         name = getattr(fn, "__name__", "")
+        if args and isinstance(args[0], ContextManagerVariable) and args[0].owns(fn):
+            # a method of a manager the trace models, read through its class or bound to it
+            # (`self.clone` kept by a torch decorator, `type(cm).__exit__(cm, ...)`)
+            return args[0].call_method(tx, name, args[1:], kwargs)
         if any(isinstance(a, numpy_vars.NdarrayVariable) for a in (*args, *kwargs.values())):
             return numpy_vars.torch_call(tx, fn, args, kwargs)
         if name in _DENY:
@@ -154,7 +158,20 @@ class ContextManagerVariable(Variable):
             return self.enter(tx)
         if name == "__exit__":
             return self.exit(tx)
+        if name == "clone" and not args and not kwargs:
+            return self.clone(tx)
+        if name == "__call__":
+            return self.call(tx, args, kwargs)
         raise Unsupported(f"{self.what} object method {name}")
+
+    def clone(self, tx):
+        """`cm.clone()`: what a torch decorator enters at each call (torch.utils._contextlib)."""
+        return self.fresh()
+
+    def owns(self, fn):
+        """Whether `fn` is a method of this manager's class (`inference_mode.clone`, reached as
+        a torch function bound to the manager)."""
+        return getattr(self.python_type(), getattr(fn, "__name__", ""), None) is fn
 
     def call(self, tx, args, kwargs):
         """`@torch.no_grad()` on a function (or `torch.enable_grad()(f)`): the function, run
@@ -242,8 +259,8 @@ class GradModeVariable(ContextManagerVariable):
 
     what = "grad-mode"
 
-    def __init__(self, mode, immediate=None):
-        super().__init__(None)
+    def __init__(self, mode, immediate=None, source=None):
+        super().__init__(source)
         self.mode = bool(mode)
         self.prev = None
         self.immediate = immediate is not None
@@ -251,8 +268,18 @@ class GradModeVariable(ContextManagerVariable):
             self.prev = torch.is_grad_enabled()
             _set_grad(immediate, self.mode)
 
+    @classmethod
+    def switched(cls, mode, prev, source):
+        """A set_grad_enabled(mode) made outside the frame, which switched the mode then and
+        puts back `prev` on exit."""
+        var = cls(mode, source=source)
+        var.immediate, var.prev = True, prev
+        return var
+
     def python_type(self):
-        return torch.autograd.grad_mode.set_grad_enabled
+        if self.immediate:
+            return torch.autograd.grad_mode.set_grad_enabled
+        return torch.enable_grad if self.mode else torch.no_grad
 
     def enter(self, tx):
         # no_grad()/enable_grad() save the mode and switch on every entry (one object may be
@@ -263,6 +290,8 @@ class GradModeVariable(ContextManagerVariable):
         return ConstantVariable(None)
 
     def exit(self, tx):
+        if self.prev is None:
+            raise Unsupported("leaving a grad-mode block the traced code did not enter")
         _set_grad(tx, self.prev)
         return ConstantVariable(None)
 
@@ -270,12 +299,18 @@ class GradModeVariable(ContextManagerVariable):
 
     def reconstruct(self, cg):
         """The object itself live at a graph break (made before it, entered after): a real one
-        in the same state."""
+        in the same state (one made outside the frame: that object)."""
+        if self.source is not None:
+            return cg.load_source(self.source)
         cg.call_with(grad_mode_object, [ConstantVariable(self.mode), ConstantVariable(self.prev),
                                         ConstantVariable(self.immediate)])
 
     def fresh(self):
         return GradModeVariable(self.mode)
+
+    def clone(self, tx):
+        """set_grad_enabled's clone is made as it is, switching the mode at once."""
+        return GradModeVariable(self.mode, immediate=tx) if self.immediate else self.fresh()
 
     def decorating(self, tx):
         if self.immediate:  # torch's set_grad_enabled.__call__ puts back the mode it found
