@@ -212,6 +212,20 @@ def test_rewritten_python_is_derived_from_the_code(target):
         render_code(f.entries[0].code, [f.entries[0].graph])
 
 
+def test_a_graph_given_to_its_backend_rewritten_keeps_its_name():
+    """The eager backend runs a graph with an inference-mode block rewritten (graph/
+    inference_blocks.py): the rewritten code showed its call as `<untraced>(x)`."""
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return x.sin() + y
+
+    c = tracer.compile(f)
+    c(torch.randn(3))
+    [entry] = c.entries
+    assert "___graph_out = graph_0(x)" in render_code(entry.code, [entry.graph])
+
+
 def test_export_module_runs_like_the_live_graph(target, tmp_path):
     module, fn = dump.load_target(f"{EXAMPLE}:encoder")
     args, _ = dump.example_inputs(module, "encoder")

@@ -117,4 +117,7 @@ def for_backend(gm, compiling):
             grad = outer.pop()
             new.target, new.args = (torch._C._set_grad_enabled, (grad,)) if compiling else (leave, new.args)
     graph.lint()
-    return fx.GraphModule(gm, graph)
+    out = fx.GraphModule(gm, graph)
+    if not compiling:  # (tracer/tools/pyrender names the graph through it)
+        out.meta["traced_graph"] = gm
+    return out

@@ -57,9 +57,12 @@ def _graph_names(graphs, code):
     forwards = [getattr(gm, "forward", None) for gm in graphs]
     for c in consts:
         inner = c
-        for _ in range(4):  # frame_hook.untraced(rerun's run_restoring_on_error(compiled graph))
+        for _ in range(5):  # frame_hook.untraced(rerun's run_restoring_on_error(compiled graph))
             inner = getattr(inner, "__wrapped__", inner)
         owner = getattr(inner, "__self__", None)
+        meta = getattr(owner, "meta", None)
+        if isinstance(meta, dict):  # the graph given to the backend in the traced one's stead
+            owner = meta.get("traced_graph", owner)
         for i, gm in enumerate(graphs):
             if inner is gm or owner is gm or inner == forwards[i]:
                 names.append((c, f"graph_{i}"))
