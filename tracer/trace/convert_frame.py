@@ -450,12 +450,11 @@ def _inference_escapes_at(gm):
         ex = node.meta.get("example_value")
         if start is None or not isinstance(ex, torch.Tensor) or ex.is_inference() == outside:
             continue
-        at = start.meta.get(node_meta.MADE_AT)
-        if at is None:
-            raise Unsupported(f"{node.name}, made in an inference_mode block, leaves the graph: a compiling "
-                              f"backend would give it back as another kind of tensor", breakable=False)
-        return (*at, "a tensor made in an inference_mode block leaves the graph: a compiling backend "
-                     "runs the block in the frame's mode")
+        return _step_of(start, node_meta.MADE_AT,
+                        f"{node.name}, made in an inference_mode block, leaves the graph: a compiling backend "
+                        f"would give it back as another kind of tensor",
+                        "a tensor made in an inference_mode block leaves the graph: a compiling backend runs "
+                        "the block in the frame's mode")
     return None
 
 
@@ -468,12 +467,10 @@ def _repointed_input_at(gm):
     for node in gm.graph.nodes:
         if not repoints_input(node):
             continue
-        at = node.meta.get(node_meta.MADE_AT)
-        if at is None:
-            raise Unsupported(f"{node.name} points a graph input at other memory, which a compiling backend "
-                              f"refuses", breakable=False)
-        return (*at, "set_ of a graph input: a compiling backend cannot point an input at other memory "
-                     "(torch.compile breaks here too)")
+        return _step_of(node, node_meta.MADE_AT,
+                        f"{node.name} points a graph input at other memory, which a compiling backend refuses",
+                        "set_ of a graph input: a compiling backend cannot point an input at other memory "
+                        "(torch.compile breaks here too)")
     return None
 
 
@@ -491,13 +488,21 @@ def _made_leaf_at(gm):
         if node.op in ("placeholder", "get_attr", "output") or not isinstance(ex, torch.Tensor) or \
                 not node_meta.makes_leaf(ex) or all(u.op == "output" for u in node.users):
             continue
-        at = node.meta.get(node_meta.MADE_LEAF)
-        if at is None:
-            raise Unsupported(f"{node.name} makes a leaf that requires grad, which other ops use: a compiling "
-                              f"backend cannot differentiate with respect to it", breakable=False)
-        return (*at, "a tensor made with requires_grad=True is used by the graph: a compiling backend "
-                     "differentiates with respect to the graph's inputs only (torch.compile breaks here too)")
+        return _step_of(node, node_meta.MADE_LEAF,
+                        f"{node.name} makes a leaf that requires grad, which other ops use: a compiling backend "
+                        f"cannot differentiate with respect to it",
+                        "a tensor made with requires_grad=True is used by the graph: a compiling backend "
+                        "differentiates with respect to the graph's inputs only (torch.compile breaks here too)")
     return None
+
+
+def _step_of(node, key, unplaced, reason):
+    """(root step, instruction, reason) of a late break at the op that made `node` (its
+    meta[key]); with no step recorded, the frame runs as Python, with `unplaced` as the reason."""
+    at = node.meta.get(key)
+    if at is None:
+        raise Unsupported(unplaced, breakable=False)
+    return (*at, reason)
 
 
 def _hand_grad_mode_to_bytecode(ctx):
