@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tracer
 
@@ -596,3 +597,71 @@ def test_torch_tensor_of_symbolic_numbers_stays_symbolic_and_exact(backend):
             assert got.dtype == want.dtype and torch.equal(got, want)
     s = tracer.stats()
     assert s.recompiles == 2 and s.graph_breaks == 0 and s.fallbacks == 0
+
+
+def _whole(x, shape):
+    return x.reshape(shape) * 2, x.view(*shape).sum()
+
+
+def _unpacked(x, size):
+    h, w = size
+    return x.view(h, w) * 2
+
+
+def _passed_on(x, shape):
+    return x.reshape(shape) + 1, shape, shape[1:]
+
+
+@pytest.mark.parametrize("make", [tuple, torch.Size, list])
+@pytest.mark.parametrize("fn", [_whole, _unpacked, _passed_on])
+def test_a_tuple_or_size_argument_becomes_dynamic_as_a_list_does(fn, make):
+    """A tuple or torch.Size argument used whole (`x.reshape(shape)`, `x.view(*shape)`) or
+    unpacked (`h, w = size`) was guarded by its value (a torch.Size even on first touch): a
+    trace per new size until the recompile limit (8), then plain Python, where a list argument
+    became dynamic after one change (torch.compile: 2 graphs for all three). Its ints now
+    become symbolic once they change, as the list's do; a Size stays a Size, and passed on it
+    is the caller's object."""
+    c = run_sequence(fn, [(torch.randn(n * 3), make([n, 3])) for n in range(2, 12)])
+    s = tracer.stats()
+    assert counts() == (2, 0, 0) and s.recompiles == 1 and s.recompile_limits == 0, s
+    shape = make([12, 3])
+    out = c(torch.randn(36), shape)
+    if fn is _passed_on:
+        assert out[1] is shape and type(out[2]) is make
+    assert counts() == (2, 0, 0)  # (the second item never changed: still guarded, still 3)
+    assert "shape[1] == 3" in c.entries[-1].guards.describe() or "size[1] == 3" in c.entries[-1].guards.describe()
+
+
+def test_a_size_tuple_argument_of_a_torch_function_and_under_dynamic_true():
+    """F.interpolate(x, size=t) with t a tuple argument: pinned per size (8 traces, the limit)
+    before; dynamic=True made every int argument symbolic from the first trace, but not the
+    ints of a tuple argument."""
+    def f(x, size):
+        return F.interpolate(x, size=size)
+    run_sequence(f, [(torch.randn(1, 2, 4, 4), (n, n + 1)) for n in range(2, 10)])
+    assert counts() == (2, 0, 0) and tracer.stats().recompile_limits == 0
+    tracer.reset()
+    tracer.reset_stats()
+    run_sequence(_whole, [(torch.randn(n * 3), (n, 3)) for n in range(2, 10)], dynamic=True)
+    assert counts() == (1, 0, 0)
+
+
+def _keyed(x, size):
+    seen = {(2, 3): 1, torch.Size([3, 3]): 2}
+    return x + seen.get(size, 0) + (size in seen) + len(str(size)) + len(f"{size}")
+
+
+def _keyed_by_list(x, lst):
+    return x + len({tuple(lst): 1}) + len(str(tuple(lst)))
+
+
+@pytest.mark.parametrize("fn, make", [(_keyed, tuple), (_keyed, torch.Size), (_keyed_by_list, list)])
+def test_a_tuple_of_dynamic_sizes_as_a_dict_key_or_string_is_specialised_not_a_break(fn, make):
+    """A tuple holding a symbolic size (a shape argument that changed, `tuple(lst)` of a list
+    argument's) as a dict key or in str() was a graph break ("dict key ... is not a
+    constant"), and `tuple(lst)` as a key ran the frame as Python; a torch.Size was
+    specialised. Each item is specialised (guarded) as a torch.Size's is: one entry per
+    size, as the program asks, no break."""
+    run_sequence(fn, [(torch.randn(3), make([n, 3])) for n in (2, 3, 4, 3, 2)])
+    s = tracer.stats()
+    assert counts() == (3, 0, 0) and s.recompile_limits == 0, s

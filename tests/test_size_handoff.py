@@ -174,3 +174,24 @@ def test_sizes_0_and_1_still_specialise_and_stay_correct():
 def test_not_under_dynamic_false():
     first, now = _run(pick, [5, 7, 3], dynamic=False)
     assert now.recompiles == 2, now  # every new size is a trace of its own, as asked
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_size_kept_across_a_break_is_not_pinned(dynamic):
+    """`sz = x.shape` live across a break reached the resume function as a torch.Size, wrapped
+    as a constant guarded by its value (`sz == torch.Size([2, 3])`), even under dynamic=True:
+    a trace per size until the recompile limit, 9 graphs for 12 sizes (torch.compile: 3, and
+    2 under dynamic=True). Its items are ints of the resume function's argument now, dynamic
+    as the same sizes kept as two ints are (`B, C = x.shape`)."""
+    def f(x):
+        sz = x.shape
+        _opaque(x)
+        return x.reshape(-1).view(sz) + 1
+
+    compiled = tracer.compile(f, dynamic=dynamic)
+    for n in range(2, 14):
+        x = torch.randn(n, 3)
+        _same(compiled(x), f(x))
+    s = tracer.stats()
+    assert s.recompile_limits == 0 and s.fallbacks == 0 and s.internal_errors == 0, s
+    assert s.graphs == (3 if dynamic is None else 2), s  # (f's first trace has no graph: only the break)

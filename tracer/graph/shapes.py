@@ -118,6 +118,12 @@ class SizePolicy:
         changed = self.frame.int_dynamic(source, value)
         return self.mode is True or changed
 
+    def int_would_be_dynamic(self, value, source):
+        """`int_dynamic`'s answer, asked without recording the value (FrameSizes.int_changed)."""
+        if self.mode is False:
+            return False
+        return self.mode is True or self.frame.int_changed(source, value)
+
 
 def mark_dynamic(tensor, dims):
     """Make dimension(s) `dims` of `tensor` symbolic from the first trace that sees it (also

@@ -114,9 +114,23 @@ class FrameSizes:
                 self.notes.append(f"{source.name()}.size({i}) changed {was} -> {now}: now dynamic")
         return dims
 
+    def _handed_number(self, source):
+        """Whether the int (float) argument `source` was handed on as symbolic (hand())."""
+        # (an argument itself: `name_` is a LocalSource's)
+        return bool(self.handed) and NUMBER in self.handed.get(getattr(source, "name_", None), ())
+
+    def int_changed(self, source, value):
+        """Whether the int (float) at `source` is dynamic by what earlier traces saw (handed on,
+        or differing from an earlier trace's), without recording anything: a tuple argument
+        asks this of its items before deciding whether to read them one by one."""
+        if self._handed_number(source):
+            return True
+        prev = self.seen.get(source, _UNSEEN)
+        return prev is None or not (prev is _UNSEEN or isinstance(prev, list) or prev == value)
+
     def int_dynamic(self, source, value):
-        if self.handed and NUMBER in self.handed.get(getattr(source, "name_", None), ()):
-            self.seen[source] = None  # (an argument itself: `name_` is a LocalSource's)
+        if self._handed_number(source):
+            self.seen[source] = None
             return True
         prev = self.seen.get(source, _UNSEEN)
         if prev is _UNSEEN or isinstance(prev, list):

@@ -43,7 +43,7 @@ from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 from ..exc import Unsupported
 from ..runtime import compile_annotations as ann, policy
 from .base import ConstantVariable, UntracedValue, is_constant_value
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, StructSeqVariable, is_structseq
 from .sets import SetVariable
 from .input_tuples import InputTupleVariable
@@ -279,15 +279,47 @@ def _tensor(tx, value, source, g):
     return TensorVariable(node, node.meta["example_value"], source, real=value)
 
 
+def _is_number(tx, value):
+    """An int, or a finite float when floats may be dynamic: a value that may be a symbol."""
+    t = type(value)
+    return t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)
+
+
 def _symbolic_number(tx, value, source, g):
     """An int (a finite float, when floats may be dynamic) argument of the frame that may become
     a SymInt (SymFloat): guarded by type here, the ShapeEnv guards what the trace relied on.
     None when it stays a constant (the next arms then guard it by value)."""
-    t = type(value)
-    if (t is int or (t is float and math.isfinite(value) and tx.output.shapes.policy.floats)) \
-            and source is not None and _number_input(tx, source):
+    if _is_number(tx, value) and source is not None and _number_input(tx, source):
         return _maybe_symbolic_number(tx, value, source)
     return None
+
+
+def _number_items(tx, value, source):
+    """(item, its source) for the ints (floats) of a tuple of constants read from the frame's
+    inputs, in nested tuples too: each may become symbolic, as an int argument does."""
+    if not _number_input(tx, source):
+        return
+    for i, item in enumerate(value):
+        if type(item) in (tuple, torch.Size):
+            yield from _number_items(tx, item, ItemSource(source, i))
+        elif _is_number(tx, item) and not (type(item) is float and item == 0.0):  # (kept exact)
+            yield item, ItemSource(source, i)
+
+
+def _dynamic_items(tx, value, source):
+    """Whether an int (float) of the input tuple `value` is dynamic now: it changed between
+    traces (dynamic=None), dynamic=True, or it was handed on as symbolic across a break."""
+    policy = tx.output.shapes.policy
+    return any(policy.int_would_be_dynamic(v, s) for v, s in _number_items(tx, value, source))
+
+
+def note_number_items(tx, value, source):
+    """A use of a whole input tuple, guarded by its value (InputTupleVariable.value): its ints
+    (floats) are recorded as an int argument's are, so that one which changes is dynamic in
+    the next trace (`_tuple`) instead of a new constant on every call."""
+    policy = tx.output.shapes.policy
+    for v, s in _number_items(tx, value, source):
+        policy.int_dynamic(v, s)
 
 
 def _constant(tx, value, source, g):
@@ -323,6 +355,8 @@ def _sequence(tx, value, source, g):
         return ListVariable(items, source)
     if t is tuple:
         return TupleVariable(items, source)
+    if t is torch.Size:
+        return SizeVariable(items, source)
     if is_structseq(t):
         return StructSeqVariable(items, t, source)
     var = NamedTupleVariable(items, t, source)
@@ -338,9 +372,12 @@ def _list(tx, value, source, g):
 
 
 def _tuple(tx, value, source, g):
-    """A tuple: a constant when all its items are constants (guarded as it is used when it has
-    a source: InputTupleVariable), else `_sequence`."""
-    if not is_constant_value(value):
+    """A tuple or torch.Size: a constant when all its items are constants (guarded as it is
+    used when it has a source: InputTupleVariable), else `_sequence`; `_sequence` too for an
+    input tuple one of whose ints (floats) is dynamic (`_dynamic_items`): that item becomes a
+    symbol, as the int argument or list item would (a `shape` tuple or `size` passed in
+    pinned each new value until the recompile limit)."""
+    if not is_constant_value(value) or (source is not None and _dynamic_items(tx, value, source)):
         return _sequence(tx, value, source, g)
     return InputTupleVariable(tx, value, source) if source is not None else _constant(tx, value, source, g)
 
@@ -672,7 +709,7 @@ _BY_TYPE = {
     torch.Tensor: _tensor, torch.nn.Parameter: _tensor,
     int: _number, float: _number,
     **{c: _constant for c in _CONSTANT_TYPES},
-    tuple: _tuple, list: _list,
+    tuple: _tuple, torch.Size: _tuple, list: _list,
     collections.deque: _deque,
     dict: _dict, collections.OrderedDict: _dict, collections.defaultdict: _dict,
     set: _set,

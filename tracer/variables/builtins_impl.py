@@ -49,7 +49,7 @@ def call_builtin(tx, fn, args, kwargs):
         # int(n) of an int, float(v) of a float: the argument itself, as in CPython; a symbolic
         # one stays symbolic (specialised, it became a new object: `float(v) is v` was False)
         return args[0]
-    if fn in _SPECIALISING and any(is_sym(a) for a in args):  # int(n), str(n), round(n)...
+    if fn in _SPECIALISING:  # int(n), str(n), round(n), str(shape) of symbolic sizes...
         args = [specialized(a) for a in args]
     f = _IMPLS.get(fn)
     if f is not None:

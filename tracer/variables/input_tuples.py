@@ -8,6 +8,10 @@ tuple is a ConstantVariable whose equality guard is made on the first use of its
 guards the tuple's type and length and the item alone (through its own source, so an int
 item that changes may become symbolic, as an argument does), `len()` and truth the type and
 length, and passing it on through the rewritten code reloads it (its identity) unguarded.
+A whole use also records its ints (floats) as the frame's automatic dynamic sees int
+arguments: one that changes makes the next trace read the tuple item by item
+(builder._tuple), that item a symbol, so a `shape` tuple or torch.Size passed in is not a
+new constant on every call. A torch.Size is one of these too, and stays a Size.
 """
 from guards import LengthMatch
 from guards.sources import ItemSource
@@ -16,7 +20,8 @@ from .base import ConstantVariable, Variable
 
 
 class InputTupleVariable(ConstantVariable):
-    """A tuple of constants with a source, guarded as it is used (see the module's docstring)."""
+    """A tuple (or torch.Size) of constants with a source, guarded as it is used (see the
+    module's docstring)."""
 
     def __init__(self, tx, value, source):
         Variable.__init__(self, source)
@@ -28,11 +33,12 @@ class InputTupleVariable(ConstantVariable):
         """The tuple, its equality guarded: a use of the whole value."""
         if not self._whole:
             self._made("_whole", builder.const_guard(self.source, self._value))
+            builder.note_number_items(self._tx, self._value, self.source)
         return self._value
 
     def _guard_length(self):
         if not self._length and not self._whole:
-            self._made("_length", LengthMatch(self.source, len(self._value), tuple))
+            self._made("_length", LengthMatch(self.source, len(self._value), type(self._value)))
 
     def _made(self, flag, guard):
         """Guard, and remember it is made (forgotten with the guard when a refused trial
@@ -44,7 +50,7 @@ class InputTupleVariable(ConstantVariable):
 
     def python_type(self):
         self._guard_length()
-        return tuple
+        return type(self._value)  # (tuple or torch.Size)
 
     def is_constant(self):
         return True

@@ -115,11 +115,20 @@ def sym_convert(tx, cls, var):
 
 def specialized(var):
     """`var` itself, or its specialised constant where a real Python value is needed
-    (a dict key, str(), an f-string); a torch.Size with symbolic items (`x.shape` of a dynamic
-    x) item by item."""
-    if isinstance(var, containers.SizeVariable) and not var.is_constant():
-        return ConstantVariable(torch.Size([specialized(i).as_constant() for i in var.items]))
+    (a dict key, str(), an f-string); a torch.Size or tuple of numbers some of which are
+    symbolic (`x.shape` of a dynamic x, a shape tuple argument whose sizes became dynamic)
+    item by item: a tuple argument used as a cache key is a key, not a graph break. (A tuple
+    with a source stays the caller's object: its type, length and items are guarded.)"""
+    if _number_tuple(var) and not var.is_constant():
+        return ConstantVariable(var.kind(specialized(i).as_constant() for i in var.items), var.source)
     return var.specialize() if isinstance(var, SymNodeVariable) else var
+
+
+def _number_tuple(var):
+    """A tuple or torch.Size (not a subclass: a namedtuple) whose items are constants, symbolic
+    numbers or such tuples."""
+    return type(var) in (containers.TupleVariable, containers.SizeVariable) and \
+        all(i.is_constant() or isinstance(i, SymNodeVariable) or _number_tuple(i) for i in var.items)
 
 
 def _sym_arg(var):
