@@ -176,6 +176,23 @@ def test_not_under_dynamic_false():
     assert now.recompiles == 2, now  # every new size is a trace of its own, as asked
 
 
+def sized(x):
+    idx = torch.nonzero(x > 0)[:, 0]
+    z = x[idx]
+    sz, pair = z.shape, (z.shape[0], 1)  # a torch.Size and a tuple with a symbolic item
+    _opaque(x)            # both go on to the next resume function
+    return z.reshape(-1).view(sz) * 2 + z.view(pair).sum()
+
+
+def test_a_size_or_tuple_of_sizes_kept_across_a_break_stays_dynamic():
+    """A torch.Size (or tuple) holding a symbolic size, live across a break, was handed on as
+    nothing (only an int at the top was): the resume function that got it was traced static,
+    then again when the size changed (two ints from `B, C = x.shape` were handed on)."""
+    first, now = _run(sized, [4, 6, 8, 5])
+    assert now.frames_traced == first.frames_traced, now
+    assert now.recompiles == 0, now
+
+
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_a_size_kept_across_a_break_is_not_pinned(dynamic):
     """`sz = x.shape` live across a break reached the resume function as a torch.Size, wrapped

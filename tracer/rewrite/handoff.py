@@ -10,7 +10,8 @@ the first change: a detector's chain of them traced again on every call's first 
 
 The break hands it on instead. For each argument of a resume function, and each parameter of a
 Python function called at the break: the dimensions of the tensors in it that were symbolic
-(an int or float that was a symbol stays one too), or dimension 0 for a result whose size came
+(an int or float that was a symbol stays one too, also as an item of a torch.Size or tuple:
+`sz = x.shape` kept across the break), or dimension 0 for a result whose size came
 from the data (such ops select rows, and what is made from their results keeps the rows). They
 are recorded in that code object's FrameSizes (runtime/cache.py), and its traces make them
 dynamic from the first. Only under automatic
@@ -26,7 +27,7 @@ from bytecode_utils import arg_names, versions
 from bytecode_utils.resume import resume_origin
 
 from ..graph.shapes import is_symbolic
-from ..runtime.cache import NUMBER, cache_for
+from ..runtime.cache import cache_for, number_at
 from ..variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListIteratorVariable,
                                     ListVariable)
 from ..variables.functions import BoundMethodVariable, UserFunctionVariable
@@ -42,37 +43,49 @@ _DEPTH = 4  # containers looked into (a list of dicts of tensors is 2)
 _GENERATOR = 0x20 | 0x80 | 0x100 | 0x200  # a call of these returns no value of the code's
 
 
-def symbolic_dims(var, depth=0):
+def symbolic_dims(var, depth=0, path=()):
     """The dimensions that are symbolic in some tensor under `var` (a Variable: tensors, and
     tuples, lists and dicts of them), as (rank, dim): a list of boxes and masks hands on the
-    boxes' dims to tensors of their rank, the masks' to theirs."""
+    boxes' dims to tensors of their rank, the masks' to theirs. An int (float) that is a
+    symbol is handed at its item path (`number_at`): `var` itself, or an item of a torch.Size
+    or tuple kept across the break (`path` None: under no path the receiving frame reads items
+    by, an iterator's)."""
     if isinstance(var, TensorVariable):
         shape = getattr(var.example, "shape", ())
         return frozenset((len(shape), i) for i, s in enumerate(shape) if is_symbolic(s))
-    if isinstance(var, SymNodeVariable):  # an int (float) that is a symbol: itself, not an item
-        symbolic = depth == 0 and isinstance(var.value, (torch.SymInt, torch.SymFloat)) and is_symbolic(var.value)
-        return frozenset((NUMBER,)) if symbolic else frozenset()
+    if isinstance(var, SymNodeVariable):
+        symbolic = path is not None and isinstance(var.value, (torch.SymInt, torch.SymFloat)) and \
+            is_symbolic(var.value)
+        return frozenset((number_at(path),)) if symbolic else frozenset()
     if depth >= _DEPTH:
         return frozenset()
-    var = _seq_of(var)
     out = frozenset()
+    for item, item_path in _items_with_paths(_seq_of(var), path):
+        if isinstance(item, Variable):  # (not a list item never read)
+            out |= symbolic_dims(item, depth + 1, item_path)
     if isinstance(var, ListVariable) and var.append_only:
         # an input list whose own items were never read (reading them would guard its length):
         # its items get what this frame was handed for the argument it is read through
-        items = var.appended
         policy = var.unread_by.output.shapes.policy
         if policy.mode is None and var.source is not None:
-            out = policy.frame.handed_under(var.source)
-    elif isinstance(var, (BaseSequence, IteratorVariable)):
-        items = var.items
-    elif isinstance(var, DictVariable):
-        items = var.stored.values()  # (an unread value of an input dict: no Variable of the trace's)
-    else:
-        return frozenset()
-    for item in items:
-        if isinstance(item, Variable):  # (not a list item never read)
-            out |= symbolic_dims(item, depth + 1)
+            out |= policy.frame.handed_under(var.source)
     return out
+
+
+def _items_with_paths(var, path):
+    """(item, its item path under the argument, or None) for the items of a container: the
+    path the receiving frame's sources read the item by (ItemSource keys)."""
+    def under(key):
+        return None if path is None else path + (key,)
+    if isinstance(var, ListVariable) and var.append_only:
+        return [(v, None) for v in var.appended]  # (after items never read: no index known)
+    if isinstance(var, BaseSequence):
+        return [(v, under(i)) for i, v in enumerate(var.items)]
+    if isinstance(var, IteratorVariable):
+        return [(v, None) for v in var.items]
+    if isinstance(var, DictVariable):  # (an unread value of an input dict: no Variable of the trace's)
+        return [(v, under(k) if type(k) in (int, str) else None) for k, v in var.stored.items()]
+    return []
 
 
 def _seq_of(var):

@@ -24,6 +24,7 @@ import weakref
 from torch.nn import Module as _Module
 
 from bytecode_utils.instructions import PerCode
+from guards.sources import ItemSource
 
 from . import compile_annotations, config, records
 
@@ -57,7 +58,23 @@ class Entry:
         return self.backend is backend and self.fullgraph == fullgraph
 
 
-NUMBER = ("number", 0)  # handed for an int or float argument: symbolic from its first trace
+NUMBER = ("number", ())  # handed for an int or float argument: symbolic from its first trace
+
+
+def number_at(path):
+    """Handed for the int (float) at `path` (item indices) under an argument: `("number",
+    (0,))` is item 0 of a tuple or torch.Size argument; NUMBER is the argument itself."""
+    return ("number", tuple(path))
+
+
+def _item_path(source):
+    """(the name of the local `source` is read from, the item keys on the way): `sz[0]` is
+    ("sz", (0,)); (None, ()) when it is not a local read through items."""
+    path = []
+    while isinstance(source, ItemSource):
+        path.append(source.key)
+        source = source.base
+    return getattr(source, "name_", None), tuple(reversed(path))
 
 
 class FrameSizes:
@@ -73,7 +90,8 @@ class FrameSizes:
     (nonzero, nms). Every tensor reached through that argument has those dimensions dynamic
     from its first trace, so the first change of such a size is not a trace of its own. A
     dimension is handed as (rank, dim): it applies to the tensors of that rank (None: any);
-    NUMBER, to an int (float) argument that was symbolic where it came from."""
+    NUMBER, to an int (float) argument that was symbolic where it came from; `number_at(path)`,
+    to the int at that item path under it (a torch.Size kept across the break)."""
 
     def __init__(self):
         self.seen = {}
@@ -115,9 +133,12 @@ class FrameSizes:
         return dims
 
     def _handed_number(self, source):
-        """Whether the int (float) argument `source` was handed on as symbolic (hand())."""
-        # (an argument itself: `name_` is a LocalSource's)
-        return bool(self.handed) and NUMBER in self.handed.get(getattr(source, "name_", None), ())
+        """Whether the int (float) at `source`, an argument or an item under one, was handed
+        on as symbolic (hand())."""
+        if not self.handed:
+            return False
+        name, path = _item_path(source)
+        return number_at(path) in self.handed.get(name, ())
 
     def int_changed(self, source, value):
         """Whether the int (float) at `source` is dynamic by what earlier traces saw (handed on,
