@@ -665,3 +665,29 @@ def test_a_tuple_of_dynamic_sizes_as_a_dict_key_or_string_is_specialised_not_a_b
     run_sequence(fn, [(torch.randn(3), make([n, 3])) for n in (2, 3, 4, 3, 2)])
     s = tracer.stats()
     assert counts() == (3, 0, 0) and s.recompile_limits == 0, s
+
+
+@pytest.mark.parametrize("k", [
+    lambda n: int(n * 0.5), lambda n: int(n / 2), lambda n: round(n / 3), lambda n: math.floor(n / 2),
+    lambda n: math.ceil(n / 4), lambda n: math.trunc(n / 3), lambda n: round(n / 3, 1)])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_int_round_and_floor_of_a_float_made_from_a_size_stay_symbolic(k, dynamic):
+    """`int(x.shape[0] * 0.5)` and `round(n / 3)` specialised the size (a guard
+    `0.5 * torch.sym_float(x.size(0)) == 2.5` per size: a trace per size until the recompile
+    limit, also under dynamic=True; torch.compile: 2). int() of a symbolic float is now
+    torch.sym_int (truncation, as CPython's), round() SymFloat.__round__ (half to even).
+    (math.floor/ceil/trunc were symbolic already: kept here so that all stay so.)"""
+    def f(x):
+        return x[:int(k(x.shape[0]))] * k(x.shape[0])
+    run_sequence(f, [(torch.randn(n, 2),) for n in (6, 9, 7, 12, 8, 10, 11, 13, 14, 15)], dynamic=dynamic)
+    s = tracer.stats()
+    assert counts() == (2 if dynamic is None else 1, 0, 0) and s.recompile_limits == 0, s
+
+
+def test_int_and_round_of_a_float_of_sizes_under_aot_eager():
+    """The torch.sym_int and round nodes go through AOTAutograd's retrace of the graph."""
+    def f(x):
+        n = x.shape[0]
+        return x[:int(n * 0.5)] * round(n / 3), round(n / 3, 1)
+    run_sequence(f, [(torch.randn(n, 2),) for n in (6, 9, 7, 12, 8)], backend="aot_eager")
+    assert counts() == (2, 0, 0) and tracer.stats().recompile_limits == 0

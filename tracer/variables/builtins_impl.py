@@ -19,7 +19,8 @@ from .functions import library_object
 from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, is_structseq
 from .sets import SetVariable
-from .sym import SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax
+from .sym import (SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax,
+                  sym_round)
 from .tensor import TensorVariable
 from guards import ConstSource, IdMatch, Predicate
 
@@ -41,15 +42,20 @@ def call_builtin(tx, fn, args, kwargs):
             arg = arg.scalar_item(tx)  # int(t) is t.__int__(): the item, converted
             if not is_sym(arg):
                 return call_builtin(tx, fn, [arg], kwargs)
-        if is_unbacked(arg) or (fn is float and is_sym(arg) and arg.python_type() is int):
-            # (float(n) of a dynamic size stays dynamic, as torch.compile keeps it: specialised,
-            # a loop over sizes recompiled per size)
+        if is_unbacked(arg) or (is_sym(arg) and arg.python_type() is _OTHER_NUMBER.get(fn)):
+            # (float(n) of a dynamic size, int(n * 0.5) of a float made from one, stay dynamic,
+            # as torch.compile keeps them (torch.sym_float, torch.sym_int: truncation):
+            # specialised, a loop over sizes recompiled per size)
             return sym_convert(tx, fn, arg)
     if fn in (int, float) and len(args) == 1 and not kwargs and args[0].python_type() is fn:
         # int(n) of an int, float(v) of a float: the argument itself, as in CPython; a symbolic
         # one stays symbolic (specialised, it became a new object: `float(v) is v` was False)
         return args[0]
-    if fn in _SPECIALISING:  # int(n), str(n), round(n), str(shape) of symbolic sizes...
+    if fn is round and args and is_sym(args[0]) and not kwargs:
+        out = sym_round(tx, args)
+        if out is not None:
+            return out
+    if fn in _SPECIALISING:  # str(n), hex(n), divmod(n, m), str(shape) of symbolic sizes...
         args = [specialized(a) for a in args]
     f = _IMPLS.get(fn)
     if f is not None:
@@ -742,6 +748,8 @@ from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
 _IMPLS.update(_ITERTOOLS_IMPLS)
 _IMPL_IDS = {id(fn): fn for fn in _IMPLS}
 
+
+_OTHER_NUMBER = {int: float, float: int}  # int(v) of a float, float(n) of an int: a conversion node
 
 # builtins that need the real value of a symbolic size: it is specialised (and guarded)
 _SPECIALISING = {int, float, str, complex, repr, format, hash, chr, ord, hex, oct, bin, ascii,

@@ -211,6 +211,22 @@ def sym_math(tx, fn, args):
     return None
 
 
+def sym_round(tx, args):
+    """round(v) / round(v, ndigits) of a symbolic number (`round(x.shape[0] / 3)`): round(n) of
+    an int is n; of a float a symbol (SymFloat.__round__ rounds half to even, as Python does),
+    not the size specialised (one trace per size). None where torch has no symbolic form: the
+    caller specialises."""
+    if args[0].python_type() is int and len(args) == 1:
+        return args[0]
+    parts = [_sym_arg(a) for a in args]
+    if args[0].python_type() not in (int, float) or any(p is None for p in parts):
+        return None
+    try:
+        return sym_apply(tx, round, parts)
+    except _NotSymbolic:
+        return None
+
+
 _COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
 
 
