@@ -382,3 +382,69 @@ def test_a_store_under_a_buffers_name_recompiles_for_a_module_holding_a_paramete
         with pytest.raises(TypeError):
             c(x, M(True))
     assert x.tolist() == [1.0, 1.0] and t.recompiles == 1, str(t)
+
+
+# ---- found by the dynamic-shapes bug hunt (2026-12) ------------------------------------------------
+
+class _Rotary(torch.nn.Module):
+    """The grow-on-demand cos cache of older HF rotary embeddings."""
+
+    def __init__(self):
+        super().__init__()
+        self._grow(4)
+
+    def _grow(self, n):
+        self.max_cached = n
+        self.register_buffer("cos_c", torch.arange(n, dtype=torch.float32).cos(), persistent=False)
+
+    def forward(self, x):
+        if x.shape[0] > self.max_cached:
+            self._grow(x.shape[0])
+        return self.cos_c[: x.shape[0]] * x, self.cos_c.shape[0], "cos_c" in self._buffers
+
+
+class _ThroughBuffers(_Rotary):
+    def forward(self, x):
+        if x.shape[0] > self.cos_c.shape[0]:
+            self._buffers["cos_c"] = torch.arange(x.shape[0], dtype=torch.float32).cos()
+        out = self.cos_c[: x.shape[0]] * x
+        if x.shape[0] > 7:  # and gone again: `self.cos_c` is the break, the code raises
+            del self._buffers["cos_c"]
+            return out, hasattr(self, "cos_c"), self.cos_c
+        return out, self.cos_c.shape[0], 1
+
+
+def _same_state(a, b):
+    assert a.__dict__.keys() == b.__dict__.keys() and a._buffers.keys() == b._buffers.keys()
+    assert a._non_persistent_buffers_set == b._non_persistent_buffers_set
+    assert all(_equal(x, y) for x, y in zip(a._buffers.values(), b._buffers.values()))
+    assert a.max_cached == b.max_cached
+
+
+def _run_against_eager(cls, sizes):
+    eager, mine = cls(), cls()
+    compiled = tracer.compile(mine)
+    with traced() as t:
+        for n in sizes:
+            x = torch.randn(n)
+            try:
+                expected = eager(x)
+            except AttributeError:
+                with pytest.raises(AttributeError):
+                    compiled(x)
+                continue
+            assert _equal(compiled(x), expected), n
+            _same_state(mine, eager)
+    assert t.internal_errors == 0 and t.fallbacks == 0, str(t)
+    return t
+
+
+@pytest.mark.parametrize("cls", [_Rotary, _ThroughBuffers])
+def test_a_buffer_the_frame_registers_or_writes_is_what_later_reads_see(cls):
+    """A module attribute read went to the live `_buffers` dict while the frame's own write to
+    it (`self._buffers[k] = t`, `register_buffer`) waited for the graph to finish: the grown
+    cache read back was the old one, the graph sliced 4 rows for 6 and the frame raised where
+    eager ran. The read now gives the frame's value; a buffer the frame deleted is a break at
+    its read, never a guard on the live module that fails at once (an internal error)."""
+    t = _run_against_eager(cls, (3, 6, 5, 9, 2, 12))
+    assert t.graphs >= 1, str(t)

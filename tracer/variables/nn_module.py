@@ -122,9 +122,16 @@ class NNModuleVariable(ObjectVariable):
         when none holds `name`."""
         m = self.module
         params, buffers, modules = m.__dict__.get("_parameters"), m.__dict__.get("_buffers"), m.__dict__.get("_modules")
+        if any(d is not None and objects.changed_in_trace(tx, d) is not None for d in (params, modules)):
+            raise Unsupported(f"reading {name!r} of {self.path}, whose _parameters or _modules this frame changed")
         if params is not None and name in params:
             return self._tensor_attr(tx, params[name], _sub(self.source, "_parameters", name), name)
-        if buffers is not None and name in buffers:
+        written = objects.changed_in_trace(tx, buffers) if buffers is not None else None
+        if written is not None:
+            found = self._written_buffer(tx, written, name)
+            if found is not None:
+                return found
+        elif buffers is not None and name in buffers:
             return self._tensor_attr(tx, buffers[name], _sub(self.source, "_buffers", name), name)
         if modules is not None and name in modules:
             sub = modules[name]
@@ -135,6 +142,23 @@ class NNModuleVariable(ObjectVariable):
                 return ConstantVariable(None)
             return wrap_module(tx, sub, src, self._child_path(name))
         return None
+
+    def _written_buffer(self, tx, written, name):
+        """`name` in this module's `_buffers`, which the frame changed (`register_buffer`,
+        `self._buffers[k] = t`): the trace's value, not the live dict's, which gets it only
+        after the graph (read live, a grown rotary cache was the old one: a wrong size, the
+        frame raised where eager ran). None when the dict does not hold `name`, now or before
+        the frame (a miss is guarded on the live module: one the frame made is a break)."""
+        if not isinstance(written, containers.DictVariable) or \
+                (name not in written.keys and name in self.module._buffers):
+            raise Unsupported(f"reading {name!r} of {self.path}, whose _buffers this frame changed")
+        if name not in written.keys:
+            return None
+        value = written.stored[name]
+        if isinstance(value, containers.UnreadValue):  # (that entry is the live one)
+            return self._tensor_attr(tx, self.module._buffers[name], _sub(self.source, "_buffers", name), name)
+        tx.side_effects.pending_reads += 1
+        return value
 
     def module_getattr(self, tx, name):
         """nn.Module.__getattr__(m, name) called from a class's own `__getattr__`: the three

@@ -135,11 +135,17 @@ def check_dict_not_written(tx, obj_var, what):
     that write is pending until after the graph, and reads through the object see the live
     dict, which does not have it yet."""
     inst = getattr(obj_var.value, "__dict__", None)
-    if not isinstance(inst, dict):
-        return
-    alias = tx.wrap_memo.get(id(inst))
-    if alias is not None and alias[0] is inst and getattr(alias[1], "_mutated", False):
+    if isinstance(inst, dict) and changed_in_trace(tx, inst) is not None:
         raise Unsupported(f"{what} of an object whose __dict__ this frame changed through another reference")
+
+
+def changed_in_trace(tx, container):
+    """The Variable of the real `container` (a dict) if this frame changed it: the change is
+    pending until after the graph, so the live object does not have it yet; else None."""
+    alias = tx.wrap_memo.get(id(container))
+    if alias is not None and alias[0] is container and getattr(alias[1], "_mutated", False):
+        return alias[1]
+    return None
 
 
 _OBJECT_CLASS = object.__dict__["__class__"]
