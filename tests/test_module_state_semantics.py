@@ -448,3 +448,12 @@ def test_a_buffer_the_frame_registers_or_writes_is_what_later_reads_see(cls):
     its read, never a guard on the live module that fails at once (an internal error)."""
     t = _run_against_eager(cls, (3, 6, 5, 9, 2, 12))
     assert t.graphs >= 1, str(t)
+
+
+def test_register_buffer_after_an_attribute_store_is_no_graph_break():
+    """`self.max_cached = n; self.register_buffer(...)` on the same module: register_buffer
+    reads `"_buffers" in self.__dict__`, which after a store to the module was a break
+    ("obj.__dict__ read after attribute stores in the trace"), 2 breaks per growing call
+    (torch.compile: none). Keys other than the stored names are the live dict's."""
+    t = _run_against_eager(_Rotary, (3, 6, 5, 9))
+    assert t.graph_breaks == 0 and t.graphs == t.frames_traced, str(t)

@@ -8,6 +8,7 @@ magic) is Unsupported rather than guessed.
 import abc
 import types
 
+import torch
 from guards import IdMatch, Predicate
 from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSource, TypeSource
 
@@ -655,14 +656,13 @@ class InstanceDictVariable(Variable):
         k = key.as_constant()
         pending = tx.side_effects.attr_stores.get(tx.side_effects.key(self.obj))
         if pending:
-            # a store the trace made went to the instance dict (generic_setattr refuses the
-            # ones a descriptor takes): the stored value is what the dict holds now; the other
-            # keys are the real dict's (a module's stores may go to _parameters: not modelled)
-            if not isinstance(self.obj, UserObjectVariable):
-                raise Unsupported("obj.__dict__ read after attribute stores in the trace")
-            if k in pending[1]:
+            # a store the trace made to a user object went to the instance dict (generic_setattr
+            # refuses the ones a descriptor takes): the stored value is what the dict holds now
+            if k in pending[1] and isinstance(self.obj, UserObjectVariable):
                 tx.side_effects.pending_reads += 1
                 return pending[1][k]
+            if k in pending[1] or not _stores_keep_other_keys(self.obj):
+                raise Unsupported("obj.__dict__ read after attribute stores in the trace")
         d = self.obj.value.__dict__
         if k in d:
             return builder.wrap(tx, d[k], ItemSource(self.source, k) if self.source is not None else None)
@@ -690,6 +690,16 @@ class InstanceDictVariable(Variable):
 
     def __repr__(self):
         return f"InstanceDict({type(self.obj.value).__name__})"
+
+
+def _stores_keep_other_keys(var):
+    """Whether the attribute stores the trace made to `var` left every other key of its
+    `__dict__` as it was (those keys are the real dict's): a user object's (each store goes to
+    its own key), a module's (nn.Module.__setattr__ writes or removes only the stored name, in
+    `__dict__` or one of _parameters/_buffers/_modules: which one is not modelled, so a read of
+    that name is a break). A module's `register_buffer` reads `"_buffers" in self.__dict__`:
+    after `self.max_cached = n` (HF's grow-on-demand rotary caches) it was a graph break."""
+    return isinstance(var, UserObjectVariable) or isinstance(getattr(var, "value", None), torch.nn.Module)
 
 
 def _generic_attr_source(var, name):
