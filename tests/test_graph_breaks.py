@@ -681,3 +681,39 @@ def test_an_object_sentinel_compared_with_is_is_captured():
         for args in ((torch.ones(3),), (torch.ones(3), 2.0), (torch.zeros(3),)):
             torch.testing.assert_close(c(*args), f(*args))
     assert_captured(t, breaks=0)
+
+
+def test_an_untraced_value_compared_with_none_is_guarded_by_its_type():
+    """`if self.sched is not None:` on a value of a type the tracer does not model (a
+    scheduler, a Generator argument): the jump took the not-None branch with no guard, so a
+    later call with None ran the traced branch (a wrong answer). Its type is guarded now: the
+    None call traces again, and both branches are captured without a break."""
+    lin = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+
+    class Trainer:
+        def __init__(self, sched):
+            self.sched = sched
+
+        def step(self, x):
+            loss = lin(x).sum()
+            if self.sched is not None:
+                return loss * 2
+            return loss * 3
+
+    def f(x, gen=None):
+        if gen is None:
+            return x + 1
+        return x + torch.rand(3, generator=gen)
+
+    x = torch.randn(2, 3)
+    c = tracer.compile(Trainer.step)
+    with traced() as t:
+        for tr in (Trainer(torch.optim.lr_scheduler.StepLR(opt, 1)), Trainer(None), Trainer(None)):
+            torch.testing.assert_close(c(tr, x), Trainer.step(tr, x))
+    assert t.recompiles == 1 and t.graph_breaks == 0 and t.fallbacks == 0
+    cf = tracer.compile(f)
+    for gen in (torch.Generator().manual_seed(0), None):
+        got = cf(torch.ones(3), gen)
+        want = f(torch.ones(3), None if gen is None else torch.Generator().manual_seed(0))
+        torch.testing.assert_close(got, want)

@@ -677,13 +677,14 @@ def _ndarray_method(tx, value, source, g):
 
 def _unsupported(tx, value, source, g):
     """Any other builtin or torch object (an optimizer, a Generator, a storage, a stream): held
-    untouched by its source, no guard, and any use of it is a graph break there
+    untouched by its source, guarded by its type, and any other use of it is a graph break there
     (base.UntracedValue). Loaded by a LOAD_GLOBAL or an attribute read, which are no place for
     a break, such a value made the whole frame run as Python (`opt.zero_grad()` in a training
     step reading a global optimizer; torch.compile breaks at the call). With no source to
     load it from again: Unsupported, naming it."""
     reason = f"value of type {type(value).__qualname__}"
     if source is not None:
+        g(TypeMatch(source, type(value)))  # (`if opt is not None`: decided by its type)
         return UntracedValue(value, reason, source)
     err = Unsupported(reason)
     err.untraced_value = value

@@ -9,7 +9,7 @@ import operator
 
 from ..exc import Unsupported
 from .exceptions import folding_error
-from .base import ConstantVariable, rely_on_identity
+from .base import ConstantVariable, UntracedValue, rely_on_identity
 from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SizeVariable,
                          TupleVariable)
 from .sets import SetVariable
@@ -154,6 +154,8 @@ def unary_op(tx, name, a):
 
 def identical(tx, a, b):
     """`a is b` when it can be decided at trace time."""
+    if isinstance(a, UntracedValue) and b.is_constant() or isinstance(b, UntracedValue) and a.is_constant():
+        return False  # (`if sched is not None`: no constant is of a type the tracer does not model; its type is guarded)
     if a is b:
         if not a.is_constant():  # (one Variable reached twice: a block's root found again, blocks.py)
             rely_on_identity(tx, a)
