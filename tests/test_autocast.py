@@ -8,6 +8,8 @@ tensors traced under the same mode. A graph break inside the block leaves it at 
 end and enters it again in the rewritten code. Every test compares with eager (values and
 dtypes; inference-ness), checks capture and warm calls, and that the caller's state is what
 eager leaves."""
+import sys
+
 import pytest
 import torch
 
@@ -263,6 +265,11 @@ def test_tensors_made_in_an_inference_mode_block_are_inference_tensors(backend):
     assert [w.is_inference() for w in want[:4]] == [True, False, False, False]
     if backend == "eager":
         assert_captured(t, graphs=1, breaks=0)
+    elif sys.version_info >= (3, 14):
+        # (3.14 loads the manager's __exit__ before calling __enter__: the break at the block's
+        # entry cannot be placed, and the frame runs as Python: right, not captured)
+        assert t.internal_errors == 0 and t.fallbacks == 1
+        assert "at the entry of a torch.inference_mode() block" in tracer.stats().of("fallback")[-1].reason
     else:
         assert t.fallbacks == 0 and t.internal_errors == 0 and t.graph_breaks >= 1
         assert "a tensor made in an inference_mode block leaves the graph" in c.entries[0].breaks[0].reason

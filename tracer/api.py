@@ -115,6 +115,9 @@ class CompiledFunction(_DispatchBase or object):
         guard what they read of the globals and closure the function keeps."""
         return self.__qualname__
 
+    def __repr__(self):  # (3.14's pickle names a local object by its repr)
+        return f"<compiled function {self.__qualname__} at {id(self):#x}>"
+
     def _bind(self, args, kwargs):
         fn = self._fn
         kw = fn.__kwdefaults__

@@ -40,6 +40,11 @@ class ExitVariable(Variable):
         entered again: mode_blocks.BlockReentry)."""
         if self.exit_fn is None:
             if isinstance(self.ctx, ModeBlockVariable):
+                if self.ctx.node is None:
+                    # 3.14+ load __exit__ before calling __enter__: a break at the enter (a
+                    # compiling backend's, convert_frame) finds a block not entered yet, whose
+                    # manager this code would make twice
+                    raise Unsupported(f"a graph break at the entry of a torch.{self.ctx.what}() block")
                 return cg.call_with(self.ctx.reentry().enter, [])
             if isinstance(self.ctx, SavedHooksOffVariable):
                 return cg.load_const(SavedHooksRestore(self.ctx.prev).__exit__)
