@@ -150,21 +150,18 @@ class FrameSizes:
         return prev is None or not (prev is _UNSEEN or isinstance(prev, list) or prev == value)
 
     def int_dynamic(self, source, value):
-        if self._handed_number(source):
-            self.seen[source] = None
-            return True
+        """int_changed, recorded: a first value is remembered, a changed one made symbolic for
+        the traces after (noted, unless it was handed on as such)."""
         prev = self.seen.get(source, _UNSEEN)
-        if prev is _UNSEEN or isinstance(prev, list):
-            self.seen[source] = value
+        if not self.int_changed(source, value):
+            if prev is _UNSEEN or isinstance(prev, list):
+                self.seen[source] = value
             return False
-        if prev is None:
-            return True
-        if prev != value:
-            self.seen[source] = None
+        if prev is not None and not self._handed_number(source):
             kind = "float" if isinstance(value, float) else "int"
             self.notes.append(f"{source.name()} changed {prev} -> {value}: now a symbolic {kind}")
-            return True
-        return False
+        self.seen[source] = None
+        return True
 
     def take_notes(self):
         out, self.notes = self.notes, []

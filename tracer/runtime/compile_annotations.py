@@ -66,25 +66,22 @@ def is_graph_break(fn):
 
 def wraps_original(cls):
     """Whether the objects of class `cls` stand for their `__original_fn`, by the mark on the
-    class (read from the classes' own dicts: no descriptor or metaclass runs). torch.jit marks
-    each function object instead: those stay functions, inlined as such."""
-    try:
-        return any(d.get(WRAPPER_MARK) is True for d in _class_dicts(cls))
-    except Exception:  # noqa: BLE001 - a class with a hostile __mro__ or __dict__ is simply not marked
-        return False
+    class. torch.jit marks each function object instead: those stay functions, inlined as such."""
+    return _marked(cls, WRAPPER_MARK)
 
 
 def wraps_module(cls):
-    """Whether the modules of class `cls` are, called, their `_orig_mod` called (the mark on
-    the class, read as wraps_original reads its own)."""
+    """Whether the modules of class `cls` are, called, their `_orig_mod` called."""
+    return _marked(cls, MODULE_WRAPPER_MARK)
+
+
+def _marked(cls, mark):
+    """Whether class `cls` sets `mark` true, read from the classes' own dicts: no descriptor or
+    metaclass runs."""
     try:
-        return any(d.get(MODULE_WRAPPER_MARK) is True for d in _class_dicts(cls))
-    except Exception:  # noqa: BLE001
+        return any(k.__dict__.get(mark) is True for k in cls.__mro__ if k is not object)
+    except Exception:  # noqa: BLE001 - a class with a hostile __mro__ or __dict__ is simply not marked
         return False
-
-
-def _class_dicts(cls):
-    return (k.__dict__ for k in cls.__mro__ if k is not object)
 
 
 def disabled(fn):
