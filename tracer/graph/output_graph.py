@@ -43,6 +43,29 @@ def _sanitize(name):
 _OPS = ("call_function", "call_method", "call_module")  # the nodes that are operations
 
 
+class TraceGraph(fx.Graph):
+    """The graph a trace builds: `fx.Graph` whose `create_node` skips torch's walk of every
+    operation's arguments with pytree in search of raw SymInts to warn about (torch 2.13+).
+    The tracer never puts one in a node (a symbolic number is always its node), and the walk
+    was a quarter of the cost of a replayed block (blocks.py: ~1,500 copied nodes in a 24-layer
+    LLaMA). The node is made with no arguments, which skips the walk, and given them after:
+    the same node, and the same users bookkeeping (Node's setters, in C). A graph whose module
+    has node hooks (torch's passes on the built module: runtime asserts) takes torch's path,
+    since the hooks read the new node's arguments."""
+
+    def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
+        if getattr(self.owning_module, "_create_node_hooks", None):
+            return super().create_node(op, target, args, kwargs, name, type_expr)
+        if args and not isinstance(args, tuple):
+            raise AssertionError(f"args must be a tuple, got {type(args)}")
+        node = super().create_node(op, target, None, None, name, type_expr)
+        if args:
+            node.args = args
+        if kwargs:
+            node.kwargs = kwargs
+        return node
+
+
 class OutputGraph:
     # What a scratch graph (scratch()) shares with the graph it is made from: the fake tensors
     # and their symbolic sizes, and the list that keeps what it registers alive as long as this
@@ -50,7 +73,7 @@ class OutputGraph:
     SHARED_WITH_SCRATCH = ("shapes", "fake_mode", "_attr_keep", "_fake_memo")
 
     def __init__(self, size_policy=None, shapes=None):
-        self.graph = fx.Graph()
+        self.graph = TraceGraph()
         # the ShapeEnv: symbolic sizes of dynamic inputs (`shapes`: a scratch graph's, shared)
         self.shapes = Shapes(size_policy) if shapes is None else shapes
         self.fake_mode = self.shapes.fake_mode
