@@ -485,3 +485,36 @@ def test_an_input_written_before_a_raising_op_under_a_compiling_backend(backend)
             assert str(got.value) == str(want.value) and torch.equal(x_c, x_e)
         assert torch.equal(c(x_c, torch.tensor([2])), f(x_e, torch.tensor([2]))) and torch.equal(x_c, x_e)
     assert t.reruns == 2 and t.frames_traced == 0 and t.internal_errors == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_compiled_layer_under_non_reentrant_checkpoint_is_not_rerun_when_its_hook_stops_it(backend):
+    """torch.utils.checkpoint's non-reentrant recomputation stops early by raising from its
+    saved-tensors pack hook, which the graph's ops call. Before, the graph reran the frame as
+    Python on that exception, the hook ran again for each save and checkpoint asserted
+    ("target_frame.early_stop is set") in the user's backward. Now an exception out of the
+    pack hook goes to the caller as it is: gradients equal eager's, the layer traced once."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.tanh(self.lin(x)) * 2
+
+    torch.manual_seed(0)
+    block = Block()
+    compiled = tracer.compile(block, backend=backend)
+    grads = []
+    with traced() as t:
+        for layer in (block, compiled, compiled):
+            x = torch.randn(2, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+            block.zero_grad()
+            checkpoint(layer, x, use_reentrant=False).sum().backward()
+            grads.append((x.grad, block.lin.weight.grad.clone()))
+    for got in grads[1:]:
+        torch.testing.assert_close(got, grads[0])
+    assert t.reruns == 0 and t.fallbacks == 0 and t.internal_errors == 0, t
+    assert t.graphs == 1 and t.frames_traced == 1, t

@@ -79,9 +79,28 @@ def graph_raised(name, grad_mode=None):
     def on_error(exc):
         if grad_mode is not None:
             set_grad_enabled(grad_mode)
+        if _from_saved_tensors_hook(exc):
+            raise exc
         records.graph_rerun(name, exc)
         return RERUN
     return on_error
+
+
+def _from_saved_tensors_hook(exc):
+    """Whether `exc` came out of the innermost saved-tensors pack hook, which the graph's ops
+    call as eager's do. The hook has then run for every save up to the raise, as in eager: a
+    rerun would run it again for each, and the hook counts them (torch.utils.checkpoint's
+    non-reentrant recomputation stops early by raising from its pack hook, and asserts when
+    it is called again: a compiled layer under checkpoint failed in backward). Such an
+    exception goes to the caller as it is."""
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)
+    code = getattr(hooks[0], "__code__", None) if hooks is not None else None
+    tb = exc.__traceback__
+    while code is not None and tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def plan(code, gm, must_rerun, grad_at_start, history_changed, writes=IN_ORDER):
