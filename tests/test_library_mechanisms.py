@@ -5,6 +5,7 @@ import functools
 import inspect
 import os
 import typing
+import warnings
 
 import pytest
 import torch
@@ -325,7 +326,27 @@ def test_checkpoint_non_reentrant_is_a_subgraph_with_eagers_gradients():
     assert any(n.target is checkpoint for n in c.entries[0].graph.graph.nodes)
 
 
-def test_reentrant_checkpoint_runs_natively_and_untraced():
+def _checkpoint_gradients(f, make_x, backend, lin):
+    """f eager, then compiled twice: (outputs, x grads, weight grads) of each, and the stats."""
+    runs = []
+    c = tracer.compile(f, backend=backend)
+    with traced() as t:
+        for fn in (f, c, c):
+            x = make_x()
+            lin.zero_grad()
+            out = fn(x)
+            if out.requires_grad:
+                out.backward()
+            runs.append((out.detach(), x.grad, lin.weight.grad))
+    for got in runs[1:]:
+        torch.testing.assert_close(got, runs[0])
+    return t
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_reentrant_checkpoint_with_an_input_requiring_grad_is_traced(backend):
+    """Reentrant mode gives non-reentrant mode's gradients when a tensor argument requires
+    grad: traced as that (torch.compile too). Before, every reentrant call broke the graph."""
     lin = torch.nn.Linear(4, 4)
 
     def block(x):
@@ -334,20 +355,44 @@ def test_reentrant_checkpoint_runs_natively_and_untraced():
     def f(x):
         return checkpoint(block, x.sin(), use_reentrant=True).sum()
 
-    x = torch.randn(3, 4, requires_grad=True)
-    ref = f(x)
-    ref.backward()
-    expected, x.grad = x.grad, None
-    c = tracer.compile(f, backend="aot_eager")
-    before = tracer.stats()
-    out = c(x)
-    out.backward()
-    assert torch.allclose(out, ref) and torch.allclose(x.grad, expected)
-    s = tracer.stats()
-    traced = [e.frame for e in s.of("frame")][before.frames_traced - s.frames_traced:]
-    assert traced and not [t for t in traced if t.endswith("block")]
-    assert s.break_reasons.get("reentrant checkpoint (use_reentrant is not False)", 0) > \
-        before.break_reasons.get("reentrant checkpoint (use_reentrant is not False)", 0)
+    t = _checkpoint_gradients(f, lambda: torch.randn(3, 4, generator=torch.Generator().manual_seed(0),
+                                                      requires_grad=True), backend, lin)
+    assert (t.frames_traced, t.graphs, t.graph_breaks, t.fallbacks) == (1, 1, 0, 0), t
+
+
+def test_reentrant_checkpoint_with_no_input_requiring_grad_runs_natively():
+    """Reentrant mode's result then requires no grad and the weights get none (torch warns):
+    non-reentrant mode would give them gradients, so the call breaks and runs natively."""
+    lin = torch.nn.Linear(4, 4)
+
+    def block(x):
+        return lin(x).relu() * 2
+
+    def f(x):
+        return checkpoint(block, x.sin(), use_reentrant=True).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch: "None of the inputs have requires_grad=True")
+        t = _checkpoint_gradients(f, lambda: torch.ones(3, 4), "eager", lin)
+    assert t.of("frame") and not [e for e in t.of("frame") if e.frame.endswith("block")], t
+    assert any("no tensor argument requiring grad" in e.reason for e in t.of("break")), t
+
+
+def test_checkpoint_passes_other_keywords_to_the_function():
+    """`checkpoint(fn, x, b=t, use_reentrant=False)` calls fn(x, b=t). Before, a keyword that
+    is not checkpoint's own broke the graph; now it is lifted into the subgraph like x."""
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x, b):
+        return checkpoint(lambda t, bias, scale=1.0: lin(t) * scale + bias, x, bias=b, scale=3.0,
+                          use_reentrant=False).sum()
+
+    def make_x():
+        return torch.randn(3, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+
+    b = torch.ones(4)
+    t = _checkpoint_gradients(lambda x: f(x, b), make_x, "eager", lin)
+    assert (t.graphs, t.graph_breaks, t.fallbacks) == (1, 0, 0), t
 
 
 def test_module_made_per_call_crossing_a_break_does_not_recompile():

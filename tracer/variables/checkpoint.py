@@ -9,8 +9,16 @@ the frame's graph calls `checkpoint(subgraph, *inputs, use_reentrant=False, ...)
 runs execute the same subgraph, with checkpoint's own semantics (saved-tensor hooks, RNG
 state restored for the recomputation).
 
+Keyword arguments that are not checkpoint's own are fn's (checkpoint passes them on), lifted
+like its positional ones. Reentrant mode (`use_reentrant=True`, the old default) runs fn under
+no_grad and recomputes it in backward through an autograd.Function whose backward calls
+`torch.autograd.backward`: with a tensor argument requiring grad, the gradients it gives are
+non-reentrant mode's, which the graph then calls (as torch.compile does); with none, its
+result requires no grad and parameters get none, so that call breaks (a user's mistake torch
+warns about), and so do checkpoint's keyword arguments reentrant mode refuses.
+
 Requirements, else Unsupported (the call breaks the graph and runs natively, and frames it
-starts are not traced: see frame_hook's skip of checkpoint): non-reentrant mode; fn has no
+starts are not traced: see frame_hook's skip of checkpoint): fn has no
 effects outside itself (they would run once here but twice in eager); fn's result is a
 tensor or a tuple/list of tensors and constants; fn reads no tensor computed earlier in the
 frame except through its arguments.
@@ -22,20 +30,25 @@ from ..exc import Unsupported
 from .base import ConstantVariable
 
 CHECKPOINT = torch.utils.checkpoint.checkpoint
-_PLAIN_KWARGS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug"}
+_PLAIN_KWARGS = {"use_reentrant", "preserve_rng_state", "determinism_check", "debug", "early_stop"}
+# checkpoint's own keywords that are not constants (any other keyword is fn's)
+_OWN_KWARGS = {"context_fn"}
 
 
 def checkpoint_call(tx, args, kwargs):
     if not args:
         raise Unsupported("checkpoint() without a function")
-    ckw = {}
+    ckw, fkw = {}, {}
     for k, v in kwargs.items():
-        if k not in _PLAIN_KWARGS or not v.is_constant():
+        if k in _OWN_KWARGS or (k in _PLAIN_KWARGS and not v.is_constant()):
             raise Unsupported(f"checkpoint(..., {k}=...) is not traced")
-        ckw[k] = v.as_constant()
-    if ckw.get("use_reentrant", None) is not False:
-        raise Unsupported("reentrant checkpoint (use_reentrant is not False)")
+        if k in _PLAIN_KWARGS:
+            ckw[k] = v.as_constant()
+        else:
+            fkw[k] = v
     fn, fargs = args[0], list(args[1:])
+    if ckw.get("use_reentrant", None) is not False:
+        _as_non_reentrant(ckw, fargs, fkw)
 
     main = tx.output
     scratch = main.scratch()
@@ -54,9 +67,10 @@ def checkpoint_call(tx, args, kwargs):
         return _map_structure(var, lift)
 
     sub_fn, sub_args = lift(fn), [lift(a) for a in fargs]
+    sub_kwargs = {k: lift(v) for k, v in fkw.items()}
     if inputs:  # tensors the subgraph reads by source become placeholders after these
         scratch._last_placeholder = lifted[id(inputs[-1])].node
-    result = _trace_into(tx, scratch, sub_fn, sub_args)
+    result = _trace_into(tx, scratch, sub_fn, sub_args, sub_kwargs)
     if not isinstance(result, (tensor.TensorVariable, containers.TupleVariable)) and \
             not (hasattr(result, "items") and result.python_type() in (tuple, list)):
         raise Unsupported(f"checkpointed function returns {result}, not tensors")
@@ -80,13 +94,27 @@ def checkpoint_call(tx, args, kwargs):
     return _unflatten(spec, iter(outs.items))
 
 
-def _trace_into(tx, scratch, fn, args):
+def _as_non_reentrant(ckw, fargs, fkw):
+    """Reentrant mode's call made the non-reentrant call that gives its gradients (the module
+    docstring says when that is), or Unsupported."""
+    if ckw.get("use_reentrant") is not True:  # (not given: torch warns, then reentrant)
+        raise Unsupported(f"checkpoint(..., use_reentrant={ckw.get('use_reentrant')!r})")
+    if fkw or ckw.get("debug") or ckw.get("determinism_check", "default") != "default":
+        raise Unsupported("reentrant checkpoint with keyword arguments (checkpoint raises ValueError)")
+    if not torch.is_grad_enabled() or not any(
+            isinstance(a, tensor.TensorVariable) and a.example.requires_grad for a in fargs):
+        raise Unsupported("reentrant checkpoint with no tensor argument requiring grad (its result "
+                          "requires none: torch warns that gradients will be None)")
+    ckw["use_reentrant"] = False
+
+
+def _trace_into(tx, scratch, fn, args, kwargs):
     """Call fn symbolically with the trace's graph swapped for `scratch`."""
     ctx = tx.ctx
     with ctx.scratch_trace(scratch):
         grad = torch.is_grad_enabled()
         try:
-            result = fn.call(tx, args, {})
+            result = fn.call(tx, args, kwargs)
             if not ctx.side_effects.is_empty():
                 raise Unsupported("the checkpointed function changes state outside itself")
             if torch.is_grad_enabled() != grad:
