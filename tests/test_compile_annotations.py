@@ -232,3 +232,41 @@ def test_a_tracer_compiled_function_torch_compile_runs_natively_is_the_tracers()
     assert after.internal_errors == before.internal_errors and after.fallbacks == before.fallbacks
     assert after.frames_traced > before.frames_traced and after.cache_hits >= before.cache_hits + 2
     torch._dynamo.reset()
+
+
+class _WithCompiledParts(torch.nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        if how == "torch.compile":
+            self.b = torch.compile(torch.nn.Linear(4, 4), backend="eager")
+        else:
+            self.b = torch.nn.Linear(4, 4)
+            self.b.compile(backend="eager")
+        self.scale = torch.compile(lambda t: t.relu() * 3, backend="eager")
+
+    def forward(self, x):
+        return self.scale(self.b(self.a(x))) - 1
+
+
+@pytest.mark.parametrize("how", ["torch.compile", "Module.compile"])
+def test_torch_compiled_parts_inside_a_tracer_compiled_model_are_inlined(how):
+    """A model holding torch.compile'd parts (an OptimizedModule, a module made
+    `.compile()`d, a compiled function) compiled with the tracer. Before, the compiled module
+    was a break on a torch function given real parameters under fake tensors, the compiled
+    function a break at TorchDynamo's frame-hook switch, and each call then ran under both
+    frame hooks (two internal errors, the frames as Python). They are now called as what
+    they wrap, inlined, as TorchDynamo inlines a nested torch.compile: one graph."""
+    torch.manual_seed(0)
+    m = _WithCompiledParts(how)
+    x = torch.randn(2, 4)
+    with torch.compiler.set_stance("force_eager"):  # (eager: TorchDynamo does not run)
+        refs = [m(x), m(x + 1)]
+    c = tracer.compile(m)
+    before = tracer.stats()
+    for inp, ref in ((x, refs[0]), (x, refs[0]), (x + 1, refs[1])):
+        torch.testing.assert_close(c(inp), ref)
+    after = tracer.stats()
+    assert after.graphs - before.graphs == 1 and after.graph_breaks == before.graph_breaks
+    assert after.internal_errors == before.internal_errors and after.fallbacks == before.fallbacks
+    torch._dynamo.reset()

@@ -75,6 +75,18 @@ def wraps_module(cls):
     return _marked(cls, MODULE_WRAPPER_MARK)
 
 
+def wraps_module_in_modules(cls):
+    """Whether the modules of class `cls` are torch.compile's wrappers (TorchDynamo's
+    OptimizedModule, known by type where torch._dynamo is imported: it is, where one exists),
+    which hold their model in `_modules["_orig_mod"]`: called, the model is called, as
+    TorchDynamo itself inlines a nested torch.compile'd module."""
+    opt = _dynamo_attr("torch._dynamo.eval_frame", "OptimizedModule")
+    try:
+        return opt is not None and issubclass(cls, opt)
+    except TypeError:
+        return False
+
+
 def _marked(cls, mark):
     """Whether class `cls` sets `mark` true, read from the classes' own dicts: no descriptor or
     metaclass runs."""

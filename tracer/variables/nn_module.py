@@ -368,15 +368,21 @@ class NNModuleVariable(ObjectVariable):
         model (through `_orig_mod`), as TorchDynamo calls a nested torch.compile'd module's
         model. None otherwise: the wrapper's own __call__ is traced."""
         m = self.module
-        if self.source is None or not ann.wraps_module(type(m)):
+        if self.source is None:
+            return None
+        if ann.wraps_module(type(m)):
+            model, source = m.__dict__.get(ann.ORIGINAL_MODULE), AttrSource(self.source, ann.ORIGINAL_MODULE)
+        elif ann.wraps_module_in_modules(type(m)):  # (torch.compile's: a submodule)
+            model, source = (m.__dict__.get("_modules") or {}).get(ann.ORIGINAL_MODULE), \
+                _sub(self.source, "_modules", ann.ORIGINAL_MODULE)
+        else:
             return None
         self._not_written(tx, "calling", _changes_call)
         objects.check_dict_not_written(tx, self, "calling")
-        model = m.__dict__.get(ann.ORIGINAL_MODULE)
         if not isinstance(model, torch.nn.Module) or any(m.__dict__.get(h) for h in _HOOK_DICTS):
             return None
         tx.guard(Predicate.falsy_attrs(self.source, _HOOK_DICTS, "has no forward/backward (pre-)hooks"))
-        return builder.wrap(tx, model, AttrSource(self.source, ann.ORIGINAL_MODULE))
+        return builder.wrap(tx, model, source)
 
     def dispatch(self, tx, args, kwargs):
         """What nn.Module.__call__ does (torch's _wrapped_call_impl/_call_impl): the forward
