@@ -270,3 +270,32 @@ def test_torch_compiled_parts_inside_a_tracer_compiled_model_are_inlined(how):
     assert after.graphs - before.graphs == 1 and after.graph_breaks == before.graph_breaks
     assert after.internal_errors == before.internal_errors and after.fallbacks == before.fallbacks
     torch._dynamo.reset()
+
+
+def _breaking_inner(t):
+    y = t.sin()
+    torch._dynamo.graph_break()
+    return y * 2
+
+
+_COMPILED_BREAKING = torch.compile(_breaking_inner, backend="eager")
+
+
+def test_a_torch_compiled_function_with_a_break_runs_under_torchdynamo_alone():
+    """A torch.compile'd function with a break inside, called from a tracer-compiled one: the
+    caller breaks at the call, which runs natively with TorchDynamo's hook set. The tracer's
+    callback traced the frames it started anyway, TorchDynamo traced the tracer's machinery
+    under its hook and failed: an internal error on every call. Those frames are now left to
+    TorchDynamo."""
+    def f(x):
+        return _COMPILED_BREAKING(x + 1) - 1
+
+    x = torch.randn(3)
+    c = tracer.compile(f)
+    before = tracer.stats()
+    for inp in (x, x, x * 2):
+        torch.testing.assert_close(c(inp), (inp + 1).sin() * 2 - 1)
+    after = tracer.stats()
+    assert after.internal_errors == before.internal_errors and after.fallbacks == before.fallbacks
+    assert after.graphs > before.graphs and after.graph_breaks == before.graph_breaks + 1
+    torch._dynamo.reset()

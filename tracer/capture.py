@@ -40,6 +40,7 @@ from .graph.backends import resolve
 from .options import check_options
 from .trace.convert_frame import convert_frame
 from .runtime.compile_annotations import skip_disabled_frames
+from .runtime.dynamo_interop import dynamo_hooked
 from .exc import BackendError, FullGraphError
 from .runtime.frame_hook import call_unhooked, rule_skip, set_error_handler, set_eval_frame, set_rule_type, skip_code
 # the default rule and its prefixes live in runtime/policy.py (with the value model's answers
@@ -105,9 +106,11 @@ class FrameCallback:
         return self._compile(code, frame)
 
     def _compile(self, code, frame):
-        if _importing() or torch._guards.TracingContext.try_get() is not None:
+        if _importing() or torch._guards.TracingContext.try_get() is not None or dynamo_hooked():
             # this once: an import is running, or a compiler (torch.compile inside torch.cond,
-            # a backend) is tracing and called back into Python (sympy, registrations)
+            # a backend) is tracing and called back into Python (sympy, registrations), or the
+            # frame runs in a torch.compile'd call (TorchDynamo's frame hook is set: its frames
+            # are its own, and it would trace the tracer's machinery)
             return None
         L, G, C = frame.f_args, frame.f_globals, frame.closure
         if type(self) is not FrameCallback and give_up.given_up(code):  # (the C hook does this for FrameCallback)

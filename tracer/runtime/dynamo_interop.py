@@ -10,9 +10,14 @@ does a tracer-compiled one: the code objects its call starts in (`dynamo_skip_ca
 for TorchDynamo as a recursive `torch.compiler.disable` marks code, skipped with everything they
 call. Their frames are then the tracer's alone (its own hook traces the resume functions).
 
+The other way round, a torch.compile'd function called (natively) in a frame the tracer hooks
+sets TorchDynamo's hook for its call: the frames it starts are TorchDynamo's, and the tracer's
+callback leaves them (`dynamo_hooked`).
+
 Reads torch._C._dynamo.eval_frame (part of torch's C extension, loaded with torch: marking costs
-no import of the torch._dynamo package): set_code_exec_strategy, _FrameExecStrategy and
-_FrameAction (docs/torch.md). A torch without them: nothing is marked.
+no import of the torch._dynamo package): set_code_exec_strategy, _FrameExecStrategy,
+_FrameAction and get_eval_frame_callback (docs/torch.md). A torch without them: nothing is
+marked, and TorchDynamo's hook reads as unset.
 """
 import types
 
@@ -40,3 +45,22 @@ def dynamo_skip_call(fn):
     if _SKIP is not None and code is not None:
         _SKIP[0](code, _SKIP[1])
     return fn
+
+
+def _callback_getter():
+    try:
+        return torch._C._dynamo.eval_frame.get_eval_frame_callback
+    except AttributeError:  # (a torch without it: never hooked, as far as the tracer knows)
+        return lambda: None
+
+
+_GET_CALLBACK = _callback_getter()
+
+
+def dynamo_hooked():
+    """Whether TorchDynamo's frame hook is set on this thread (a torch.compile'd call is
+    running): the frames it starts are TorchDynamo's to compile, and the tracer leaves them
+    alone. Tracing one, the tracer's own Python ran under that hook, which traced it and failed
+    (an internal error on every call)."""
+    cb = _GET_CALLBACK()
+    return cb is not None and cb is not False
