@@ -239,3 +239,42 @@ def test_id_of_a_module_or_object_read_by_the_frame_is_a_guarded_constant():
                 torch.testing.assert_close(c(x), m(x))
     assert_captured(t, breaks=0)
     assert t.recompiles == 1  # (the second _Registered: its own id)
+
+
+class _StrMode(str, __import__("enum").Enum):
+    GREEDY = "greedy"
+    SAMPLE = "sample"
+
+
+class _IntMode(__import__("enum").IntEnum):
+    ONE = 1
+    TWO = 2
+
+
+_BY_SIZE = {(8, 8): 0.5, (16, 16): 0.25}
+_BY_STR_MODE = {_StrMode.GREEDY: 2.0, _StrMode.SAMPLE: 3.0}
+_BY_INT_MODE = {_IntMode.ONE: 5.0, _IntMode.TWO: 7.0}
+
+
+def test_a_global_dict_keyed_by_tuples_or_str_and_int_enum_members_is_read_by_key():
+    """Keys a keys guard cannot compare without merging unequal values ((1,) == (True,)) or
+    running a class's own comparison: the whole frame ran as Python ("dict input with keys
+    that cannot be guarded"), transformers' generate() among them (its modes table is keyed
+    by a str Enum). Such a dict is now read by key, each read guarded by what it found."""
+    def by_size(x):
+        return x * _BY_SIZE[tuple(x.shape[-2:])]
+
+    def by_modes(x, s, i):
+        return x * _BY_STR_MODE[s] + _BY_INT_MODE[i]
+
+    c1, c2 = tracer.compile(by_size), tracer.compile(by_modes)
+    with traced() as t:
+        for n in (8, 8):
+            x = torch.randn(1, n, n)
+            torch.testing.assert_close(c1(x), by_size(x))
+        x = torch.randn(3)
+        for s, i in ((_StrMode.GREEDY, _IntMode.ONE), (_StrMode.GREEDY, _IntMode.ONE),
+                     (_StrMode.SAMPLE, _IntMode.TWO), ("greedy", 1)):
+            torch.testing.assert_close(c2(x, s, i), by_modes(x, s, i))
+    assert t.fallbacks == 0 and t.graph_breaks == 0 and t.internal_errors == 0, t
+    assert t.graphs == 4, t  # (by_size once; by_modes per pair of keys read)

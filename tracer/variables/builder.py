@@ -422,7 +422,11 @@ def _dict(tx, value, source, g):
     try:
         g(DictKeysMatch(source, keys, t))
     except TypeError:
-        raise Unsupported("dict input with keys that cannot be guarded")
+        # keys whose comparison could run user code or merge unequal values (tuples, str or int
+        # Enum members): read by key, each read guarded by what it found
+        if source is None:
+            raise Unsupported("dict with keys that cannot be guarded")
+        return keyed_dict.ObjectKeyedDictVariable(value, source)
     items = {k: wrap(tx, v, None) for k, v in value.items()} if source is None else {}
     if t is collections.defaultdict:
         factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
