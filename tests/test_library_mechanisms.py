@@ -422,3 +422,29 @@ def test_module_construction_after_torch_compile_patched_init():
         return torch.nn.ReLU()(x) + 1
 
     run(f, torch.randn(3))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_checkpointed_batch_norm_in_training_runs_natively(backend):
+    """Eager's recomputation in backward updates a checkpointed BatchNorm's running statistics
+    a second time. Traced into the subgraph, backward raised an in-place version error under
+    the eager backend, and under aot_eager the statistics were updated once (the eval output
+    after training differed). A checkpointed function that writes a tensor it did not make in
+    place is now a break: checkpoint runs natively, buffers equal eager's."""
+    torch.manual_seed(0)
+    bn_e, bn_c = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+
+    def f(bn, x):
+        return checkpoint(bn, x, use_reentrant=False)
+
+    c = tracer.compile(f, backend=backend)
+    with traced() as t:
+        for i in range(2):
+            x = torch.randn(4, 3, generator=torch.Generator().manual_seed(i), requires_grad=True)
+            f(bn_e, x).sum().backward()
+            c(bn_c, x).sum().backward()
+    for a, b in ((bn_e.running_mean, bn_c.running_mean), (bn_e.running_var, bn_c.running_var),
+                 (bn_e.num_batches_tracked, bn_c.num_batches_tracked)):
+        torch.testing.assert_close(a, b)
+    assert any("writes a tensor it did not make" in e.reason for e in t.of("break")), t
+    assert t.fallbacks == 0 and t.internal_errors == 0, t

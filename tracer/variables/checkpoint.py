@@ -26,6 +26,8 @@ frame except through its arguments.
 import torch
 import torch.fx as fx
 
+from guards.tensor import storage_id
+
 from ..exc import Unsupported
 from .base import ConstantVariable
 
@@ -74,6 +76,7 @@ def checkpoint_call(tx, args, kwargs):
     if not isinstance(result, (tensor.TensorVariable, containers.TupleVariable)) and \
             not (hasattr(result, "items") and result.python_type() in (tuple, list)):
         raise Unsupported(f"checkpointed function returns {result}, not tensors")
+    _refuse_input_writes(scratch)
     out_tensors = []
     spec = _flatten(result, out_tensors)
     scratch.graph.output(tuple(t.node for t in out_tensors))
@@ -92,6 +95,19 @@ def checkpoint_call(tx, args, kwargs):
     node.meta["example_value"] = example
     outs = torch_calls.wrap_result(tx, node, example)
     return _unflatten(spec, iter(outs.items))
+
+
+def _refuse_input_writes(scratch):
+    """Unsupported where fn writes a tensor it did not make in place (a BatchNorm's running
+    statistics in training): eager's recomputation in backward writes it a second time, which
+    the subgraph's recomputation does not match (under the eager backend autograd then raised
+    an in-place version error in backward; under AOTAutograd the write was made once)."""
+    inputs = {storage_id(n.meta["example_value"]) for n in scratch.graph.nodes
+              if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)}
+    for node in scratch.graph.nodes:
+        if inputs & node.meta.get("writes", frozenset()):
+            raise Unsupported("the checkpointed function writes a tensor it did not make in place (a "
+                              "BatchNorm's running statistics): its recomputation writes it again")
 
 
 def _as_non_reentrant(ckw, fargs, fkw):
