@@ -48,10 +48,11 @@ class TraceGraph(fx.Graph):
     operation's arguments with pytree in search of raw SymInts to warn about (torch 2.13+).
     The tracer never puts one in a node (a symbolic number is always its node), and the walk
     was a quarter of the cost of a replayed block (blocks.py: ~1,500 copied nodes in a 24-layer
-    LLaMA). The node is made with no arguments, which skips the walk, and given them after:
-    the same node, and the same users bookkeeping (Node's setters, in C). A graph whose module
-    has node hooks (torch's passes on the built module: runtime asserts) takes torch's path,
-    since the hooks read the new node's arguments."""
+    LLaMA). The node is made with no arguments, which skips the walk, and given them after by
+    the method Node's setters call (in C: the users bookkeeping), not through the setters,
+    which take the node out of the graph's lookup table and put it back for each. A graph
+    whose module has node hooks (torch's passes on the built module: runtime asserts) takes
+    torch's path, since the hooks read the new node's arguments."""
 
     def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
         if getattr(self.owning_module, "_create_node_hooks", None):
@@ -59,10 +60,8 @@ class TraceGraph(fx.Graph):
         if args and not isinstance(args, tuple):
             raise AssertionError(f"args must be a tuple, got {type(args)}")
         node = super().create_node(op, target, None, None, name, type_expr)
-        if args:
-            node.args = args
-        if kwargs:
-            node.kwargs = kwargs
+        if args or kwargs:
+            node._update_args_kwargs(args or (), kwargs or {})
         return node
 
 
