@@ -20,6 +20,7 @@ import tracer
 from tracer.exc import FullGraphError
 
 from helpers import assert_captured, traced
+from semantics_helpers import check, run
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -891,3 +892,24 @@ def test_builtins_raising_type_errors_on_traced_arguments_reach_the_users_handle
     check(bad_getattr, t(2))
     c = check(make_type, t(2), expect_graph=False)  # as a class statement: the frame runs as Python
     assert "type() with 3 positional argument(s)" in c.entries[0].reason
+
+
+def test_sum_of_floats_is_cpythons():
+    """CPython 3.12+ adds a run of floats in sum() with compensation: `sum([0.1] * 10)` is 1.0
+    there, and `sum([1e100, 1.0, -1e100])` is 1.0. The trace added them pairwise (0.9999999999999999
+    and 0.0: a wrong answer, with no break). Constants are now summed by sum() itself; floats
+    a trace cannot fold make sum() a break on 3.12+ (pairwise `+` is 3.11's sum)."""
+    def folded(x):
+        return x * sum([0.1] * 10), sum([0.1] * 10) == 1.0, sum([1e100, 1.0, -1e100])
+
+    def given(x, vals):
+        return x * sum(vals), sum(vals, 0.5)
+
+    check(folded, torch.ones(2))
+    c = tracer.compile(given)
+    for vals in ([0.1] * 10, [1e100, 1.0, -1e100], [0.3, 0.6, 0.1]):  # (a float list becomes symbolic)
+        run(c, given, torch.ones(2), vals)
+    with traced() as t:
+        for vals in ([0.7, 0.1, 0.1, 0.1],) * 2:
+            run(c, given, torch.ones(2), vals)
+    assert t.fallbacks == 0 and t.internal_errors == 0, t
