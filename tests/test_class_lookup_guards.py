@@ -599,3 +599,215 @@ def test_an_attribute_store_recompiles_once_the_class_takes_it_over(change):
     with traced() as t:
         assert torch.equal(c(x, _Stored()), x * 2)
     assert t.frames_traced == 0, str(t)
+
+
+# ---- a descriptor read on the class: `Cls.attr` runs type(d).__get__(d, None, Cls) ----------
+
+_reads = []
+
+
+class classproperty:  # the common recipe (transformers' configuration_utils has one)
+    def __init__(self, fget):
+        self.fget = fget
+
+    def __get__(self, obj, cls):
+        return self.fget(cls)
+
+
+class counting_classproperty(classproperty):
+    def __get__(self, obj, cls):
+        _reads.append(1)
+        return self.fget(cls)
+
+
+class Cfg:
+    base = 2.0
+
+    @classproperty
+    def scale(cls):
+        return cls.base * 3
+
+    @counting_classproperty
+    def count(cls):
+        return len(_reads)  # another value on every read
+
+
+def test_a_descriptor_whose_value_changes_on_every_read_is_traced_on_the_class():
+    """`Cfg.count` with a classproperty whose `__get__` appends to a list: the trace wrapped the
+    raw class entry (the descriptor object) under the source `Cfg.count`, and the guard read
+    `Cfg.count` again, running `__get__`: 'guards fail on the inputs they were built from'
+    (an internal error and a fallback), and the guard's own reads shifted every later value
+    ([3, 4, 5] where eager gives [1, 2, 3]). The `__get__` is now inlined: its effect on the
+    list is the trace's, and what it read (the list's length) is guarded."""
+    def f(x):
+        return x * Cfg.count
+
+    c = tracer.compile(f)
+    _reads.clear()
+    with traced() as t:
+        got = [c(torch.ones(1)).item() for _ in range(3)]
+    _reads.clear()
+    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert_captured(t, min_ops=3, breaks=0)
+
+
+def test_a_classproperty_is_captured_and_guards_what_it_read():
+    """The side-effect-free recipe: `Cfg.scale` read through the class itself, through
+    `type(obj)` and through an instance (each was an internal error or a break). The traced
+    `__get__` reads `cls.base`: changing it recompiles, and so does replacing the descriptor."""
+    obj = Cfg()
+
+    def f(x, o):
+        return x * Cfg.scale + type(o).scale - o.scale
+
+    x = torch.ones(2)
+    c = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(c(x, obj), f(x, obj))
+    assert_captured(t, min_ops=2, breaks=0)
+    assert_warm(c, x, obj)
+    with mock.patch.object(Cfg, "base", 5.0):
+        with traced() as t:
+            assert torch.equal(c(x, obj), f(x, obj)) and c(x, obj)[0].item() == 15.0
+        assert t.recompiles == 1, str(t)
+    with mock.patch.object(Cfg, "scale", classproperty(lambda cls: -1.0)):
+        with traced() as t:
+            assert torch.equal(c(x, obj), f(x, obj)) and c(x, obj)[0].item() == -1.0
+        assert t.recompiles == 1, str(t)
+
+
+class _InstanceOnly:
+    """A descriptor that gives itself on the class and the value on an instance."""
+
+    def __get__(self, obj, cls):
+        return self if obj is None else obj.k * 2
+
+
+class _Holder:
+    d = _InstanceOnly()
+
+    def __init__(self, k):
+        self.k = k
+
+
+def test_a_user_descriptor_read_on_an_instance_is_traced():
+    """`h.d` with a Python `__get__` on the descriptor's class was a graph break ('descriptor
+    _InstanceOnly on _Holder'): it is inlined like a property's getter. On the class it gives
+    the descriptor object itself, held by the class's guard, not re-read."""
+    def f(x, h):
+        return x * h.d + (_Holder.d is _Holder.__dict__["d"])
+
+    x = torch.ones(2)
+    c = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(c(x, _Holder(3)), f(x, _Holder(3)))
+    assert_captured(t, min_ops=2, breaks=0)
+    with traced() as t:
+        assert torch.equal(c(x, _Holder(4)), f(x, _Holder(4)))
+    assert t.recompiles == 1, str(t)
+
+
+class _Meta(type):
+    @property
+    def counted(cls):
+        _reads.append(1)
+        return len(_reads)
+
+    def twice(cls, x):
+        return x * 2
+
+
+class _WithMeta(metaclass=_Meta):
+    pass
+
+
+class _LookupMeta(type):
+    def __getattribute__(cls, name):
+        return 7 if name == "k" else super().__getattribute__(name)
+
+    def __getattr__(cls, name):
+        return 5
+
+
+class _WithLookupMeta(metaclass=_LookupMeta):
+    k = 1
+
+
+def test_a_metaclass_property_and_method_are_traced_on_the_class():
+    """A metaclass property read on the class ran its getter while tracing and again in the
+    guard (a fallback, and [5, 6, 7] where eager gives [1, 2, 3]); a metaclass method was a
+    break ('class _WithMeta has no attribute'). Both are bound to the class and traced."""
+    def f(x):
+        return _WithMeta.twice(x) * _WithMeta.counted
+
+    c = tracer.compile(f)
+    _reads.clear()
+    with traced() as t:
+        got = [c(torch.ones(1)).item() for _ in range(3)]
+    _reads.clear()
+    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [2.0, 4.0, 6.0]
+    assert_captured(t, min_ops=6, breaks=0)
+
+
+def test_a_metaclass_that_customises_lookup_is_a_break_not_a_guess():
+    """A metaclass `__getattribute__` was ignored (`_WithLookupMeta.k` traced as the class's 1,
+    eager 7), and an AttributeError of a class read was taken for the answer where the
+    metaclass's `__getattr__` gives one (the trace took the except branch). Only the check of
+    the new entry's guards on its own inputs caught them (an internal error, then a fallback):
+    wrong answers without it. Both are breaks now."""
+    def f(x):
+        try:
+            v = _WithLookupMeta.missing
+        except AttributeError:
+            v = -1
+        return x * v + _WithLookupMeta.k
+
+    x = torch.ones(1)
+    c = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(c(x), f(x)) and f(x).item() == 12.0
+    assert t.internal_errors == 0 and t.fallbacks == 0 and t.graph_breaks >= 1 and t.graphs >= 1, str(t)
+
+
+def test_a_c_descriptor_that_does_not_give_itself_on_the_class_is_a_break():
+    """`object.__subclasshook__` (a classmethod_descriptor: a new bound method on every read)
+    was wrapped as the raw entry and guarded by re-reading it: an internal error. A C
+    descriptor is relied on only where it gives itself back on the class."""
+    def f(x):
+        return x + (object.__subclasshook__ is not None) + A.s(x) + A.c(x) + (A.p is not None)
+
+    x = torch.ones(1)
+    c = tracer.compile(f)
+    with traced() as t:
+        assert torch.equal(c(x), f(x))
+    assert t.internal_errors == 0 and t.fallbacks == 0 and t.graph_breaks == 1 and t.graphs >= 1, str(t)
+
+
+class _StaticGet:
+    """A descriptor whose `__get__` is a staticmethod: Python code, which CPython calls with
+    the descriptor, the object and the class (a staticmethod is callable)."""
+
+    @staticmethod
+    def __get__(desc, obj, cls):
+        _reads.append(1)
+        return len(_reads)
+
+
+class _HasStaticGet:
+    d = _StaticGet()
+
+
+def test_a_descriptor_whose_get_is_not_a_function_never_runs_while_tracing():
+    """A `__get__` that is Python code but not a function (a staticmethod) is neither inlined
+    nor called while tracing to see whether it gives the descriptor back: the read is a break,
+    and the list it appends to grows once per call, as in eager."""
+    def f(x):
+        return x * _HasStaticGet.d
+
+    c = tracer.compile(f)
+    _reads.clear()
+    with traced() as t:
+        got = [c(torch.ones(1)).item() for _ in range(3)]
+    _reads.clear()
+    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert t.internal_errors == 0 and t.fallbacks == 0 and t.graph_breaks >= 1, str(t)

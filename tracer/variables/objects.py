@@ -171,7 +171,9 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         return builder.wrap(tx, attr.__func__, None)
     if isinstance(attr, classmethod):
         return functions.BoundMethodVariable(builder.wrap(tx, attr.__func__, None), ClassVariable(cls))
-    if isinstance(attr, property):
+    if descriptors.python_get(attr) is not None:  # a user descriptor: its __get__ traced
+        return descriptors.call_get(tx, attr, obj_var, ClassVariable(cls))
+    if isinstance(attr, property) and type(attr).__get__ is property.__get__:
         if attr.fget is None:
             raise Unsupported("unreadable property")
         return functions.UserFunctionVariable(attr.fget).call(tx, [obj_var], {})
@@ -461,10 +463,21 @@ class ClassVariable(ObjectVariable):
         if name == "apply":
             if autograd_function.is_autograd_function_class(self.cls):
                 return autograd_function.AutogradFunctionApplyVariable(self.cls)
-        # type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
-        # __bases__, __doc__, __module__, __class__...) first, then the class's own MRO
+        meta = type(self.cls)
+        if meta.__getattribute__ is not type.__getattribute__:
+            raise Unsupported(f"the metaclass {meta.__name__} customises attribute lookup")
+        with descriptors.metaclass_getattr_refused(tx, self, name):
+            return self._type_getattribute(tx, name)
+
+    def _type_getattribute(self, tx, name):
+        """type.__getattribute__: a data descriptor of the metaclass (__name__, __mro__,
+        __bases__, __doc__, __module__, __class__, a metaclass property...) first, then the
+        class's own MRO (a descriptor there read as `__get__(None, cls)`), then the rest of
+        the metaclass (its methods, bound to the class)."""
         meta_attr, meta_owner = lookup_type_attr(type(self.cls), name)
         if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
+            if type(meta_attr) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+                return descriptors.metaclass_get(tx, self, name, meta_attr)  # user code: traced, never re-read
             if name == "__dict__":
                 if type(self.cls.__dict__) is not types.MappingProxyType:
                     raise Unsupported(f"{self.cls.__name__}.__dict__ is not a mappingproxy")
@@ -478,7 +491,11 @@ class ClassVariable(ObjectVariable):
         if name == "fromkeys" and self.cls in collections_vars.FROMKEYS_CLASSES:
             return collections_vars.FromKeysVariable(self.cls)
         if owner is None:  # (not `attr is None`: `X = None` on the class is an attribute)
-            if meta_owner is not None and not _binds(meta_attr) and self.source is not None:
+            if meta_owner is not None and _binds(meta_attr):
+                if class_can_change(self.cls):  # (a class attribute set later would win)
+                    _guard_resolution(tx, self.source if self.source is not None else ConstSource(self.cls), name, None, None)
+                return descriptors.metaclass_get(tx, self, name, meta_attr)
+            if meta_owner is not None and self.source is not None:
                 # plain data on the metaclass, read through the class (re-read by the guard)
                 return builder.wrap(tx, meta_attr, AttrSource(self.source, name))
             if meta_attr is None and self.source is not None:
@@ -500,6 +517,13 @@ class ClassVariable(ObjectVariable):
         slot = new_objects.slot_method(attr)  # OrderedDict.__setitem__ & co., applied to a new object
         if slot is not None:
             return slot
+        if descriptors.python_get(attr) is not None:  # a user descriptor (a classproperty)
+            if self.source is not None:
+                guard_class_entry(tx, self.source, name, attr)
+            return descriptors.call_get(tx, attr, ConstantVariable(None), self)
+        if not descriptors.reads_as_itself(attr, self.cls):
+            raise Unsupported(f"reading {self.cls.__name__}.{name} runs {type(attr).__name__}.__get__, "
+                              f"which gives something other than the class attribute")
         src = AttrSource(self.source, name) if self.source is not None else None
         return builder.wrap(tx, attr, src)
 
@@ -757,4 +781,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict  # noqa: E402
+from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors  # noqa: E402
