@@ -1,4 +1,5 @@
-"""Descriptors found on a class: what reading one gives.
+"""Descriptors found on a class: what reading one gives, and the one store into one that the
+trace records (a `__slots__` member).
 
 A class attribute whose type has `__get__` is not what a read of it gives: CPython calls
 `type(d).__get__(d, obj, cls)` (obj None for a read on the class itself, `Cls.attr`). A guard
@@ -15,6 +16,8 @@ import types
 from guards.sources import ConstSource
 
 from ..exc import Unsupported, UserException
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 # C descriptors whose `__get__(None, cls)` is the descriptor itself, known without calling it
 _ITSELF_ON_CLASS = (types.FunctionType, property, types.GetSetDescriptorType, types.MemberDescriptorType,
@@ -80,6 +83,42 @@ def reads_as_itself(attr, cls):
         return get(attr, None, cls) is attr
     except Exception:  # noqa: BLE001 - a C __get__ that refuses the class: not read through
         return False
+
+
+def is_slot(attr):
+    """A member descriptor a Python class's `__slots__` made (by the mangled name it holds):
+    storing any object into it, or deleting it, succeeds on an instance of that class. A C
+    type's members (a heap type's too: functools.partial's `func`) may be read-only."""
+    if type(attr) is not types.MemberDescriptorType:
+        return False
+    owner = attr.__objclass__
+    return bool(owner.__flags__ & _HEAPTYPE) and attr.__name__ in _slot_names(owner)
+
+
+def stores_to_slot(attr, obj, name):
+    """Whether `obj.name = v`, with type(obj)'s MRO holding `attr` under `name`, is a plain
+    store into obj's own slot `name` (so it cannot fail, and a read of `obj.name` gives `v`)."""
+    return is_slot(attr) and attr.__name__ == name and isinstance(obj, attr.__objclass__)
+
+
+def _slot_names(owner):
+    """The member names `owner`'s own `__slots__` declared, mangled as the class statement
+    mangled them. A `__slots__` that is not a plain collection (an iterator, spent once the
+    class was made) declares nothing here."""
+    slots = owner.__dict__.get("__slots__", ())
+    if isinstance(slots, str):
+        slots = (slots,)
+    if not isinstance(slots, (tuple, list, dict, set, frozenset)):
+        return ()
+    return {_mangle(owner.__name__, s) for s in slots if isinstance(s, str)}
+
+
+def _mangle(cls_name, name):
+    """`__x` declared in class `_C` is the member `_C__x` (CPython's _Py_Mangle)."""
+    stripped = cls_name.lstrip("_")
+    if not name.startswith("__") or name.endswith("__") or "." in name or not stripped:
+        return name
+    return f"_{stripped}{name}"
 
 
 # Modules of the value model that also import this one (the one import cycle, see

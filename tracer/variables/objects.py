@@ -334,15 +334,17 @@ class UserObjectVariable(DictStorage, ObjectVariable):
     def generic_setattr(self, tx, name, value, raw=True):
         """object.__setattr__(obj, name, value). `raw`: replayed as that call, not as a
         store through the class's own __setattr__ (which the trace inlined). The store is
-        replayed after the graph, so only one that goes to the instance dict is recorded: a
-        data descriptor on the class (a property, a slot) runs code, and an object without a
+        replayed after the graph, so only one shown to succeed is recorded: one into the
+        instance dict, or into a slot of the object's own `__slots__` (a plain store). Another
+        data descriptor on the class (a property) runs code, and an object without a
         `__dict__` raises AttributeError; either is a break here, where it runs natively,
         before the effects that follow it. What the class holds under `name` is guarded."""
         cls = type(self.value)
         attr, _ = guarded_type_lookup(tx, class_source(self), cls, name)
-        if attr is not None and hasattr(type(attr), "__set__") or name in ("__class__", "__dict__"):
+        slot = descriptors.stores_to_slot(attr, self.value, name)
+        if attr is not None and hasattr(type(attr), "__set__") and not slot or name in ("__class__", "__dict__"):
             raise Unsupported(f"setting {cls.__name__}.{name} runs a descriptor")
-        if not cls.__dictoffset__:
+        if not cls.__dictoffset__ and not slot:
             raise Unsupported(f"{cls.__name__} object has no __dict__ to store {name!r} in "
                               f"(the user code raises AttributeError)")
         tx.side_effects.store_attr(self, name, value, raw=raw)
@@ -681,11 +683,13 @@ class InstanceDictVariable(Variable):
         pending = tx.side_effects.attr_stores.get(tx.side_effects.key(self.obj))
         if pending:
             # a store the trace made to a user object went to the instance dict (generic_setattr
-            # refuses the ones a descriptor takes): the stored value is what the dict holds now
-            if k in pending[1] and isinstance(self.obj, UserObjectVariable):
+            # refuses the ones a descriptor takes; one into a slot leaves the dict as it was):
+            # the stored value is what the dict holds now
+            stored = k in pending[1] and not descriptors.is_slot(lookup_type_attr(type(self.obj.value), k)[0])
+            if stored and isinstance(self.obj, UserObjectVariable):
                 tx.side_effects.pending_reads += 1
                 return pending[1][k]
-            if k in pending[1] or not _stores_keep_other_keys(self.obj):
+            if stored or not _stores_keep_other_keys(self.obj):
                 raise Unsupported("obj.__dict__ read after attribute stores in the trace")
         d = self.obj.value.__dict__
         if k in d:
