@@ -213,6 +213,29 @@ def test_presence_of_a_user_module_attribute_is_guarded():
         del sys.modules["presence_mod"]
 
 
+def test_attribute_of_a_module_imported_in_the_frame_is_guarded():
+    """`import m` inside the frame gives the module without a source; its attributes were
+    then read unguarded, and a later `m.scale = 3` kept the traced 2. They are guarded
+    through the module itself, as its presence checks already were."""
+    import sys
+    import types
+    mod = types.ModuleType("imported_in_frame_mod")
+    mod.scale = 2
+    sys.modules["imported_in_frame_mod"] = mod
+    try:
+        def f(x):
+            import imported_in_frame_mod
+            return x * imported_in_frame_mod.scale
+
+        x = torch.ones(2)
+        c, _ = check(f, x)
+        mod.scale = 3
+        out, d = run(c, f, x)
+        assert d.frames == 1 and torch.equal(out, torch.full((2,), 3.0))
+    finally:
+        del sys.modules["imported_in_frame_mod"]
+
+
 class _Box:
     def __init__(self, v=0):
         self.v = v

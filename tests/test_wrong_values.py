@@ -304,3 +304,173 @@ def test_a_repeated_sequence_keeps_its_kind_and_leaves_the_other_operand_alone()
         for _ in range(2):
             run(c, f, torch.ones(1), [1, 2])
     assert_captured(t)
+
+
+def _module_with_getattr(name, source):
+    """A user module in sys.modules whose globals are `source` run (a PEP 562 __getattr__)."""
+    import sys
+    import types
+    mod = types.ModuleType(name)
+    exec(source, mod.__dict__)
+    sys.modules[name] = mod
+    return mod
+
+
+_LAZY_SOURCE = """
+calls = []
+TABLE = {'scale': 3.0}
+def __getattr__(name):
+    calls.append(name)
+    if name in TABLE:
+        return TABLE[name]
+    if name == 'counted':
+        return float(len(calls))
+    if name == 'cached':
+        global cached
+        cached = 7.0
+        return cached
+    raise AttributeError(name)
+"""
+
+
+@pytest.fixture
+def lazy_mod():
+    import sys
+    mod = _module_with_getattr("lazy_getattr_mod", _LAZY_SOURCE)
+    yield mod
+    del sys.modules["lazy_getattr_mod"]
+
+
+def test_a_module_getattr_runs_once_per_read(lazy_mod):
+    """PEP 562: `mod.scale`, absent from the module's dict, is `mod.__getattr__('scale')`. The
+    trace called it directly once more than the program did, and the guard on `mod.scale` read
+    through it on every check (the counter moved by two per call; with a value that followed
+    the counter the entry failed its own guards: an internal error, then 5, 6, 7 for 1, 2, 3).
+    Now the call is traced (inlined, its append replayed), once per read as in eager."""
+    def f(x):
+        return x * lazy_mod.scale
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    with traced() as t:
+        outs = [c(x) for _ in range(3)]
+    assert lazy_mod.calls == ["scale"] * 3
+    lazy_mod.calls.clear()
+    ref = f(x)
+    assert all(torch.equal(o, ref) for o in outs) and lazy_mod.calls == ["scale"]
+    assert_captured(t, recompiles=0)
+    assert t.frames_traced == 1 and t.cache_hits == 2
+
+
+def test_a_module_getattr_whose_answer_changes_per_call(lazy_mod):
+    """The brief's repro: the answer is the number of calls so far. Eager 1, 2, 3; each call
+    appends once and the guards (on the list's length, not on a read through the hook) follow."""
+    def f(x):
+        return x * lazy_mod.counted
+
+    c = tracer.compile(f)
+    x = torch.ones(1)
+    with traced() as t:
+        got = [c(x).item() for _ in range(3)]
+    lazy_mod.calls.clear()
+    assert got == [f(x).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert t.internal_errors == 0 and t.fallbacks == 0 and t.graphs == 3
+
+
+def test_module_getattr_under_getattr_hasattr_and_from_import(lazy_mod):
+    """getattr with a default, hasattr (the hook raising AttributeError is False) and `from m
+    import name` (CPython's import asks `hasattr(m, '__path__')` first, through the hook) each
+    call the hook exactly as often as eager, on every call, cached or not."""
+    def f(x):
+        from lazy_getattr_mod import scale
+        return (x * getattr(lazy_mod, "nope", 2.0) + scale, hasattr(lazy_mod, "scale"),
+                hasattr(lazy_mod, "nothing"))
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    ref = [f(x) for _ in range(2)]
+    eager_calls = list(lazy_mod.calls)
+    lazy_mod.calls.clear()
+    with traced() as t:
+        got = [c(x) for _ in range(2)]
+    assert lazy_mod.calls == eager_calls
+    assert eager_calls == ["__path__", "scale", "nope", "scale", "nothing"] * 2
+    assert all(torch.equal(a[0], b[0]) and a[1:] == b[1:] for a, b in zip(got, ref))
+    assert_captured(t, recompiles=0)
+
+
+def test_a_module_getattr_that_caches_its_answer(lazy_mod):
+    """A hook that stores its answer as a global runs once: the second read in the same call
+    finds the pending store, and the next call, the name now in the dict, reads it plainly."""
+    def f(x):
+        return x * lazy_mod.cached + lazy_mod.cached
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    with traced() as t:
+        outs = [c(x) for _ in range(2)]
+    assert lazy_mod.calls == ["cached"] and lazy_mod.cached == 7.0
+    assert all(torch.equal(o, torch.full((2,), 14.0)) for o in outs)
+    assert_captured(t)
+    assert t.recompiles == 1  # the dict now holds 'cached': read by ordinary lookup
+
+
+def test_a_guard_on_a_module_attribute_never_calls_its_getattr(lazy_mod):
+    """A value in the dict of a module that has a __getattr__ is guarded by ordinary lookup:
+    once the name is deleted, the guard fails without calling the hook, and the new trace
+    calls it as the program does."""
+    lazy_mod.direct = 2.0
+
+    def f(x):
+        return x * lazy_mod.direct if hasattr(lazy_mod, "direct") else x
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    c(x)
+    del lazy_mod.direct
+    lazy_mod.calls.clear()
+    with traced() as t:
+        out = c(x)
+    assert lazy_mod.calls == ["direct"]  # hasattr's own call, once
+    assert torch.equal(out, x)
+    assert t.recompiles == 1 and t.fallbacks == 0
+
+
+class _LazyModuleClass(__import__("types").ModuleType):
+    def __getattr__(self, name):  # a lazy-module class (transformers' _LazyModule's shape)
+        if name == "lazy":
+            return 4.0
+        raise AttributeError(name)
+
+
+def test_a_module_class_getattr_answers_hasattr_as_the_program_asks():
+    """A module whose class defines __getattr__ answers after ordinary lookup too: its
+    presence guards stay hasattr's (ordinary lookup alone would fail them on their own
+    inputs)."""
+    m = _LazyModuleClass("lazy_class_mod")
+    m.present = 1.0
+
+    def f(x):
+        return x * (2 if hasattr(m, "lazy") else 3) + hasattr(m, "present") + hasattr(m, "gone") + m.lazy
+
+    x = torch.ones(2)
+    with traced() as t:
+        out = tracer.compile(f)(x)
+    torch.testing.assert_close(out, f(x))
+    assert_captured(t)
+
+
+def test_a_library_module_getattr_still_answers_lazily():
+    """torch's own __getattr__ (lazy submodules) and math's plain attributes are read as
+    before: trusted, unguarded, captured."""
+    import math
+
+    def f(x):
+        return x * math.pi + torch.nn.functional.relu(x)
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    with traced() as t:
+        out = c(x)
+    torch.testing.assert_close(out, f(x))
+    assert_captured(t, min_ops=2)

@@ -492,21 +492,40 @@ class PythonModuleVariable(ObjectVariable):
         super().__init__(module, source)
 
     def getattr(self, tx, name):
+        pending = tx.side_effects.pending_global(self.module.__dict__, name)  # (a function of it stored it)
+        if pending is not None:
+            return pending
+        trusted = policy.is_library_namespace(self.module.__name__)
+        hook = module_getattr.hook_for(self.module, name)
+        if hook is not None and not trusted:  # the module's own __getattr__ answers: traced
+            return module_getattr.call_hook(tx, self, name, hook)
         try:
             value = getattr(self.module, name)
         except AttributeError:
             self._guard_presence(tx, name, False)  # (getattr(mod, name, default) takes the default)
             raise exceptions.attribute_error(f"module {self.module.__name__!r}", name)
-        trusted = policy.is_library_namespace(self.module.__name__)
         # Library modules' functions and classes are treated as immutable (not guarded); user
         # modules are guarded. A library module's plain data attribute is state, though
         # (torch.backends.cudnn.enabled, a flag a user may flip): guarded by value.
         if trusted and type(value) in _DATA_TYPES:
-            return builder.wrap(tx, value, AttrSource(ConstSource(self.module), name))
-        source = None if trusted or self.source is None else AttrSource(self.source, name)
+            if hook is not None:
+                module_getattr.refuse_computed_data(self.module, name)
+            return builder.wrap(tx, value, module_getattr.attr_source(self.module, ConstSource(self.module), name))
+        source = None if trusted else module_getattr.attr_source(self.module, module_getattr.base_source(self), name)
         return builder.wrap(tx, value, source)
 
     def hasattr(self, tx, name):
+        if tx.side_effects.pending_global(self.module.__dict__, name) is not None:
+            return True
+        if module_getattr.hook_for(self.module, name) is not None and \
+                not policy.is_library_namespace(self.module.__name__):
+            try:  # the traced call of the module's __getattr__ answers, under its guards
+                self.getattr(tx, name)
+                return True
+            except UserException as e:
+                if not issubclass(e.exc_type, AttributeError):
+                    raise
+                return False
         present = hasattr(self.module, name)
         self._guard_presence(tx, name, present)
         return present
@@ -515,13 +534,8 @@ class PythonModuleVariable(ObjectVariable):
         """Whether a user module has `name` is a fact of this call: a later `mod.FAST = True`
         (or another process setting it at import) must fail the guard. A library namespace is
         trusted like its functions (rule 7)."""
-        if policy.is_library_namespace(self.module.__name__):
-            return
-        source = self.source if self.source is not None else ConstSource(self.module)
-        if present:
-            tx.guard(Predicate.made(source, functions._has_attr, (name,), f"has attribute {name!r}"))
-        else:
-            tx.guard(Predicate.lacks_attr(source, name, f"has no attribute {name!r}"))
+        if not policy.is_library_namespace(self.module.__name__):
+            module_getattr.guard_presence(tx, self, name, present)
 
     def reconstruct(self, cg):
         cg.load_const(self.module)
@@ -533,4 +547,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars  # noqa: E402
+from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars, module_getattr  # noqa: E402

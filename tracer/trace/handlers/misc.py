@@ -13,6 +13,7 @@ from ...variables.generators import GeneratorVariable, runtime_error_for
 from ...variables.containers import IteratorVariable
 from ...variables.exceptions import ExceptionVariable
 from ...variables.builtins_impl import call_builtin
+from ...variables import module_getattr
 
 
 @handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG")
@@ -51,12 +52,22 @@ def IMPORT_NAME(tx, inst):
         raise Unsupported(f"import of a module not yet loaded: {name}")
     if not fromlist and "." in name:
         module = sys.modules[name.split(".")[0]]
-    elif fromlist and hasattr(module, "__path__"):
-        d = module.__dict__  # (no hasattr: a lazy package's __getattr__ is IMPORT_FROM's to trace)
+    var = wrap(tx, module, None)
+    if fromlist and _has(tx, var, "__path__"):
         for sub in fromlist:
-            if sub != "*" and sub not in d and "__getattr__" not in d:
+            if sub != "*" and not _has(tx, var, sub):
                 raise Unsupported(f"`from {name} import {sub}` would import a submodule")
-    tx.push(wrap(tx, module, None))
+    tx.push(var)
+
+
+def _has(tx, var, attr):
+    """hasattr(module, attr) as the import machinery asks it (`__path__`, then each name of a
+    package's fromlist): a name the module's own `__getattr__` answers is that call, traced
+    (eager makes it on every import); otherwise ordinary lookup, unguarded (IMPORT_FROM
+    guards what it reads)."""
+    if module_getattr.hook_for(var.module, attr) is not None:
+        return var.hasattr(tx, attr)
+    return module_getattr.found_by_lookup(var.module, attr)
 
 
 def _resolve_relative(tx, name, level):
@@ -87,7 +98,14 @@ def _package_of(g):
 
 @handler("IMPORT_FROM")
 def IMPORT_FROM(tx, inst):
-    tx.push(tx.stack[-1].getattr(tx, inst.argval))
+    """`from m import name`: m.name; where m lacks it CPython looks for a submodule
+    `m.name` and raises ImportError, not the AttributeError of the read (a break: it runs)."""
+    try:
+        tx.push(tx.stack[-1].getattr(tx, inst.argval))
+    except UserException as e:
+        if issubclass(e.exc_type, AttributeError):
+            raise Unsupported(f"`from ... import {inst.argval}` of a name the module lacks") from None
+        raise
 
 
 @handler("GET_LEN")
