@@ -8,6 +8,7 @@
   (iterating such a set is a break) and the rebuilt set replays the same steps on the same
   objects."""
 import collections
+import enum
 
 import pytest
 import torch
@@ -241,12 +242,12 @@ def test_id_of_a_module_or_object_read_by_the_frame_is_a_guarded_constant():
     assert t.recompiles == 1  # (the second _Registered: its own id)
 
 
-class _StrMode(str, __import__("enum").Enum):
+class _StrMode(str, enum.Enum):
     GREEDY = "greedy"
     SAMPLE = "sample"
 
 
-class _IntMode(__import__("enum").IntEnum):
+class _IntMode(enum.IntEnum):
     ONE = 1
     TWO = 2
 
@@ -278,3 +279,70 @@ def test_a_global_dict_keyed_by_tuples_or_str_and_int_enum_members_is_read_by_ke
             torch.testing.assert_close(c2(x, s, i), by_modes(x, s, i))
     assert t.fallbacks == 0 and t.graph_breaks == 0 and t.internal_errors == 0, t
     assert t.graphs == 4, t  # (by_size once; by_modes per pair of keys read)
+
+
+class _Mode(enum.Enum):
+    TRAIN = 1
+    EVAL = 2
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+_SCALES = {_Mode.TRAIN: 3.0, _Mode.EVAL: 0.25}
+
+
+def _scale_by_mode(x, mode):
+    scale = {_Mode.TRAIN: 2.0, _Mode.EVAL: 0.5}
+    return x * scale[mode], {mode: 1}.get(_Mode.TRAIN, 5), mode in {_Mode.EVAL}, _SCALES[mode]
+
+
+def test_enum_members_as_dict_keys_and_set_members():
+    """A plain Enum compares by identity and hashes by its member's name: as a key of a dict or
+    set made in the frame, or of a dict input, it is found exactly when the same member is
+    used. Enum members were held opaque and refused as keys ('dict key / set member
+    Opaque(<_Mode.TRAIN: 1>) is not a constant'): the whole frame ran as Python (torch.compile:
+    one graph). Called with the other member, the guards take the other entry."""
+    x = torch.ones(2)
+    c, _ = check(_scale_by_mode, x, _Mode.TRAIN)
+    with traced() as t:
+        out, d = run(c, _scale_by_mode, x, _Mode.EVAL)
+    assert out[1:] == (5, True, 0.25) and torch.equal(out[0], x * 0.5)
+    assert_captured(t, recompiles=1)
+
+
+def test_an_int_enum_key_finds_the_int():
+    """An IntEnum member equals its int (int's == and hash): `{1: 2.0}[_Level.LOW]` finds 1,
+    and `{_Level.LOW: 'a'}.get(1)` finds the member's key, as in eager."""
+    def f(x, level):
+        return x * {1: 2.0, 2: 3.0}[level], {_Level.LOW: "a"}.get(1), level in {2}, {level: 1}.get(1, 0)
+
+    x = torch.ones(2)
+    c, _ = check(f, x, _Level.LOW)
+    out, d = run(c, f, x, _Level.HIGH)
+    assert out[1:] == ("a", True, 0) and d.fallbacks == 0 and d.graphs == 1
+
+
+class _LooseMode(enum.Enum):
+    A = 1
+    B = 2
+
+    def __eq__(self, other):  # user code the lookup would run: not keyed by identity
+        return self.value == getattr(other, "value", other)
+
+    __hash__ = enum.Enum.__hash__
+
+
+def test_an_enum_with_its_own_eq_is_not_keyed_by_identity():
+    """An Enum whose class defines __eq__ runs user code on lookup: never an identity key (a
+    break or a fallback with a reason, eager's answer either way)."""
+    def f(x, m):
+        return x + 1, {m: 1}.get(_LooseMode.A, 0)
+
+    c = tracer.compile(f)
+    out, d = run(c, f, torch.ones(2), _LooseMode.A)
+    assert out[1] == 1
+    assert d.breaks + d.fallbacks >= 1
+    assert any("__eq__" in r or "not a constant" in r for r in d.break_reasons + d.fallback_reasons)

@@ -37,8 +37,7 @@ def _identity_key(tx, key):
     ident = getattr(key, "identity_key", None)
     if ident is None:
         return None
-    t = key.python_type()
-    if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
+    if not identity_keys.keyed_by_identity(key.python_type()):
         return None
     objects.guard_type_entries(tx, key, ("__hash__", "__eq__"))  # (one defined later changes lookups)
     rely_on_identity(tx, key)
@@ -796,4 +795,4 @@ def advance(it, n):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, container_args, exceptions, operators  # noqa: E402
+from . import sym, tensor, objects, functions, builder, collections_vars, builtins_impl, container_args, exceptions, operators, identity_keys  # noqa: E402

@@ -185,9 +185,9 @@ def _stable(obj):
 
 
 def _identity_hashed(obj):
-    """Whether `obj`'s hash and == are object's own (identity): a lookup runs no user code."""
-    t = type(obj)
-    return t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__
+    """Whether `obj`'s == is identity and its hash object's or a plain Enum member's: a lookup
+    runs no user code (identity_keys.py)."""
+    return identity_keys.keyed_by_identity(type(obj))
 
 
 class _InputKey:
@@ -239,4 +239,4 @@ class MappingProxyVariable(ObjectKeyedDictVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder, exceptions  # noqa: E402
+from . import builder, exceptions, identity_keys  # noqa: E402
