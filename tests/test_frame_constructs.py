@@ -1016,3 +1016,46 @@ def test_an_object_that_is_its_own_iterator_passed_in():
     for _ in range(2):  # the second call finds it exhausted, as eager does
         a, b = compiled(torch.ones(2), ours), f(torch.ones(2), theirs)
         assert same(a, b) and ours.i == theirs.i == 3
+
+
+def test_itertools_groupby():
+    """itertools.groupby had no model: iterating it was 'iterating over UserObject(groupby)'
+    and the frame ran as Python (torch.compile: one graph). Now CPython's object is followed
+    field for field: runs of equal keys, the key function traced (called once per item, as
+    in eager, whether the groups are read or not), groups read lazily, and a group the outer
+    iterator has moved past yields nothing more."""
+    def f(x, labels, words):
+        out = []
+        for k, grp in itertools.groupby(labels):
+            out.append(x * k * len(list(grp)))
+        calls = []
+
+        def first(w):
+            calls.append(w)
+            return w[0]
+        by_first = [(k, list(g)) for k, g in itertools.groupby(words, key=first)]
+        skipped = [k for k, _ in itertools.groupby(words, first)]  # groups never read
+        stale = [(k, list(g)) for k, g in list(itertools.groupby([1, 1, 2, 2, 3]))]
+        it = itertools.groupby("aabbbc")
+        k1, g1 = next(it)
+        head = next(g1)  # one item of the first run, then the outer iterator moves on
+        k2, g2 = next(it)
+        return (torch.stack(out), by_first, skipped, calls, stale,
+                (k1, head, k2, list(g1), list(g2), [k for k, _ in it]),
+                list(itertools.groupby([], key=None)), type(g2).__name__)
+
+    _, d = check(f, torch.ones(2), [1, 1, 2, 3, 3, 3], ["ab", "ac", "b", "ca", "cb"], graphs=1, dynamo=True)
+    assert d.ops >= 3
+
+
+def test_itertools_groupby_over_tensor_rows_with_a_constant_key():
+    """Rows of a tensor grouped by a key that ignores them (one run), and by a key read from
+    a list beside them: the rows reach the graph, the keys stay Python values."""
+    def f(rows, tags):
+        whole = [torch.stack(list(g)).sum(0) for _, g in itertools.groupby(rows, key=lambda r: 0)]
+        pairs = list(zip(tags, rows))
+        by_tag = {k: torch.stack([r for _, r in g]).mean(0)
+                  for k, g in itertools.groupby(pairs, key=lambda p: p[0])}
+        return torch.stack(whole), by_tag
+
+    check(f, list(torch.randn(4, 3)), ["a", "a", "b", "b"], graphs=1)

@@ -328,6 +328,70 @@ def _tee(tx, iterable, n=None):
     return TupleVariable([_lazy(tx, gen(), _TEE) for _ in range(count)])
 
 
+_GROUPER = type(next(itertools.groupby([0]))[1])
+
+
+@impl(itertools.groupby)
+def _groupby(tx, iterable, key=None):
+    """(key, group) pairs over runs of equal keys, each group a lazy iterator over the run;
+    iter() of the iterable now, the key function traced as any callable, when an item is
+    pulled (_GroupBy)."""
+    keyfunc = None if key is None or (key.is_constant() and key.as_constant() is None) else key
+    state = _GroupBy(_iter(tx, iterable), keyfunc)
+    return IteratorVariable([], more=state.next_group, py_type=itertools.groupby)
+
+
+class _GroupBy:
+    """CPython's groupby object (Modules/itertoolsmodule.c), field for field, over Variables:
+    the key of the group last handed out (`tgtkey`), the item pulled last and its key
+    (`currvalue`, `currkey`; None where C holds NULL: taken by a group, or not pulled yet),
+    and which group may still advance (`current`). Advancing the groupby skips what is left
+    of the current run and ends the group it had handed out, which yields nothing more, as
+    CPython's does; keys compare as C's PyObject_RichCompareBool (identity, then ==)."""
+
+    def __init__(self, it, keyfunc):
+        self.it, self.keyfunc = it, keyfunc
+        self.tgtkey = self.currkey = self.currvalue = None
+        self.current = None
+
+    def _step(self, tx):
+        """groupby_step: pull one item and compute its key; False when the iterable is done."""
+        value = self.it.next(tx)
+        if value is None:
+            return False
+        key = value if self.keyfunc is None else self.keyfunc.call(tx, [value], {})
+        self.currvalue, self.currkey = value, key
+        return True
+
+    def next_group(self, tx):
+        """groupby_next: skip to the first item whose key differs from the last group's."""
+        self.current = None
+        while True:
+            if self.currkey is None:
+                pass
+            elif self.tgtkey is None or not operators.values_equal(tx, self.tgtkey, self.currkey):
+                break
+            if not self._step(tx):
+                return None
+        self.tgtkey = self.currkey
+        token = self.current = object()
+        target = self.tgtkey
+        group = IteratorVariable([], more=lambda tx_: self._group_next(tx_, token, target), py_type=_GROUPER)
+        return TupleVariable([self.currkey, group])
+
+    def _group_next(self, tx, token, target):
+        """_grouper_next: the next item of the run keyed `target`, while this group is the
+        groupby's current one."""
+        if self.current is not token:
+            return None
+        if self.currvalue is None and not self._step(tx):
+            return None
+        if not operators.values_equal(tx, target, self.currkey):
+            return None
+        value, self.currvalue, self.currkey = self.currvalue, None, None
+        return value
+
+
 # ---- sys ------------------------------------------------------------------------------------
 @impl(sys.exc_info)
 def _exc_info(tx):
