@@ -1,10 +1,17 @@
 """A compiled module with hooks: its own __call__ runs the hooks as in eager and the forward
 in between is the compiled one (FSDP2 and DDP register hooks; they must not turn a compiled
 model into a silent plain-Python one)."""
+import warnings
+
+import pytest
 import torch
+import torch.distributions.transforms as T
 import torch.nn as nn
+import torch.nn.utils.prune as prune
 
 import tracer
+from helpers import assert_captured, traced
+from tracer.variables import checkpoint, folds, torch_objects, torch_vars
 
 
 class Net(nn.Module):
@@ -120,3 +127,89 @@ def test_patched_module_dispatch_is_honoured_before_and_after_compiling():
         nn.Module.__call__ = orig_call
     torch.testing.assert_close(c(x), f(x))
     tracer.reset()
+
+
+def _hooked(kind):
+    """A Linear + Tanh whose Linear has a forward pre-hook that is an object of a torch class
+    with a Python __call__ (the pruning methods, the old weight_norm and spectral_norm)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the old weight_norm is deprecated)
+        if kind == "prune":
+            prune.l1_unstructured(m[0], "weight", amount=0.5)
+        elif kind == "prune twice":  # (a PruningContainer)
+            prune.l1_unstructured(m[0], "weight", amount=0.5)
+            prune.random_unstructured(m[0], "weight", amount=0.3)
+        elif kind == "weight_norm":
+            torch.nn.utils.weight_norm(m[0])
+        else:
+            torch.nn.utils.spectral_norm(m[0])
+    return m
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("kind", ["prune", "prune twice", "weight_norm", "spectral_norm"])
+def test_torch_class_pre_hooks_are_traced_as_python(kind, train, backend):
+    """A forward pre-hook that is an object of a torch class (L1Unstructured, WeightNorm,
+    SpectralNorm: their __module__ is torch's) was taken for a torch function to put in the
+    graph: 'NNModule(self.0: Linear) passed to a torch op', and inside nn.Sequential's loop
+    the whole frame ran as Python. Its __call__ is Python code, inlined as a user object's:
+    one graph, no break, and outputs, gradients, the weight the hook sets on the module and
+    spectral_norm's power-iteration buffers (written in place in train mode) equal eager's
+    after every call."""
+    tracer.reset()
+    m, ref = _hooked(kind).train(train), _hooked(kind).train(train)
+    c = tracer.compile(m, backend=backend)
+    with traced() as t:
+        for _ in range(3):
+            x = torch.randn(2, 4)
+            out, exp = c(x), ref(x)
+            torch.testing.assert_close(out, exp)
+            out.pow(2).sum().backward()
+            exp.pow(2).sum().backward()
+            for (name, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
+                torch.testing.assert_close(p.grad, q.grad, msg=name)
+            for (name, b), (_, e) in zip(m.named_buffers(), ref.named_buffers()):
+                torch.testing.assert_close(b, e, msg=name)
+            torch.testing.assert_close(m[0].weight, ref[0].weight)
+    assert_captured(t, graphs=1, breaks=0, fallbacks=0)
+    assert t.frames_traced == 1 and t.recompiles == 0, t
+    tracer.reset()
+
+
+def test_torch_transform_objects_are_traced_as_python():
+    """A torch.distributions Transform called in a frame: its class's __call__ is Python (with
+    cache_size=1 it keeps the last (x, y) on the object). Taken for a torch function, looking
+    it up among the calls the tracer answers itself hashed it (TypeError: an internal error,
+    the frame ran as Python); inlined, one graph, and the cache holds real tensors."""
+    tracer.reset()
+    for tr in (T.ExpTransform(), T.ExpTransform(cache_size=1),
+               T.ComposeTransform([T.ExpTransform(), T.AffineTransform(1.0, 2.0)]), T.SigmoidTransform().inv):
+        def f(x):
+            return tr(x) + 1
+
+        x = torch.randn(3)
+        with traced() as t:
+            out = tracer.compile(f, backend="eager")(x)
+        assert_captured(t, graphs=1, breaks=0, fallbacks=0)
+        assert tr._cache_size == 0 or type(tr._cached_x_y[1]) is torch.Tensor
+        torch.testing.assert_close(out, f(x))
+    tracer.reset()
+
+
+def _copy(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+def test_op_objects_and_modelled_calls_stay_torch_functions():
+    """The dispatcher's callables (an OpOverload, its packet, a higher-order operator, a
+    custom op) have a Python __call__ too, and stay graph ops; so do the calls the value model
+    answers itself (all functions)."""
+    ops = [torch.ops.aten.sin, torch.ops.aten.sin.default, torch.ops.higher_order.cond]
+    ops.append(torch.library.custom_op("tracer_tests::hook_probe", _copy, mutates_args=()))
+    modelled = [*torch_vars.SAVED_HOOKS_CALLS, *folds.FOLDED, *torch_vars._DTYPE_ALGEBRA, checkpoint.CHECKPOINT]
+    for fn in ops + modelled:
+        assert not torch_objects.is_traced_object(fn, type(fn)), fn
+    assert torch_objects.is_traced_object(prune.L1Unstructured(0.5), prune.L1Unstructured)

@@ -52,6 +52,7 @@ from .functions import (BuiltinVariable, BoundMethodVariable, LruCacheVariable, 
 from .nn_module import is_module_dispatch
 from .objects import ClassVariable, OpaqueVariable, UserObjectVariable, WrapperObjectVariable
 from .tensor import TensorVariable
+from .torch_objects import is_traced_object
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
 from . import containers
 
@@ -757,6 +758,8 @@ _TABLE = (
     (lambda v, t: t is types.FunctionType and is_module_dispatch(v), _module_dispatch),
     (lambda v, t: t is types.FunctionType and (not _is_torch_callable(v) or _stock_forward(v)), _user_function),
     (lambda v, t: _is_builtin_callable(v), _builtin),
+    # an object of a torch class whose __call__ is Python code (a pruning hook): not an op
+    (lambda v, t: _is_torch_callable(v) and is_traced_object(v, t) and not _is_context_manager(v), _user_object),
     (lambda v, t: callable(v) and _is_torch_callable(v) and not isinstance(v, type)
         and not _is_context_manager(v) and not _bound_to_instance(v), _torch_function),
     (lambda v, t: v is torch.Size, _torch_size_class),
