@@ -118,6 +118,40 @@ def test_a_torch_function_handed_to_autograd_functional_or_torch_func():
                                                            torch.utils._pytree.tree_leaves(got)))
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_module_parameters_wrapped_by_torch_func_are_no_graph_inputs(backend):
+    """Under `grad(lambda p: functional_call(model, p, (x,)))` the module's parameters are
+    GradTrackingTensors (of type torch.Tensor): a frame argument so wrapped was refused, but a
+    parameter read through the module became a graph input, and aot_eager raised BackendError
+    ("Please convert all Tensors to FakeTensors first ... GradTrackingTensor"), for a compiled
+    function calling grad and for a compiled model called inside it. Every graph input now
+    takes the same refusal: those frames run as Python, with the reason; gradients are eager's,
+    and the model outside the transform is still one graph."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    x = torch.randn(2, 4)
+
+    def f(p, x):
+        return torch.func.grad(lambda pp: torch.func.functional_call(model, pp, (x,)).pow(2).sum())(p)
+
+    tracer.reset()
+    want = f(params, x)
+    cmodel = tracer.compile(model, backend=backend)
+    with traced() as t:
+        got = [tracer.compile(f, backend=backend)(params, x),
+               torch.func.grad(lambda p: torch.func.functional_call(cmodel, p, (x,)).pow(2).sum())(params)]
+    for g in got:
+        for k in want:
+            torch.testing.assert_close(g[k], want[k])
+    assert t.internal_errors == 0 and t.fallbacks >= 2, t
+    assert any("wrapped by a torch.func transform" in e.reason for e in t.of("fallback")), t
+    with traced() as t:
+        torch.testing.assert_close(cmodel(x), model(x))
+    assert_captured(t, graphs=1, fallbacks=0)
+    tracer.reset()
+
+
 def test_torch_cond_with_torch_functions_runs_as_eager():
     """torch.cond(pred, torch.sin, torch.cos, (x,)) raised torch._dynamo's Unsupported through
     the compiled call (the builtins reached a graph node as arguments)."""

@@ -43,6 +43,18 @@ def _sanitize(name):
 _OPS = ("call_function", "call_method", "call_module")  # the nodes that are operations
 
 
+def refuse_wrapped(tensor):
+    """Unsupported for a tensor wrapped by a torch.func transform (grad's GradTrackingTensor,
+    vmap's BatchedTensor: its type is plain torch.Tensor), which no graph may take as an input
+    or attribute: its fake would wrap a fake at the transform's level, which AOTAutograd
+    refuses ("Please convert all Tensors to FakeTensors first"), and the graph would outlive
+    the level. Every path that makes a real tensor a graph input or constant comes through
+    here (a frame argument, a module's parameter under functional_call inside grad, a leaf's
+    state): the frame, or the call, runs as Python inside the transform, as eager does."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(tensor):
+        raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as a graph input")
+
+
 class TraceGraph(fx.Graph):
     """The graph a trace builds: `fx.Graph` whose `create_node` skips torch's walk of every
     operation's arguments with pytree in search of raw SymInts to warn about (torch 2.13+).
@@ -115,6 +127,7 @@ class OutputGraph:
         key = id(tensor)
         hit = self._fake_memo.get(key)
         if hit is None:
+            refuse_wrapped(tensor)
             hit = static_fake(self.fake_mode, tensor)
             self._fake_memo[key] = hit
             self._attr_keep.append(tensor)
@@ -128,6 +141,7 @@ class OutputGraph:
         if static:
             self.shapes.static_input(self.fake(tensor), source)
         elif id(tensor) not in self._fake_memo:
+            refuse_wrapped(tensor)
             self._fake_memo[id(tensor)] = self.shapes.fake_input(tensor, source)
             self._attr_keep.append(tensor)
         if self._reshaped_written and storage_id(self._fake_memo[id(tensor)]) in self._reshaped_written:

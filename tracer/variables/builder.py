@@ -21,9 +21,8 @@ Each real object is wrapped once per trace (memo by id): two sources reaching th
 object give the same Variable (so in-place changes are seen through both) plus a guard that
 the sources still alias; distinct mutable inputs are guarded to stay distinct.
 
-Torch internals read here: torch._C._functorch.is_functorch_wrapped_tensor and
-torch._C.TensorBase; checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md lists them all;
-tests/test_torch_internals.py resolves each).
+Torch internals read here: torch._C.TensorBase; checked on torch 2.13.0, 2.14.1 and 2.15.0
+(docs/torch.md lists them all; tests/test_torch_internals.py resolves each).
 """
 import builtins
 import collections
@@ -41,6 +40,7 @@ from guards import (ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, 
 from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
 
 from ..exc import Unsupported
+from ..graph.output_graph import refuse_wrapped
 from ..runtime import compile_annotations as ann, policy
 from .base import ConstantVariable, UntracedValue, is_constant_value
 from .containers import DictVariable, ListVariable, SizeVariable, TupleVariable
@@ -265,8 +265,7 @@ def _tensor(tx, value, source, g):
     t = type(value)
     if t not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.Parameter):
         raise Unsupported(f"tensor subclass {t.__name__}")
-    if torch._C._functorch.is_functorch_wrapped_tensor(value):  # a frame torch.func calls
-        raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as input")
+    refuse_wrapped(value)  # (a frame torch.func calls)
     if source is None:
         raise Unsupported("a tensor without a source (cannot be loaded by the rewritten code)")
     if value.is_nested or value.layout is not torch.strided:
