@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.nn.utils.parametrize as P
 
 import tracer
 from tests.helpers import traced
@@ -170,6 +171,76 @@ def test_leaves_when_switched_off(monkeypatch):
     torch.testing.assert_close(c(x), model(x))
     leaves = [n for n in _graph(c).graph.nodes if n.op == "call_module"]
     assert len(leaves) == 12, leaves  # every stock module: stem's 3, 3 per block, pool, fc, norm
+
+
+class Sym(nn.Module):
+    """A user parametrization: the weight made symmetric."""
+
+    def forward(self, w):
+        return w.triu() + w.triu(1).transpose(-1, -2)
+
+
+def _parametrized(kind):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    if kind == "user":
+        P.register_parametrization(m[0], "weight", Sym())
+    else:
+        nn.utils.parametrizations.spectral_norm(m[0])  # (power iteration: buffers written in train mode)
+    return m
+
+
+@pytest.mark.parametrize("leaves", [False, True], ids=["inlined", "leaves"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("kind", ["user", "spectral_norm"])
+def test_a_parametrized_module_under_parametrize_cached_is_no_leaf(kind, backend, leaves, monkeypatch):
+    """Under `parametrize.cached()`, reading a parametrized weight calls torch's
+    get_cached_parametrization with the module (a graph break); the parametrized Linear was
+    then kept as a leaf, whose example output came from running its call on fakes: that ran
+    the parametrization and wrote its fake result into parametrize's global cache, the leaf
+    was refused, and the frame run as Python read the fake weight (AssertionError "Please
+    convert all Tensors to FakeTensors first"). A module whose call runs more than torch's own
+    code (a parametrization) is no leaf: it is inlined, the break stays, the outputs,
+    buffers and the cache are eager's (real tensors)."""
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", not leaves)
+    m, ref = _parametrized(kind), _parametrized(kind)
+    c = tracer.compile(m, backend=backend)
+    with traced() as t:
+        for _ in range(2):
+            x = torch.randn(2, 4)
+            with P.cached():
+                out = c(x)
+                assert all(type(v) is torch.Tensor for v in P._cache.values())
+            with P.cached():
+                torch.testing.assert_close(out, ref(x))
+            for (name, b), (_, e) in zip(m.named_buffers(), ref.named_buffers()):
+                torch.testing.assert_close(b, e, msg=name)
+    assert t.internal_errors == 0 and t.graphs >= 1, str(t)
+    assert not any(n.op == "call_module" for e in c._compiled_forward.entries if e.graph is not None
+                   for n in e.graph.graph.nodes), "no leaf holds the parametrized module"
+
+
+def test_a_stock_module_with_a_forward_set_on_it_is_no_leaf(monkeypatch):
+    """A forward set on a stock module's instance is user code: kept as a leaf (stock modules
+    as leaves, or one whose forward was not traced) it ran on fakes while tracing, and what it
+    kept (here, the input appended to a list) was a fake tensor, plus a real one per call.
+    Such a module is inlined like a user module: the list gets one real tensor per call."""
+    monkeypatch.setattr(tracer.config, "inline_stock_modules", False)
+    seen = []
+    lin = nn.Linear(4, 4)
+
+    def forward(x):
+        seen.append(x)
+        return nn.Linear.forward(lin, x)
+
+    lin.forward = forward
+    model = nn.Sequential(lin, nn.Tanh())
+    c = tracer.compile(model)
+    x = torch.randn(2, 4)
+    with traced() as t:
+        torch.testing.assert_close(c(x), torch.tanh(F.linear(x, lin.weight, lin.bias)))
+    assert t.graphs == 1 and t.graph_breaks == 0 and t.fallbacks == 0, str(t)
+    assert len(seen) == 1 and type(seen[0]) is torch.Tensor and seen[0] is x, seen
 
 
 # ---- every module_db sample, called from a user module (so that it is inlined) --------------

@@ -48,8 +48,9 @@ def _state_as_inputs(module):
     """Whether a leaf with parameters or buffers is called through a LeafCall (its state as
     graph inputs, no identity guard): a module of torch.nn.modules whose submodules are too,
     whose plain attributes are constants (guarded by value: the template shares them) and
-    whose tensors are plain tensors or Parameters. Others (a parametrized module, a leaf
-    holding an object attribute) are called as the object itself, guarded by identity."""
+    whose tensors are plain tensors or Parameters. Others (a torch.nn module outside
+    torch.nn.modules, a leaf holding an object attribute) are called as the object itself,
+    guarded by identity. (A parametrized module is no leaf: nn_module.is_leaf_module.)"""
     if stateless(module):
         return False
     for m in module.modules():

@@ -18,9 +18,10 @@ Modules are inputs, not constants (as torch.compile since it inlines nn.Modules)
   parameters or buffers calls a LeafCall (graph/leaf_call.py): a state-free template bound
   per call to the leaf's tensors, which are graph inputs like any module tensor, so it is
   guarded by structure too; only a leaf the template cannot stand in for (_state_as_inputs:
-  a parametrized module, an object attribute, a tensor subclass) is the graph's own object,
-  guarded by identity (call_module). Tracing runs the leaf on fakes of its state, never
-  touching the real buffers.
+  an object attribute, a tensor subclass) is the graph's own object, guarded by identity
+  (call_module). Tracing runs the leaf on fakes of its state, never touching the real
+  buffers; so a module whose call runs more than torch's code (a parametrization, a forward
+  set on the instance) is no leaf (is_leaf_module): it is inlined.
 - User modules, containers and the Transformer stacks are inlined: their `forward` is
   interpreted like any user function, so their ops land in the graph.
 - Every module that is called is guarded to have no forward hooks (a hook added later
@@ -49,9 +50,26 @@ _INLINED_TORCH_MODULES = (torch.nn.TransformerEncoder, torch.nn.TransformerEncod
 
 
 def is_leaf_module(module):
+    """A module of torch.nn that may be kept whole (one call_module node) when its forward is
+    not inlined: not a container nor a Transformer stack (always inlined), and one whose call
+    runs torch's code only (_runs_only_torch_code)."""
     cls = type(module)
     return (cls.__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINERS)
-            and not isinstance(module, _INLINED_TORCH_MODULES))
+            and not isinstance(module, _INLINED_TORCH_MODULES) and _runs_only_torch_code(module))
+
+
+def _runs_only_torch_code(module):
+    """A leaf's example output comes from running its call on fakes of its state (and its
+    Python runs again in each graph call): sound for torch's stock forwards, which write
+    nothing but their tensors. Not for a module whose call runs other code: a parametrized
+    module in its tree (reading the weight runs the parametrizations, user modules, and under
+    parametrize.cached() writes the fake result into parametrize's global cache, which the
+    frame then read when it ran as Python: a crash), or a forward set on the instance. Such a
+    module is inlined as a user module is, and what it cannot trace is a graph break there."""
+    for m in module.modules():
+        if "forward" in m.__dict__ or isinstance(m._modules.get("parametrizations"), torch.nn.ModuleDict):
+            return False  # (parametrize.is_parametrized's test, without a getattr that runs code)
+    return True
 
 
 def _sub(source, dict_name, key):
