@@ -37,7 +37,7 @@ import types
 import torch
 from guards import (ConstMatch, DictKeysMatch, IdMatch, LengthMatch, Predicate, SameObject, TypeMatch,
                     check_const_supported, exact_equal)
-from guards.sources import AttrSource, CallSource, ItemSource, LocalSource
+from guards.sources import AttrSource, ItemSource, LocalSource
 
 from ..exc import Unsupported
 from ..graph.output_graph import refuse_wrapped
@@ -54,7 +54,7 @@ from .objects import ClassVariable, OpaqueVariable, UserObjectVariable, WrapperO
 from .tensor import TensorVariable
 from .torch_objects import is_traced_object
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
-from . import containers
+from . import iterator_inputs
 
 _BUILTIN_MODULES = (builtins, math, operator)
 _GRAD_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
@@ -163,29 +163,6 @@ def wrap_unguarded(tx, value, source):
 
 
 _CONTAINER_TYPES = (list, dict, set, tuple, collections.deque, collections.OrderedDict, collections.defaultdict)
-_SEQ_ITERATORS = (type(iter(())), type(iter([])), type(iter(range(0))))
-MAX_ITERATOR_ITEMS = 100_000  # (a range iterator over 2**32 items reached a break: MemoryError)
-
-
-class IterRestSource(CallSource):
-    """The remaining items of a list/tuple/range iterator, as a tuple (not advancing it)."""
-
-    def function(self):
-        return containers_mod.iter_rest
-
-
-class IterSeqSource(CallSource):
-    """The list a list iterator reads (`iter_seq(it)`)."""
-
-    def function(self):
-        return containers.iter_seq
-
-
-class IterPosSource(CallSource):
-    """A list iterator's position (`iter_pos(it)`)."""
-
-    def function(self):
-        return containers.iter_pos
 
 
 def const_guard(source, value):
@@ -451,39 +428,6 @@ def _set(tx, value, source, g):
     return var
 
 
-def _list_iterator(tx, value, source, g):
-    """A list iterator: its type and position; the list it reads is wrapped (and guarded) as
-    itself, live: the same Variable as a local holding it (memo by id), so the loop body's
-    appends/pops are seen, as by CPython's list iterator."""
-    if source is None:
-        raise Unsupported("an iterator without a source")
-    t = type(value)
-    g(TypeMatch(source, t))
-    pos = containers_mod.iter_pos(value)
-    g(ConstMatch(IterPosSource(source), pos))
-    lst = wrap(tx, containers_mod.iter_seq(value), IterSeqSource(source))
-    if pos >= 0 and not isinstance(lst, ListVariable):  # a list subclass: its items are not modelled
-        raise Unsupported(f"iterator over a {type(containers_mod.iter_seq(value)).__name__}")
-    return containers_mod.ListIteratorVariable(lst if pos >= 0 else None, pos=max(pos, 0), source=source)
-
-
-def _seq_iterator(tx, value, source, g):
-    """A tuple or range iterator: its type and the number of items left; those items are
-    wrapped through the remaining-items source (not advancing it)."""
-    t = type(value)
-    left = value.__length_hint__()
-    if left > MAX_ITERATOR_ITEMS:  # its items would be Variables each
-        raise Unsupported(f"an iterator with {left} items left is too long to model")
-    rest = containers_mod.iter_rest(value)
-    if source is None:
-        raise Unsupported("an iterator without a source")
-    g(TypeMatch(source, t))
-    rest_src = IterRestSource(source)
-    g(LengthMatch(rest_src, len(rest), tuple))
-    items = [wrap(tx, v, ItemSource(rest_src, i)) for i, v in enumerate(rest)]
-    return containers_mod.IteratorVariable(items, source=source, py_type=t)
-
-
 def _nn_module(tx, value, source, g):
     """An nn.Module: nn_module.module_guard (identity, and what its calls read); its
     attributes, parameters and submodules are guarded when read."""
@@ -718,8 +662,8 @@ _BY_TYPE = {
     collections.deque: _deque,
     dict: _dict, collections.OrderedDict: _dict, collections.defaultdict: _dict,
     set: _set,
-    type(iter([])): _list_iterator,
-    **{it: _seq_iterator for it in _SEQ_ITERATORS if it is not type(iter([]))},
+    type(iter([])): iterator_inputs.list_iterator,
+    **{it: iterator_inputs.seq_iterator for it in iterator_inputs.SEQ_ITERATORS if it is not type(iter([]))},
     types.ModuleType: _python_module,
     types.CodeType: _opaque,
     object: _opaque,  # a sentinel (`_MISSING = object()`, compared with `is`)
@@ -803,4 +747,4 @@ def _wrap_fresh(tx, value, source):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builtins_impl, introspection, mode_blocks, sym, torch_vars, containers as containers_mod, collections_vars, nn_module, functions, generators, keyed_dict, numpy_vars  # noqa: E402
+from . import builtins_impl, introspection, mode_blocks, sym, torch_vars, collections_vars, nn_module, functions, generators, keyed_dict, numpy_vars  # noqa: E402
