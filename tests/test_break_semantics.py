@@ -15,6 +15,7 @@ import torch
 
 import tracer
 
+from helpers import traced
 from test_graph_breaks import same
 
 
@@ -425,3 +426,20 @@ def test_an_attribute_store_that_raises_runs_before_the_writes_after_it(make):
         assert seen[0] == seen[1] and seen[0][0] is AttributeError, seen
     s = tracer.stats()
     assert s.graph_breaks >= 1 and s.fallbacks == 0 and s.internal_errors == 0 and s.graphs >= 1
+
+
+def test_a_tensor_method_read_before_a_break_in_its_arguments_is_not_held_by_identity():
+    """`x.reshape(-1, int(y.sum()))` breaks inside the call's arguments: the resume function
+    gets the bound method `x.reshape` on its stack. It was held by identity, and each call
+    makes a new bound method: a recompile on every call up to the limit, then Python. It is
+    now the tensor (through `__self__`) and the method's name."""
+    def f(x, y):
+        return x.reshape(-1, int(y.sum()))
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for i in range(6):
+            x, y = torch.randn(4, 6), torch.ones(2) * (1 + i % 2)
+            torch.testing.assert_close(c(x, y), f(x, y))
+    assert t.recompiles <= 2 and t.fallbacks == 0 and t.internal_errors == 0, t
+    assert {e.reason for e in t.of("break")} == {"int() of a tensor needs its value"}, t

@@ -623,6 +623,17 @@ def _ndarray_method(tx, value, source, g):
     return numpy_vars.NdarrayMethodVariable(array, value.__name__)
 
 
+def _tensor_method(tx, value, source, g):
+    """`x.reshape` of a tensor, read before a graph break and called after it (a break in its
+    arguments: `x.view(-1, int(n.sum()))`): the tensor (through the method's `__self__`) and the
+    name, the method the trace reads off it. Held by identity, each call's new bound method
+    failed the guard: a recompile per call, up to the limit."""
+    g(TypeMatch(source, type(value)))
+    g(const_guard(AttrSource(source, "__name__"), value.__name__))
+    t = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+    return t.getattr(tx, value.__name__) if isinstance(t, TensorVariable) else OpaqueVariable(value, source)
+
+
 def _unsupported(tx, value, source, g):
     """Any other builtin or torch object (an optimizer, a Generator, a storage, a stream): held
     untouched by its source, guarded by its type, and any other use of it is a graph break there
@@ -694,6 +705,8 @@ _TABLE = (
     (lambda v, t: callable(v) and numpy_vars.traced_name(v) is not None, _numpy_function),
     (lambda v, t: t is types.BuiltinMethodType and numpy_vars.is_ndarray_type(type(getattr(v, "__self__", None))),
      _ndarray_method),
+    (lambda v, t: t is types.BuiltinMethodType and isinstance(getattr(v, "__self__", None), torch.Tensor),
+     _tensor_method),
     # before any other callable: a function (an lru_cache wrapper, a method...) of numpy & co.
     (lambda v, t: (t is types.FunctionType or (callable(v) and not isinstance(v, type))) and
         policy.is_untraced_value(v), _opaque),
