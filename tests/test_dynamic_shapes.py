@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import tracer
+from helpers import traced
 
 
 @pytest.fixture(autouse=True)
@@ -691,3 +692,17 @@ def test_int_and_round_of_a_float_of_sizes_under_aot_eager():
         return x[:int(n * 0.5)] * round(n / 3), round(n / 3, 1)
     run_sequence(f, [(torch.randn(n, 2),) for n in (6, 9, 7, 12, 8)], backend="aot_eager")
     assert counts() == (2, 0, 0) and tracer.stats().recompile_limits == 0
+
+
+def test_numel_of_a_symbolic_size_is_the_product_of_its_sizes():
+    """`x.shape.numel()` with dynamic sizes was a break ('Size.numel'), and the bound
+    `x.view` on the resume function's stack then recompiled on every call."""
+    def f(x):
+        return x.view(x.shape.numel()) * 2
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for shape in ((3, 2), (5, 4), (7, 2), (2, 9)):
+            x = torch.randn(*shape)
+            torch.testing.assert_close(c(x), f(x))
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t

@@ -913,3 +913,18 @@ def test_sum_of_floats_is_cpythons():
         for vals in ([0.7, 0.1, 0.1, 0.1],) * 2:
             run(c, given, torch.ones(2), vals)
     assert t.fallbacks == 0 and t.internal_errors == 0, t
+
+
+def test_index_and_remove_of_a_missing_value_raise_cpythons_error_in_the_trace():
+    """`l.remove(v)` and `t.index(v)` of a value not there were breaks ('value not found');
+    a traced `try` now catches CPython's own ValueError, message included."""
+    def f(x, lst, tup):
+        msgs = []
+        for op in (lambda: lst.remove(99), lambda: tup.index(7), lambda: lst.index(5)):
+            try:
+                op()
+            except ValueError as e:
+                msgs.append(str(e))
+        return x + len(msgs), msgs, lst
+
+    check(f, torch.ones(2), [1, 2], (1, 2))

@@ -8,6 +8,7 @@ move items run as the kind's own C method (`ListVariable.moves`), which checks i
 itself; the others are checked here first.
 """
 from ..exc import Unsupported
+from .base import ConstantVariable
 
 # The arguments each dict method the model answers takes (the same in every CPython version):
 # (fewest, most, the last ones that may be given by name).
@@ -41,6 +42,17 @@ def index_value(var):
     return var.as_constant()
 
 
+
+def not_found(kind, name, target):
+    """What `kind.name(target)` raises where no item equals `target` (`list.index`,
+    `list.remove`, `tuple.index`): CPython's own ValueError and message, as the user's
+    exception a traced `try` catches, where `target` is a constant; a break otherwise (the
+    message would show a traced value)."""
+    if type(target) is ConstantVariable:
+        exceptions.user_errors(lambda: getattr(kind(), name)(target.value), f"{kind.__name__}.{name}")
+    raise Unsupported(f"{kind.__name__}.{name}: value not found (the user code raises ValueError)")
+
+
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions.
-from . import containers, tensor  # noqa: E402
+from . import containers, exceptions, tensor  # noqa: E402

@@ -133,7 +133,7 @@ class BaseSequence(Variable):
             for i, item in enumerate(self.items):
                 if operators.values_equal(tx, item, target):
                     return ConstantVariable(i)
-            raise Unsupported("list.index: value not found (the user code raises ValueError)")
+            container_args.not_found(self.kind, "index", target)
         if name == "count" and len(args) == 1:
             return ConstantVariable(sum(1 for i in self.items if operators.values_equal(tx, i, args[0])))
         if name == "__len__":
@@ -206,10 +206,15 @@ class TupleVariable(BaseSequence):
 
 
 class SizeVariable(TupleVariable):
-    """torch.Size built from symbolic items (e.g. `torch.Size([n, 4])`)."""
+    """torch.Size built from symbolic items (e.g. `torch.Size([n, 4])`); `numel()` their product."""
 
     import torch as _torch
     kind = _torch.Size
+
+    def call_method(self, tx, name, args, kwargs):
+        if name != "numel" or args or kwargs:
+            return super().call_method(tx, name, args, kwargs)
+        return functools.reduce(lambda a, b: operators.binary_op(tx, "mul", a, b), self.items, ConstantVariable(1))
 
 
 class _Unread:
@@ -345,7 +350,7 @@ class ListVariable(BaseSequence):
                     del self.items[i]
                     break
             else:
-                raise Unsupported("list.remove: value not found (the user code raises ValueError)")
+                container_args.not_found(self.kind, "remove", args[0])
         elif name == "sort":
             if args or any(k not in ("key", "reverse") for k in kwargs):
                 raise Unsupported("list.sort() takes only key= and reverse= (the user code raises TypeError)")
