@@ -4,6 +4,7 @@ code calls the graph first and replays writes after it, so it reruns the frame a
 when a graph with no effects of its own raises (tracer/rewrite/rerun.py). Found by the fuzzer on
 3.12 (seed 301557): an attribute set on an input tensor was lost."""
 import sys
+import warnings
 
 import pytest
 import torch
@@ -518,3 +519,50 @@ def test_a_compiled_layer_under_non_reentrant_checkpoint_is_not_rerun_when_its_h
         torch.testing.assert_close(got, grads[0])
     assert t.reruns == 0 and t.fallbacks == 0 and t.internal_errors == 0, t
     assert t.graphs == 1 and t.frames_traced == 1, t
+
+
+def test_a_backend_whose_graph_fails_at_run_time_is_not_silent():
+    """A backend's compiled callable that raises at run time where eager does not (a kernel
+    that fails): the frame reran as Python on every call with nothing said but a line in
+    tracer.stats(). Its answer is still Python's; a GraphRunWarning now says once that the
+    graph is at fault. A graph whose raise the frame's own try catches says nothing."""
+    def failing_backend(gm, example_inputs):
+        def run(*args):
+            raise RuntimeError("kernel launch failed")
+        return run
+
+    def work(x):
+        return (x.sin() + 1).relu()
+
+    def guarded(x):
+        try:
+            return (x[5] + 1).relu()
+        except IndexError:
+            return x * 0
+
+    c = tracer.compile(work, backend=failing_backend)
+    with pytest.warns(tracer.GraphRunWarning, match="kernel launch failed") as got:
+        for _ in range(3):
+            torch.testing.assert_close(c(torch.ones(3)), work(torch.ones(3)))
+    assert len([w for w in got if issubclass(w.category, tracer.GraphRunWarning)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracer.GraphRunWarning)
+        g = tracer.compile(guarded)
+        for _ in range(2):
+            torch.testing.assert_close(g(torch.ones(3)), guarded(torch.ones(3)))
+
+
+def test_a_frame_argument_named_self_is_a_graph_input():
+    """A function's parameter named `self` (a method's, given a tensor) made a placeholder
+    named `self`, which FX's generated forward(self, ...) took for the module: the graph took
+    one argument too few and every call reran as Python."""
+    def f(self, x):
+        return self * 2 + x
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for _ in range(2):
+            a, b = torch.randn(2), torch.randn(2)
+            torch.testing.assert_close(c(self=a, x=b), f(self=a, x=b))
+            torch.testing.assert_close(c(a, b), f(a, b))
+    assert t.reruns == 0 and t.graphs == 1 and t.fallbacks == 0, t

@@ -16,7 +16,7 @@ from .check import CheckError
 from .explain import explain
 from .export import ExportAssumptionWarning, ExportError, export
 from .runtime.frame_hook import disable
-from .exc import BackendError, FullGraphError, Unsupported
+from .exc import BackendError, FullGraphError, GraphRunWarning, Unsupported
 from .graph.shapes import mark_dynamic, mark_static
 from .runtime import config, logs as _logs
 from .runtime import cache as _cache
@@ -35,4 +35,4 @@ _logs.configure_from_env()  # TRACER_LOGS=graph,guards,breaks,bytecode,recompile
 __all__ = ["config", "compile", "capture", "disable", "explain", "reset", "stats", "reset_stats", "mark_dynamic",
            "mark_static", "CompiledFunction",
            "CompiledModule", "FullGraphError", "BackendError", "Unsupported", "RecompileLimitWarning", "CheckError", "export", "ExportError",
-           "ExportAssumptionWarning", "save_cache", "load_cache", "CacheError", "CacheFileWarning"]
+           "ExportAssumptionWarning", "save_cache", "load_cache", "CacheError", "CacheFileWarning", "GraphRunWarning"]

@@ -71,5 +71,11 @@ class BackendError(RuntimeError):
     """A backend raised or returned something that is not a callable."""
 
 
+class GraphRunWarning(UserWarning):
+    """A compiled graph raised where the same frame run as Python did not: the frame's answer
+    is Python's (rewrite/rerun.py), and the backend's compiled graph (or the tracer) is at
+    fault. Shown once per frame and exception type; tracer.stats() lists every rerun."""
+
+
 def unsupported(reason):
     raise Unsupported(reason)

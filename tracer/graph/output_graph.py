@@ -34,10 +34,13 @@ from .static_fakes import static_fake
 
 
 def _sanitize(name):
+    """A node name FX's code can hold: an identifier, and not `self`, which FX's generated
+    `forward(self, ...)` takes for the module (a frame argument named `self`, as a method's
+    is, made the graph's forward take one argument too few: every call then ran as Python)."""
     name = re.sub(r"[^0-9a-zA-Z_]", "_", name)
     if not name or name[0].isdigit():
         name = "_" + name
-    return name
+    return "self_" if name == "self" else name
 
 
 _OPS = ("call_function", "call_method", "call_module")  # the nodes that are operations

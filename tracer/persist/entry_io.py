@@ -31,7 +31,7 @@ from ..runtime.frame_hook import skip_code, untraced
 from . import graph_io, guards_io
 from .portable import Reader, Stale, Unportable, Writer, register
 
-FORMAT = 1
+FORMAT = 2  # (2: a rerun plan says whether the graph's ops are under a handler)
 
 # inductor with a mode or options: by its configuration (read back: the one object of it)
 register(Inductor, "backend.inductor",
@@ -103,7 +103,7 @@ def write_entry(code, entry, frame):
         if plan is not None:
             if plan.tensors:
                 raise Unportable("a graph whose rerun snapshot holds the module's own tensors")
-            record["rerun"] = (plan.grad_mode, tuple(plan.args), w.write(plan.devices))
+            record["rerun"] = (plan.grad_mode, tuple(plan.args), w.write(plan.devices), plan.handled)
     if entry.code is not None:
         record["code"] = w.write(entry.code)
     record["deps"] = {name: module_digest(name) for name in sorted(w.deps)}
@@ -126,11 +126,13 @@ def read_entry(code, record, frame, builtins, backend_fn):
         compiled = graph_io.LazyCompiled(gm, backend_fn)
         plan = None
         if record["rerun"] is not None:
-            grad_mode, args, devices = record["rerun"]
+            grad_mode, args, devices, handled = record["rerun"]
             plan = Plan(grad_mode, args, (), r.read(devices))
+            plan.handled = handled
             compiled = plan.wrap(compiled)
         qualname = marshal.loads(record["code"][1]).co_qualname
-        r.graph_fn = untraced(compiled, graph_raised(qualname, plan.grad_mode) if plan is not None else None)
+        r.graph_fn = untraced(compiled, graph_raised(qualname, plan.grad_mode, plan.handled)
+                              if plan is not None else None)
     new_code = None
     if record["code"] is not None:
         new_code = _here(r.read(record["code"]), record["file"], code.co_filename)

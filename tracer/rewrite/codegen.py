@@ -555,7 +555,7 @@ def assemble(code, rewrite, compiled_fn, rerun=None):
     `rerun` (a rerun.Plan): an exception from the graph becomes rerun.RERUN, which the code
     checks for."""
     if rewrite.slot is not None:
-        on_error = graph_raised(code.co_qualname, rerun.grad_mode) if rerun is not None else None
+        on_error = graph_raised(code.co_qualname, rerun.grad_mode, rerun.handled) if rerun is not None else None
         graph_fn = untraced(compiled_fn, on_error)
         for ins in rewrite.sections[GRAPH_CALL]:
             if isinstance(ins, bc.Instr) and ins.name == "LOAD_CONST" and ins.arg is rewrite.slot:

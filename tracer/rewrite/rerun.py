@@ -33,7 +33,9 @@ each).
 from __future__ import annotations
 
 import sys
+import threading
 import types
+import warnings
 
 import bytecode as bc
 import torch
@@ -42,6 +44,7 @@ from bytecode_utils import arg_names, flatten_signature, versions
 from bytecode_utils.codegen import GENERATOR_FLAGS
 from guards.tensor import UNKNOWN_STORAGE, storage_id
 
+from ..exc import GraphRunWarning
 from ..runtime import records
 from ..graph.backends import AT_END, IN_ORDER, UNKNOWN
 from ..graph.output_graph import reshapes
@@ -70,10 +73,11 @@ _RANDOM = frozenset({
 _KNOWN_MODULES = ("torch", "operator", "_operator", "math", "builtins")
 
 
-def graph_raised(name, grad_mode=None):
+def graph_raised(name, grad_mode=None, handled=False):
     """The on_error of a graph's `untraced` wrapper: record it, put the grad mode back as the
     graph found it (`grad_mode`, when the graph switches it: one that raises inside `no_grad`
-    leaves it off), and tell the frame to rerun."""
+    leaves it off), and tell the frame to rerun. Unless a handler of the frame is around the
+    graph's ops (`handled`), a rerun that returns says the graph was wrong (GraphRunWarning)."""
     set_grad_enabled = torch._C._set_grad_enabled
 
     def on_error(exc):
@@ -82,8 +86,28 @@ def graph_raised(name, grad_mode=None):
         if _from_saved_tensors_hook(exc):
             raise exc
         records.graph_rerun(name, exc)
+        _RAISED.last = None if handled else (name, exc)
         return RERUN
     return on_error
+
+
+_RAISED = threading.local()  # .last: (frame name, exception) of the graph the next rerun follows
+_WARNED = set()              # (frame name, exception type) warned about (GraphRunWarning)
+
+
+def _python_did_not_raise(name, exc):
+    """The frame run as Python returned where its graph raised `exc`: the answer is Python's,
+    and the graph disagreed with eager (a backend's compiled code failing at run time, or the
+    tracer's fault). Never silent: a GraphRunWarning, once per frame and exception type."""
+    key = (name, type(exc))
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    warnings.warn(f"tracer: the compiled graph of {name} raised {type(exc).__name__}: {first}; the frame "
+                  f"ran as Python instead and did not raise (its answer is used). The backend's "
+                  f"compiled graph is at fault (shown once; tracer.stats() lists each rerun)",
+                  GraphRunWarning, stacklevel=3)
 
 
 def _from_saved_tensors_hook(exc):
@@ -242,6 +266,10 @@ class Plan:
     puts them back when it raises. `devices`: the RNG states to save and restore (a graph
     drawing random numbers)."""
 
+    # whether a try/with of the traced code is around an op of the graph: the frame run as
+    # Python then returns normally where the graph raised (no GraphRunWarning); set by the trace
+    handled = False
+
     def __init__(self, grad_mode, args=(), tensors=(), devices=None):
         self.grad_mode, self.args, self.tensors, self.devices = grad_mode, tuple(args), tuple(tensors), devices
 
@@ -317,9 +345,14 @@ class _Plain:
 
 
 def run_as_python(plain, closure, *args):
-    """The frame again, as plain Python, with its arguments (in its flat slots)."""
+    """The frame again, as plain Python, with its arguments (in its flat slots). Where it
+    returns, the graph that raised was wrong: _python_did_not_raise says so."""
     globals_ = sys._getframe(1).f_globals
-    return types.FunctionType(plain.code, globals_, plain.code.co_name, None, closure)(*args)
+    raised, _RAISED.last = getattr(_RAISED, "last", None), None
+    result = types.FunctionType(plain.code, globals_, plain.code.co_name, None, closure)(*args)
+    if raised is not None:
+        _python_did_not_raise(*raised)
+    return result
 
 
 def check_instrs(code, graph_out):

@@ -373,6 +373,8 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
                     *(_refused_by_compilers(gm) if backend_fn is not eager_backend else ()))
         if rerun is HISTORY:
             rerun = None
+        if rerun is not None:
+            rerun.handled = bool(ctx.ops_under_handler)
         real_inputs = [t for _s, _n, t in out.inputs]
         t_backend = time.perf_counter()
         with out.shapes.backend_context(real_inputs):
