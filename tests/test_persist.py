@@ -694,3 +694,25 @@ def test_a_name_bound_to_other_code_in_the_next_process_is_not_loaded(tmp_path, 
     assert patched["h"]["ok"] and patched["h"]["traced"] >= 1, patched
     other = run("relu", "" if flag else "-O")  # the other optimisation level: another environment
     assert all(r["ok"] for r in other.values()) and all(r["traced"] >= 1 for r in other.values()), other
+
+
+@pytest.mark.usefixtures("fresh_tracer")
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_cache_directory_that_cannot_be_used_is_said_once_and_tracing_goes_on(tmp_path, monkeypatch, where):
+    """TRACER_CACHE_DIR naming a file (or a path under one): torch's inductor cache was put
+    under it for every backend, and torch._dynamo's import, which the first trace makes, raised
+    NotADirectoryError: an internal error on every frame, and torch.compile broken in the
+    process. Now one CacheFileWarning names the directory, pointed at the user's call, and the
+    process traces as without a disk cache."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    monkeypatch.setattr(config, "cache_dir", str(afile if where == "a file" else afile / "sub"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    f = tracer.compile(lambda x: x.sin() + 1)
+    with pytest.warns(tracer.CacheFileWarning, match="cannot be used") as got:
+        for _ in range(2):
+            torch.testing.assert_close(f(torch.ones(3)), torch.ones(3).sin() + 1)
+    assert len(got) == 1 and got[0].filename == __file__, [str(w.message) for w in got]
+    s = tracer.stats()
+    assert s.graphs == 1 and s.internal_errors == 0 and s.fallbacks == 0
+    assert not os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").startswith(str(afile))

@@ -137,7 +137,12 @@ class Store:
         self.root = pathlib.Path(self.path) / environment()
         self._warned = set()
         self._lock = threading.Lock()
-        if not read_only:  # inductor's own caches (FX graphs, AOTAutograd, kernels) beside ours,
+        self.unusable = None if read_only else _unusable_dir(self.path)
+        if self.unusable is not None:  # a user's mistake: said once, and the process traces as without
+            self.read_only = True
+            self._warn(f"tracer: the cache directory {self.path} cannot be used ({self.unusable}); "
+                       f"running without the disk cache")
+        elif not read_only:  # inductor's own caches (FX graphs, AOTAutograd, kernels) beside ours,
             # so a loaded entry's inductor compile is warm too, unless the user chose a place
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.abspath(self.path), INDUCTOR))
 
@@ -218,6 +223,8 @@ class Store:
             return self._load(code, L, G, C, backend_fn, fullgraph)
 
     def _load(self, code, L, G, C, backend_fn, fullgraph):
+        if self.unusable is not None:
+            return []
         wanted = None
         out = []
         for record in self.read_records(code):
@@ -246,7 +253,34 @@ class Store:
             if message in self._warned or len(self._warned) > 20:
                 return
             self._warned.add(message)
-        warnings.warn(message, CacheFileWarning, stacklevel=2)
+        warnings.warn(message, CacheFileWarning, stacklevel=_user_level())
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tracer/
+
+
+def _user_level():
+    """warnings.warn's stacklevel for the user's line: the first frame outside the tracer
+    (a warning pointed at the tracer's own source says nothing to the user)."""
+    f, level = sys._getframe(2), 2
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _unusable_dir(path):
+    """Why `path` cannot hold a cache (a file, a directory that cannot be made or written), or
+    None. Asked once per directory: torch's own caches go under it too (TORCHINDUCTOR_CACHE_DIR),
+    and torch raised at its import on a path that is a file, for torch.compile as well."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "it is not a directory"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "not writable"
+    return None
 
 
 def _record_name(record):
