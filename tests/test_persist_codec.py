@@ -18,7 +18,7 @@ from guards.guard import Predicate
 from tracer.persist import guards_io
 from tracer.persist.portable import Reader, Unportable, Writer, code_key, portable_filename
 from tracer.trace.handlers.exceptions import GradRestore
-from tracer.variables.builder import IterRestSource
+from tracer.variables.iterator_inputs import IterRestSource
 
 
 class Color(enum.Enum):
