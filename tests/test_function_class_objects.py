@@ -216,3 +216,24 @@ def test_an_instance_dict_read_after_a_store_sees_the_store():
     assert out.tolist() == [32.0, 32.0] and cfg.problem_type == "cls"
     result, _d = run(c, f, x, cfg)  # now "cls" from the start: another entry, equal to eager
     assert result.tolist() == [32.0, 32.0]
+
+
+def _args_of(*args, **kwargs):
+    return args, kwargs
+
+
+def test_partial_of_a_partial_is_one_partial():
+    """CPython makes `partial(partial(f, 1), 2)` one partial of f with args (1, 2) when the
+    inner one never had an instance dict made. The trace nested them: `.func` was the inner
+    partial and `.args` (2,), where eager has f and (1, 2)."""
+    def f(x, p):
+        q = functools.partial(functools.partial(_args_of, 1, k=1), 2, j=2)
+        r = functools.partial(p, x)
+        return x + 1, q.func is _args_of, q.args, q.keywords, r.func is _args_of, r.args, r(3)
+
+    p = functools.partial(_args_of, 0)
+    c, d = check(f, torch.ones(2), p)
+    assert d.graphs == 1 and d.breaks == 0
+    p.__dict__  # (made now: CPython no longer merges p into a partial of it)
+    _, d = run(c, f, torch.ones(2), p)
+    assert d.frames == 1 and d.fallbacks == 0  # a guard on p's instance dict told the difference

@@ -1,11 +1,13 @@
 """Bugs found while porting the tracer to CPython 3.12 to 3.15, each kept as a test that runs
 on every version (compiled == eager, and the capture asserted)."""
+import functools
 import sys
 
 import pytest
 import torch
 
 import tracer
+from semantics_helpers import check, run as run_both
 from test_graph_breaks import Recorder, run, t
 
 
@@ -324,3 +326,75 @@ def test_loops_yield_from_and_star_calls_keep_their_stack_layout(capsys):
     c, rec = run(f, (t(3), [1.0, 2.0, 3.0]), (t(3, seed=1), [1.0, 2.0, 3.0]))
     assert c.entries[0].code is not None and c.entries[0].breaks
     assert tracer.stats().internal_errors == 0 and tracer.stats().fallbacks == 0
+
+
+_PLACEHOLDER = getattr(functools, "Placeholder", None)
+needs_placeholder = pytest.mark.skipif(_PLACEHOLDER is None, reason="functools.Placeholder is new in 3.14")
+
+
+def _tensors_of(*args, **kwargs):
+    return torch.cat([a for a in args if isinstance(a, torch.Tensor)]), len(args), sorted(kwargs)
+
+
+@needs_placeholder
+def test_partial_placeholders_are_filled_by_the_call():
+    """3.14's functools.Placeholder: a call fills a partial's placeholders with its first
+    positional arguments, left to right. The trace passed the Placeholder object itself and
+    appended the call's arguments (`partial(cat, Placeholder, y)(x)` was cat(y, x))."""
+    P = _PLACEHOLDER
+    two_holes = functools.partial(_tensors_of, P, P, 3)
+
+    def f(x, y):
+        p = functools.partial(_tensors_of, P, y)
+        merged = functools.partial(functools.partial(_tensors_of, P, 2, P, 4), P, y)
+        return p(x), two_holes(y, x), two_holes(x, y, x, k=1), merged(x), merged.args[0] is P, \
+            len(merged.args), p(P)[1]
+
+    c, d = check(f, torch.zeros(2), torch.ones(2))
+    assert d.graphs == 1 and d.breaks == 0
+
+    def g(x, p):
+        q = functools.partial(p, x)  # a partial passed in, merged: one placeholder left
+        return q(x + 1), q.args[1] is P, p(x, x)
+
+    check(g, torch.zeros(2), functools.partial(_tensors_of, P, P, 5), graphs=1)
+
+
+@needs_placeholder
+def test_partial_placeholder_errors_are_eagers():
+    """A call with fewer positional arguments than placeholders, a trailing Placeholder and a
+    keyword Placeholder raise eager's TypeError, which traced code can catch."""
+    P = _PLACEHOLDER
+
+    def caught(make):
+        try:
+            return make()
+        except TypeError as e:
+            return str(e)
+
+    def f(x, y):
+        return x + 1, caught(lambda: functools.partial(_tensors_of, P, P, y)(x)), \
+            caught(lambda: functools.partial(_tensors_of, x, P)), \
+            caught(lambda: functools.partial(_tensors_of, x, k=P)), \
+            caught(lambda: functools.partial(functools.partial(_tensors_of, P, 1, P, 2), y)())
+
+    c, d = check(f, torch.zeros(2), torch.ones(2))
+    out, _ = run_both(c, f, torch.zeros(2), torch.ones(2))
+    assert out[1] == "missing positional arguments in 'partial' call; expected at least 2, got 1"
+    assert out[2:4] == ("trailing Placeholders are not allowed",
+                        "Placeholder cannot be passed as a keyword argument")
+    assert d.graphs == 1 and d.breaks == 0
+
+
+@needs_placeholder
+def test_partial_with_a_placeholder_across_a_break(capsys):
+    """A partial with a placeholder made before a break is rebuilt for the resume function
+    and still fills its placeholder there."""
+    P = _PLACEHOLDER
+
+    def f(x, y):
+        p = functools.partial(_tensors_of, P, y * 2)
+        print("break")
+        return p(x), p.args[0] is P
+
+    c, d = check(f, torch.zeros(2), torch.ones(2), graphs=2, breaks=1)

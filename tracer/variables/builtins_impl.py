@@ -701,7 +701,7 @@ _IMPLS[all] = _make_anyall(False)
 
 @impl(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
-    return functions.PartialVariable(fn, args, kwargs)
+    return functions.make_partial(tx, fn, list(args), kwargs)
 
 
 @impl(functools.reduce)

@@ -542,19 +542,96 @@ class BoundMethodVariable(Variable):
         cg.call_with(types.MethodType, [self.func, self.obj])
 
 
+_PLACEHOLDER = getattr(functools, "Placeholder", None)  # functools.Placeholder (3.14+)
+
+
+def is_placeholder(var):
+    """Whether `var` is functools.Placeholder (3.14+). It is a singleton whose type cannot be
+    subclassed, so the type guard on a Placeholder read from a source pins the object."""
+    return _PLACEHOLDER is not None and isinstance(var, ObjectVariable) and var.value is _PLACEHOLDER
+
+
+def fill_placeholders(pargs, args):
+    """A partial's arguments `pargs` merged with later positional ones `args`, as CPython merges
+    them at a call or when a partial is made of this partial: each Placeholder of `pargs`, left
+    to right, takes the next of `args`; the rest of `args` follows. Placeholders left over
+    (fewer `args`: a partial of a partial) stay."""
+    merged, used = [], 0
+    for a in pargs:
+        if used < len(args) and is_placeholder(a):
+            merged.append(args[used])
+            used += 1
+        else:
+            merged.append(a)
+    return merged + list(args[used:])
+
+
+def make_partial(tx, fn, args, kwargs):
+    """`functools.partial(fn, *args, **kwargs)` called in the frame, built as CPython builds it:
+    a trailing or keyword Placeholder is eager's TypeError, and a partial of a partial whose
+    instance dict was never made is one partial (func, merged args and keywords: what
+    `.func` and `.args` read, and the count a call short of arguments names)."""
+    if args and is_placeholder(args[-1]):
+        raise exceptions.user_error(TypeError, "trailing Placeholders are not allowed")
+    if any(is_placeholder(v) for v in kwargs.values()):
+        raise exceptions.user_error(TypeError, "Placeholder cannot be passed as a keyword argument")
+    if isinstance(fn, PartialVariable) and fn.merges_into_partial(tx):
+        return PartialVariable(fn.func, fill_placeholders(fn.args, args), {**fn.kwargs, **kwargs})
+    if not isinstance(fn, PartialVariable) and _is_partial_subclass(fn):
+        raise Unsupported("functools.partial of an instance of a partial subclass")
+    return PartialVariable(fn, args, kwargs)
+
+
+def _is_partial_subclass(var):
+    """A value of a subclass of functools.partial, which CPython may merge into a partial of
+    it (by a test that changed across versions): not modelled."""
+    try:
+        t = var.python_type()
+    except Unsupported:
+        return False
+    return isinstance(t, type) and issubclass(t, functools.partial)
+
+
+def _dict_unmade_is(expected):
+    return lambda p: _partial_dict_unmade(p) is expected
+
+
+def _partial_dict_unmade(p):
+    """Whether CPython made no instance dict for the partial `p` yet (its __reduce__ reports
+    the dict without making it; reading `p.__dict__` would make it)."""
+    return functools.partial.__reduce__(p)[2][3] is None
+
+
 class PartialVariable(Variable):
-    """functools.partial(fn, *args, **kwargs), created in the frame or passed in."""
+    """functools.partial(fn, *args, **kwargs), created in the frame or passed in. On 3.14+
+    `args` may hold Placeholders, which a call fills with its first positional arguments."""
 
     def __init__(self, func, args, kwargs, source=None, real=None):
         super().__init__(source)
         self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
         self.real = real  # the partial object, when it came from the frame
+        self.phcount = sum(1 for a in self.args if is_placeholder(a))
 
     def python_type(self):
         return functools.partial
 
     def call(self, tx, args, kwargs):
-        return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+        if len(args) < self.phcount:
+            raise exceptions.user_error(TypeError, "missing positional arguments in 'partial' call; "
+                                        f"expected at least {self.phcount}, got {len(args)}")
+        return self.func.call(tx, fill_placeholders(self.args, args), {**self.kwargs, **kwargs})
+
+    def merges_into_partial(self, tx):
+        """Whether `functools.partial(self, ...)` takes this partial's parts (CPython: a partial
+        whose instance dict was never made). One made in the frame has none (the trace sets no
+        attribute on it); one passed in is guarded to have none still, or to have one."""
+        if self.real is None:
+            return True
+        unmade = _partial_dict_unmade(self.real)
+        if self.source is not None:
+            tx.guard(Predicate.made(self.source, _dict_unmade_is, (unmade,),
+                                    "instance dict never made" if unmade else "instance dict made"))
+        return unmade
 
     def getattr(self, tx, name):
         if name == "func":
