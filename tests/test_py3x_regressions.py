@@ -284,6 +284,36 @@ def test_template_string_is_a_graph_break(capsys):
     assert c.entries[0].breaks and "t-string" in str(c.entries[0].breaks)
 
 
+_TSTRING_CONVERSIONS = """
+def f(x, n):
+    y = x.sin()
+    t = t"{n!r}|{n!a:>6}|{n!s}|{y.shape[0]:{n}}|{n}"
+    print("break")  # the template and its interpolations cross into the resume function
+    parts = [(i.value, i.conversion, i.format_spec, i.expression) for i in t.interpolations]
+    return y + len(t.strings), parts, t.strings
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings are new in 3.14")
+def test_template_string_conversions_decode(capsys):
+    """CPython packs an interpolation's conversion in BUILD_INTERPOLATION's oparg bits 2 and
+    up (`!r` is 10, `!a` 14); `bytecode` 0.19.1 decoded it as FormatValue(oparg >> 1), and
+    placing the break at a t-string with `!r` or `!a` raised ValueError ("5 is not a valid
+    FormatValue"): an internal error, the frame run as Python. versions.decodable gives the
+    package an oparg it decodes; fix_decoded puts the real one back."""
+    ns = {"torch": torch}
+    exec(_TSTRING_CONVERSIONS, ns)
+    f = ns["f"]
+    c = tracer.compile(f)
+    for n in (3, 3, 4):
+        out, parts, strings = c(t(3), n)
+        ref, ref_parts, ref_strings = f(t(3), n)
+        assert torch.equal(out, ref) and parts == ref_parts and strings == ref_strings
+    assert [p[1] for p in parts] == ["r", "a", "s", None, None]
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.fallbacks == 0 and s.graph_breaks >= 1
+
+
 def test_nested_function_with_annotations(capsys):
     """3.14 makes a function's annotations lazily (PEP 649: SET_FUNCTION_ATTRIBUTE 0x10 sets
     `__annotate__`); the function made in the traced frame and returned keeps them."""

@@ -27,7 +27,7 @@ from .py313 import (CALL_OPNAMES, ITER_SLOTS, CALL_PREFIX_OPNAMES, INTRINSIC_ALI
                     call, call_const_on_tos, call_kw_names, callable_and_null, compare_to_bool, cond_jump,
                     load_attr, load_callable, load_closure, load_const_callable, load_global, load_method,
                     make_function, native, native_plain_attr, push_null, return_value, split_call,
-                    decodable, slot_of_cell)
+                    slot_of_cell)
 
 #: END_ASYNC_FOR's argument points back at its SEND for sys.monitoring only: the instruction
 #: never jumps (it re-raises, or drops the finished async iterator and falls through).
@@ -80,8 +80,9 @@ def fix_decoded(bc, code):
     free variable read through it would become a new local when the code is reassembled with
     another layout (a resume function, where the frame's cells are free variables): they get
     their CellVar / FreeVar back. BUILD_INTERPOLATION's argument comes back as a tuple that
-    it cannot encode again (and its argument check refuses anything else): it gets its oparg
-    back, from ``dis``, stored past the check."""
+    it cannot encode again (and its argument check refuses anything else; ``decodable`` gave
+    it a stand-in oparg): it gets its real oparg back, from ``dis`` on ``code``, stored past
+    the check, and is assembled with it as it is."""
     cells, free = set(code.co_cellvars), set(code.co_freevars)
     interpolations = None
     for ins in bc:
@@ -96,6 +97,28 @@ def fix_decoded(bc, code):
                 interpolations = iter([i.arg for i in dis.get_instructions(code) if i.opname == name])
             ins._arg = next(interpolations)  # (Instr.arg's setter insists on the tuple)
     return bc
+
+
+_BUILD_INTERPOLATION = dis.opmap["BUILD_INTERPOLATION"]
+#: A BUILD_INTERPOLATION oparg (format-spec bit clear) that ``bytecode`` 0.19.1 decodes: its
+#: decoder reads (oparg & 1, FormatValue(oparg >> 1)), and FormatValue starts at 1.
+_DECODABLE_INTERPOLATION = 2
+
+
+def decodable(code):
+    """See py311.decodable. And BUILD_INTERPOLATION: CPython packs the conversion in its oparg's
+    bits 2 and up (``!r`` is 10, ``!a`` 14), which ``bytecode`` 0.19.1 decodes as
+    FormatValue(oparg >> 1) and refuses (ValueError: 5 is not a valid FormatValue). Each gets
+    an oparg the package decodes, with the same format-spec bit (its stack effect);
+    fix_decoded puts the real one back, read with ``dis`` from the original code."""
+    code = py313.decodable(code)
+    raw = bytearray(code.co_code)
+    if _BUILD_INTERPOLATION not in raw[::2]:
+        return code
+    for off in range(0, len(raw), 2):  # (co_code's CACHE entries are zeros: opcode 0)
+        if raw[off] == _BUILD_INTERPOLATION:
+            raw[off + 1] = _DECODABLE_INTERPOLATION | (raw[off + 1] & 1)
+    return code.replace(co_code=bytes(raw))
 
 
 #: 3.14's code flag: co_consts[0] is the docstring (inspect.CO_HAS_DOCSTRING).
