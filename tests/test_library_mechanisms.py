@@ -90,6 +90,25 @@ def test_inspect_signature_is_folded():
     run(_Chunker(), torch.ones(3))
 
 
+def _with_default(d):
+    def g(a=d):
+        return a
+    return g
+
+
+def test_inspect_signature_is_of_that_very_function():
+    """A closure made by a call is guarded by its code only; the folded signature was reused
+    for another closure of the same code with another default (eager 3, compiled 2)."""
+    def f(x, g):
+        return x + inspect.signature(g).parameters["a"].default
+
+    c = tracer.compile(f)
+    for d in (1, 2):
+        g = _with_default(d)
+        assert torch.equal(c(torch.ones(1), g), f(torch.ones(1), g))
+    assert tracer.stats().recompiles == 1 and tracer.stats().graph_breaks == 0
+
+
 # ---- copy.deepcopy / copy.copy ---------------------------------------------------------------
 
 class _Cfg:

@@ -115,11 +115,23 @@ def real_callable(tx, var):
 _STAND_IN = object()
 
 
+def _pin_function(tx, var):
+    """The signature is of this very function: its defaults and annotations are its own, not
+    its code's (a closure made by a call, guarded by its code only, was another function with
+    other defaults on a later call, and got the first one's signature)."""
+    if isinstance(var, functions.BoundMethodVariable):
+        var = var.func
+    pin = getattr(var, "pin_identity", None)
+    if pin is not None:
+        pin(tx)
+
+
 @folds(inspect.signature)
 def fold_signature(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("inspect.signature with extra positional arguments")
     real = real_callable(tx, args[0])
+    _pin_function(tx, args[0])
     try:
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
     except Unsupported:
