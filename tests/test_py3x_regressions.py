@@ -1,6 +1,7 @@
 """Bugs found while porting the tracer to CPython 3.12 to 3.15, each kept as a test that runs
 on every version (compiled == eager, and the capture asserted)."""
 import functools
+import inspect
 import sys
 
 import pytest
@@ -329,6 +330,130 @@ def test_nested_function_with_annotations(capsys):
     assert torch.equal(out, ref)
     assert inner.__annotations__ == ref_inner.__annotations__
     assert c.entries[0].code is not None and tracer.stats().fallbacks == 0
+
+
+needs_lazy_annotations = pytest.mark.skipif(sys.version_info < (3, 14),
+                                           reason="annotations are evaluated lazily from 3.14 (PEP 649)")
+_ANN_T = 0
+_ANN_LOG = []
+
+
+def _ann_note(v):
+    _ANN_LOG.append(v)
+    return v
+
+
+def _fresh_annotated():
+    """A function and a class whose annotations (PEP 649) read _ANN_T and log when evaluated."""
+    def g(a: _ann_note(_ANN_T)):
+        return a
+
+    class C:
+        a: _ann_note(_ANN_T)
+    return g, C
+
+
+def _reads_annotations(x, n, g, C):
+    global _ANN_T
+    _ANN_LOG.append("before")
+    _ANN_T = n
+    return x + g.__annotations__["a"] + C.__annotations__["a"]
+
+
+def _run_with_fresh_annotations(fn, n):
+    global _ANN_T
+    _ANN_T = 0
+    _ANN_LOG.clear()
+    g, C = _fresh_annotated()
+    return fn(torch.ones(2), n, g, C), list(_ANN_LOG)
+
+
+@needs_lazy_annotations
+def test_lazy_annotations_are_read_in_order(capsys):
+    """3.14 evaluates a function's or class's annotations at their first read (PEP 649). The
+    trace read `g.__annotations__` on the real object, which ran them at trace time, before
+    the frame's own `global T; T = n` (eager [6, 6] + ..., compiled [1, 1]) and before its
+    side effects. A read of annotations not evaluated yet is a graph break there."""
+    c = tracer.compile(_reads_annotations)
+    for n in (5, 6):
+        out, log = _run_with_fresh_annotations(c, n)
+        ref, ref_log = _run_with_fresh_annotations(_reads_annotations, n)
+        assert torch.equal(out, ref) and log == ref_log == ["before", n, n]
+    s = tracer.stats()
+    assert s.graph_breaks >= 2 and s.internal_errors == 0
+    assert any("PEP 649" in r for r in s.break_reasons)
+    # (the class's __annotate__, run by the break, is a frame of its own, run as Python)
+    assert all("module or class body" in r for r in s.fallback_reasons)
+
+
+def _signature_of_annotated(x, n, g, C):
+    global _ANN_T
+    _ANN_LOG.append("before")
+    _ANN_T = n
+    return x + len(inspect.signature(g).parameters) + len(inspect.signature(C).parameters), \
+        inspect.signature(g).parameters["a"].annotation
+
+
+@needs_lazy_annotations
+def test_inspect_signature_runs_lazy_annotations_in_order(capsys):
+    """inspect.signature is folded at trace time on the real function; on 3.14 it reads the
+    function's annotations, which ran them then (before the frame's `T = n`: the parameter's
+    annotation was 0, and logged before "before"). A function whose annotations are not
+    evaluated yet makes it a graph break."""
+    c = tracer.compile(_signature_of_annotated)
+    for n in (5, 6):
+        out, log = _run_with_fresh_annotations(c, n)
+        ref, ref_log = _run_with_fresh_annotations(_signature_of_annotated, n)
+        assert torch.equal(out[0], ref[0]) and out[1] == ref[1] == n and log == ref_log
+    assert any("PEP 649" in r for r in tracer.stats().break_reasons)
+
+
+@needs_lazy_annotations
+def test_evaluated_annotations_are_read_in_the_graph_and_guarded():
+    """Annotations evaluated already (cached by CPython) are read as before, no break, through
+    a source that never evaluates them: a later call with a fresh function of the same code,
+    whose annotations are pending, fails the guard instead of evaluating them."""
+    global _ANN_T
+    _ANN_T = 0
+    g, C = _fresh_annotated()
+    g.__annotations__, C.__annotations__  # evaluated now: 0 and 0
+    c = tracer.compile(_reads_annotations)
+    assert torch.equal(c(torch.ones(2), 5, g, C), _reads_annotations(torch.ones(2), 5, g, C))
+    s = tracer.stats()
+    assert s.graphs == 1 and s.graph_breaks == 0
+    out, log = _run_with_fresh_annotations(c, 7)
+    assert torch.equal(out, torch.full((2,), 15.0)) and log == ["before", 7, 7]
+    assert tracer.stats().recompiles == 1 and tracer.stats().graph_breaks >= 1
+
+
+@needs_lazy_annotations
+def test_lazy_annotations_of_a_closure_across_a_break_and_of_a_module(capsys):
+    """A nested function made before a break is a real function in the resume function: its
+    annotations read a cell the frame writes after the break. A module's annotations are
+    evaluated at their first read too."""
+    import types
+
+    def fresh_module():
+        mod = types.ModuleType("lazy_annotated")
+        mod.note = _ann_note
+        exec("x: note(T)\nT = 0", mod.__dict__)
+        return mod
+
+    def f(x, n, mod):
+        T = n
+        def g(a: T):
+            return a
+        print("break")
+        T = n * 3
+        mod.T = n
+        return x + g.__annotations__["a"] + mod.__annotations__["x"]
+
+    c = tracer.compile(f)
+    for n in (1, 2):
+        assert torch.equal(c(torch.ones(2), n, fresh_module()), f(torch.ones(2), n, fresh_module()))
+    s = tracer.stats()
+    assert s.fallbacks == 0 and s.internal_errors == 0
+    assert sum(k for r, k in s.break_reasons.items() if "PEP 649" in r) >= 2
 
 
 @pytest.mark.loop_resumes

@@ -225,6 +225,8 @@ class UserFunctionVariable(BaseFunctionVariable):
             # a function's class cannot be reassigned: no guard (torchvision's
             # _log_api_usage_once(fn) reads fn.__class__.__name__ on every call)
             return builder.wrap(tx, type(self.fn), None)
+        if name == "__annotations__" and lazy_annotations.LAZY:  # (may run its __annotate__)
+            return lazy_annotations.read(tx, self.fn, self._own_source())
         try:
             value = getattr(self.fn, name)
         except AttributeError:
@@ -726,4 +728,4 @@ def library_object(obj):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls, blocks  # noqa: E402
+from . import containers, base, introspection, nn_module, folds, builtins_impl, new_objects, itertools_impl, objects, exceptions, builder, torch_calls, blocks, lazy_annotations  # noqa: E402

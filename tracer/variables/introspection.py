@@ -132,6 +132,9 @@ def fold_signature(tx, args, kwargs):
         raise Unsupported("inspect.signature with extra positional arguments")
     real = real_callable(tx, args[0])
     _pin_function(tx, args[0])
+    if lazy_annotations.signature_reads_pending(real):  # (3.14+: it would evaluate them now)
+        raise Unsupported("inspect.signature of a function whose annotations are not evaluated "
+                          "yet (PEP 649): it runs them, in order, as Python")
     try:
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
     except Unsupported:
@@ -250,4 +253,4 @@ folds(typing.get_args)(_fold_typing(typing.get_args))
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, containers, builder, objects  # noqa: E402
+from . import functions, containers, builder, objects, lazy_annotations  # noqa: E402

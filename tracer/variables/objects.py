@@ -487,6 +487,9 @@ class ClassVariable(ObjectVariable):
                 # guards that gave this very class hold it already)
                 src = self.source if self.source is not None else ConstSource(self.cls)
                 return keyed_dict.MappingProxyVariable(self.cls.__dict__, AttrSource(src, "__dict__"))
+            if meta_attr is _TYPE_ANNOTATIONS and lazy_annotations.LAZY:  # (may run its __annotate__)
+                src = self.source if self.source is not None else ConstSource(self.cls)
+                return lazy_annotations.read(tx, self.cls, src)
             value = getattr(self.cls, name)
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
@@ -567,6 +570,9 @@ class ClassVariable(ObjectVariable):
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"
+
+
+_TYPE_ANNOTATIONS = type.__dict__.get("__annotations__")  # (the getter of a class's annotations)
 
 
 def _class_defines(name, found):
@@ -785,4 +791,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors  # noqa: E402
+from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors, lazy_annotations  # noqa: E402

@@ -492,6 +492,9 @@ class PythonModuleVariable(ObjectVariable):
         super().__init__(module, source)
 
     def getattr(self, tx, name):
+        if name == "__annotations__" and lazy_annotations.LAZY and type(self.module) is types.ModuleType:
+            source = self.source if self.source is not None else ConstSource(self.module)
+            return lazy_annotations.read(tx, self.module, source)  # (may run its __annotate__)
         pending = tx.side_effects.pending_global(self.module.__dict__, name)  # (a function of it stored it)
         if pending is not None:
             return pending
@@ -547,4 +550,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars, module_getattr  # noqa: E402
+from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars, module_getattr, lazy_annotations  # noqa: E402
