@@ -928,3 +928,22 @@ def test_index_and_remove_of_a_missing_value_raise_cpythons_error_in_the_trace()
         return x + len(msgs), msgs, lst
 
     check(f, torch.ones(2), [1, 2], (1, 2))
+
+
+def test_len_and_reversed_of_what_has_no_len_or_order_raise():
+    """len() counted what iterating gave and reversed() reversed it, for values eager refuses:
+    len() of a generator or an iterator, reversed() of a set, a generator or an iterator
+    returned a value where eager raises TypeError."""
+    def f(x):
+        makers = (lambda: {1, 2, 3}, lambda: (i for i in range(3)), lambda: iter([1, 2]))
+        errors = []
+        for make in makers:
+            for op in (len, reversed):
+                try:
+                    errors.append(list(op(make())) if op is reversed else op(make()))
+                except TypeError as e:
+                    errors.append(str(e))
+        return x + len(errors), errors, list(reversed({"a": 1, "b": 2})), len({"a": 1}.keys())
+
+    c = check(f, t(2))
+    assert run_both(c, f, (t(2),), {})[0][1][:2] == [3, "'set' object is not reversible"]

@@ -166,7 +166,30 @@ _OPERATOR_FUNCS = {
 def _len(tx, obj):
     if isinstance(obj, (TensorVariable, numpy_vars.NdarrayVariable)):
         return obj.len_var(tx)  # symbolic when its first dimension is
+    t = _known_type(obj)
+    if t is not None and not hasattr(t, "__len__"):  # (length() counts what iterating gives)
+        raise user_error(TypeError, f"object of type '{_tp_name(t)}' has no len()")
     return ConstantVariable(obj.length(tx))
+
+
+def _known_type(var):
+    """var's type, None where the trace does not know it."""
+    try:
+        t = var.python_type()
+    except Unsupported:
+        return None
+    return t if isinstance(t, type) else None
+
+
+def _tp_name(t):
+    """The type's name as CPython's messages spell it (tp_name: a C type's carries its module
+    unless it is a builtin, a class's is its __name__)."""
+    if t.__flags__ & _TPFLAGS_HEAPTYPE or t.__module__ == "builtins":
+        return t.__name__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+_TPFLAGS_HEAPTYPE = 1 << 9
 
 
 @impl(operator.length_hint)
@@ -440,6 +463,10 @@ def _zip(tx, *iterables, strict=None):
 
 @impl(reversed)
 def _reversed(tx, seq):
+    t = _known_type(seq)
+    if t is not None and not (hasattr(t, "__reversed__") or hasattr(t, "__len__") and hasattr(t, "__getitem__")):
+        # (a set, a generator, an iterator: eager raises, whatever iterating them gives)
+        raise user_error(TypeError, f"'{_tp_name(t)}' object is not reversible")
     if type(seq) is ListVariable:
         return live_iterators.ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))
