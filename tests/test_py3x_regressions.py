@@ -270,19 +270,64 @@ def test_with_blocks_and_a_break_inside_one(capsys):
     assert rec.graphs[0][:1] == ["_set_grad_enabled"] or "mul" in rec.graphs[0]
 
 
+_TSTRINGS = """
+from string.templatelib import Interpolation, Template
+
+
+def render(tmpl):
+    out = []
+    for item in tmpl:
+        match item:
+            case str() as s:
+                out.append(s)
+            case Interpolation(value, expression, conversion, spec):
+                out.append(f"<{expression}:{conversion}:{format(value if conversion is None else repr(value), spec)}>")
+    return "".join(out)
+
+
+def f(x, n):
+    y = x.sin()
+    tmpl = t'{y.shape[0]:>3} items, {n!r}{n!a:{n}}' t'' t'{y}'
+    parts = [(i.value, i.expression, i.conversion, i.format_spec) for i in tmpl.interpolations]
+    return y + len(tmpl.strings), tmpl.values, render(t'a{n}b'), parts, tmpl, isinstance(tmpl, Template)
+
+
+def g(x, n):
+    tmpl = t'{x}' + t'{n}'  # (Template.__add__ is not modelled: a break)
+    return x + 1, tmpl.strings
+"""
+
+
+def _same_template(a, b):
+    return a.strings == b.strings and len(a.interpolations) == len(b.interpolations) and all(
+        i.expression == j.expression and i.conversion == j.conversion and i.format_spec == j.format_spec and
+        (torch.equal(i.value, j.value) if isinstance(i.value, torch.Tensor) else i.value == j.value)
+        for i, j in zip(a.interpolations, b.interpolations))
+
+
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings are new in 3.14")
-def test_template_string_is_a_graph_break(capsys):
-    """t-strings (PEP 750) are not modelled: a graph break at BUILD_INTERPOLATION, the rest
-    traced."""
+def test_template_strings_are_traced(capsys):
+    """t-strings (PEP 750) were a graph break at each BUILD_INTERPOLATION and at BUILD_TEMPLATE
+    (two or more per t-string). They are modelled: the Template and its Interpolations are
+    read, iterated and matched in the trace, and rebuilt after the graph; what the model does
+    not do (`+`) is a break."""
     ns = {"torch": torch}
-    exec("def f(x):\n    y = x.sin()\n    tmpl = t'{y.shape[0]:>3} items'\n    return y + len(tmpl.strings), tmpl.values\n", ns)
-    f = ns["f"]
+    exec(_TSTRINGS, ns)
+    f, g = ns["f"], ns["g"]
     c = tracer.compile(f)
-    x = t(3)
-    out, vals = c(x)
-    ref, ref_vals = f(x)
-    assert torch.equal(out, ref) and vals == ref_vals
-    assert c.entries[0].breaks and "t-string" in str(c.entries[0].breaks)
+    for n in (3, 3):
+        out, values, text, parts, tmpl, is_template = c(t(3), n)
+        ref, ref_values, ref_text, ref_parts, ref_tmpl, ref_is = f(t(3), n)
+        assert torch.equal(out, ref) and values[:3] == ref_values[:3] and torch.equal(values[3], ref_values[3])
+        assert text == ref_text == "a<n:None:3>b" and parts[:3] == ref_parts[:3] and is_template and ref_is
+        assert _same_template(tmpl, ref_tmpl) and tmpl.values[3] is values[3]
+    s = tracer.stats()
+    assert s.graphs == 1 and s.graph_breaks == 0 and s.fallbacks == 0
+    cg = tracer.compile(g)
+    out, strings = cg(t(3), 2)
+    ref, ref_strings = g(t(3), 2)
+    assert torch.equal(out, ref) and strings == ref_strings
+    assert any("operator add" in r for r in tracer.stats().break_reasons)
 
 
 _TSTRING_CONVERSIONS = """

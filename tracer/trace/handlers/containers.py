@@ -7,6 +7,7 @@ from ...variables.containers import DictVariable, _const_key, ListVariable, Tupl
 from ...variables.objects import lookup_type_attr
 from ...variables.sets import SetVariable
 from ...variables.sym import SliceVariable, is_sym, specialized
+from ...variables.templates import CONVERSIONS, InterpolationVariable, build_template
 from .registry import SINCE_313, SINCE_314, UNTIL_312, UNTIL_313, handler
 
 
@@ -195,8 +196,19 @@ def UNPACK_EX(tx, inst):
         tx.push(item)
 
 
-@handler("BUILD_INTERPOLATION", "BUILD_TEMPLATE", versions=SINCE_314)
+@handler("BUILD_INTERPOLATION", versions=SINCE_314)
+def BUILD_INTERPOLATION(tx, inst):
+    """A t-string's field (PEP 750): value, its source text and, when the oparg's low bit is
+    set, its format spec; the conversion is oparg >> 2 (bit 1 is always set: 2 + the spec
+    bit is how many operands it pops)."""
+    spec = tx.pop() if inst.arg & 1 else ConstantVariable("")
+    expression = tx.pop()
+    value = tx.pop()
+    tx.push(InterpolationVariable(value, expression, CONVERSIONS[inst.arg >> 2], spec))
+
+
+@handler("BUILD_TEMPLATE", versions=SINCE_314)
 def BUILD_TEMPLATE(tx, inst):
-    """Template strings (PEP 750, 3.14) are not modelled: a graph break, the template built by
-    CPython after the graph (versions.break_shape gives both instructions' operands)."""
-    raise Unsupported("template string (t-string, PEP 750)")
+    """A t-string (PEP 750): the tuple of its strings below the tuple of its fields."""
+    interpolations = tx.pop()
+    tx.push(build_template(tx, tx.pop(), interpolations))
