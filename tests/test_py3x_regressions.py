@@ -344,9 +344,11 @@ def f(x, n):
 def test_template_string_conversions_decode(capsys):
     """CPython packs an interpolation's conversion in BUILD_INTERPOLATION's oparg bits 2 and
     up (`!r` is 10, `!a` 14); `bytecode` 0.19.1 decoded it as FormatValue(oparg >> 1), and
-    placing the break at a t-string with `!r` or `!a` raised ValueError ("5 is not a valid
-    FormatValue"): an internal error, the frame run as Python. versions.decodable gives the
-    package an oparg it decodes; fix_decoded puts the real one back."""
+    a graph break in a frame holding a t-string with `!r` or `!a` (its code decoded by the
+    package to build the resume function; before t-strings were traced, at the t-string
+    itself) raised ValueError ("5 is not a valid FormatValue"): an internal error, the frame
+    run as Python. versions.decodable gives the package an oparg it decodes; fix_decoded puts
+    the real one back."""
     ns = {"torch": torch}
     exec(_TSTRING_CONVERSIONS, ns)
     f = ns["f"]
