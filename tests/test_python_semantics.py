@@ -947,3 +947,28 @@ def test_len_and_reversed_of_what_has_no_len_or_order_raise():
 
     c = check(f, t(2))
     assert run_both(c, f, (t(2),), {})[0][1][:2] == [3, "'set' object is not reversible"]
+
+
+class _Annotated:
+    a: int
+
+
+class _Plain:
+    pass
+
+
+def test_class_attributes_whose_getter_refuses_the_class():
+    """type's own getters refuse some classes with AttributeError (`C.__abstractmethods__` of
+    a plain class, `int.__annotations__`): the trace let it out, an internal error (the frame
+    ran as Python). And hasattr(C, "__annotations__") answered from the class dicts: False on
+    3.14, whose classes keep their annotations elsewhere (eager: True)."""
+    def f(x):
+        try:
+            n = len(_Plain.__abstractmethods__)
+        except AttributeError as e:
+            n = len(str(e))
+        flags = [hasattr(c, name) for c in (_Annotated, _Plain)
+                 for name in ("__annotations__", "__abstractmethods__")]
+        return x + n, flags, getattr(int, "__annotations__", None), _Annotated.__annotations__
+
+    check(f, t(2))

@@ -130,10 +130,14 @@ def read(tx, obj, source):
     if pending(obj):
         raise Unsupported("__annotations__ not evaluated yet (PEP 649): its first read runs "
                           "the annotations, in order, as Python")
-    return builder.wrap(tx, obj.__annotations__, AnnotationsSource(source))
+    try:
+        value = obj.__annotations__
+    except AttributeError as e:  # (a class written in C has none: `int.__annotations__`)
+        raise exceptions.user_error(AttributeError, str(e))
+    return builder.wrap(tx, value, AnnotationsSource(source))
 
 
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder  # noqa: E402
+from . import builder, exceptions  # noqa: E402

@@ -455,6 +455,18 @@ class ClassVariable(ObjectVariable):
         metaclass; the answer is guarded when the class came from a source."""
         if type(self.cls) not in (type, abc.ABCMeta):
             raise Unsupported(f"hasattr on a class with the metaclass {type(self.cls).__name__}")
+        meta_attr, _ = lookup_type_attr(type(self.cls), name)
+        if meta_attr is not None and hasattr(type(meta_attr), "__set__"):
+            # a getter of type's own (`__annotations__`, `__abstractmethods__`): whether it
+            # answers for this class is what the read finds (guarded there; on 3.14 the first
+            # read of `__annotations__` evaluates them: a break while they are pending)
+            try:
+                self.getattr(tx, name)
+            except UserException as e:
+                if issubclass(e.exc_type, AttributeError):
+                    return False
+                raise
+            return True
         found = lookup_type_attr(self.cls, name)[1] is not None or hasattr(type, name)
         if self.source is not None:
             tx.guard(Predicate.made(self.source, _class_defines, (name, found),
@@ -487,10 +499,14 @@ class ClassVariable(ObjectVariable):
                 # guards that gave this very class hold it already)
                 src = self.source if self.source is not None else ConstSource(self.cls)
                 return keyed_dict.MappingProxyVariable(self.cls.__dict__, AttrSource(src, "__dict__"))
+            src = self.source if self.source is not None else ConstSource(self.cls)
             if meta_attr is _TYPE_ANNOTATIONS and lazy_annotations.LAZY:  # (may run its __annotate__)
-                src = self.source if self.source is not None else ConstSource(self.cls)
                 return lazy_annotations.read(tx, self.cls, src)
-            value = getattr(self.cls, name)
+            try:
+                value = getattr(self.cls, name)
+            except AttributeError as e:  # (the getter refuses this class: `C.__abstractmethods__`)
+                tx.guard(Predicate.lacks_attr(src, name, f"has no attribute {name!r}"))
+                raise exceptions.user_error(AttributeError, str(e))
             return builder.wrap(tx, value, AttrSource(self.source, name) if self.source is not None else None)
         attr, owner = lookup_type_attr(self.cls, name)
         if name == "fromkeys" and self.cls in collections_vars.FROMKEYS_CLASSES:
