@@ -12,7 +12,7 @@ from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch,
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GlobalSource,
                       ItemSource, DictItemSource, LocalSource, Source, TypeSource, const_key, is_from_cell,
                       is_from_const, is_from_global, is_from_local)
-from .shape import ShapeMatch, TensorPropSource
+from .shape import ComputedNumberSource, ShapeMatch, TensorPropSource
 from .tensor import StorageSharing, TensorFact, TensorMatch
 
 __all__ = [
@@ -20,6 +20,6 @@ __all__ = [
     "GlobalSource", "GlobalStateMatch", "Guard", "GuardSet", "IdMatch", "ItemSource", "DictItemSource",
     "LengthMatch", "LocalSource", "NoAliasing", "Predicate", "QueryMatch", "SameObject", "ShapeMatch", "Source", "StorageSharing",
     "TensorFact", "TensorMatch", "TensorPropSource", "TypeMatch", "TypeSource", "check_const_supported", "exact_equal", "compile_guards",
-    "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",
+    "ComputedNumberSource", "const_key", "is_from_cell", "is_from_const", "is_from_global", "is_from_local",
     "order_guards",
 ]

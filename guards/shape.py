@@ -10,6 +10,10 @@ Rule 6 holds: the expression is parsed with ``ast``; every token becomes the gen
 expression of its Source, every other name (``Max``, ``Mod``, ``math.floor``, ...) is looked
 up in torch's sympy-to-Python namespace and bound as a constant; anything else -- a string,
 an unknown name, an attribute of a value -- is rejected when the guard is made.
+
+A token may also stand for a float the trace computed by Python arithmetic on sizes
+(``x.shape[0] / (h * w / 4)``): ``ComputedNumberSource`` computes it again, with the function
+the program applied, from operands spelled the same way.
 """
 
 from __future__ import annotations
@@ -133,6 +137,100 @@ def _render(tree: ast.Expression, token, const) -> str:
     return ast.unparse(_Render(token, const).visit(copy.deepcopy(tree)))
 
 
+def _parse(expr: str, n_tokens: int) -> ast.Expression:
+    """The parsed expression, checked: only the node kinds above, tokens below `n_tokens`,
+    names of torch's namespace (raises ValueError otherwise)."""
+    tree = ast.parse(expr, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"shape guard uses {type(node).__name__}")
+
+    def known(i):
+        if i >= n_tokens:
+            raise ValueError(f"shape guard token _z{i} has no source")
+        return _PLACE.format(i)
+    _render(tree, known, lambda _v, n: n)  # raises on an unknown name or token
+    return tree
+
+
+def _spell(tree: ast.Expression, tokens, ctx) -> str:
+    """Generated text of a parsed expression: each token the expression of its Source (read
+    once), each library name a bound constant."""
+    values = {}
+
+    def token(i):
+        if i not in values:
+            values[i] = ctx.value(tokens[i])
+        return _PLACE.format(i)
+    text = _render(tree, token, lambda v, _n: ctx.const(v))
+    # token placeholders are our own identifiers; substitute the source expressions
+    return re.sub(r"__tok(\d+)__", lambda m: f"({values[int(m.group(1))]})", text)
+
+
+def _described(tree: ast.Expression, tokens) -> str:
+    """The expression with each token named by its Source (messages, never code)."""
+    text = _render(tree, lambda i: _PLACE.format(i), lambda _v, n: n)
+    return re.sub(r"__tok(\d+)__", lambda m: tokens[int(m.group(1))].name(), text)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class ComputedNumberSource(Source):
+    """``fn(*args)``: a float the trace computed by Python arithmetic from sizes and dynamic
+    numbers (``x.shape[0] / (h * w / 4)``), read again by the guards on it.
+
+    Why: float arithmetic is not algebra (sympy would make ``(a + b) - b`` into ``a``), so the
+    ShapeEnv holds each such result as a symbol of its own, and a guard that relies on its
+    value (``int(v) == 8``, ``v == 1.525`` where an op needs a Python float) must compute it as
+    the program does. ``fn`` is the function the program applied (``operator.truediv``,
+    ``math.floor``...), each of ``args`` Python over ``tokens`` as a ShapeMatch's expression (an
+    operand's own expression: ``(_z0 * _z1) / 2``, a literal, a token of another such number).
+    Never loaded by the rewritten code: no graph input or local is read through it.
+    """
+
+    fn: Any
+    args: tuple
+    tokens: tuple
+
+    def __init__(self, fn, args, tokens) -> None:
+        object.__setattr__(self, "fn", fn)
+        object.__setattr__(self, "args", tuple(args))
+        object.__setattr__(self, "tokens", tuple(tokens))
+        for a in self.args:
+            _parse(a, len(self.tokens))
+
+    def _key(self):
+        return (id(self.fn), self.args, self.tokens)
+
+    def depth(self) -> int:
+        """Below every source it reads: its guards are checked after theirs."""
+        d = self.__dict__.get("_depth")
+        if d is None:
+            d = 1 + max((t.depth() for t in self.tokens), default=0)
+            object.__setattr__(self, "_depth", d)
+        return d
+
+    def ancestors(self) -> list[Source]:
+        """The sources it is computed from (and theirs): a guard on it is not evaluated once
+        one of those failed."""
+        out = []
+        for t in self.tokens:
+            for s in (t, *t.ancestors()):
+                if s not in out:
+                    out.append(s)
+        return out
+
+    def name(self) -> str:
+        args = ", ".join(_described(_parse(a, len(self.tokens)), self.tokens) for a in self.args)
+        return f"{getattr(self.fn, '__name__', 'fn')}({args})"
+
+    def guard_expr(self, ctx) -> str:
+        args = ", ".join(_spell(_parse(a, len(self.tokens)), self.tokens, ctx) for a in self.args)
+        return f"{ctx.const(self.fn)}({args})"
+
+    def reconstruct(self) -> list[Instr]:
+        raise NotImplementedError("a computed number is read by guards only")
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class ShapeMatch(Guard):
     """One relation between input sizes that the graph relies on (from torch's ShapeEnv).
@@ -147,18 +245,9 @@ class ShapeMatch(Guard):
     rank = 2
 
     def __init__(self, expr: str, tokens) -> None:
-        tree = ast.parse(expr, mode="eval")
-        for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED_NODES):
-                raise ValueError(f"shape guard uses {type(node).__name__}")
         object.__setattr__(self, "expr", expr)
         object.__setattr__(self, "tokens", tuple(tokens))
-        object.__setattr__(self, "_tree", tree)
-        def known(i):
-            if i >= len(self.tokens):
-                raise ValueError(f"shape guard token _z{i} has no source")
-            return _PLACE.format(i)
-        _render(tree, known, lambda _v, n: n)  # raises on an unknown name or token
+        object.__setattr__(self, "_tree", _parse(expr, len(self.tokens)))
 
     def sources(self):
         return self.tokens
@@ -167,19 +256,10 @@ class ShapeMatch(Guard):
         return (self.expr, self.tokens)
 
     def conditions(self, ctx):
-        values = {}
-
-        def token(i):
-            if i not in values:
-                values[i] = ctx.value(self.tokens[i])
-            return _PLACE.format(i)
-        text = _render(self._tree, token, lambda v, _n: ctx.const(v))
-        # token placeholders are our own identifiers; substitute the source expressions
-        return [re.sub(r"__tok(\d+)__", lambda m: f"({values[int(m.group(1))]})", text)]
+        return [_spell(self._tree, self.tokens, ctx)]
 
     def describe(self):
-        text = _render(self._tree, lambda i: _PLACE.format(i), lambda _v, n: n)
-        return re.sub(r"__tok(\d+)__", lambda m: self.tokens[int(m.group(1))].name(), text)
+        return _described(self._tree, self.tokens)
 
 
 _PLACE = "__tok{}__"

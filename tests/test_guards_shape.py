@@ -1,9 +1,11 @@
 """guards/shape.py: ShapeMatch (one ShapeEnv guard over input sizes) and TensorMatch with
 dynamic dims, compiled into the one check function with no user strings (rule 6)."""
+import operator
+
 import pytest
 import torch
 
-from guards import LocalSource, ShapeMatch, TensorMatch, TensorPropSource, compile_guards
+from guards import ComputedNumberSource, LocalSource, ShapeMatch, TensorMatch, TensorPropSource, compile_guards
 
 X, Y = LocalSource("x", 0), LocalSource("y", 1)
 
@@ -54,3 +56,30 @@ def test_tensor_prop_source_names_and_reconstruct():
     assert s.reconstruct()  # bytecode that loads x.stride(1)
     with pytest.raises(ValueError):
         TensorPropSource(X, "data_ptr")
+
+
+def _computed():
+    """`(x.size(0) + 0.1) - x.size(0)`, as the tracer hands a float computed from a size."""
+    n = TensorPropSource(X, "size", 0)
+    return ComputedNumberSource(operator.sub, ["torch.sym_float(_z0) + 0.1", "_z0"], [n])
+
+
+def test_a_computed_number_is_computed_again_in_floats():
+    """A guard on a float the trace computed from sizes reads it as the program computes it
+    (not as sympy would simplify it: 0.1): 0.10000000000000009 for sizes 2 and 3, another
+    float for 4."""
+    c = _computed()
+    gs = compile_guards([ShapeMatch("_z0 == 0.10000000000000009", [c])], builtins={})
+    assert gs.check((torch.randn(2),), {}, None) and gs.check((torch.randn(3),), {}, None)
+    assert not gs.check((torch.randn(4),), {}, None)
+    assert gs.failures((torch.randn(4),), {}, None) == ["sub(torch.sym_float(x.size(0)) + 0.1, x.size(0)) "
+                                                        "== 0.10000000000000009"]
+    for word in ("sym_float", "sub", "'", '"'):
+        assert word not in gs.source_code, word
+    assert c.depth() == 2 and TensorPropSource(X, "size", 0) in c.ancestors()
+
+
+@pytest.mark.parametrize("arg", ["_z0 == 'a'", "_z0.foo", "__import__", "_z1", "[_z0][0]"])
+def test_a_computed_number_takes_only_numbers_and_known_names(arg):
+    with pytest.raises(ValueError):
+        ComputedNumberSource(operator.add, [arg, "1"], [TensorPropSource(X, "size", 0)])

@@ -5,6 +5,7 @@ import builtins
 import collections
 import enum
 import marshal
+import operator
 import sys
 import types
 
@@ -13,7 +14,8 @@ import pytest
 import torch
 
 import tracer
-from guards import AttrSource, ConstSource, LocalSource, TypeMatch
+from guards import (AttrSource, ComputedNumberSource, ConstSource, LocalSource, ShapeMatch, TensorPropSource,
+                    TypeMatch, compile_guards)
 from guards.guard import Predicate
 from tracer.persist import guards_io
 from tracer.persist.portable import Reader, Unportable, Writer, code_key, portable_filename
@@ -111,6 +113,20 @@ def test_guards_of_every_source_kind_round_trip():
 
 def _has(name):
     return lambda m: hasattr(m, name)
+
+
+def test_a_guard_on_a_computed_number_round_trips():
+    """A ShapeMatch over a float computed from sizes (ComputedNumberSource: a function and
+    operand expressions) is written as plain values and reads back with the same check."""
+    n = TensorPropSource(LocalSource("x", 0), "size", 0)
+    c = ComputedNumberSource(operator.truediv, ["_z0", "(_z0 * 3) / 2"], [n])
+    g = ShapeMatch("math.trunc(_z0 * 4.0 * _z1) == 10", [c, n])
+    frame = guards_io.FrameValues((torch.randn(5),), {}, None, {})
+    desc = marshal.loads(marshal.dumps(guards_io._write_guard(Writer(), g, frame)))
+    back = guards_io._read_guard(Reader(), desc, frame, [])
+    assert back.describe() == g.describe() and back._key() == g._key()
+    checks = [compile_guards([x], builtins={}).check for x in (g, back)]
+    assert [[ck((torch.randn(size),), {}, None) for size in (3, 4, 5)] for ck in checks] == [[False, True, False]] * 2
 
 
 def test_a_name_that_finds_other_code_is_stale():
