@@ -6,9 +6,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tracer
-from tests.helpers import traced
+from tests.helpers import assert_captured, traced
 
 pytestmark = pytest.mark.usefixtures("fresh_tracer")
 
@@ -98,3 +99,135 @@ def test_static_floats_when_asked(how, monkeypatch):
         for v in VALUES[:4]:
             torch.testing.assert_close(c(x, v), scaled(x, v))
     assert t.frames_traced == 4, str(t)
+
+
+# ---- floats computed from sizes -----------------------------------------------------------------
+# Before: once sizes were dynamic, every float computed with a symbolic float operand was an
+# opaque unbacked symbol (sympy must not simplify float arithmetic), so anything that needed
+# its value broke the graph: a size made from it, an op's float argument, a comparison. Now it
+# is a symbol of its own with the program's value as its hint, guarded by computing it again
+# as the program does (guards/shape.py: ComputedNumberSource).
+
+
+def window_reverse(x, H, W):
+    B = int(x.shape[0] / (H * W / 2 / 2))  # Swin's window_reverse
+    y = x.view(B, H, W, -1)
+    return torch.roll(y, shifts=(1, 1), dims=(1, 2))
+
+
+WINDOWS = [(4, 4), (6, 6), (4, 8), (8, 8), (2, 6), (10, 4)]
+
+
+def test_a_size_computed_through_floats_sizes_a_view_in_the_graph():
+    """Swin's window_reverse then roll: `int(n / (H * W / 2 / 2))` sized the view with an
+    unbacked int and roll broke the graph (GuardOnDataDependentSymNode) on every size after
+    the first. Now one graph per trace, and as few traces as torch.compile's (4 for these 6
+    sizes: the view's own guards on divisibility)."""
+    c = tracer.compile(window_reverse, backend="eager")
+    with traced() as t:
+        for H, W in WINDOWS:
+            x = torch.randn(2 * H * W // 4, 4, 8)
+            torch.testing.assert_close(c(x, H, W), window_reverse(x, H, W), rtol=0, atol=0)
+    assert_captured(t, breaks=0, min_ops=2)
+    assert t.frames_traced <= 4 and t.recompile_limits == 0, str(t)
+    with traced() as warm:
+        for H, W in WINDOWS[1:]:
+            x = torch.randn(2 * H * W // 4, 4, 8)
+            torch.testing.assert_close(c(x, H, W), window_reverse(x, H, W), rtol=0, atol=0)
+    assert warm.frames_traced == 0, str(warm)  # the guards pass on the inputs they were built from
+
+
+POS = torch.randn(1, 8, 4, 4)
+
+
+def interpolate_pos(x, w):
+    s = (w + 0.1) / 4  # old DINO / HF ViT position-embedding interpolation
+    return F.interpolate(POS, scale_factor=(s, s), mode="bicubic") + x
+
+
+def test_a_float_an_op_needs_as_a_python_float_is_specialised_not_a_break():
+    """F.interpolate's scale_factors must be Python floats: the unbacked symbol was a break
+    (`must be tuple of floats, but found element of type SymFloat`). Now the value is
+    specialised and guarded, one graph per value as torch.compile (3 for 3 sizes), and a
+    size seen before is a cache hit."""
+    c = tracer.compile(interpolate_pos, backend="eager")
+    with traced() as t:
+        for w in (6, 8, 10):
+            x = torch.randn(1, 8, w, w)
+            torch.testing.assert_close(c(x, w), interpolate_pos(x, w), rtol=0, atol=0)
+    assert_captured(t, breaks=0, graphs=3, recompiles=2)
+    with traced() as warm:
+        x = torch.randn(1, 8, 8, 8)
+        torch.testing.assert_close(c(x, 8), interpolate_pos(x, 8), rtol=0, atol=0)
+    assert warm.frames_traced == 0, str(warm)
+
+
+def test_an_eps_computed_from_a_size_is_the_programs_value():
+    """layer_norm's eps computed from a size broke the graph (`zuf` data-dependent). Now it
+    is specialised to exactly the program's float: torch.compile's sympy form
+    (`5e-06 + 1e-05*(w/4)`) computes it otherwise and fails its own guard on this code."""
+    def f(x, w):
+        return F.layer_norm(x, (8,), eps=1e-5 * (w / 4 + 0.5))
+    c = tracer.compile(f, backend="eager")
+    with traced() as t:
+        for w in (6, 8, 10):
+            x = torch.randn(w, 8) * 1e-3
+            torch.testing.assert_close(c(x, w), f(x, w), rtol=0, atol=0)
+    assert_captured(t, breaks=0, graphs=3)
+
+
+def test_a_comparison_of_a_float_of_sizes_is_guarded_not_a_break():
+    """`if n / 3 * 2 > 2.5` on a dynamic size was a break (bool() of an unbacked symbol);
+    now a guard computing the float again, so the sizes on each side share a trace."""
+    def f(x):
+        r = x.shape[0] / 3 * 2
+        if r > 2.5:
+            return x + r, r
+        return x - r, r
+    c = tracer.compile(f)
+    with traced() as t:
+        for n in range(2, 12):
+            x = torch.ones(n)
+            out, ref = c(x), f(x)
+            torch.testing.assert_close(out[0], ref[0])
+            assert repr(out[1]) == repr(ref[1])
+    assert_captured(t, breaks=0)
+    assert t.frames_traced == 3, str(t)  # static, then symbolic on either side of 2.5
+
+
+def test_a_specialised_float_of_sizes_is_guarded_by_its_own_value():
+    """`(n + 0.1) - n` is not 0.1, and not the same float for every n (0.10000000000000009
+    for n = 2, 3; 0.09999999999999964 for n = 4..7): specialised by str(), the guard
+    computes it again in floats, so n = 4 does not reuse n = 3's entry."""
+    def f(x):
+        n = x.shape[0]
+        v = (n + 0.1) - n
+        return x + 1, v, str(v)
+    c = tracer.compile(f)
+    with traced() as t:
+        for n in (2, 3, 4, 5, 6, 7):
+            x = torch.ones(n)
+            out, ref = c(x), f(x)
+            torch.testing.assert_close(out[0], ref[0])
+            assert repr(out[1:]) == repr(ref[1:])
+    assert_captured(t, breaks=0)
+    assert t.frames_traced == 3, str(t)  # static n = 2, then one trace per value
+
+
+def test_a_float_computed_from_a_float_argument_is_not_specialised_per_call():
+    """BatchNorm(momentum=None) in train mode computes its momentum as `1.0 /
+    float(num_batches_tracked)`, new on every step. A float computed from a float argument
+    stays opaque (what needs its value is a break), so batch_norm does not trace once per
+    step up to the recompile limit (torch.compile runs this forward as Python)."""
+    bn, ref = torch.nn.BatchNorm1d(8, momentum=None), torch.nn.BatchNorm1d(8, momentum=None)
+
+    def f(m, x):
+        return m(x) * 2
+    c = tracer.compile(f)
+    with traced() as t:
+        for n in range(4, 16):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(c(bn, x), f(ref, x))
+            torch.testing.assert_close(bn.running_mean, ref.running_mean)
+    assert t.recompile_limits == 0 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+    assert t.frames_traced <= 10, str(t)

@@ -8,6 +8,11 @@ relation the trace relied on, simplifies them, specialises 0/1, and keeps value 
 solver of our own: at the end the ShapeEnv prints its guards (`produce_guards_verbose`) as
 Python over tokens `_z0 ...` that we map back to our Sources (guards/shape.py: ShapeMatch).
 
+A float computed by Python arithmetic from a symbolic float (`n / (h * w / 2 / 2)`) is a
+symbol of its own (`computed_float`), never an expression sympy may simplify (float
+arithmetic is not algebra); its hint is the value the program computes, and a guard that
+reads it computes it again the same way (guards/shape.py: ComputedNumberSource).
+
 Which dimensions are dynamic (`SizePolicy`): `dynamic=False` none (except the user's
 `mark_dynamic`), `dynamic=True` every dimension of every input tensor and every int argument,
 `dynamic=None` (the default) "automatic dynamic" as torch.compile does: the first trace is
@@ -22,14 +27,17 @@ lists them all; tests/test_torch_internals.py resolves each).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 
+import sympy
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatefulSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (DimDynamic, ShapeEnv, ShapeGuardPythonPrinter,
+                                                   StatefulSymbolicContext)
 from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
 
-from guards import ShapeMatch, TensorMatch, TensorPropSource
+from guards import ComputedNumberSource, ShapeMatch, TensorMatch, TensorPropSource
 from guards.tensor import UNKNOWN_STORAGE, storage_id
 
 from ..runtime import config
@@ -172,6 +180,9 @@ class Shapes:
         self.inputs = []
         self.symbolic = False  # any input made a symbol
         self._storages = set()  # of the tensor inputs with sizes of their own (fake_input)
+        # per float computed from symbols (computed_float), by its torch source's name:
+        # (torch source, SymFloat, function, operands, its symbol)
+        self.computed = {}
 
     # ---- making inputs ------------------------------------------------------------------------
     def _torch_source(self):
@@ -229,6 +240,38 @@ class Shapes:
             self._now_symbolic()
         return sym
 
+    def computed_float(self, fn, values):
+        """The SymFloat standing for `fn(*values)`, a float the program computes from a
+        symbolic float (sym.sym_apply): a symbol of its own, which sympy cannot simplify, with
+        the value the program computes from this trace's inputs as its hint. A guard on it (an
+        op that needs a Python float specialises it, `int()` of it sizes a view) reads it
+        again through a ComputedNumberSource.
+
+        An unbacked symbol instead (the graph computes it, what needs its value breaks) where
+        no such value is known (an operand from tensor data), where sympy would not keep it
+        apart from another (a zero's sign, an infinity, a NaN), and where it is computed from
+        a float argument: that argument is symbolic because it changed between calls, and
+        an op that needs the result as a Python float would trace once per value
+        (BatchNorm(momentum=None)'s `1.0 / float(num_batches_tracked)`, new on every step);
+        sizes and ints take few values, and a trace per value is torch.compile's answer."""
+        hint = None if self._from_float_argument(values) else _computed_hint(fn, values)
+        if hint is None:
+            with self.env.ignore_fresh_unbacked_symbols():
+                return self.env.create_unbacked_symfloat()
+        from torch._dynamo.source import LocalSource as TorchLocal
+        tsrc = TorchLocal(f"c{len(self.computed)}")
+        expr = self.env.create_unspecified_symbol(hint, source=tsrc, dynamic_dim=DimDynamic.DYNAMIC)
+        sym = self.env.create_symfloatnode(expr, hint=hint, source=tsrc)
+        self.computed[tsrc.name] = (tsrc, sym, fn, tuple(values), expr)
+        return sym
+
+    def _from_float_argument(self, values):
+        """Whether an operand is computed from a float argument's symbol (not only from sizes,
+        ints and floats computed from them)."""
+        computed = {c[4] for c in self.computed.values()}
+        return any(not s.is_integer and s not in computed
+                   for v in values if isinstance(v, SYM_TYPES) for s in v.node.expr.free_symbols)
+
     def made_unbacked(self):
         """A symbol the graph computes (`t.item()`, the size of `nonzero`'s result, under
         config.capture_scalar_outputs): the backend then needs this ShapeEnv
@@ -285,10 +328,13 @@ class Shapes:
             key = tsrc.name
             if key not in tokens:
                 tokens[key] = len(sources)
-                sources.append(_our_source(tsrc, by_name))
+                sources.append(self._our_source(tsrc, by_name))
             return f"_z{tokens[key]}"
-        placeholders = [f for _s, _t, f, _c in self.inputs]
-        tsources = [t for _s, t, _f, _c in self.inputs]
+        # computed floats the trace relied on are passed as inputs too: their value ranges,
+        # the NaN check and a value they were specialised to are guarded as an input float's
+        relied = self._relied_on()
+        placeholders = [f for _s, _t, f, _c in self.inputs] + [c[1] for c in relied]
+        tsources = [t for _s, t, _f, _c in self.inputs] + [c[0] for c in relied]
         try:
             out = self.env.produce_guards_verbose(placeholders, tsources, source_ref=ref,
                                                   ignore_static=True, langs=("python",))
@@ -297,6 +343,53 @@ class Shapes:
         except Exception as e:
             raise Unsupported(f"size guards could not be produced ({type(e).__name__}: {e})") from e
         return [_shape_match(expr, sources) for expr in out[0].exprs]
+
+    def _relied_on(self):
+        """The computed floats some fact of the ShapeEnv is about: a guard or a replacement
+        names the symbol, or its value range was narrowed. (One no fact is about is only
+        computed by the graph: guarding it would cost every call and check nothing.)"""
+        if not self.computed:
+            return []
+        env = self.env
+        named = set()
+        for g in env.guards:
+            named |= g.expr.free_symbols
+        for k, v in env.replacements.items():
+            named.add(k)
+            named |= v.free_symbols
+        out = []
+        for c in self.computed.values():
+            sym = c[4]  # (the SymFloat's own expr is what the ShapeEnv replaced it by)
+            r = env.var_to_range.get(sym)
+            if sym in named or (r is not None and not (r.lower == -sympy.oo and r.upper == sympy.oo)):
+                out.append(c)
+        return out
+
+    def _our_source(self, tsrc, by_name):
+        """Our Source for a torch source the ShapeEnv printed: an input, a size of one, or a
+        computed float (made once, then kept in `by_name`)."""
+        if tsrc.name not in by_name and tsrc.name in self.computed:
+            by_name[tsrc.name] = self._computed_source(tsrc.name, by_name)
+        return _our_source(tsrc, by_name)
+
+    def _computed_source(self, name, by_name):
+        """How a guard computes the float `name` again: its function, applied to each operand
+        printed as the ShapeEnv prints a guard (a literal; an expression over sizes, ints and
+        other computed floats, each a token)."""
+        fn, values = self.computed[name][2:4]
+        tokens = []
+
+        def ref(tsrc):
+            src = self._our_source(tsrc, by_name)
+            if src not in tokens:
+                tokens.append(src)
+            return f"_z{tokens.index(src)}"
+        printer = ShapeGuardPythonPrinter({}, ref, self.env.var_to_sources)
+        args = [printer.doprint(v.node.expr) if isinstance(v, SYM_TYPES) else repr(v) for v in values]
+        try:
+            return ComputedNumberSource(fn, args, tokens)
+        except ValueError as e:
+            raise Unsupported(f"a guard cannot compute {getattr(fn, '__name__', fn)}{tuple(args)}: {e}") from e
 
     @staticmethod
     def dynamic_sizes(fake):
@@ -313,6 +406,29 @@ class Shapes:
                     out.append(int(v))
                     names.append(str(v))
         return sizes, strides, names
+
+
+def _computed_hint(fn, values):
+    """`fn` applied to the operands' values on this trace's inputs (their hints): the float
+    the program computes. None where an operand has no such value (computed from tensor
+    data), or the result is a zero (sympy has no -0.0), an infinity or a NaN, or an operand
+    is a literal a guard cannot spell (an infinity, a NaN)."""
+    hints = []
+    for v in values:
+        if isinstance(v, SYM_TYPES):
+            v = v.node.hint
+            if v is None:
+                return None
+        if type(v) is float and not math.isfinite(v):
+            return None
+        hints.append(v)
+    try:
+        out = fn(*hints)
+    except Exception:  # noqa: BLE001 - (the symbolic op succeeded; no value: unbacked)
+        return None
+    if type(out) is not float or out == 0.0 or not math.isfinite(out):
+        return None
+    return out
 
 
 def tensor_guards_with_dynamic_dims(guards, shapes):

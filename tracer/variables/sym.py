@@ -243,13 +243,12 @@ def sym_apply(tx, fn, parts):
     if isinstance(result, torch.SymFloat) and fn not in _COMPARISONS and \
             (any(isinstance(v, torch.SymFloat) for v in values) or _sign_lost(values, result)):
         # Float arithmetic is not algebra: sympy would simplify (a + b) - b to a, or fold it
-        # to a constant, and decide comparisons on it the same way. The result is an opaque
-        # symbol, computed by its node at run time; what needs its value is a break.
-        # (not pending: no node output binds it, a backend that traces the graph again
-        # computes the sum itself)
-        env = tx.output.shapes.env
-        with env.ignore_fresh_unbacked_symbols():
-            result = env.create_unbacked_symfloat()
+        # to a constant, and decide comparisons on it the same way. The result is a symbol of
+        # its own, computed by its node at run time, with the program's value as its hint;
+        # a guard on it computes it again as the program does (Shapes.computed_float).
+        # (not pending where unbacked: no node output binds it, a backend that traces the
+        # graph again computes the sum itself)
+        result = tx.output.shapes.computed_float(fn, values)
     if not isinstance(result, SYM_TYPES):
         return ConstantVariable(result)
     try:
