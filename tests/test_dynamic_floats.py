@@ -162,13 +162,15 @@ def test_a_float_an_op_needs_as_a_python_float_is_specialised_not_a_break():
     assert warm.frames_traced == 0, str(warm)
 
 
-def test_an_eps_computed_from_a_size_is_the_programs_value():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_an_eps_computed_from_a_size_is_the_programs_value(backend):
     """layer_norm's eps computed from a size broke the graph (`zuf` data-dependent). Now it
-    is specialised to exactly the program's float: torch.compile's sympy form
-    (`5e-06 + 1e-05*(w/4)`) computes it otherwise and fails its own guard on this code."""
+    is specialised to exactly the program's float, and is that constant in the graph: a
+    backend tracing the graph again computed sympy's form (`5e-06 + 1e-05*(w/4)`) and
+    pinned that, a guard failing on its own inputs (torch.compile fails it on this code)."""
     def f(x, w):
         return F.layer_norm(x, (8,), eps=1e-5 * (w / 4 + 0.5))
-    c = tracer.compile(f, backend="eager")
+    c = tracer.compile(f, backend=backend)
     with traced() as t:
         for w in (6, 8, 10):
             x = torch.randn(w, 8) * 1e-3

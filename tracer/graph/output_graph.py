@@ -28,7 +28,7 @@ from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from ..exc import Unsupported
 from .node_meta import derived, set_value
 from .quiet_fake import example_value_errors_handled
-from .shapes import SYM_TYPES, Shapes
+from .shapes import SYM_TYPES, Shapes, constant_of
 from guards.tensor import storage_id
 from .static_fakes import static_fake
 
@@ -340,6 +340,7 @@ class OutputGraph:
 
     def build_module(self, output_nodes):
         self.graph.output(tuple(output_nodes))
+        _fold_specialised_floats(self.graph)
         # Attribute reads nothing uses (e.g. weights a Python-level check looked at, then a
         # leaf module read them itself) are pure: drop them so the graph shows only real work.
         for node in list(self.graph.nodes):
@@ -359,6 +360,26 @@ class OutputGraph:
             insert_deferred_runtime_asserts(gm, self.shapes.env, "TracedGraph")
             gm.recompile()
         return gm
+
+
+def _fold_specialised_floats(graph):
+    """Each float the graph computes from sizes that the trace specialised (guarded equal to
+    one value: an op needed a Python float, `layer_norm(eps=1e-5 * (w / 4 + 0.5))`) is that
+    value where an op takes it. A backend that traces the graph again (AOTAutograd) would
+    compute it with sympy, which reorders float arithmetic (`5e-06 + 1e-05*(w/4)`), and pin
+    that: a guard that fails on the inputs it was made from (torch.compile's own "guard
+    failed on the same frame it was created"). The graph's outputs keep their nodes."""
+    for node in graph.nodes:
+        ex = node.meta.get("example_value")
+        if node.op != "call_function" or not isinstance(ex, torch.SymFloat):
+            continue
+        value = constant_of(ex)
+        if value is None:
+            continue
+        for user in list(node.users):
+            if user.op != "output":
+                user.args = fx.map_arg(user.args, lambda n: value if n is node else n)
+                user.kwargs = fx.map_arg(user.kwargs, lambda n: value if n is node else n)
 
 
 # In-place ops that change a tensor's shape, strides, storage or autograd facts (what a copy of
