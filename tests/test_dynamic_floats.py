@@ -162,6 +162,25 @@ def test_a_float_an_op_needs_as_a_python_float_is_specialised_not_a_break():
     assert warm.frames_traced == 0, str(warm)
 
 
+def test_a_float_specialised_per_size_stops_at_half_the_recompile_limit():
+    """Specialised once per size, `interpolate_pos` over 12 sizes reached the recompile limit
+    at the ninth and then ran as Python (RecompileLimitWarning). After half the limit's
+    traces specialised such a float, it is opaque again: interpolate is a graph break, and
+    that one trace serves every further size."""
+    c = tracer.compile(interpolate_pos, backend="eager")
+    with traced() as t:
+        for w in [*range(5, 17), 6, 9]:
+            x = torch.randn(1, 8, w, w)
+            torch.testing.assert_close(c(x, w), interpolate_pos(x, w), rtol=0, atol=0)
+    assert t.recompile_limits == 0 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+    assert t.graph_breaks == 1 and t.frames_traced <= tracer.config.recompile_limit, str(t)
+    with traced() as warm:
+        for w in (17, 20):
+            x = torch.randn(1, 8, w, w)
+            torch.testing.assert_close(c(x, w), interpolate_pos(x, w), rtol=0, atol=0)
+    assert warm.frames_traced == 0, str(warm)
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_an_eps_computed_from_a_size_is_the_programs_value(backend):
     """layer_norm's eps computed from a size broke the graph (`zuf` data-dependent). Now it

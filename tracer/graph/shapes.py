@@ -94,6 +94,16 @@ class SizePolicy:
         return not self.frame.no_scalar_index
 
     @property
+    def computed_floats(self):
+        """Whether a float computed from sizes may be a backed symbol (Shapes.computed_float):
+        until half the recompile limit of this code's traces specialised one. Such a float
+        that takes a new value with each size (`F.interpolate(scale_factor=(w + 0.1) / 4)`)
+        is a trace per size, as under torch.compile; past that an opaque symbol, a graph break
+        where its value is needed, and one trace serves every further size instead of the
+        code running as Python at the recompile limit."""
+        return self.frame.float_pins < max(1, config.recompile_limit // 2)
+
+    @property
     def floats(self):
         """Whether a float argument may become a SymFloat (config.dynamic_floats)."""
         return config.dynamic_floats and self.mode is not False and not self.frame.static_floats
@@ -253,8 +263,10 @@ class Shapes:
         a float argument: that argument is symbolic because it changed between calls, and
         an op that needs the result as a Python float would trace once per value
         (BatchNorm(momentum=None)'s `1.0 / float(num_batches_tracked)`, new on every step);
-        sizes and ints take few values, and a trace per value is torch.compile's answer."""
-        hint = None if self._from_float_argument(values) else _computed_hint(fn, values)
+        sizes and ints take few values, and a trace per value is torch.compile's answer (up
+        to SizePolicy.computed_floats)."""
+        backed = self.policy.computed_floats and not self._from_float_argument(values)
+        hint = _computed_hint(fn, values) if backed else None
         if hint is None:
             with self.env.ignore_fresh_unbacked_symbols():
                 return self.env.create_unbacked_symfloat()
@@ -343,6 +355,12 @@ class Shapes:
         except Exception as e:
             raise Unsupported(f"size guards could not be produced ({type(e).__name__}: {e})") from e
         return [_shape_match(expr, sources) for expr in out[0].exprs]
+
+    def note_specialised_floats(self):
+        """Count this trace in the code's FrameSizes if it specialised a computed float (the
+        ShapeEnv replaced its symbol by a value): SizePolicy.computed_floats."""
+        if any(c[1].node.expr.is_number for c in self.computed.values()):
+            self.policy.frame.float_pins += 1
 
     def _relied_on(self):
         """The computed floats some fact of the ShapeEnv is about: a guard or a replacement

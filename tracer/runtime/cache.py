@@ -91,7 +91,11 @@ class FrameSizes:
     from its first trace, so the first change of such a size is not a trace of its own. A
     dimension is handed as (rank, dim): it applies to the tensors of that rank (None: any);
     NUMBER, to an int (float) argument that was symbolic where it came from; `number_at(path)`,
-    to the int at that item path under it (a torch.Size kept across the break)."""
+    to the int at that item path under it (a torch.Size kept across the break).
+
+    `float_pins`: how many traces specialised a float computed from sizes (an op needed its
+    value as a Python float); past half the recompile limit such floats stay opaque
+    (graph/shapes.py, SizePolicy.computed_floats)."""
 
     def __init__(self):
         self.seen = {}
@@ -100,6 +104,7 @@ class FrameSizes:
         self.returned = frozenset()  # dimensions the code's traces returned symbolic
         self.returns_to = set()      # (resume code, argument name) that get what the code returns
         self.static_floats = False  # a backend refused SymFloat inputs: floats stay constants
+        self.float_pins = 0  # traces that specialised a float computed from sizes (graph/shapes.py)
         self.no_scalar_index = False  # a backend refused `x[t]`, t a 0-d int tensor: a graph break
 
     def hand(self, name, dims):

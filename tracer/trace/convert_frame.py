@@ -393,6 +393,7 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
     # after the backend: it may have added guards on sizes of its own
     with gc_pause.paused():  # (not the backend's compile: see gc_pause)
         guard_set = compile_guards(guards + out.shapes.guards(), builtins=builtins, groups=blocks.group_roots(ctx))
+        out.shapes.note_specialised_floats()
         new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
     return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)
