@@ -717,3 +717,32 @@ def test_an_untraced_value_compared_with_none_is_guarded_by_its_type():
         got = cf(torch.ones(3), gen)
         want = f(torch.ones(3), None if gen is None else torch.Generator().manual_seed(0))
         torch.testing.assert_close(got, want)
+
+
+def _explained_work(x, y):
+    z = (x.sin() + y).relu()
+    print("z computed")
+    return z * 2
+
+
+def test_explain_and_dump_of_a_compiled_function_or_module_report_what_it_stands_for(capsys):
+    """tracer.explain (and tracer-dump) of an object tracer.compile made traced its wrapper:
+    the frame was placed at tracer/api.py, a call made before was a cache hit nobody reported
+    ('Graph count: 0'), and a fresh one counted a break too many. They now report the
+    function or module the object stands for, as for the plain one."""
+    from tracer.tools.dump import trace_call
+    x, y = torch.randn(8), torch.randn(8)
+    compiled = tracer.compile(_explained_work)
+    compiled(x, y)
+    plain = tracer.explain(_explained_work, x, y)
+    for target in (compiled, tracer.compile(_explained_work)):
+        report = tracer.explain(target, x, y)
+        assert (report.graph_count, report.break_count, report.op_count) == \
+            (plain.graph_count, plain.break_count, plain.op_count) == (2, 1, 4)
+        assert all(f.filename == __file__ for f in report.frames), [f.filename for f in report.frames]
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    report = tracer.explain(tracer.compile(module), torch.randn(2, 4))
+    assert report.graph_count == 1 and "api.py" not in report.frames[0].filename
+    out, made = trace_call(compiled, (x, y), {})
+    torch.testing.assert_close(out, _explained_work(x, y))
+    assert [code.co_filename for code, _e in made] == [__file__] * 2

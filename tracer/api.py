@@ -542,6 +542,20 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, mode=Non
     return CompiledFunction(fn, **given)
 
 
+def uncompiled(fn):
+    """What a tracer.compile'd function or module (or a method bound from one) stands for:
+    tracer.explain and tracer-dump trace that. Traced as it was, its own wrapper was the frame
+    (at api.py), and the entries of earlier calls were cache hits nobody reported: the counts
+    and places they printed were wrong."""
+    if isinstance(fn, CompiledModule):
+        return fn._orig_mod
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, CompiledFunction):
+        return types.MethodType(fn.__func__._fn, fn.__self__)
+    if isinstance(fn, CompiledFunction):
+        return fn._fn
+    return fn
+
+
 def _trampoline(target):
     def call(*args, **kwargs):
         return target(*args, **kwargs)

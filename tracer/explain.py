@@ -11,7 +11,7 @@ import dataclasses
 import torch
 
 from .runtime import logs
-from .api import compile as _compile
+from .api import compile as _compile, uncompiled
 from .options import check_callable
 
 
@@ -95,7 +95,7 @@ def explain(fn, *args, **kwargs):
     def recording_backend(gm, example_inputs):
         return gm.forward
 
-    compiled = _compile(fn, backend=recording_backend)
+    compiled = _compile(uncompiled(fn), backend=recording_backend)
     with logs.record() as made:
         result = compiled(*args, **kwargs)
     frames = []

@@ -48,6 +48,7 @@ import sys
 import torch
 
 import tracer
+from tracer.api import uncompiled
 from tracer.runtime import cache, logs
 from .pyrender import render_code
 from .trace_report import write_trace_html
@@ -72,7 +73,7 @@ def describe_value(v):
 def trace_call(obj, args, kwargs, backend="eager"):
     """Compile `obj`, call it once; returns (output, [(code, entry)] traced during the call)."""
     tracer.reset()
-    compiled = tracer.compile(obj, backend=backend)
+    compiled = tracer.compile(uncompiled(obj), backend=backend)
     with logs.record() as recorded, contextlib.redirect_stdout(sys.stderr):  # keep stdout for the report
         out = compiled(*args, **kwargs)
     return out, list(recorded)
