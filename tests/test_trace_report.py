@@ -263,3 +263,21 @@ def test_model_pictures_render_at_page_width(tmp_path):
         fills = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in graph_svg.COLORS.values()}
         colored = sum(1 for row in rows[::4] for x in range(0, width * bpp, bpp * 4) if tuple(row[x:x + 3]) in fills)
         assert width == 1600 and colored > 50, (name, colored)
+
+
+@pytest.mark.parametrize("content", [b'{"kind": "frame", "frame": "f", "ti', b"plain text\n", b'{"a": 1}\n',
+                                     b"\xff\xfe\x00garbage", b"[1, 2]\n"])
+def test_a_trace_file_that_is_not_one_is_a_one_line_error(tmp_path, capsys, content):
+    """`tracer-dump --trace` on a file that is not a trace (text, JSON of another shape, bytes)
+    printed a traceback (JSONDecodeError, KeyError, UnicodeDecodeError, TypeError): now one
+    line and exit status 2. A trace whose last line was cut off (the run killed while writing
+    it) is drawn without that line."""
+    path, out = tmp_path / "t.jsonl", tmp_path / "t.html"
+    path.write_bytes(content)
+    assert dump.main(["--trace", str(path), "--html", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracer-dump: --trace") and len(err.strip().splitlines()) == 1, err
+    good = b'{"kind": "frame", "frame": "f", "time": 1.0, "where": "a.py:1"}\n'
+    path.write_bytes(good + b'{"kind": "graph", "frame": "f", "ti')
+    assert dump.main(["--trace", str(path), "--html", str(out)]) == 0
+    assert "(1 events)" in capsys.readouterr().err

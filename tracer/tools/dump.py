@@ -217,7 +217,10 @@ def _main(argv):
         if not os.path.isfile(opts.trace):
             raise UsageError(f"--trace {opts.trace}: no such file (TRACER_TRACE=dir writes dir/trace_<pid>.jsonl)")
         check_output_path("--html", opts.html)
-        n = write_trace_html(opts.trace, opts.html)
+        try:
+            n = write_trace_html(opts.trace, opts.html)
+        except ValueError as e:
+            raise UsageError(f"--trace {opts.trace}: {e}") from None
         print(f"tracer-dump: wrote {opts.html} ({n} events)", file=sys.stderr)
         return 0
     if not opts.target:

@@ -23,13 +23,30 @@ MARKS = {  # kind -> (colour, shape, label)
 ROW_H, LEFT, WIDTH, MAX_ROWS = 18, 260, 900, 80
 
 
+_EVENT_KEYS = ("kind", "frame", "time")  # what every event of a TRACER_TRACE file holds
+
+
 def read_trace(path):
+    """The events of a TRACER_TRACE file. A last line cut off (the run was killed while
+    writing it) is left out; anything else that is not an event raises ValueError naming
+    the line (the CLI says it in one line, not a traceback)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except UnicodeDecodeError:
+        raise ValueError("not a tracer trace (not UTF-8 text)") from None
+    numbered = [(i, line) for i, line in enumerate(lines, 1) if line]
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
+    for k, (i, line) in enumerate(numbered):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if k == len(numbered) - 1 and rows:
+                break  # (a last line cut off)
+            raise ValueError(f"line {i} is not JSON: not a tracer trace") from None
+        if not isinstance(row, dict) or any(key not in row for key in _EVENT_KEYS):
+            raise ValueError(f"line {i} is not a tracer event (no {', '.join(_EVENT_KEYS)})")
+        rows.append(row)
     return rows
 
 
