@@ -265,6 +265,19 @@ def attribute_error(type_name, name):
                          ExceptionVariable(AttributeError, [ConstantVariable(message)]), fresh=True)
 
 
+def hasattr_by_getattr(tx, var, name):
+    """`hasattr(var, name)` as CPython answers it: the traced `getattr` succeeds (True) or
+    raises AttributeError (False, its guards saying the attribute is missing); any other
+    exception is the user's."""
+    try:
+        var.getattr(tx, name)
+        return True
+    except UserException as e:
+        if not issubclass(e.exc_type, AttributeError):
+            raise
+        return False
+
+
 def user_error(exc_type, *args):
     """`exc_type(*args)` raised by the traced user code (e.g. IndexError for a list index out
     of range, KeyError for a missing key), catchable by a try block in traced code."""

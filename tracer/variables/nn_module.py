@@ -39,7 +39,7 @@ from guards.sources import AttrSource, ConstSource, ItemSource
 
 from ..graph.backends import _DISPATCH, is_module_dispatch, module_dispatch_is_torchs  # noqa: F401
 from ..runtime import compile_annotations as ann, config
-from ..exc import StockLeaf, Unsupported, UserException
+from ..exc import StockLeaf, Unsupported
 from .base import ConstantVariable, ObjectVariable, is_constant_value
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict,
@@ -215,13 +215,7 @@ class NNModuleVariable(ObjectVariable):
     def hasattr(self, tx, name):
         """As getattr decides it, with its guards (a miss guards the absence): the answer
         changes when the attribute is set later."""
-        try:
-            self.getattr(tx, name)
-            return True
-        except UserException as e:
-            if not issubclass(e.exc_type, AttributeError):
-                raise
-            return False
+        return exceptions.hasattr_by_getattr(tx, self, name)
 
     # ---- containers ------------------------------------------------------------------
     def _items(self, tx):

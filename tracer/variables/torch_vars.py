@@ -522,13 +522,8 @@ class PythonModuleVariable(ObjectVariable):
             return True
         if module_getattr.hook_for(self.module, name) is not None and \
                 not policy.is_library_namespace(self.module.__name__):
-            try:  # the traced call of the module's __getattr__ answers, under its guards
-                self.getattr(tx, name)
-                return True
-            except UserException as e:
-                if not issubclass(e.exc_type, AttributeError):
-                    raise
-                return False
+            # the traced call of the module's __getattr__ answers, under its guards
+            return exceptions.hasattr_by_getattr(tx, self, name)
         present = hasattr(self.module, name)
         self._guard_presence(tx, name, present)
         return present
