@@ -94,3 +94,12 @@ def test_a_script_function_without_its_python_function_is_called_by_the_graph():
     assert_captured(t, min_ops=3, graphs=1, breaks=0)
     assert t.reruns == 0, str(t)
     assert_warm(c, x)
+
+
+def test_a_script_function_whose_call_torch_testing_patched_is_still_called_by_the_graph():
+    """torch.testing._internal.common_utils (imported with module_db) patches
+    ScriptFunction.__call__ with a Python `prof_func_call`: the ScriptFunction was then taken
+    for an object whose call is Python code to trace, and its call broke the graph. A class
+    bound from C++ is never such an object."""
+    import torch.testing._internal.common_utils  # noqa: F401 - the patch is what is tested
+    test_a_script_function_without_its_python_function_is_called_by_the_graph()

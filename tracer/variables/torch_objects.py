@@ -41,5 +41,12 @@ def python_call(cls):
 def is_traced_object(value, t):
     """`value` (of type `t`, not a class) is an object whose call runs Python code of its class
     rather than an op of the dispatcher: traced as a user object (inlined), not put in the
-    graph as a torch function."""
-    return not isinstance(value, type) and not isinstance(value, _OP_TYPES) and python_call(t) is not None
+    graph as a torch function. A class bound from C++ (pybind11: a ScriptFunction) is not one,
+    even where a Python `__call__` is patched onto it (torch.jit's profiling wraps
+    ScriptFunction.__call__ in `prof_func_call` once a profiler ran in the process)."""
+    return not isinstance(value, type) and not isinstance(value, _OP_TYPES) and not _bound_from_cpp(t) \
+        and python_call(t) is not None
+
+
+def _bound_from_cpp(cls):
+    return any(k.__module__ == "pybind11_builtins" for k in cls.__mro__)
