@@ -149,3 +149,17 @@ def test_entry_points_refuse_what_they_cannot_call():
     x = torch.randn(3)
     f = tracer.compile(_f, check=2, check_rtol=0, check_atol=0.0)
     assert torch.equal(f(x), x + 1) and torch.equal(f(x), x + 1)
+
+
+@pytest.mark.parametrize("name, value, default", [("TRACER_RECOMPILE_LIMIT", "abc", 8),
+                                                  ("TRACER_LOOP_RESUMES", "-1", 0)])
+def test_a_bad_number_in_the_environment_is_one_line_and_the_default(name, value, default):
+    """`TRACER_RECOMPILE_LIMIT=abc` made `import tracer` fail with a ValueError traceback."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    field = {"TRACER_RECOMPILE_LIMIT": "recompile_limit", "TRACER_LOOP_RESUMES": "loop_resume_limit"}[name]
+    done = subprocess.run([sys.executable, "-c", f"import tracer; print(tracer.config.{field})"],
+                          env=dict(os.environ, PYTHONPATH=root, **{name: value}), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == str(default), done.stderr
+    said = [line for line in done.stderr.splitlines() if name in line]
+    assert len(said) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -53,13 +53,31 @@ verify_guards: check what can be checked cheaply only at compile time anyway, bu
     entry's slow path); the test suite turns it on (tests/conftest.py).
 """
 import os
+import warnings
+
+
+def _env_int(name, default):
+    """A whole number from the environment variable `name`; one that is not (a user's
+    mistake) is said in one line and the default taken: `import tracer` must not fail on it."""
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        value = int(text)
+        if value < 0:
+            raise ValueError
+        return value
+    except ValueError:
+        warnings.warn(f"tracer: {name}={text!r} is not a whole number >= 0; using {default}", stacklevel=3)
+        return default
+
 
 verify_guards = os.environ.get("TRACER_VERIFY_GUARDS", "") not in ("", "0")
 reuse_blocks = os.environ.get("TRACER_NO_BLOCK_REUSE", "") in ("", "0")
 inductor_subgraphs = os.environ.get("TRACER_INDUCTOR_SUBGRAPHS", "") not in ("", "0")
 inline_stock_modules = os.environ.get("TRACER_STOCK_LEAVES", "") in ("", "0")
 suppress_errors = os.environ.get("TRACER_SUPPRESS_ERRORS", "") not in ("", "0")
-recompile_limit = int(os.environ.get("TRACER_RECOMPILE_LIMIT", "") or 8)
+recompile_limit = _env_int("TRACER_RECOMPILE_LIMIT", 8)
 capture_scalar_outputs = os.environ.get("TRACER_CAPTURE_SCALAR_OUTPUTS", "") not in ("", "0")
 dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 # A graph break inside a loop body: 0 (the default, as TorchDynamo) runs the frame as Python
@@ -70,7 +88,7 @@ dynamic_floats = os.environ.get("TRACER_STATIC_FLOATS", "") in ("", "0")
 # later process with the same directory reads a code object's entries at its first call
 # instead of tracing (TORCHINDUCTOR_CACHE_DIR's counterpart). None: off.
 cache_dir = os.environ.get("TRACER_CACHE_DIR") or None
-loop_resume_limit = int(os.environ.get("TRACER_LOOP_RESUMES", "") or 0)
+loop_resume_limit = _env_int("TRACER_LOOP_RESUMES", 0)
 
 # Limits of one trace (constants, not switches).
 MAX_INLINE_DEPTH = 32  # nested inlined calls (recursion is a graph break past this)
