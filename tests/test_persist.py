@@ -716,3 +716,25 @@ def test_a_cache_directory_that_cannot_be_used_is_said_once_and_tracing_goes_on(
     s = tracer.stats()
     assert s.graphs == 1 and s.internal_errors == 0 and s.fallbacks == 0
     assert not os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").startswith(str(afile))
+
+
+@pytest.mark.usefixtures("fresh_tracer")
+def test_load_cache_says_what_it_cannot_use(tmp_path, monkeypatch):
+    """load_cache of an archive holding only another environment's entries, or of a zip that
+    save_cache did not write, returned 0 and said nothing."""
+    import zipfile
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("0123456789abcdef0123/environment.json",
+                   json.dumps({"python": "3.99.0", "torch": "9.9.9", "frametracer": "x", "format": 2}))
+        z.writestr("0123456789abcdef0123/ab/abcd/e.entry", b"...")
+    unrelated = tmp_path / "z.zip"
+    with zipfile.ZipFile(unrelated, "w") as z:
+        z.writestr("readme.txt", "hello")
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path / "cache"))
+    with pytest.warns(tracer.CacheFileWarning, match="another environment .*python 3.99.0, torch 9.9.9"):
+        assert tracer.load_cache(str(other)) == 0
+    with pytest.raises(tracer.CacheError, match="not a file written by tracer.save_cache"):
+        tracer.load_cache(str(unrelated))
+    with pytest.raises(tracer.CacheError, match="a directory"):
+        tracer.load_cache(str(tmp_path))

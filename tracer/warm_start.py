@@ -36,10 +36,13 @@ def load_cache(path):
     """Add the entries of a file written by `save_cache` to the cache directory (a new temporary
     directory when none is set); returns how many this environment can use."""
     if not os.path.isfile(path):
-        raise CacheError(f"tracer.load_cache: {path}: no such file")
+        raise CacheError(f"tracer.load_cache: {path}: " + ("a directory, not a file written by tracer.save_cache"
+                                                            if os.path.isdir(path) else "no such file"))
     if not config.cache_dir:
         config.cache_dir = tempfile.mkdtemp(prefix="tracer-cache-")
     try:
         return store.unpack(path, config.cache_dir)
     except zipfile.BadZipFile:
         raise CacheError(f"tracer.load_cache: {path} is not a file written by tracer.save_cache") from None
+    except ValueError as e:
+        raise CacheError(f"tracer.load_cache: {path}: {e}") from None

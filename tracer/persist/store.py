@@ -335,16 +335,36 @@ def unpack(archive, cache_dir):
     Python's or torch's entries would never be read); returns how many."""
     env = environment()
     n = 0
+    others = {}  # another environment's directory -> what made it (its environment.json)
+    ours = False  # (a cache of this environment holding no entry is still one)
     with zipfile.ZipFile(archive) as z:
         for info in z.infolist():
             parts = pathlib.PurePosixPath(info.filename).parts
+            ours = ours or parts[:1] in ((env,), (INDUCTOR,))
+            if len(parts) == 2 and parts[0] != env and parts[1] == ENVIRONMENT_FILE:
+                try:
+                    others[parts[0]] = json.loads(z.read(info))
+                except ValueError:
+                    others[parts[0]] = {}
             if len(parts) < 2 or parts[0] not in (env, INDUCTOR) or ".." in parts or info.is_dir():
                 continue
             target = pathlib.Path(cache_dir).joinpath(*parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(target.parent, target.name, z.read(info))
             n += target.suffix == ".entry"
+    if not n and not others and not ours:
+        raise ValueError("it holds no cache entries: not a file written by tracer.save_cache")
+    if not n and others:
+        made = "; ".join(_made_by(info) for info in others.values())
+        warnings.warn(f"tracer.load_cache: {archive} holds only entries of another environment ({made}); "
+                      f"this process is {_made_by(_ENV[1])}: none can be used", CacheFileWarning,
+                      stacklevel=_user_level())
     return n
+
+
+def _made_by(info):
+    keys = ("python", "torch", "frametracer")
+    return ", ".join(f"{k} {info[k]}" for k in keys if k in info) or "unknown"
 
 
 # ---- what a cache holds: tracer-dump --cache ----------------------------------------------------
