@@ -195,11 +195,19 @@ class ComputedNumberSource(Source):
         object.__setattr__(self, "fn", fn)
         object.__setattr__(self, "args", tuple(args))
         object.__setattr__(self, "tokens", tuple(tokens))
-        for a in self.args:
-            _parse(a, len(self.tokens))
+        self._parsed()  # (raises ValueError on an operand a guard cannot spell)
 
     def _key(self):
         return (id(self.fn), self.args, self.tokens)
+
+    def _parsed(self):
+        """The operands parsed and checked, once (kept beside the fields: a copy read back
+        from the disk cache is made without __init__)."""
+        trees = self.__dict__.get("_trees")
+        if trees is None:
+            trees = tuple(_parse(a, len(self.tokens)) for a in self.args)
+            object.__setattr__(self, "_trees", trees)
+        return trees
 
     def depth(self) -> int:
         """Below every source it reads: its guards are checked after theirs."""
@@ -220,11 +228,11 @@ class ComputedNumberSource(Source):
         return out
 
     def name(self) -> str:
-        args = ", ".join(_described(_parse(a, len(self.tokens)), self.tokens) for a in self.args)
+        args = ", ".join(_described(t, self.tokens) for t in self._parsed())
         return f"{getattr(self.fn, '__name__', 'fn')}({args})"
 
     def guard_expr(self, ctx) -> str:
-        args = ", ".join(_spell(_parse(a, len(self.tokens)), self.tokens, ctx) for a in self.args)
+        args = ", ".join(_spell(t, self.tokens, ctx) for t in self._parsed())
         return f"{ctx.const(self.fn)}({args})"
 
     def reconstruct(self) -> list[Instr]:

@@ -632,6 +632,17 @@ class Cfg:
         return len(_reads)  # another value on every read
 
 
+def _three_calls(f):
+    """(compiled results, eager results, what the tracer did) of three calls of `f(ones(1))`,
+    each run starting from an empty `_reads` (the descriptors below count their reads in it)."""
+    c = tracer.compile(f)
+    _reads.clear()
+    with traced() as t:
+        got = [c(torch.ones(1)).item() for _ in range(3)]
+    _reads.clear()
+    return got, [f(torch.ones(1)).item() for _ in range(3)], t
+
+
 def test_a_descriptor_whose_value_changes_on_every_read_is_traced_on_the_class():
     """`Cfg.count` with a classproperty whose `__get__` appends to a list: the trace wrapped the
     raw class entry (the descriptor object) under the source `Cfg.count`, and the guard read
@@ -642,12 +653,8 @@ def test_a_descriptor_whose_value_changes_on_every_read_is_traced_on_the_class()
     def f(x):
         return x * Cfg.count
 
-    c = tracer.compile(f)
-    _reads.clear()
-    with traced() as t:
-        got = [c(torch.ones(1)).item() for _ in range(3)]
-    _reads.clear()
-    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    got, eager, t = _three_calls(f)
+    assert got == eager == [1.0, 2.0, 3.0]
     assert_captured(t, min_ops=3, breaks=0)
 
 
@@ -740,12 +747,8 @@ def test_a_metaclass_property_and_method_are_traced_on_the_class():
     def f(x):
         return _WithMeta.twice(x) * _WithMeta.counted
 
-    c = tracer.compile(f)
-    _reads.clear()
-    with traced() as t:
-        got = [c(torch.ones(1)).item() for _ in range(3)]
-    _reads.clear()
-    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [2.0, 4.0, 6.0]
+    got, eager, t = _three_calls(f)
+    assert got == eager == [2.0, 4.0, 6.0]
     assert_captured(t, min_ops=6, breaks=0)
 
 
@@ -804,10 +807,6 @@ def test_a_descriptor_whose_get_is_not_a_function_never_runs_while_tracing():
     def f(x):
         return x * _HasStaticGet.d
 
-    c = tracer.compile(f)
-    _reads.clear()
-    with traced() as t:
-        got = [c(torch.ones(1)).item() for _ in range(3)]
-    _reads.clear()
-    assert got == [f(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    got, eager, t = _three_calls(f)
+    assert got == eager == [1.0, 2.0, 3.0]
     assert t.internal_errors == 0 and t.fallbacks == 0 and t.graph_breaks >= 1, str(t)

@@ -195,9 +195,10 @@ class Shapes:
         self.computed = {}
 
     # ---- making inputs ------------------------------------------------------------------------
-    def _torch_source(self):
+    def _torch_source(self, name=None):
+        """A torch source for a new symbol (inputs `a<i>`, computed floats `c<i>`)."""
         from torch._dynamo.source import LocalSource as TorchLocal
-        return TorchLocal(f"a{len(self.inputs)}")
+        return TorchLocal(name or f"a{len(self.inputs)}")
 
     def fake_input(self, tensor, source):
         """The fake tensor of a graph input, with symbolic sizes where the policy says so."""
@@ -270,8 +271,7 @@ class Shapes:
         if hint is None:
             with self.env.ignore_fresh_unbacked_symbols():
                 return self.env.create_unbacked_symfloat()
-        from torch._dynamo.source import LocalSource as TorchLocal
-        tsrc = TorchLocal(f"c{len(self.computed)}")
+        tsrc = self._torch_source(f"c{len(self.computed)}")
         expr = self.env.create_unspecified_symbol(hint, source=tsrc, dynamic_dim=DimDynamic.DYNAMIC)
         sym = self.env.create_symfloatnode(expr, hint=hint, source=tsrc)
         self.computed[tsrc.name] = (tsrc, sym, fn, tuple(values), expr)

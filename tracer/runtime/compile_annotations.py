@@ -37,6 +37,8 @@ eval_frame._stance; checked on torch 2.13.0, 2.14.1 and 2.15.0 (docs/torch.md li
 tests/test_torch_internals.py resolves each).
 """
 import sys
+import types
+
 from .frame_hook import skip_code
 
 # TorchDynamo inlines `obj.__original_fn` wherever an object whose attribute
@@ -85,6 +87,23 @@ def wraps_module_in_modules(cls):
         return opt is not None and issubclass(cls, opt)
     except TypeError:
         return False
+
+
+def torch_compiled(fn):
+    """The Python function a torch.compile wrapper compiles (TorchDynamo's compile_wrapper,
+    which keeps it as `_torchdynamo_orig_callable` beside `_torchdynamo_inline`), or None.
+    Called in a traced frame it is that function called, inlined, as TorchDynamo inlines a
+    nested torch.compile; traced, the wrapper's own body would switch TorchDynamo's frame hook
+    (a break), and the call then ran under both hooks."""
+    d = getattr(fn, "__dict__", None)
+    if not d or "_torchdynamo_inline" not in d:
+        return None
+    made_by = sys.modules.get("torch._dynamo.eval_frame")  # (functools.wraps: not fn.__module__)
+    if made_by is None or getattr(fn, "__code__", None) is None or \
+            fn.__code__.co_filename != getattr(made_by, "__file__", None):
+        return None
+    inner = d.get("_torchdynamo_orig_callable")
+    return inner if type(inner) is types.FunctionType else None
 
 
 def _marked(cls, mark):

@@ -89,6 +89,21 @@ class Variable:
         return f"{type(self).__name__}()"
 
 
+def known_type(var):
+    """var's Python type, None where the trace does not know it (python_type refuses)."""
+    try:
+        t = var.python_type()
+    except Unsupported:
+        return None
+    return t if isinstance(t, type) else None
+
+
+def is_heap_type(t):
+    """Whether class `t` was made by a class statement or type() (Py_TPFLAGS_HEAPTYPE), not
+    written in C as a static type."""
+    return bool(t.__flags__ & (1 << 9))
+
+
 def check_builtin_attr(var, name):
     """Raise the AttributeError CPython raises for `var.name` when `var` is an instance of a
     builtin type (dict, list, tuple, str, int, ...) that has no attribute `name`.

@@ -9,18 +9,17 @@ import inspect
 import functools
 import math
 import operator
-import sys
 
 import torch
 
 from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
-from .base import ConstantVariable, ObjectVariable, check_builtin_attr, python_object
+from .base import ConstantVariable, ObjectVariable, check_builtin_attr, is_heap_type, known_type, python_object
 from .functions import library_object
 from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, is_structseq
 from .sets import SetVariable
-from .sym import (SliceVariable, SymNodeVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax,
+from .sym import (SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax,
                   sym_round)
 from .tensor import TensorVariable
 from guards import ConstSource, IdMatch, Predicate
@@ -166,30 +165,19 @@ _OPERATOR_FUNCS = {
 def _len(tx, obj):
     if isinstance(obj, (TensorVariable, numpy_vars.NdarrayVariable)):
         return obj.len_var(tx)  # symbolic when its first dimension is
-    t = _known_type(obj)
+    t = known_type(obj)
     if t is not None and not hasattr(t, "__len__"):  # (length() counts what iterating gives)
         raise user_error(TypeError, f"object of type '{_tp_name(t)}' has no len()")
     return ConstantVariable(obj.length(tx))
 
 
-def _known_type(var):
-    """var's type, None where the trace does not know it."""
-    try:
-        t = var.python_type()
-    except Unsupported:
-        return None
-    return t if isinstance(t, type) else None
-
-
 def _tp_name(t):
     """The type's name as CPython's messages spell it (tp_name: a C type's carries its module
     unless it is a builtin, a class's is its __name__)."""
-    if t.__flags__ & _TPFLAGS_HEAPTYPE or t.__module__ == "builtins":
+    if is_heap_type(t) or t.__module__ == "builtins":
         return t.__name__
     return f"{t.__module__}.{t.__qualname__}"
 
-
-_TPFLAGS_HEAPTYPE = 1 << 9
 
 
 @impl(operator.length_hint)
@@ -463,7 +451,7 @@ def _zip(tx, *iterables, strict=None):
 
 @impl(reversed)
 def _reversed(tx, seq):
-    t = _known_type(seq)
+    t = known_type(seq)
     if t is not None and not (hasattr(t, "__reversed__") or hasattr(t, "__len__") and hasattr(t, "__getitem__")):
         # (a set, a generator, an iterator: eager raises, whatever iterating them gives)
         raise user_error(TypeError, f"'{_tp_name(t)}' object is not reversible")
@@ -668,45 +656,6 @@ _IMPLS[min] = _make_minmax(min)
 _IMPLS[max] = _make_minmax(max)
 
 
-# sum() adds a run of floats with compensation from CPython 3.12 on (gh-100425)
-_COMPENSATED_SUM = sys.version_info >= (3, 12)
-
-
-@impl(sum)
-def _sum(tx, iterable, start=None):
-    """sum() as CPython computes it: since 3.12 a run of floats is added with compensation
-    (Neumaier's, _COMPENSATED_SUM), which pairwise `+` does not match (`sum([0.1] * 10)` is
-    1.0, not 0.9999999999999999). Constants are summed by sum() itself; there, a run of three
-    or more numbers with a float among them and a traced one (a SymFloat) is Unsupported."""
-    total = start if start is not None else ConstantVariable(0)
-    items = list(iterable.iterate(tx))
-    if all(type(v) is ConstantVariable for v in (total, *items)):
-        try:
-            return ConstantVariable(sum([v.value for v in items], total.value))
-        except Exception:  # noqa: BLE001 - raised as the user's below, where eager raises it
-            pass
-    numbers = _leading_numbers(total if start is not None else None, items) if _COMPENSATED_SUM else ()
-    if len(numbers) >= 3 and any(v.python_type() is float for v in numbers) and \
-            not all(type(v) is ConstantVariable for v in numbers):
-        raise Unsupported("sum() of three or more numbers with a float among traced ones (CPython adds "
-                          "floats with compensation)")
-    for item in items:
-        total = operators.binary_op(tx, "add", total, item)
-    return total
-
-
-def _leading_numbers(start, items):
-    """The int and float Variables sum() adds before its total stops being a number (a tensor
-    or another object met: from there it adds with `+`); `start` first, unless defaulted."""
-    out = []
-    for v in ([start] if start is not None else []) + items:
-        if not (type(v) is ConstantVariable or isinstance(v, SymNodeVariable)) or \
-                v.python_type() not in (int, float):
-            break
-        out.append(v)
-    return out
-
-
 @impl(any, all)
 def _anyall(tx, iterable):
     raise Unsupported("unreachable")
@@ -803,8 +752,10 @@ def _hashable_constant(v):
 
 
 from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
+from .sums import IMPLS as _SUM_IMPLS  # noqa: E402
 
 _IMPLS.update(_ITERTOOLS_IMPLS)
+_IMPLS.update(_SUM_IMPLS)
 _IMPL_IDS = {id(fn): fn for fn in _IMPLS}
 
 

@@ -16,8 +16,7 @@ import types
 from guards.sources import ConstSource
 
 from ..exc import Unsupported, UserException
-
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+from .base import is_heap_type
 
 # C descriptors whose `__get__(None, cls)` is the descriptor itself, known without calling it
 _ITSELF_ON_CLASS = (types.FunctionType, property, types.GetSetDescriptorType, types.MemberDescriptorType,
@@ -92,7 +91,7 @@ def is_slot(attr):
     if type(attr) is not types.MemberDescriptorType:
         return False
     owner = attr.__objclass__
-    return bool(owner.__flags__ & _HEAPTYPE) and attr.__name__ in _slot_names(owner)
+    return is_heap_type(owner) and attr.__name__ in _slot_names(owner)
 
 
 def stores_to_slot(attr, obj, name):

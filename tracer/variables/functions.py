@@ -9,7 +9,6 @@ object, which is what makes `nonlocal` correct.
 import functools
 import itertools
 import os
-import sys
 import sysconfig
 import types
 
@@ -203,7 +202,7 @@ class UserFunctionVariable(BaseFunctionVariable):
         inner = _dynamo_wrapped(fn)
         if inner is not None:
             return UserFunctionVariable(inner).call(tx, args, kwargs)
-        inner = _torch_compiled(fn)
+        inner = ann.torch_compiled(fn)
         if inner is not None:
             self.pin_identity(tx)
             return UserFunctionVariable(inner).call(tx, args, kwargs)
@@ -284,22 +283,6 @@ def _dynamo_wrapped(fn):
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     cell = cells.get("init") or cells.get("setstate")
     return cell.cell_contents if cell is not None else None
-
-
-def _torch_compiled(fn):
-    """The Python function a torch.compile wrapper compiles (TorchDynamo's compile_wrapper,
-    which keeps it as `_torchdynamo_orig_callable` beside `_torchdynamo_inline`), or None.
-    Called in a traced frame it is that function called, inlined, as TorchDynamo inlines a
-    nested torch.compile; traced, the wrapper's own body would switch TorchDynamo's frame hook
-    (a break), and the call then ran under both hooks."""
-    d = getattr(fn, "__dict__", None)
-    if not d or "_torchdynamo_inline" not in d:
-        return None
-    made_by = sys.modules.get("torch._dynamo.eval_frame")  # (functools.wraps: not fn.__module__)
-    if made_by is None or fn.__code__.co_filename != getattr(made_by, "__file__", None):
-        return None
-    inner = d.get("_torchdynamo_orig_callable")
-    return inner if type(inner) is types.FunctionType else None
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -587,11 +570,8 @@ def make_partial(tx, fn, args, kwargs):
 def _is_partial_subclass(var):
     """A value of a subclass of functools.partial, which CPython may merge into a partial of
     it (by a test that changed across versions): not modelled."""
-    try:
-        t = var.python_type()
-    except Unsupported:
-        return False
-    return isinstance(t, type) and issubclass(t, functools.partial)
+    t = base.known_type(var)
+    return t is not None and issubclass(t, functools.partial)
 
 
 def _dict_unmade_is(expected):

@@ -460,13 +460,7 @@ class ClassVariable(ObjectVariable):
             # a getter of type's own (`__annotations__`, `__abstractmethods__`): whether it
             # answers for this class is what the read finds (guarded there; on 3.14 the first
             # read of `__annotations__` evaluates them: a break while they are pending)
-            try:
-                self.getattr(tx, name)
-            except UserException as e:
-                if issubclass(e.exc_type, AttributeError):
-                    return False
-                raise
-            return True
+            return exceptions.hasattr_by_getattr(tx, self, name)
         found = lookup_type_attr(self.cls, name)[1] is not None or hasattr(type, name)
         if self.source is not None:
             tx.guard(Predicate.made(self.source, _class_defines, (name, found),

@@ -493,8 +493,7 @@ class PythonModuleVariable(ObjectVariable):
 
     def getattr(self, tx, name):
         if name == "__annotations__" and lazy_annotations.LAZY and type(self.module) is types.ModuleType:
-            source = self.source if self.source is not None else ConstSource(self.module)
-            return lazy_annotations.read(tx, self.module, source)  # (may run its __annotate__)
+            return lazy_annotations.read(tx, self.module, module_getattr.base_source(self))  # (may run __annotate__)
         pending = tx.side_effects.pending_global(self.module.__dict__, name)  # (a function of it stored it)
         if pending is not None:
             return pending
