@@ -34,7 +34,7 @@ from typing import Any, Callable
 from . import fastpath
 from .codegen import ExprContext, GroupContext, HoistContext, recording
 from .guard import DictKeysMatch, Guard, IdMatch, SameObject, TypeMatch
-from .retarget import STAND_IN, Retarget
+from .retarget import STAND_IN, BlockGuards, Retarget
 from .sources import Source
 from .tensor import TensorMatch, make_tensor_guards, none_nested
 
@@ -124,8 +124,18 @@ class GuardSet:
         else:  # a set written in its final order (the disk cache): (len(first), len(tensors))
             a, b = split
             first, tensors, rest = guards[:a], guards[a:a + b], guards[a + b:]
-        self.split = (len(first), len(tensors))
-        self.guards: list[Guard] = first + tensors + rest
+        # the set's units: guards, and replayed blocks' guards as one (retarget.BlockGuards);
+        # `guards` (the guards one by one, in order: what is numbered, named and written) is
+        # made from them when asked, `_at` numbers each unit's first
+        self._units: list[Guard] = first + tensors + rest
+        self._at: dict[int, int] = {}
+        n = 0
+        for g in self._units:
+            self._at[id(g)] = n
+            n += _width(g)
+        self._n = n
+        self._flat: list[Guard] | None = None if any(type(g) is BlockGuards for g in self._units) else self._units
+        self.split = (sum(map(_width, first)), len(tensors))
         self.groups: tuple[Source, ...] = ()  # the group roots some guard was found under
         self._slow: list[Callable] | None = None
         self._batch = None  # (TensorMatch guards checked in one call, its check or None)
@@ -139,12 +149,19 @@ class GuardSet:
             self._program if self._program is not None else self.full_check)
         self._covered = {i for gs in self._op_guards for i in gs}
 
+    @property
+    def guards(self) -> list[Guard]:
+        """The guards one by one, in evaluation order (a BlockGuards as its copies)."""
+        if self._flat is None:
+            self._flat = [f for g in self._units for f in (g.flat() if type(g) is BlockGuards else (g,))]
+        return self._flat
+
     # -- fast path ---------------------------------------------------------------------
     def _generate(self, first, tensors, rest, root_of):
         ctx = _MainContext(self.builtins)
         body: list[str] = []
         texts: list[str] = []  # the group functions' texts, once each (for source_code)
-        index = {id(g): i for i, g in enumerate(self.guards)}
+        index = self._at
 
         tensors = [t for t in tensors if not t.aliased]  # their SameObject guard covers them
         examples = [t.live_example() for t in tensors]
@@ -157,7 +174,7 @@ class GuardSet:
             root = root_of(g)
             if root is not None:
                 members.setdefault(root, []).append(g)
-        members = {r: gs for r, gs in members.items() if len(gs) >= _GROUP_MIN}
+        members = {r: gs for r, gs in members.items() if sum(map(_width, gs)) >= _GROUP_MIN}
         # what the check reads through a group's root outside its function (the batch's
         # tensors, the sources of a guard across roots: NoAliasing, SameObject) the function
         # returns, read with its own guards' reads: {root: {source: None}}
@@ -199,13 +216,14 @@ class GuardSet:
                     if hit is None:
                         hit = made.get(key)
                         if hit is None:
-                            hit = made[key] = self._group_check(root, group, returned)
+                            hit = made[key] = self._group_check(key[1], len(returned))
                         by_ids[ids] = hit
                     fn, text = hit
                     if text not in texts:
                         texts.append(text)
                     call = f"{ctx.const(fn)}({ctx.value(root)}, L, G, C)"
-                    note = f"[{index[id(group[0])]}..{index[id(group[-1])]}] group of {len(group)}"
+                    lo, hi = index[id(group[0])], index[id(group[-1])] + _width(group[-1]) - 1
+                    note = f"[{lo}..{hi}] group of {hi - lo + 1}"
                     if not returned:
                         emit([call], note)
                         continue
@@ -244,14 +262,19 @@ class GuardSet:
         fn, text = ctx.compile("check", lines)
         return fn, "\n".join([text, *texts])
 
-    def _group_check(self, root, group, returned=()):
-        """(check_group(V, L, G, C), its text): `group`'s guards, in order, with V the value
-        of `root`; with `returned` (sources), the tuple of their values when every guard
-        holds, else None. Equal texts (sibling blocks) share one compiled code."""
-        ctx = GroupContext(root, self.builtins)
+    def _group_check(self, templates, n_returned):
+        """(check_group(V, L, G, C), its text): the guards of a group, then the sources it
+        returns, each read from the stand-in root V (`_template_key`'s templates; a
+        BlockGuards as its guards), in order; with sources to return, the tuple of their
+        values when every guard holds, else None. Equal texts (sibling blocks, or a set the
+        disk cache reads back one guard at a time) share one compiled code."""
+        ctx = GroupContext(STAND_IN, self.builtins)
         body: list[str] = []
+        returned = templates[len(templates) - n_returned:]
+        guards = [f for g in templates[:len(templates) - n_returned]
+                  for f in (g.flat() if type(g) is BlockGuards else (g,))]
         fail = "None" if returned else "False"
-        for g in group:
+        for g in guards:
             for c in g.conditions(ctx):
                 body.extend(ctx.take_pending())
                 body.append(f"if not ({c}): return {fail}  # {type(g).__name__}")
@@ -357,14 +380,14 @@ class GuardSet:
     # -- introspection -----------------------------------------------------------------
     def expired(self) -> bool:
         """True if an IdMatch object has died: this set can never pass again."""
-        return any(isinstance(g, IdMatch) and g.expired() for g in self.guards)
+        return any(g.expired() for g in self._units if type(g) in (IdMatch, BlockGuards))
 
     def describe(self) -> str:
         """One guard per line, in evaluation order, numbered as in ``source_code`` comments."""
         return "\n".join(f"[{i}] {g.describe()}" for i, g in enumerate(self.guards))
 
     def __len__(self) -> int:
-        return len(self.guards)
+        return self._n
 
     def __repr__(self) -> str:
         return f"<GuardSet {len(self.guards)} guards>"
@@ -405,6 +428,11 @@ def _starred(exprs, lengths):
             out.append(exprs[k])
             k += 1
     return out
+
+
+def _width(g) -> int:
+    """How many guards `g` stands for (a BlockGuards: its block's)."""
+    return g.width() if type(g) is BlockGuards else 1
 
 
 def _template_key(root, group, returned, canon):

@@ -56,7 +56,10 @@ from .guard import (ConstMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch,
 from .sources import (AttrSource, BuiltinSource, CellSource, ConstSource, GenericAttrSource,
                       GlobalsDictSource, GlobalSource, ItemSource, LocalSource, Source,
                       TypeSource)
+from .retarget import STAND_IN, BlockGuards
 from .tensor import TensorFact, TensorMatch, none_nested
+
+_FOLLOWED = (AttrSource, GenericAttrSource, ItemSource, TypeSource)  # (Plan._rooted)
 
 # Without the extensions (an install that could not build them: setup.py goes on without them)
 # everything still works, slower; each missing piece says so once, as a RuntimeWarning.
@@ -137,10 +140,20 @@ class Plan:
         self.builtins = builtins
         self.nodes: list[tuple] = []
         self.ops: list[tuple] = []
-        self._index: dict[Source, int] = {}
+        self._index: dict = {}
+        self._under_stand_in: dict[Source, bool] = {}
+        self._one_values: dict[int, Any] = {}  # id(guard) -> _one_value(guard): a template's, once
 
-    def node(self, src: Source) -> int:
-        i = self._index.get(src)
+    def node(self, src: Source, root: int | None = None) -> int:
+        """The node fetching `src`; with `root` (a node), `src` is read from the stand-in root
+        (a replayed block's template: retarget.BlockGuards) and STAND_IN is that node."""
+        if root is not None:
+            if src is STAND_IN:
+                return root
+            if not self._rooted(src):
+                root = None  # (shared state a block's guard reads beside its root)
+        key = src if root is None else (root, src)
+        i = self._index.get(key)
         if i is not None:
             return i
         t = type(src)
@@ -157,36 +170,48 @@ class Plan:
         elif t is GlobalsDictSource:
             spec = (fc.N_GLOBALS, -1, 0, None)
         elif t is AttrSource:
-            spec = (fc.N_ATTR, self.node(src.base), 0, src.attr)
+            spec = (fc.N_ATTR, self.node(src.base, root), 0, src.attr)
         elif t is GenericAttrSource:
-            spec = (fc.N_GENERIC_ATTR, self.node(src.base), 0, src.attr)
+            spec = (fc.N_GENERIC_ATTR, self.node(src.base, root), 0, src.attr)
         elif t is ItemSource:
-            spec = (fc.N_ITEM, self.node(src.base), 0, src.key)
+            spec = (fc.N_ITEM, self.node(src.base, root), 0, src.key)
         elif t is TypeSource:
-            spec = (fc.N_TYPE, self.node(src.base), 0, None)
+            spec = (fc.N_TYPE, self.node(src.base, root), 0, None)
+        elif root is not None:  # (only the kinds above lead to a stand-in root: _rooted)
+            raise AssertionError(f"a source under the stand-in root of kind {t.__name__}")
         else:  # a source kind defined elsewhere: fetched by its own expression
             ctx = ExprContext(self.builtins)
             fn, _ = ctx.compile("check_get", [f"return {src.guard_expr(ctx)}"])
             spec = (fc.N_PY, -1, 0, fn)
         self.nodes.append(spec)
-        i = self._index[src] = len(self.nodes) - 1
+        i = self._index[key] = len(self.nodes) - 1
         return i
+
+    def _rooted(self, src: Source) -> bool:
+        """Whether `src` reads from the stand-in root through the kinds node() follows."""
+        hit = self._under_stand_in.get(src)
+        if hit is None:
+            t = type(src)
+            hit = t in _FOLLOWED and self._rooted(src.base) if src is not STAND_IN else True
+            self._under_stand_in[src] = hit
+        return hit
 
     def op(self, kind, gidx, nodes=(), a=None, b=None, c=None, num=0, rule=0) -> None:
         guards = tuple(gidx) if isinstance(gidx, (tuple, list)) else (gidx,)
         self.ops.append((kind, rule, tuple(nodes), a, b, c, int(num), guards))
 
     # -- one guard ---------------------------------------------------------------------
-    def add(self, g: Guard, i: int, slow_fn) -> None:
-        """Ops for guard number i; `slow_fn()` compiles its own check(L, G, C) if needed."""
+    def add(self, g: Guard, i: int, slow_fn, root: int | None = None) -> None:
+        """Ops for guard number i; `slow_fn()` compiles its own check(L, G, C) if needed. With
+        `root`, g is a replayed block's template guard read through that node (node())."""
         t = type(g)
         if t is IdMatch:
             kind, ref = g._ref
-            self.op(fc.O_ID, i, (self.node(g.source),), ref, num=kind == "weak")
+            self.op(fc.O_ID, i, (self.node(g.source, root),), ref, num=kind == "weak")
         elif t is TypeMatch:  # a module's: a soft anchor (see _fastcheck_capture.c)
-            self.op(fc.O_TYPE, i, (self.node(g.source),), g.type, num=_soft_anchor(g.type))
+            self.op(fc.O_TYPE, i, (self.node(g.source, root),), g.type, num=_soft_anchor(g.type))
         elif t is ConstMatch:
-            n, v = self.node(g.source), g.value
+            n, v = self.node(g.source, root), g.value
             if isinstance(v, _BY_IDENTITY) and type(v) in _BY_IDENTITY:
                 self.op(fc.O_IS, i, (n,), v)
             elif type(v) in _BY_EQUALITY or (type(v) is tuple and not v):
@@ -194,21 +219,21 @@ class Plan:
             else:
                 self.op(fc.O_PY1, i, (n,), self._one_value(g), rule=fc.R_NODE)
         elif t is LengthMatch:
-            self.op(fc.O_LEN, i, (self.node(g.source),), g.type, num=int(g.length))
+            self.op(fc.O_LEN, i, (self.node(g.source, root),), g.type, num=int(g.length))
         elif t is DictKeysMatch and (g.type is dict or (g.type is _ODict and not g.keys)):
             # native: an exact dict's keys in order; an empty OrderedDict is its type and size
-            self.op(fc.O_DICTKEYS, i, (self.node(g.source),), g.type, g.keys, num=len(g.keys))
+            self.op(fc.O_DICTKEYS, i, (self.node(g.source, root),), g.type, g.keys, num=len(g.keys))
         elif t is DictKeysMatch:
             empty_od = g.type is _ODict and not g.keys
-            self.op(fc.O_PY1, i, (self.node(g.source),), self._one_value(g),
+            self.op(fc.O_PY1, i, (self.node(g.source, root),), self._one_value(g),
                     rule=fc.R_ODICT_EMPTY if empty_od else fc.R_NEVER)
         elif t is SameObject:
-            self.op(fc.O_SAME, i, (self.node(g.source_a), self.node(g.source_b)))
+            self.op(fc.O_SAME, i, (self.node(g.source_a, root), self.node(g.source_b, root)))
         elif t is NoAliasing:
-            self.op(fc.O_DISTINCT, i, tuple(self.node(s) for s in g.sources()))
+            self.op(fc.O_DISTINCT, i, tuple(self.node(s, root) for s in g.sources()))
         elif t is TensorMatch:  # one tensor on its own (the batch is added by the caller)
             # none_nested first on a record mismatch (TensorGuards aborts on a nested tensor)
-            self.op(fc.O_TENSORS, i, (self.node(g.source),), g._single.check, none_nested, (0,))
+            self.op(fc.O_TENSORS, i, (self.node(g.source, root),), g._single.check, none_nested, (0,))
         elif t is GlobalStateMatch:
             # torch's state in one C++ reading while it equals the one taken when the calls
             # last passed (_tensormeta.h says what it reads); the others are called each time
@@ -226,16 +251,16 @@ class Plan:
             if g.needs_equality():
                 self.op(fc.O_PYLGC, i, (), slow_fn())
         elif t is TensorFact:  # read again each call: a tensor's facts change without a version
-            self.op(fc.O_PY1, i, (self.node(g.source),), self._one_value(g), rule=fc.R_NEVER)
+            self.op(fc.O_PY1, i, (self.node(g.source, root),), self._one_value(g), rule=fc.R_NEVER)
         elif t is Predicate:
-            self._predicate(g, i)
+            self._predicate(g, i, root)
         elif t is QueryMatch and not g.args and not g.kwargs and type(g.value) in _SINGLETONS:
             self.op(fc.O_CALL_IS, i, (), g.fn, g.value)  # fn() is value: _same_result's answer
         else:  # a guard kind this module does not know: its own Python condition
             self.op(fc.O_PYLGC, i, (), slow_fn())
 
-    def _predicate(self, g: Predicate, i: int) -> None:
-        n = self.node(g.source)
+    def _predicate(self, g: Predicate, i: int, root: int | None) -> None:
+        n = self.node(g.source, root)
         if g.kind == "key_absent":
             self.op(fc.O_KEY_ABSENT, i, (n,), g.arg[0])
         elif g.kind == "attrs":
@@ -254,11 +279,15 @@ class Plan:
             self.op(fc.O_PY1, i, (n,), g.fn, rule=fc.R_NEVER)
 
     def _one_value(self, g: Guard):
-        """``def check(V)``: g's conditions with its source's value as the argument."""
-        ctx = ArgContext(g.source, self.builtins)  # type: ignore[attr-defined]
-        conds = " and ".join(f"({c})" for c in g.conditions(ctx))
-        fn, _ = ctx.compile("check_value", ["try:", f"    return bool({conds})",
-                                             "except Exception:", "    return False"], args="V")
+        """``def check(V)``: g's conditions with its source's value as the argument (made once
+        for a template guard, which every sibling of its block shares)."""
+        fn = self._one_values.get(id(g))
+        if fn is None:
+            ctx = ArgContext(g.source, self.builtins)  # type: ignore[attr-defined]
+            conds = " and ".join(f"({c})" for c in g.conditions(ctx))
+            fn, _ = ctx.compile("check_value", ["try:", f"    return bool({conds})",
+                                                 "except Exception:", "    return False"], args="V")
+            self._one_values[id(g)] = fn
         return fn
 
 
@@ -279,11 +308,27 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
     if not ENABLED:
         return None
     plan = Plan(gs.builtins)
-    index = {id(g): i for i, g in enumerate(gs.guards)}
+    index = gs._at
+
+    def slow_fn(i):
+        return lambda: gs._compile_one(i, gs.guards[i])[0]
+
+    def add_block(g, i, root):  # (a BlockGuards: its template's ops, read through its root's node)
+        r = plan.node(g.source, root)
+        for t in g.template:
+            if type(t) is BlockGuards:
+                add_block(t, i, r)
+                i += t.width()
+            else:
+                plan.add(t, i, slow_fn(i), r)
+                i += 1
 
     def add(g):
         i = index[id(g)]
-        plan.add(g, i, lambda: gs._compile_one(i, g)[0])
+        if type(g) is BlockGuards:
+            add_block(g, i, None)
+        else:
+            plan.add(g, i, slow_fn(i))
 
     for g in first:
         add(g)

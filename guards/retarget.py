@@ -9,7 +9,7 @@ shared prefix kept in a temporary (tracer/rewrite/codegen.py).
 import dataclasses
 import types
 
-from .guard import Guard, Predicate
+from .guard import Guard, IdMatch, Predicate
 from .sources import DERIVED_ATTRS, Source
 
 
@@ -46,8 +46,9 @@ class Retarget:
         # instance dict, which frozen dataclasses still have)
         fields = obj.__dict__
         changed = {}
+        kept = getattr(obj, "read_from_stand_in", ())
         for k, v in fields.items():
-            if k not in DERIVED_ATTRS and isinstance(v, _HOLDS_SOURCES):
+            if k not in DERIVED_ATTRS and k not in kept and isinstance(v, _HOLDS_SOURCES):
                 new_v = self(v)
                 if new_v is not v:
                     changed[k] = new_v
@@ -108,3 +109,61 @@ class StandIn(Source):
 
 
 STAND_IN = StandIn()
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class BlockGuards(Guard):
+    """A replayed block's guards as one: the facts of `template` (guards read from the stand-in
+    root, in evaluation order) read through `source`, the sibling module.
+
+    Why: a replayed layer re-checks about a hundred facts of its first block. Copied one by
+    one for each of 48 layers, they were most of the guard set's build: each copy made,
+    hashed, deduplicated, sorted and grouped again, though every layer's are the same facts.
+    As one guard, a layer costs the set one entry; its group check's text (guards/builder.py)
+    and C ops (guards/fastpath.py) are made from the template, which every sibling shares.
+    It means exactly the conjunction of its copies (`expand()`): what needs them one by one
+    (the slow path naming a failed guard, `describe`, the disk cache) gets them, copied
+    then and only then. `template` is the same tuple object for every sibling of a block,
+    and the guard is known by it (`_key`)."""
+
+    source: Source
+    template: tuple
+    read_from_stand_in = ("template",)  # (fields Retarget leaves as they are)
+
+    def _key(self):
+        return (self.source, id(self.template))
+
+    def depth(self):
+        return self.source.depth()
+
+    def expand(self) -> list:
+        """The template's guards re-targeted to `source` (made once)."""
+        got = self.__dict__.get("_expanded")
+        if got is None:
+            to = Retarget(STAND_IN, self.source)
+            got = [to(g) for g in self.template]
+            object.__setattr__(self, "_expanded", got)
+        return got
+
+    def conditions(self, ctx):
+        # (a group check of the block's root is made from the template: builder._group_check)
+        return [c for g in self.expand() for c in g.conditions(ctx)]
+
+    def flat(self) -> list:
+        """The guards it stands for, one by one (a block replayed inside the block: its own
+        guards too)."""
+        return [f for g in self.expand() for f in (g.flat() if type(g) is BlockGuards else (g,))]
+
+    def width(self) -> int:
+        """len(self.flat()), without copying anything."""
+        n = self.__dict__.get("_width")
+        if n is None:
+            n = sum(g.width() if type(g) is BlockGuards else 1 for g in self.template)
+            object.__setattr__(self, "_width", n)
+        return n
+
+    def expired(self) -> bool:
+        return any(g.expired() for g in self.template if type(g) in (IdMatch, BlockGuards))
+
+    def describe(self):
+        return f"the {len(self.template)} facts of a replayed block, read through {self.source.name()}"

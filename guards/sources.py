@@ -43,7 +43,7 @@ def const_key(value: Any) -> Any:
 # Attributes a source or guard keeps beside its fields, computed from them (or, for
 # `_template`, naming what it was re-targeted from: guards/retarget.py): never compared or
 # written, and dropped from a copy given other fields.
-DERIVED_ATTRS = ("_hash", "_depth", "_template", "_trees")
+DERIVED_ATTRS = ("_hash", "_depth", "_template", "_trees", "_expanded", "_width")
 
 
 def cached_hash(obj) -> int:

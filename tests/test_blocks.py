@@ -35,7 +35,9 @@ def _structure(graph):
 
 
 def _guards(entry):
-    """The guard set's facts, sorted. Identity is one fact however it is said: a replayed
+    """The guard set's facts, sorted, each once (a replayed block's guards are one unit of the
+    set, not deduplicated against the guards around it: `layers[0].norm2.eps` read by the layer
+    and by its replayed norm is checked twice). Identity is one fact however it is said: a replayed
     call checks `layers[1].f is <the function>` where the unrolled trace, which met the object
     before through `layers[0].f`, says `layers[0].f is layers[1].f` (with `layers[0].f is
     <the function>` in both)."""
@@ -47,7 +49,7 @@ def _guards(entry):
             same.update(m.group(1, 2) if not m.group(2).startswith("the ") else m.group(1, 1))
         else:
             out.append(line)
-    return sorted(out) + sorted(f"{s} is fixed" for s in same)
+    return sorted(set(out)) + sorted(f"{s} is fixed" for s in same)
 
 
 def _trace(fn, args, reuse):

@@ -105,9 +105,15 @@ def test_group_text_is_made_once_per_kind_and_never_shared_across_kinds(monkeypa
     inlined, and its group has a text of its own: its fact is checked on it, and the others'
     on them."""
     from guards import builder
-    made = []
-    real = builder.GuardSet._group_check
-    monkeypatch.setattr(builder.GuardSet, "_group_check", lambda self, *a: made.append(a[0]) or real(self, *a))
+    made, roots = [], {}
+    real, real_key = builder.GuardSet._group_check, builder._template_key
+
+    def key_of(root, *a):  # (a text is made from a key's templates: whose root they were read from)
+        key, ids = real_key(root, *a)
+        roots[id(key[1])] = root
+        return key, ids
+    monkeypatch.setattr(builder, "_template_key", key_of)
+    monkeypatch.setattr(builder.GuardSet, "_group_check", lambda self, *a: made.append(roots[id(a[0])]) or real(self, *a))
     m, x = _encoder(12), torch.randn(2, 5, 32)
     m.layers[7].norm1.eps = 1e-3
     compiled = tracer.compile(run, backend="eager")
@@ -192,3 +198,36 @@ def test_a_tensor_checked_one_by_one_under_a_group_root_is_still_checked():
     assert gs.full_check(frame(torch.randn(3)), {}, None) and gs.check(frame(torch.randn(3)), {}, None)
     for bad in (torch.randn(5), torch.randn(3, dtype=torch.float64), torch.randn(3).requires_grad_()):
         assert not gs.full_check(frame(bad), {}, None) and not gs.check(frame(bad), {}, None)
+
+
+def test_a_replayed_layer_is_one_unit_of_the_set_and_its_guards_are_named_one_by_one():
+    """A replayed layer's ~100 guards are one unit of the set (retarget.BlockGuards): copied,
+    hashed, ordered and grouped once, not per layer. What is numbered, named and written is
+    still each guard (`gs.guards`): a deep change in one layer fails the fast check, the
+    generated check and the flat form's, and failures() names the very fact."""
+    from guards.retarget import BlockGuards
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    compiled = tracer.compile(run, backend="eager")
+    torch.testing.assert_close(compiled(m, x), m(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 10
+    gs = _entry().guards
+    units = [g for g in gs._units if type(g) is BlockGuards]
+    roots = {g.source.name() for g in units}
+    assert len(units) >= 10 and all(f"_modules['layers']._modules['{k}']" in " ".join(roots) for k in range(2, 12))
+    assert len(gs._units) < len(gs.guards) // 3 and len(gs) == len(gs.guards)
+    assert not any(type(g) is BlockGuards for g in gs.guards)
+    assert all(0 <= i < len(gs) for ops in gs._op_guards for i in ops)
+    L, G = (m, x), globals()
+    flat = _flat(gs)
+    assert gs.check(L, G, None) and gs.full_check(L, G, None) and flat.full_check(L, G, None)
+    old = m.layers[9].self_attn.dropout
+    m.layers[9].self_attn.dropout = 0.5
+    try:
+        assert not gs.check(L, G, None) and not gs.full_check(L, G, None) and not flat.full_check(L, G, None)
+        why = gs.failures(L, G, None)
+        assert any("_modules['9']" in w and "dropout" in w for w in why), why
+        torch.testing.assert_close(compiled(m, x), m(x))  # a new entry: eager's answer
+    finally:
+        m.layers[9].self_attn.dropout = old
+    assert gs.check(L, G, None) and gs.full_check(L, G, None)

@@ -11,6 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from ..graph import node_meta
 from ..graph.output_graph import ByObject
 from ..graph.shapes import SYM_TYPES
+from ..graph.static_fakes import empty_fake
 from . import containers
 from .base import ConstantVariable
 from .tensor import TensorVariable
@@ -128,14 +129,13 @@ def fresh_example(node, out):
     ex = node.meta.get("example_value")
     kind = plain(ex)
     if kind:
-        with out.fake_mode:
-            new = torch.empty_strided(ex.shape, ex.stride(), dtype=ex.dtype, device=ex.device)
-            if kind is not HISTORY:
-                return new
-            with torch.enable_grad():
-                new = new.requires_grad_() * 1
-            if new.stride() == ex.stride() and new.dtype == ex.dtype:
-                return new
+        new = empty_fake(out.fake_mode, ex.shape, ex.stride(), ex.dtype, ex.device)
+        if kind is not HISTORY:
+            return new
+        with out.fake_mode, torch.enable_grad():
+            new = new.requires_grad_() * 1
+        if new.stride() == ex.stride() and new.dtype == ex.dtype:
+            return new
     args = fx.map_arg(node.args, lambda n: n.meta["example_value"])
     kwargs = fx.map_arg(node.kwargs, lambda n: n.meta["example_value"])
     target = node.target.fn if isinstance(node.target, ByObject) else node.target

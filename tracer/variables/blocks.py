@@ -75,8 +75,9 @@ import torch
 import torch.fx as fx
 
 from guards import TensorMatch, TypeMatch
+from guards.builder import _implied_types as builder_implied_types
 from guards.codegen import ExprContext
-from guards.retarget import STAND_IN, Retarget, name_template
+from guards.retarget import STAND_IN, BlockGuards, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import inference_blocks, node_meta
@@ -279,6 +280,7 @@ class Block:
         self.replays = 0               # calls replayed so far (their nodes' BLOCK_META call number)
         # set by _ready:
         self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
+        self.twin = None       # BlockGuards(stand-in root, self.guards): what each sibling's is named by
         self.paths, self.objects = [], None  # (_stores_on)
         self.holes, self.lookups, self.passed = [], [], []  # (block_holes.py: set by _record)
         self.extra = []        # rooted sources a replay reads for its holes (modules, rereads)
@@ -436,7 +438,11 @@ class Block:
             for g in guards:
                 c = to_root(g)
                 name_template(g, src, kept.setdefault(c, c))
-            guards = list(kept)
+            # (in the order a set evaluates guards, by depth: a base's guards before those
+            # reaching through it; kept as one tuple, the template of every sibling's
+            # BlockGuards, whose identity names the block's guards to the guard set)
+            guards = tuple(sorted(_without_repeats(list(kept)), key=lambda g: (g.depth(), g.rank)))
+            self.twin = BlockGuards(_ROOT, guards)
             rooted = []
             for s, n in inputs:  # (the sources the group check returns: the batch's parameters)
                 rooted.append((to_root(s), n))
@@ -444,7 +450,7 @@ class Block:
             inputs = rooted
             self.distinct = [to_root(d) for d in self.distinct]
             self.holes = [block_holes.ready(self, h, made, results, to_root) for h in self.holes]
-            self.check, self.values = _compile(ctx.f_builtins, guards + [to_root(g) for g in (*typed, *tensor_checks)],
+            self.check, self.values = _compile(ctx.f_builtins, [*guards, *(to_root(g) for g in (*typed, *tensor_checks))],
                                                [s for s, _n in inputs] + self.extra)
             self._tag(nodes)
         elif self.holes:
@@ -453,7 +459,7 @@ class Block:
         if src is not None:  # (the objects the check reads through the root: _stores_on)
             paths = {}
             for g in guards:
-                for p in g.sources():
+                for p in _sources(g):
                     for a in (p, *p.ancestors()):
                         if a != _ROOT and under(a, _ROOT):
                             paths[a] = None
@@ -521,7 +527,7 @@ class Block:
                 return None
             values, extra = values[:len(self.inputs)], values[len(self.inputs):]
             retarget = Retarget(_ROOT, var.source, tag=True)
-            ctx.guards.extend(retarget(g) for g in self.guards)
+            ctx.guards.append(self._guards_on(var.source))
             self._wrap_inputs(tx, var, retarget, values, env, 0)
         elif self.lookups and not block_holes.lookups_hold(self, 0):
             return None
@@ -560,6 +566,13 @@ class Block:
             ctx.ops_under_handler = True
         records.blocks_replayed(1)
         return block_copy.build(self.result, env, arg_vars, out, made_vars)
+
+    def _guards_on(self, source):
+        """The block's guards read through `source`, a sibling, as one guard (its group check
+        is then the first sibling's: guards/builder.py)."""
+        g = BlockGuards(source, self.guards)
+        name_template(g, source, self.twin)
+        return g
 
     def _wrap_inputs(self, tx, var, retarget, values, env, at):
         """The sibling's graph inputs the inlined call makes after `at` holes (all of them
@@ -612,6 +625,22 @@ def _arg_nodes(args, kwargs):
     for _k, v in sorted(kwargs.items()):
         walk(v)
     return out
+
+
+def _without_repeats(guards):
+    """A template's guards without the facts another of its guards states: one a block replayed
+    inside it checks too (`self.norm2.eps`, read by the layer and by its replayed norm), and
+    a TypeMatch its DictKeysMatch implies (guards/builder.py says the same of a whole set,
+    which sees these guards one unit at a time)."""
+    inner = {f for g in guards if type(g) is BlockGuards for f in g.flat()}
+    return builder_implied_types([g for g in guards if g not in inner])[0]
+
+
+def _sources(g):
+    """The sources a guard reads (a BlockGuards: those of each guard it stands for)."""
+    if type(g) is BlockGuards:
+        return [s for f in g.flat() for s in f.sources()]
+    return g.sources()
 
 
 def _plain_keys(g):
