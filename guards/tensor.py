@@ -109,6 +109,16 @@ class TensorMatch(Guard):
         object.__setattr__(twin, "_single", make_tensor_guards([ex], [sizes], [strides]))
         return twin
 
+    def for_sibling(self, source: Source, example: torch.Tensor) -> "TensorMatch":
+        """This guard on `example` read through `source`, which the caller has checked passes
+        it (a replayed block's parameter, checked by its block's check: the same facts,
+        without asking torch for them again and making another TensorGuards)."""
+        twin = self.uncached()
+        object.__setattr__(twin, "source", source)
+        object.__setattr__(twin, "_example_ref", weakref.ref(example))
+        object.__setattr__(twin, "aliased", False)
+        return twin
+
     def as_alias_of(self, other: "TensorMatch") -> "TensorMatch":
         """This guard, left out of the batch: a SameObject guard ties it to `other`."""
         twin = self.uncached()

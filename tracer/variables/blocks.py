@@ -281,6 +281,7 @@ class Block:
         # set by _ready:
         self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
         self.twin = None       # BlockGuards(stand-in root, self.guards): what each sibling's is named by
+        self.matches = None    # per input, the first block's TensorMatch (its check holds them)
         self.paths, self.objects = [], None  # (_stores_on)
         self.holes, self.lookups, self.passed = [], [], []  # (block_holes.py: set by _record)
         self.extra = []        # rooted sources a replay reads for its holes (modules, rereads)
@@ -455,7 +456,7 @@ class Block:
             self._tag(nodes)
         elif self.holes:
             self.holes = [block_holes.ready(self, h, made, results, None) for h in self.holes]
-        self.guards, self.inputs, self.shared = guards, inputs, shared
+        self.guards, self.inputs, self.shared, self.matches = guards, inputs, shared, tensor_checks
         if src is not None:  # (the objects the check reads through the root: _stores_on)
             paths = {}
             for g in guards:
@@ -583,7 +584,7 @@ class Block:
             new_source = retarget(source)
             rel = _module_path(source, _ROOT)
             if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
-                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node)
+                tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node, match=self.matches[i])
             else:
                 tv = builder.wrap(tx, value, new_source)
             env[node] = tv.node

@@ -687,12 +687,14 @@ def wrap_module(tx, module, source, path, guarded=False):
     return NNModuleVariable(module, source, path)
 
 
-def module_tensor(tx, tensor, source, path, like=None):
+def module_tensor(tx, tensor, source, path, like=None, match=None):
     """A parameter/buffer reached through a module: a graph input with static sizes, read from
     the module through `source` on every call and guarded like any tensor input (metadata,
     TensorMatch; distinct from the other tensor inputs, NoAliasing), never by identity. The
     same tensor under a second path (tied weights) is the same input, guarded to be the
-    same object there still (untying them, a new Parameter at one path, retraces).
+    same object there still (untying them, a new Parameter at one path, retraces). `like`
+    and `match`: a replayed block's first parameter's placeholder and TensorMatch, which
+    this tensor was checked to pass (its guard is that one's copy).
     Without a source (a module the frame made) it is a constant of the graph (get_attr)."""
     key = id(tensor)
     hit = tx.wrap_memo.get(key)
@@ -710,7 +712,7 @@ def module_tensor(tx, tensor, source, path, like=None):
     else:
         if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(tensor, torch.nn.Parameter):
             raise Unsupported(f"a module tensor of subclass {type(tensor).__name__}")
-        tx.guard(torch_vars.tensor_match(tx.ctx, source, tensor))
+        tx.guard(torch_vars.tensor_match(tx.ctx, source, tensor) if match is None else match.for_sibling(source, tensor))
         tx.ctx.input_tensor_sources.append(source)
         node = tx.output.add_input(tensor, source, static=True, name=path, like=like)
         var = tensor_mod.TensorVariable(node, node.meta["example_value"], source, real=tensor)
