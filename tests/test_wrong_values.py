@@ -4,13 +4,14 @@ leaf tensor a compiling backend handed back without its requires_grad. Each test
 its fix; each also checks that the work was captured (no silent fallback)."""
 import collections
 import functools
+import operator
 import typing
 
 import pytest
 import torch
 
 import tracer
-from semantics_helpers import run
+from semantics_helpers import check, run
 from helpers import assert_captured, traced
 
 pytestmark = pytest.mark.usefixtures("fresh_tracer")
@@ -474,3 +475,14 @@ def test_a_library_module_getattr_still_answers_lazily():
         out = c(x)
     torch.testing.assert_close(out, f(x))
     assert_captured(t, min_ops=2)
+
+
+# ---- Python's protocols as CPython runs them (a semantics hunt) ---------------------------
+def test_operator_contains_takes_the_container_first():
+    """`operator.contains(a, b)` is `b in a`: the trace swapped its arguments, so
+    `operator.contains("abc", "a")` was False (and a list's answer the other way round)."""
+    def f(x, seq):
+        return (x + 1, operator.contains("abc", "a"), operator.contains("a", "abc"),
+                operator.contains(seq, 2), operator.contains(seq, 5))
+
+    check(f, torch.ones(2), [1, 2, 3])

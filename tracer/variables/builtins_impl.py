@@ -154,7 +154,7 @@ _OPERATOR_FUNCS = {
         "ior", "ixor", "ilshift", "irshift")},
     **{getattr(operator, n): _unop(n) for n in ("neg", "pos", "not_", "invert", "abs", "truth")},
     operator.getitem: lambda tx, args, kwargs: args[0].getitem(tx, args[1]),
-    operator.contains: lambda tx, args, kwargs: operators.contains(tx, args[1], args[0]),
+    operator.contains: lambda tx, args, kwargs: operators.contains(tx, args[0], args[1]),  # (a, b): `b in a`
     operator.setitem: lambda tx, args, kwargs: (args[0].setitem(tx, args[1], args[2]), ConstantVariable(None))[1],
     operator.index: lambda tx, args, kwargs: ConstantVariable(operator.index(args[0].as_constant())),
 }
