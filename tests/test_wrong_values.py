@@ -486,3 +486,85 @@ def test_operator_contains_takes_the_container_first():
                 operator.contains(seq, 2), operator.contains(seq, 5))
 
     check(f, torch.ones(2), [1, 2, 3])
+
+
+class _Bag:
+    """Iterable, no __contains__: `in` iterates it."""
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class _Countdown:
+    """Its own iterator: `in` stops at the first equal item, the rest stays for later."""
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+class _OldSequence:
+    """Only __getitem__: the old sequence protocol (0, 1, 2... until IndexError)."""
+    def __getitem__(self, i):
+        if i >= 3:
+            raise IndexError(i)
+        return i * 10
+
+
+class _Unsearchable:
+    pass
+
+
+class _NotAContainer:
+    __contains__ = None
+
+
+class _IntContains:
+    def __contains__(self, item):
+        return 1  # `in` gives bool(1)
+
+
+def test_in_searches_a_user_object_without_contains_as_cpython_does():
+    """`item in obj` for a class without __contains__ raised a made-up AttributeError ("no
+    attribute '__contains__'"), which the program's own try caught: CPython iterates the
+    object (its __iter__, else __getitem__ from 0), or raises its TypeError when it can do
+    neither. A __contains__ answering 1 gave 1 for `in`, not True."""
+    def f(x, bag, countdown, seq, items):
+        try:
+            none = 1 in _Unsearchable()
+        except TypeError as e:
+            none = str(e)
+        try:
+            not_container = 1 in _NotAContainer()
+        except TypeError as e:
+            not_container = str(e)
+        return (x + 1, 2 in bag, 5 in bag, 3 in countdown, countdown.n, 20 in seq, 5 in seq,
+                2 in _Bag(items), 2 in _OldSequence(), 0 in _IntContains(), none, not_container)
+
+    check(f, torch.ones(2), _Bag([1, 2]), _Countdown(5), _OldSequence(), [1, 2])
+
+
+def test_in_relies_on_the_class_still_lacking_contains():
+    """The search is guarded on what the class defines: a __contains__ added later is used."""
+    class Bag(_Bag):
+        pass
+
+    def f(x, bag):
+        return x + 1, 7 in bag
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    with traced() as t:
+        assert c(x, Bag([1]))[1] is False
+        Bag.__contains__ = lambda self, item: True
+        assert c(x, Bag([1]))[1] is True
+    assert_captured(t, graphs=2, recompiles=1)

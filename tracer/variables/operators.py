@@ -5,10 +5,12 @@ target), constants are folded with the real operator, sequences are combined ite
 and anything else is Unsupported rather than guessed.
 """
 import collections
+import itertools
 import operator
+import types
 
-from ..exc import Unsupported
-from .exceptions import folding_error
+from ..exc import Unsupported, UserException
+from .exceptions import folding_error, user_errors
 from .base import ConstantVariable, UntracedValue, rely_on_identity
 from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SizeVariable,
                          TupleVariable)
@@ -268,6 +270,10 @@ def contains(tx, container, item):
         raise Unsupported("'in' on a tensor needs its values")
     if container.is_constant() and item.is_constant():
         return _fold(operator.contains, container.as_constant(), item.as_constant())
+    if isinstance(container, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
+        found = _user_contains(tx, container, item)
+        if found is not None:
+            return found
     if _is_plain_iterator(container):
         # an iterator or generator has no __contains__: `in` advances it up to the first
         # equal item (PySequence_Contains), and what follows stays for the next reader
@@ -278,6 +284,106 @@ def contains(tx, container, item):
             if values_equal(tx, got, item):
                 return ConstantVariable(True)
     return container.call_method(tx, "__contains__", [item], {})
+
+
+def _user_contains(tx, obj, item):
+    """`item in obj` for an object of a user class, as CPython's PySequence_Contains: the
+    class's own __contains__ (its answer made a bool); without one, the object searched one
+    item at a time up to the first equal one (_PySequence_IterSearch), so a search that stops
+    early runs no more of the user's __iter__/__next__/__getitem__ than eager does; with no
+    way to search it, CPython's TypeError. What the class defines of these is guarded. None:
+    a C __contains__ of a builtin base (a dict subclass's), which the object models itself."""
+    attr, owner = _type_entry(tx, obj, "__contains__")
+    if owner is not None:
+        if attr is None:  # (`__contains__ = None`: the class says it is not a container)
+            _raise_membership_error(obj, {"__contains__": None})
+        if not isinstance(attr, types.FunctionType):
+            return None
+        return ConstantVariable(_call_special(tx, obj, "__contains__", attr, [item]).truthy(tx))
+    step = _search_steps(tx, obj)
+    for _ in containers.bounded(tx):
+        got = step()
+        if got is None:
+            return ConstantVariable(False)
+        if values_equal(tx, got, item):
+            return ConstantVariable(True)
+
+
+def _search_steps(tx, obj):
+    """A function giving the next item of the search `in` makes of a user object without
+    __contains__ (None when exhausted): its iterator (PyObject_GetIter: the class's __iter__,
+    whose TypeError CPython replaces with its own), else the old sequence protocol (__getitem__
+    with 0, 1, 2... until IndexError), else CPython's TypeError."""
+    attr, owner = _type_entry(tx, obj, "__iter__")
+    if owner is not None:
+        if attr is None:  # (`__iter__ = None`: not iterable, even beside a __getitem__)
+            _raise_membership_error(obj, {})
+        try:
+            it = _call_special(tx, obj, "__iter__", attr, [])
+        except UserException as e:
+            if issubclass(e.exc_type, TypeError):
+                _raise_membership_error(obj, {})
+            raise
+        if not hasattr(_type_of(it), "__next__"):  # "iter() returned non-iterator", replaced
+            _raise_membership_error(obj, {})
+        return lambda: _next_item(tx, it)
+    getitem, owner = _type_entry(tx, obj, "__getitem__")
+    if owner is None:
+        _raise_membership_error(obj, {})
+    index = itertools.count()
+    return lambda: _item_or_end(tx, obj, "__getitem__", getitem, next(index))
+
+
+def _next_item(tx, it):
+    """next(it) of the iterator a user __iter__ gave, None when exhausted: a user class's own
+    Python __next__ inlined (StopIteration ends the search), any other iterator advanced as
+    the value model advances it (one it cannot advance is a break)."""
+    if isinstance(it, (objects.UserObjectVariable, new_objects.NewObjectVariable)):
+        return _item_or_end(tx, it, "__next__", _type_entry(tx, it, "__next__")[0], None)
+    return it.next(tx)
+
+
+def _item_or_end(tx, obj, name, attr, index):
+    """obj.__next__() (index None) or obj.__getitem__(index) of a user class, traced; None
+    where CPython's iteration ends: StopIteration, or IndexError from __getitem__."""
+    ends = StopIteration if index is None else (IndexError, StopIteration)
+    try:
+        return _call_special(tx, obj, name, attr, [] if index is None else [ConstantVariable(index)])
+    except UserException as e:
+        if issubclass(e.exc_type, ends):
+            return None
+        raise
+
+
+def _type_entry(tx, obj, name):
+    """type(obj)'s entry for `name` as CPython looks a special method up ((entry, owner);
+    owner None when missing), guarded on the class still giving it."""
+    return objects.guarded_type_lookup(tx, objects.class_source(obj), obj.python_type(), name)
+
+
+def _call_special(tx, obj, name, attr, args):
+    """The special method `attr` found on obj's class, inlined on obj; one that is not a
+    Python function (a C slot of a builtin base, a descriptor) is a break."""
+    if not isinstance(attr, types.FunctionType):
+        raise Unsupported(f"{name} of {obj} is a {type(attr).__name__}, not a Python function")
+    return objects.bind_class_attr(tx, attr, obj, obj.python_type()).call(tx, args, {})
+
+
+def _type_of(var):
+    """The type of what a user __iter__ gave, which decides whether it is an iterator."""
+    try:
+        return var.python_type()
+    except Unsupported:
+        raise Unsupported(f"'in' of an object whose __iter__ gave {var}") from None
+
+
+def _raise_membership_error(obj, entries):
+    """Raise the TypeError CPython raises for `x in obj` when obj's class (holding `entries`)
+    cannot be searched: CPython's own, from a bare class of the same name, as the wording
+    changes between versions (3.14: "is not a container or iterable")."""
+    bare = type(obj.python_type().__name__, (), dict(entries))()
+    user_errors(lambda: None in bare, "'in'")
+    raise Unsupported(f"'in' of {obj}")  # (not reached: the bare class cannot be searched)
 
 
 def _is_plain_iterator(var):
@@ -306,4 +412,4 @@ def values_equal(tx, a, b):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, introspection, numpy_vars, objects, torch_calls  # noqa: E402
+from . import containers, introspection, new_objects, numpy_vars, objects, torch_calls  # noqa: E402
