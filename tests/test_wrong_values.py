@@ -568,3 +568,47 @@ def test_in_relies_on_the_class_still_lacking_contains():
         Bag.__contains__ = lambda self, item: True
         assert c(x, Bag([1]))[1] is True
     assert_captured(t, graphs=2, recompiles=1)
+
+
+class _Answers:
+    """__bool__ and __len__ answering whatever it was given."""
+    def __init__(self, truth=None, size=None):
+        self.truth, self.size = truth, size
+
+    def __bool__(self):
+        return self.truth
+
+
+class _Sized:
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        return iter([1, 2])  # not what len() counts
+
+
+def _outcome(op):
+    try:
+        return op()
+    except (TypeError, ValueError, OverflowError) as e:
+        return repr(e)
+
+
+@pytest.mark.parametrize("truth, size", [(True, 3), (1, -1), (None, 2.0), (0.0, 1 << 70), (False, True),
+                                         (torch.ones(()), 0)])
+def test_bool_and_len_check_what_the_class_answers(truth, size):
+    """bool() of an object whose __bool__ answered 1 (or a tensor) took the answer's truth,
+    where CPython raises TypeError ('__bool__ should return bool, returned int'); a __len__
+    answering -1, 2.0 or 2**70 counted as true, where CPython raises ValueError, TypeError or
+    OverflowError; and len() of an object passed in counted what iterating it gave (2), not
+    what its __len__ said. Objects passed in and made in the frame alike."""
+    def f(x, answers, sized):
+        made = _Sized(sized.size)
+        return (x + 1, _outcome(lambda: "yes" if answers else "no"), _outcome(lambda: bool(sized)),
+                _outcome(lambda: len(sized)), _outcome(lambda: not made), _outcome(lambda: len(made)),
+                _outcome(lambda: bool(_Answers(answers.truth))))
+
+    check(f, torch.ones(2), _Answers(truth), _Sized(size))

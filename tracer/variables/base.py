@@ -104,6 +104,14 @@ def is_heap_type(t):
     return bool(t.__flags__ & (1 << 9))
 
 
+def tp_name(t):
+    """The type's name as CPython's messages spell it (tp_name: a C type's carries its module
+    unless it is a builtin, a class's is its __name__)."""
+    if is_heap_type(t) or t.__module__ == "builtins":
+        return t.__name__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
 def check_builtin_attr(var, name):
     """Raise the AttributeError CPython raises for `var.name` when `var` is an instance of a
     builtin type (dict, list, tuple, str, int, ...) that has no attribute `name`.

@@ -14,7 +14,7 @@ import torch
 
 from ..exc import Unsupported, UserException
 from .exceptions import folding_error, user_error
-from .base import ConstantVariable, ObjectVariable, check_builtin_attr, is_heap_type, known_type, python_object
+from .base import ConstantVariable, ObjectVariable, check_builtin_attr, known_type, python_object, tp_name
 from .functions import library_object
 from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, is_structseq
@@ -167,17 +167,8 @@ def _len(tx, obj):
         return obj.len_var(tx)  # symbolic when its first dimension is
     t = known_type(obj)
     if t is not None and not hasattr(t, "__len__"):  # (length() counts what iterating gives)
-        raise user_error(TypeError, f"object of type '{_tp_name(t)}' has no len()")
+        raise user_error(TypeError, f"object of type '{tp_name(t)}' has no len()")
     return ConstantVariable(obj.length(tx))
-
-
-def _tp_name(t):
-    """The type's name as CPython's messages spell it (tp_name: a C type's carries its module
-    unless it is a builtin, a class's is its __name__)."""
-    if is_heap_type(t) or t.__module__ == "builtins":
-        return t.__name__
-    return f"{t.__module__}.{t.__qualname__}"
-
 
 
 @impl(operator.length_hint)
@@ -454,7 +445,7 @@ def _reversed(tx, seq):
     t = known_type(seq)
     if t is not None and not (hasattr(t, "__reversed__") or hasattr(t, "__len__") and hasattr(t, "__getitem__")):
         # (a set, a generator, an iterator: eager raises, whatever iterating them gives)
-        raise user_error(TypeError, f"'{_tp_name(t)}' object is not reversible")
+        raise user_error(TypeError, f"'{tp_name(t)}' object is not reversible")
     if type(seq) is ListVariable:
         return live_iterators.ReversedListIteratorVariable(seq)
     return IteratorVariable(list(reversed(seq.iterate(tx))), py_type=_reversed_type(seq))

@@ -479,17 +479,10 @@ class NewObjectVariable(Variable):
         return None
 
     def length(self, tx):
-        n = self._special(tx, "__len__", [], "len()")
-        if not n.is_constant():
-            raise Unsupported(f"len() of a {self.cls.__name__} object is not a constant")
-        return n.as_constant()
+        return object_protocols.length(tx, self)
 
     def truthy(self, tx):
-        if self._class_attr(tx, "__bool__") is not None:
-            return self._special(tx, "__bool__", [], "bool()").truthy(tx)
-        if self._class_attr(tx, "__len__") is not None:
-            return self.length(tx) != 0
-        return True
+        return object_protocols.truthy(tx, self)
 
     def call(self, tx, args, kwargs):
         attr = self._class_attr(tx, "__call__")
@@ -601,4 +594,4 @@ def _attr_name(var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, containers, objects, collections_vars, exceptions  # noqa: E402
+from . import functions, containers, object_protocols, objects, collections_vars, exceptions  # noqa: E402

@@ -222,7 +222,7 @@ class UserObjectVariable(DictStorage, ObjectVariable):
     def length(self, tx):
         if self._plain_dict("__len__"):
             return self.dict_contents(tx).length(tx)
-        return super().length(tx)
+        return object_protocols.length(tx, self)
 
     def iterate(self, tx):
         if self._plain_dict("__iter__"):
@@ -241,25 +241,8 @@ class UserObjectVariable(DictStorage, ObjectVariable):
         return drain_next(tx, lambda: special_method(tx, self, "__next__").call(tx, [], {}))
 
     def truthy(self, tx):
-        """As CPython's bool(): the class's __bool__, else __len__() != 0, else True; which
-        of them the class defines is guarded (Python methods are traced)."""
-        cls = type(self.value)
-        guard_type_entries(tx, self, ("__bool__", "__len__"))
-        name, attr = "__bool__", lookup_type_attr(cls, "__bool__")[0]
-        if attr is None:
-            if self._plain_dict("__len__"):
-                return self.length(tx) != 0
-            name, attr = "__len__", lookup_type_attr(cls, "__len__")[0]
-            if attr is None:
-                return True
-        if not isinstance(attr, types.FunctionType):
-            raise Unsupported(f"bool() of {cls.__name__} object ({name} is a {type(attr).__name__})")
-        r = functions.UserFunctionVariable(attr).call(tx, [self], {})
-        if name == "__bool__":
-            return r.truthy(tx)
-        if not (r.is_constant() and isinstance(r.as_constant(), int)):
-            raise Unsupported(f"bool() of {cls.__name__} object: its __len__() is not a constant int")
-        return r.as_constant() != 0
+        """As CPython's bool(): object_protocols.truthy."""
+        return object_protocols.truthy(tx, self)
 
     def getattr(self, tx, name):
         cls = type(self.value)
@@ -801,4 +784,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors, lazy_annotations  # noqa: E402
+from . import functions, new_objects, object_protocols, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors, lazy_annotations  # noqa: E402
