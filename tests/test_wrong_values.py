@@ -612,3 +612,26 @@ def test_bool_and_len_check_what_the_class_answers(truth, size):
                 _outcome(lambda: bool(_Answers(answers.truth))))
 
     check(f, torch.ones(2), _Answers(truth), _Sized(size))
+
+
+class _Base:
+    def name(self):
+        return "base"
+
+
+class _Derived(_Base):
+    def name(self):
+        return super().__class__.__name__, super().name(), super().__class__ is super
+
+    @classmethod
+    def kind(cls):
+        return super().__class__
+
+
+def test_super_class_is_super_not_the_instances_class():
+    """`super().__class__` is the super object's own class (CPython's super_getattro skips
+    the MRO for `__class__`): the trace gave the instance's class, `_Derived`."""
+    def f(x, obj):
+        return x + 1, obj.name(), _Derived().name(), _Derived.kind()
+
+    check(f, torch.ones(2), _Derived())

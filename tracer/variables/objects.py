@@ -599,6 +599,8 @@ class SuperVariable(Variable):
         cg.call_with(super, [ConstantVariable(self.cls), self.obj])
 
     def getattr(self, tx, name):
+        if name == "__class__":  # the super object's own class, not obj's (CPython's super_getattro)
+            return ClassVariable(super, ConstSource(super))
         if isinstance(self.obj, ClassVariable):  # super() in a classmethod or __new__
             return self._class_getattr(tx, name)
         obj_type = self.obj.python_type()
