@@ -9,6 +9,7 @@ from ...variables.exceptions import user_error
 from ...variables.base import ConstantVariable, python_object
 from ...variables.builder import wrap
 from ...variables.containers import TupleVariable
+from ...variables.new_objects import NewObjectVariable
 from .registry import handler
 from ...variables.builtins_impl import call_builtin
 from ...variables.operators import values_equal
@@ -37,9 +38,17 @@ def MATCH_MAPPING(tx, inst):
 
 @handler("MATCH_KEYS")
 def MATCH_KEYS(tx, inst):
-    """TOS: the tuple of keys; TOS1: the mapping. Push the tuple of values, or None."""
+    """TOS: the tuple of keys; TOS1: the mapping. Push the tuple of values, or None. As
+    CPython's match_keys: the mapping's `get`, read once, called as get(key, sentinel) for each
+    key after the duplicate check, the sentinel back meaning "missing": a dict subclass's own
+    get decides, and neither its __contains__ nor its __getitem__ (nor __missing__) runs."""
     keys = tx.stack[-1].iterate(tx)
     subject = tx.stack[-2]
+    if not keys:  # (no keys: no lookup at all)
+        tx.push(TupleVariable([]))
+        return
+    get = subject.getattr(tx, "get")
+    missing = NewObjectVariable(object)  # CPython's fresh `object()`, passed as the default
     seen = []
     values = []
     for key in keys:
@@ -48,10 +57,11 @@ def MATCH_KEYS(tx, inst):
         if any(values_equal(tx, key, s) for s in seen):
             raise user_error(ValueError, f"mapping pattern checks duplicate key ({key.as_constant()!r})")
         seen.append(key)
-        if not subject.call_method(tx, "__contains__", [key], {}).truthy(tx):
+        value = get.call(tx, [key, missing], {})
+        if value is missing:
             tx.push(ConstantVariable(None))
             return
-        values.append(subject.getitem(tx, key))
+        values.append(value)
     tx.push(TupleVariable(values))
 
 
