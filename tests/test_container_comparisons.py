@@ -6,6 +6,7 @@ Before: two lists holding the same NaN compared unequal in the trace (a wrong re
 `==` between two dicts was a graph break.
 """
 import collections
+import operator
 
 import torch
 
@@ -141,3 +142,16 @@ def test_a_dict_against_a_non_dict_and_dict_union():
 
     check(compare, torch.ones(2), {"a": 1}, dynamo=True)
     check(union, torch.ones(2), {"c": 3}, dynamo=True)
+
+
+def test_operator_module_comparisons_trace_as_the_operators_do():
+    """operator.eq/ne/lt/le/gt/ge/is_/is_not on lists and dicts were a graph break each (they
+    went to the arithmetic dispatch, which folds only constants), while `==` and `is` on the
+    same values traced: now they are the comparisons `==`, `is`... themselves."""
+    def f(x, l, d):
+        return (x + 1, operator.eq(l, [1, 2]), operator.ne(l, [1, 2]), operator.is_(l, l),
+                operator.is_not(l, [1, 2]), operator.eq(d, {"a": 1}), operator.lt(1, 2),
+                operator.ge(x.shape[0], 2), list(map(operator.eq, [l, l], [[1, 2], [3]])),
+                operator.eq(x, x).sum())
+
+    check(f, torch.ones(2), [1, 2], {"a": 1}, graphs=1)

@@ -146,10 +146,18 @@ def _unop(name):
     return lambda tx, args, kwargs: operators.unary_op(tx, name, args[0])
 
 
+def _cmp(symbol):
+    """operator.eq, operator.is_...: the comparison `a == b`, `a is b` makes (COMPARE_OP, IS_OP)."""
+    return lambda tx, args, kwargs: operators.compare(tx, symbol, args[0], args[1])
+
+
 _OPERATOR_FUNCS = {
+    **{getattr(operator, n): _cmp(symbol) for n, symbol in (
+        ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="), ("ne", "!="), ("is_", "is"),
+        ("is_not", "is not"))},
     **{getattr(operator, n): _binop(n) for n in (
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_",
-        "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne", "is_", "is_not",
+        "xor", "lshift", "rshift",
         "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand",
         "ior", "ixor", "ilshift", "irshift")},
     **{getattr(operator, n): _unop(n) for n in ("neg", "pos", "not_", "invert", "abs", "truth")},
