@@ -10,6 +10,7 @@ import torch
 import tracer
 
 from helpers import assert_captured, traced
+from semantics_helpers import check
 
 
 def _run(fn, *args):
@@ -367,3 +368,107 @@ def test_an_object_made_in_the_frame_that_is_its_own_iterator():
             out = compiled(torch.ones(2))
         assert torch.equal(out[0], torch.full((2,), 6.0)) and out[1:] == ([1, 2], 3)
         assert t.internal_errors == 0, str(t)
+
+
+class _Vec:
+    """Operator methods of a user class, as a small numeric wrapper writes them."""
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, o):
+        if isinstance(o, (int, float, torch.Tensor)):
+            return _Vec(self.t + o)
+        return NotImplemented  # another _Vec: its __radd__ answers
+
+    def __radd__(self, o):
+        return _Vec(o + self.t * 10)
+
+    def __iadd__(self, o):
+        self.t = self.t + o
+        return self
+
+    def __neg__(self):
+        return _Vec(-self.t)
+
+    def __eq__(self, o):
+        return isinstance(o, _Vec) and self.t.shape == o.t.shape
+
+    def __lt__(self, o):
+        return NotImplemented
+
+    def __hash__(self):
+        return 7
+
+
+class _SubVec(_Vec):
+    def __radd__(self, o):  # a subclass's own reflected method is asked first
+        return _SubVec(o.t - self.t)
+
+    def __gt__(self, o):
+        return True
+
+
+class _AddOnly:
+    def __init__(self, n):
+        self.n = n
+
+    def __add__(self, o):
+        return _AddOnly(self.n + (o.n if isinstance(o, _AddOnly) else o))
+
+
+class _EqOnly:  # defines __eq__ alone: `!=` inverts it, and instances are unhashable
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, o):
+        return isinstance(o, _EqOnly) and o.n == self.n
+
+
+def _raised(op):
+    try:
+        return op()
+    except TypeError as e:
+        return str(e)
+
+
+def test_a_user_classs_operator_methods_are_inlined():
+    """`v + 1`, `2 + v`, `-v`, `v == w`, `hash(v)` on objects of a user class were a graph break
+    each (the operators modelled builtin values only): now CPython's protocol runs on the
+    class's own methods, inlined: NotImplemented passes the turn to the reflected method (a
+    subclass's own first), `+=` falls back to `__add__`, `!=` inverts `__eq__`, and where
+    neither operand answers, CPython's TypeError."""
+    def f(x, sub):
+        v = _Vec(x)
+        total = _AddOnly(1)
+        total += 2  # no __iadd__: __add__
+        v += 3
+        return (x + 1, (v + 1).t, (2 + v).t, (v + sub).t, (sub + v).t, (-v).t, total.n,
+                v == _Vec(x), v != _Vec(x), v == 1, 1 == v, v < sub, sub > v,
+                _EqOnly(1) != _EqOnly(1), _EqOnly(1) != _EqOnly(2), _EqOnly(1) == 3, hash(v),
+                _raised(lambda: _AddOnly(1) - 2), _raised(lambda: 1 - _AddOnly(1)),
+                _raised(lambda: _EqOnly(1) < _EqOnly(2)), _raised(lambda: hash(_EqOnly(1))))
+
+    check(f, torch.ones(2), _SubVec(torch.full((2,), 2.0)), graphs=1)
+
+
+def test_an_operator_method_patched_on_the_class_recompiles():
+    """The methods the protocol found (and those it found missing) are guarded on the class."""
+    class Num:
+        def __init__(self, n):
+            self.n = n
+
+        def __add__(self, o):
+            return self.n + o
+
+    def f(x, a):
+        return x + 1, a + 1, 1 + a if hasattr(Num, "__radd__") else None
+
+    c = tracer.compile(f)
+    x = torch.ones(2)
+    with traced() as t:
+        assert c(x, Num(1))[1] == 2
+        Num.__add__ = lambda self, o: self.n - o
+        assert c(x, Num(1))[1] == 0
+        Num.__radd__ = lambda self, o: o * 10
+        assert c(x, Num(1))[2] == 10
+    assert_captured(t, graphs=3, recompiles=2)

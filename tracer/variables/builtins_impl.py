@@ -741,6 +741,8 @@ def _hash(tx, obj):
     and the value itself is guarded. Anything else has no hash the trace can know."""
     if obj.is_constant() and _hashable_constant(obj.as_constant()):
         return _fold(hash, [obj], {})
+    if object_protocols.is_user_object(obj):  # its class's own __hash__, traced
+        return ConstantVariable(object_protocols.hash_of(tx, obj))
     raise Unsupported(f"hash() of {obj}")
 
 
@@ -773,4 +775,4 @@ def is_known_builtin(fn):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, objects, texts, live_iterators, generators, collections_vars, exceptions, dict_storage, operators, numpy_vars  # noqa: E402
+from . import functions, new_objects, objects, object_protocols, texts, live_iterators, generators, collections_vars, exceptions, dict_storage, operators, numpy_vars  # noqa: E402

@@ -35,6 +35,8 @@ def _const_tuple(v):
 
 
 def binary_op(tx, name, a, b):
+    if object_protocols.handles_binary(name, a, b):  # a user class's own __add__, __radd__...
+        return object_protocols.binary_op(tx, name, a, b)
     if isinstance(a, NdarrayVariable) or isinstance(b, NdarrayVariable):
         return numpy_vars.binary_op(tx, name, a, b)
     fn = getattr(operator, name)
@@ -151,6 +153,8 @@ def unary_op(tx, name, a):
         return sym_unary(tx, name, a)
     if a.is_constant():
         return _fold(fn, a.as_constant())
+    if object_protocols.is_user_object(a):
+        return object_protocols.unary_op(tx, name, a)
     raise Unsupported(f"unary {name} on {a}")
 
 
@@ -216,6 +220,8 @@ def compare(tx, op, a, b):
         return sym_compare(tx, op, a, b)
     if a.is_constant() and b.is_constant():
         return _fold(fn, a.as_constant(), b.as_constant())
+    if object_protocols.handles_compare(tx, op, a, b):  # a user class's own __eq__, __lt__...
+        return object_protocols.compare(tx, op, a, b)
     if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):
         same = type(a.items) is type(b.items) and len(a.items) == len(b.items) and all(
             values_equal(tx, x, y) for x, y in zip(a.items, b.items))
@@ -412,4 +418,4 @@ def values_equal(tx, a, b):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import containers, introspection, new_objects, numpy_vars, objects, torch_calls  # noqa: E402
+from . import containers, introspection, new_objects, numpy_vars, object_protocols, objects, torch_calls  # noqa: E402
