@@ -40,7 +40,7 @@ def truthy(tx, obj):
         if _type_entry(tx, obj, "__len__")[1] is None:
             return True
         return obj.length(tx) != 0  # (the object's own: a dict subclass's storage, say)
-    return _bool_answer(tx, _call_special(tx, obj, attr))
+    return _bool_answer(tx, _call_special(tx, obj, attr), obj.python_type())
 
 
 def length(tx, obj):
@@ -52,27 +52,35 @@ def length(tx, obj):
     if not n.is_constant():  # (a symbolic size: which exception, if any, is not known here)
         raise Unsupported(f"len() of a {obj.python_type().__name__} object is not a constant")
     value = n.as_constant()
-    return user_errors(lambda: len(_answering("__len__", value)), "len()")
+    return user_errors(lambda: len(_answering("__len__", value, obj.python_type())), "len()")
 
 
-def _bool_answer(tx, result):
+def _bool_answer(tx, result, cls):
     """What bool() makes of __bool__'s answer: a bool is itself; anything else is CPython's
-    TypeError naming its type (a tensor's included, which eager never asks for its value)."""
+    TypeError naming its type (a tensor's included, which eager never asks for its value),
+    raised by CPython's own check on an answer of that type."""
     if result.is_constant():
         value = result.as_constant()
-        return user_errors(lambda: bool(_answering("__bool__", value)), "bool()")
+        return user_errors(lambda: bool(_answering("__bool__", value, cls)), "bool()")
     t = known_type(result)
     if t is None:
         raise Unsupported(f"bool() of an object whose __bool__ gave {result}")
     if t is not bool:
-        raise user_error(TypeError, f"__bool__ should return bool, returned {tp_name(t)}")
+        try:
+            value = t.__new__(t)  # (any object of the type: CPython's check reads only its type)
+        except Exception:  # noqa: BLE001 - a type that cannot be made bare: not known here
+            raise Unsupported(f"bool() of an object whose __bool__ gave a {tp_name(t)}") from None
+        user_errors(lambda: bool(_answering("__bool__", value, cls)), "bool()")
     return result.truthy(tx)
 
 
-def _answering(name, value):
+def _answering(name, value, cls):
     """An object of a bare class whose special method `name` returns `value`: CPython's own
-    check of that answer, run on it, raises what the user's class raises."""
-    return type("answer", (), {name: lambda self: value})()
+    check of that answer, run on it, raises what the user's class `cls` raises (the stand-in
+    is named as `cls` is: CPython 3.15 names the class in the message)."""
+    stand_in = type(cls.__name__, (), {name: lambda self: value})
+    stand_in.__module__, stand_in.__qualname__ = cls.__module__, cls.__qualname__
+    return stand_in()
 
 
 def _type_entry(tx, obj, name):
@@ -102,7 +110,7 @@ def hash_of(tx, obj):
     if not n.is_constant():
         raise Unsupported(f"hash() of {obj}: its __hash__ gave {n}")
     value = n.as_constant()
-    return user_errors(lambda: hash(_answering("__hash__", value)), "hash()")
+    return user_errors(lambda: hash(_answering("__hash__", value, obj.python_type())), "hash()")
 
 
 # ---- operators ----------------------------------------------------------------------------
