@@ -635,3 +635,22 @@ def test_super_class_is_super_not_the_instances_class():
         return x + 1, obj.name(), _Derived().name(), _Derived.kind()
 
     check(f, torch.ones(2), _Derived())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_negative_base_to_a_traced_power_keeps_its_sign(backend):
+    """FX prints `operator.pow(-2, n)` as `-2 ** n`, which Python reads as `-(2 ** n)`: the
+    graph's `(-2) ** t` of a tensor t (an int or a float base), and `(-1) ** n` of an int
+    that became dynamic or of a size, came out negative for every even power (AOTAutograd's
+    graph, traced again from ours, printed its own node the same way)."""
+    def f(x, t, n):
+        return (-2) ** t, (-1.5) ** t.double(), x * (-1) ** n, x * (-2) ** x.shape[0]
+
+    c = tracer.compile(f, backend=backend)
+    t = torch.tensor([1, 2, 3, 4])
+    with traced() as tr:
+        for n in (2, 3, 4, 6, 7):
+            x = torch.ones(n)
+            for got, expected in zip(c(x, t, n), f(x, t, n)):
+                torch.testing.assert_close(got, expected)
+    assert_captured(tr, min_ops=5, graphs=2, recompiles=1)

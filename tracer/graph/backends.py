@@ -14,6 +14,7 @@ from ..exc import BackendError
 from ..runtime import config
 from ..runtime.frame_hook import skip_code
 from . import aot_outputs, inference_blocks, subgraphs
+from .output_graph import printable
 from .shapes import static_tracing_context
 
 
@@ -82,7 +83,7 @@ def aot_eager(gm, example_inputs):
     from torch._functorch.aot_autograd import aot_module_simplified
 
     def nop(g, _inputs):
-        return make_boxed_func(g.forward)
+        return make_boxed_func(printable(g).forward)
 
     # A graph compiled outside its trace (read from disk) gets a ShapeEnv of its own, as under
     # inductor: one holding `t.item()` or `nonzero` (fullgraph=True) cannot be traced again

@@ -12,6 +12,7 @@ and one graph serves every instance of a module structure (variables/nn_module.p
 root holds only what the graph itself owns: leaf modules of call_module nodes, and tensors
 reached without a source (get_attr constants).
 """
+import builtins
 import contextlib
 import math
 import operator
@@ -59,6 +60,38 @@ def refuse_wrapped(tensor):
         raise Unsupported("a tensor wrapped by a torch.func transform (vmap, grad, jvp) as a graph input")
 
 
+_POW = (operator.pow, operator.ipow)
+
+
+def fx_printable(target, args):
+    """A target whose node FX's generated code spells as the program computes it. FX prints an
+    `_operator` function as its operator between the operands' reprs, so `operator.pow(-2, n)`
+    becomes `-2 ** n`, which Python reads as `-(2 ** n)`: the wrong sign for every even n
+    (torch.compile's graphs have the same bug). A base whose repr starts with a minus (a
+    negative int or float, -0.0, -inf) is the one such trap: unary minus binds tighter than
+    every other operator FX prints this way (but subscription, which no number takes), and
+    every other operand's repr is a name, an unsigned literal or in brackets.
+    Such a node calls the builtin `pow` instead, which FX prints as a call (`pow(-2, n)`); for
+    two operands it is `**` itself, and `**=` on a number (immutable) is `**`."""
+    if target in _POW and args and not isinstance(args[0], fx.Node) and repr(args[0]).startswith("-"):
+        return builtins.pow
+    return target
+
+
+def printable(gm):
+    """gm with fx_printable's targets, its code generated again where one changed: a graph a
+    backend made from ours (AOTAutograd's, traced again through its operators, has its own
+    `operator.pow(-1, n)`)."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and fx_printable(node.target, node.args) is not node.target:
+            node.target = fx_printable(node.target, node.args)
+            changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 class TraceGraph(fx.Graph):
     """The graph a trace builds: `fx.Graph` whose `create_node` skips torch's walk of every
     operation's arguments with pytree in search of raw SymInts to warn about (torch 2.13+).
@@ -71,6 +104,8 @@ class TraceGraph(fx.Graph):
     torch's path, since the hooks read the new node's arguments."""
 
     def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
+        if op == "call_function":
+            target = fx_printable(target, args)
         if getattr(self.owning_module, "_create_node_hooks", None):
             return super().create_node(op, target, args, kwargs, name, type_expr)
         if args and not isinstance(args, tuple):
