@@ -706,3 +706,19 @@ def test_numel_of_a_symbolic_size_is_the_product_of_its_sizes():
             x = torch.randn(*shape)
             torch.testing.assert_close(c(x), f(x))
     assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t
+
+
+def test_a_size_repeated_or_concatenated_stays_a_size():
+    """`x.shape * 2`, `2 * x.shape` and `(1,) + x.shape` of a dynamic x were plain tuples
+    (torch.Size's __mul__, __rmul__ and __radd__ answer in eager): `isinstance(.., torch.Size)`
+    was False and `.numel()` an AttributeError."""
+    def f(x):
+        a, b, c = x.shape * 2, 2 * x.shape, (1,) + x.shape
+        return [(type(s).__name__, tuple(s)) for s in (a, b, c, x.shape + (1,))], x * a.numel() * c.numel()
+
+    c = tracer.compile(f)
+    with traced() as t:
+        for n in (3, 5, 7):
+            x = torch.randn(n, 2)
+            _same(c(x), f(x))
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t

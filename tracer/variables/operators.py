@@ -70,8 +70,7 @@ def binary_op(tx, name, a, b):
                 return a
             return ListVariable(a.items + b.items)
         if isinstance(a, TupleVariable) and isinstance(b, TupleVariable):
-            kind = SizeVariable if isinstance(a, SizeVariable) else TupleVariable
-            return kind(a.items + b.items)
+            return _tuple_kind(a, b)(a.items + b.items)
         if isinstance(a, ListVariable) and inplace:
             a.call_method(tx, "extend", [b], {})
             return a
@@ -102,12 +101,19 @@ def _repeat(tx, seq, n, inplace, op):
         return seq  # CPython gives the tuple itself (`t * 1 is t`; CPython's test_repeat)
     items = list(seq.real_op(lambda c: op(c, n), "sequence repetition"))
     if not isinstance(seq, ListVariable):
-        return TupleVariable(items)
+        return _tuple_kind(seq)(items)
     if inplace:
         tx.side_effects.mutated(seq)
         seq.items = items
         return seq
     return seq.copied(items)
+
+
+def _tuple_kind(*operands):
+    """The kind of tuple `+` or `*` makes of tuple operands: a torch.Size where either is one
+    (torch.Size's __add__, __radd__, __mul__ and __rmul__ answer first: a tuple, a named tuple
+    has no number slot of its own), else a plain tuple (a named tuple's are tuple's)."""
+    return SizeVariable if any(isinstance(v, SizeVariable) for v in operands) else TupleVariable
 
 
 def _plain_dict(var):
