@@ -722,3 +722,17 @@ def test_a_size_repeated_or_concatenated_stays_a_size():
             x = torch.randn(n, 2)
             _same(c(x), f(x))
     assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t
+
+
+def test_a_static_size_beside_a_tuple_of_symbolic_ints_is_concatenated():
+    """`w.shape + (n,)` of a static w and an int n that became dynamic was a graph break:
+    a constant torch.Size was not taken item by item, as a constant tuple was."""
+    w = torch.randn(3, 2)
+
+    def f(x, n):
+        s = w.shape + (n,)
+        return type(s).__name__, s, (n,) + w.shape, x.new_zeros(s) + x
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(n), n) for n in (3, 5, 7)])
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t

@@ -30,8 +30,24 @@ def _fold(fn, *values):
         raise folding_error(e, f"{fn.__name__}{values!r}") from None
 
 
-def _const_tuple(v):
-    return isinstance(v, ConstantVariable) and type(v.as_constant()) is tuple
+def _items_of(v):
+    """A constant tuple or torch.Size as a Variable of its items (of its kind), else v."""
+    if isinstance(v, ConstantVariable) and type(v.as_constant()) in (tuple, SizeVariable.kind):
+        kind = SizeVariable if type(v.as_constant()) is SizeVariable.kind else TupleVariable
+        return kind([ConstantVariable(x) for x in v.as_constant()])
+    return v
+
+
+def _beside_sequence(a, b):
+    """(a, b) with a constant tuple or torch.Size beside a sequence of traced values as a
+    sequence of its items: the constant's items are values too (`acc = ()`, then `acc +=
+    (hidden,)`, as models collect every layer's output; `x.shape == (5, 4)` or `(1,) +
+    x.shape` where x's sizes are symbolic; a static `y.shape + (n,)`)."""
+    if isinstance(a, BaseSequence):
+        return a, _items_of(b)
+    if isinstance(b, BaseSequence):
+        return _items_of(a), b
+    return a, b
 
 
 def binary_op(tx, name, a, b):
@@ -57,12 +73,7 @@ def binary_op(tx, name, a, b):
         return out
     inplace = name.startswith("i") and name not in ("is_", "is_not")
     base = name[1:] if inplace else name
-    # a constant tuple (`acc = ()`, then `acc += (hidden,)`, as models collect every layer's
-    # output) beside a tuple of traced values: the constant's items are values too
-    if isinstance(a, BaseSequence) and _const_tuple(b):
-        b = TupleVariable([ConstantVariable(x) for x in b.as_constant()])
-    elif isinstance(b, BaseSequence) and _const_tuple(a):
-        a = TupleVariable([ConstantVariable(x) for x in a.as_constant()])
+    a, b = _beside_sequence(a, b)
     if base == "add" and isinstance(a, BaseSequence) and isinstance(b, BaseSequence):
         if isinstance(a, ListVariable) and isinstance(b, ListVariable):
             if inplace:
