@@ -736,3 +736,31 @@ def test_a_static_size_beside_a_tuple_of_symbolic_ints_is_concatenated():
     with traced() as t:
         run_sequence(f, [(torch.randn(n), n) for n in (3, 5, 7)])
     assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 1, t
+
+
+def test_a_size_compared_with_a_tuple_of_ints_stays_symbolic():
+    """`x.shape == (5, 4)` (and `tuple(x.shape)`, a slice of it, a tuple built of its items,
+    `<`) with a dynamic size was a graph break: a constant tuple was not taken item by item.
+    Equality with one size among the pairs is its relation, symbolic (one graph for every
+    size, as torch.compile's); `<` guards the first unequal pair, then compares it."""
+    def f(x):
+        eq = x.shape == (5, 4), tuple(x.shape) != (5, 4), x.shape[:1] == (5,), (x.shape[0], 4) == (5, 4)
+        y = x + 1 if x.shape == (5, 4) else x - 1
+        return eq, y * (x.shape[:1] == (5,)), x.shape < (5, 4), (6, 4) > x.shape
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(n, 4),) for n in (3, 5, 7, 9, 4, 5, 11)])
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.recompiles == 2, t  # static; n == 5; n != 5
+
+
+@pytest.mark.one_version
+def test_two_sizes_compared_with_a_tuple_are_decided_pair_by_pair_for_inductor():
+    """Where two sizes of the tuple are symbolic their equalities are guarded one by one:
+    joined into one symbolic bool, they made a sympy And, which inductor cannot lower where a
+    tensor op uses it ("'And' object has no attribute 'expand'")."""
+    def f(x):
+        return x * (x.shape == (5, 4)) + 1
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(*s),) for s in ((3, 4), (5, 5), (5, 4), (7, 9), (5, 4))], backend="inductor")
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.cache_hits >= 1, t

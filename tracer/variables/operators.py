@@ -239,7 +239,13 @@ def compare(tx, op, a, b):
         return _fold(fn, a.as_constant(), b.as_constant())
     if object_protocols.handles_compare(tx, op, a, b):  # a user class's own __eq__, __lt__...
         return object_protocols.compare(tx, op, a, b)
+    a, b = _beside_sequence(a, b)
+    if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and _ordered_alike(op, a, b):
+        return _lexicographic(tx, op, a, b)
     if isinstance(a, BaseSequence) and isinstance(b, BaseSequence) and op in ("==", "!="):
+        joined = _int_equality(tx, op, a, b)
+        if joined is not None:
+            return joined
         same = type(a.items) is type(b.items) and len(a.items) == len(b.items) and all(
             values_equal(tx, x, y) for x, y in zip(a.items, b.items))
         if a.python_type() is not b.python_type() and not (
@@ -267,6 +273,76 @@ def compare(tx, op, a, b):
             same = identical(tx, a, b)
             return ConstantVariable(same if op == "==" else not same)
     raise Unsupported(f"comparison {op} between {a} and {b}")
+
+
+def _int_like(var):
+    """An int or bool, constant or symbolic: its == is the value's, and never NaN."""
+    if is_sym(var):
+        return var.python_type() in (int, bool)
+    return var.is_constant() and type(var.as_constant()) in (int, bool)
+
+
+def _int_equality(tx, op, a, b):
+    """`a == b` / `a != b` of two tuples (or two lists) of ints of one length, some symbolic
+    (`x.shape == (5, 4)`): the items' equalities as _joined answers them. None where that does
+    not apply."""
+    if len(a.items) != len(b.items) or not _ints_with_a_size((*a.items, *b.items)):
+        return None
+    kinds = (a.python_type(), b.python_type())
+    if not (kinds[0] is kinds[1] or all(issubclass(k, tuple) for k in kinds)):
+        return None
+    return _joined(tx, op, zip(a.items, b.items), any_=op == "!=")
+
+
+def _ints_with_a_size(values):
+    return all(_int_like(v) for v in values) and any(is_sym(v) for v in values)
+
+
+def _joined(tx, op, pairs, any_):
+    """all() (or any(), `any_`) of `x op y` over pairs of ints, as CPython's containers compare
+    them: an item equal to itself without asking, the first pair that decides the whole ends
+    it (ints compare without side effects: where the trace decides it does not change).
+
+    With one pair of sizes its relation stays symbolic (one graph for every size, as
+    torch.compile's); decided, it would be guarded, a trace for the sizes that match and one
+    for those that do not. Several are decided pair by pair, each relation guarded: joined,
+    they would be a sympy And/Or, which inductor cannot lower where a tensor op uses it
+    ("'Or' object has no attribute 'expand'", as in torch.compile's graphs)."""
+    pairs = list(pairs)
+    several = sum(is_sym(x) or is_sym(y) for x, y in pairs) > 1
+    out = None
+    for x, y in pairs:
+        one = ConstantVariable(op == "==") if x is y else compare(tx, op, x, y)
+        if several or one.is_constant():
+            if one.truthy(tx) is any_:
+                return ConstantVariable(any_)
+            continue
+        out = one
+    return ConstantVariable(not any_) if out is None else out
+
+
+_ORDER_METHODS = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def _ordered_alike(op, a, b):
+    """Whether `a op b` is CPython's ordering of two tuples (torch.Size, named tuples) or two
+    lists: both of one of those kinds, neither with a method of its own for `op`."""
+    name = _ORDER_METHODS.get(op)
+    if name is None:
+        return False
+    types = (a.python_type(), b.python_type())
+    return any(all(issubclass(t, base) and getattr(t, name) is getattr(base, name) for t in types)
+               for base in (tuple, list))
+
+
+def _lexicographic(tx, op, a, b):
+    """`a op b` as tuple's and list's richcompare: the first pair of items that is not equal
+    (by values_equal, each equality the trace relies on guarded, as a relation for sizes)
+    answers with `op` on that pair, which stays symbolic for a size; all equal, the lengths."""
+    for x, y in zip(a.items, b.items):
+        if not values_equal(tx, x, y):
+            return compare(tx, op, x, y)
+    return ConstantVariable(_CMP[op](len(a.items), len(b.items)))
 
 
 def _default_eq(var, op):
