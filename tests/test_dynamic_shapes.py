@@ -764,3 +764,14 @@ def test_two_sizes_compared_with_a_tuple_are_decided_pair_by_pair_for_inductor()
     with traced() as t:
         run_sequence(f, [(torch.randn(*s),) for s in ((3, 4), (5, 5), (5, 4), (7, 9), (5, 4))], backend="inductor")
     assert t.graph_breaks == 0 and t.fallbacks == 0 and t.cache_hits >= 1, t
+
+
+def test_math_prod_of_symbolic_sizes_stays_symbolic():
+    """`math.prod(x.shape)` folded the sizes to their values: a trace per size until the
+    recompile limit (8 graphs for 10 sizes; torch.compile 2)."""
+    def f(x):
+        return x.reshape(math.prod(x.shape)) + 1, math.prod(x.shape[1:], start=2), math.prod((x.shape[0], 0.5))
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(n, 4),) for n in range(3, 13)])
+    assert t.graph_breaks == 0 and t.recompiles == 1 and t.recompile_limits == 0, t

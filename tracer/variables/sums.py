@@ -1,10 +1,11 @@
-"""sum() applied to Variables, as CPython computes it.
+"""sum() and math.prod() applied to Variables, as CPython computes them.
 
 Why a module of its own: since CPython 3.12 (gh-100425) sum() adds a run of floats with
 compensation (Neumaier's), which pairwise `+` does not match: `sum([0.1] * 10)` is 1.0 there,
 0.9999999999999999 added pairwise, and a trace that added them pairwise gave a wrong answer
 with no break.
 """
+import math
 import sys
 
 from ..exc import Unsupported
@@ -49,7 +50,23 @@ def _leading_numbers(start, items):
     return out
 
 
-IMPLS = {sum: _sum}
+def _prod(tx, iterable, *, start=None):
+    """math.prod(): `start * item * ...` in order, as CPython's (its fast paths for ints and
+    floats multiply as `*` does), so the product of sizes is symbolic: `x.reshape(math.prod(
+    x.shape))` folded the sizes to their values, a trace per size to the recompile limit."""
+    total = start if start is not None else ConstantVariable(1)
+    items = list(iterable.iterate(tx))
+    if all(type(v) is ConstantVariable for v in (total, *items)):
+        try:
+            return ConstantVariable(math.prod([v.value for v in items], start=total.value))
+        except Exception:  # noqa: BLE001 - raised as the user's below, where eager raises it
+            pass
+    for item in items:
+        total = operators.binary_op(tx, "mul", total, item)
+    return total
+
+
+IMPLS = {sum: _sum, math.prod: _prod}
 
 
 # Modules of the value model that also import this one (the one import cycle, see
