@@ -775,3 +775,15 @@ def test_math_prod_of_symbolic_sizes_stays_symbolic():
     with traced() as t:
         run_sequence(f, [(torch.randn(n, 4),) for n in range(3, 13)])
     assert t.graph_breaks == 0 and t.recompiles == 1 and t.recompile_limits == 0, t
+
+
+def test_divmod_of_a_symbolic_int_stays_symbolic():
+    """`divmod(n, 3)` of an int that became dynamic specialised it: a trace per value (8
+    graphs for 10 values). Of ints it is `(n // 3, n % 3)`, both symbolic."""
+    def f(x, n):
+        q, r = divmod(n, 3)
+        return x * q + r, divmod(20, n), divmod(-n, 4)
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(2), n) for n in range(3, 13)])
+    assert t.graph_breaks == 0 and t.recompile_limits == 0 and t.recompiles == 1, t

@@ -19,8 +19,8 @@ from .functions import library_object
 from .containers import IteratorVariable, ListIteratorVariable, ListVariable, TupleVariable
 from .named_tuples import NamedTupleVariable, is_structseq
 from .sets import SetVariable
-from .sym import (SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_math, sym_minmax,
-                  sym_round)
+from .sym import (SliceVariable, is_sym, is_unbacked, specialized, sym_convert, sym_divmod, sym_math,
+                  sym_minmax, sym_round)
 from .tensor import TensorVariable
 from guards import ConstSource, IdMatch, Predicate
 
@@ -53,6 +53,10 @@ def call_builtin(tx, fn, args, kwargs):
         return args[0]
     if fn is round and args and is_sym(args[0]) and not kwargs:
         out = sym_round(tx, args)
+        if out is not None:
+            return out
+    if fn is divmod and not kwargs and any(is_sym(a) for a in args):
+        out = sym_divmod(tx, args)
         if out is not None:
             return out
     if fn in _SPECIALISING:  # str(n), hex(n), divmod(n, m), str(shape) of symbolic sizes...

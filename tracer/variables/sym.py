@@ -227,6 +227,17 @@ def sym_round(tx, args):
         return None
 
 
+def sym_divmod(tx, args):
+    """divmod(a, b) of ints, one symbolic (`divmod(n, 3)`): int's divmod is exactly `(a // b,
+    a % b)`, both symbolic, not the int specialised (a trace per value). None for a float,
+    whose floor division Python corrects where a symbolic floor of the quotient does not
+    (`1 // 0.1` is 9.0), and a bool: the caller specialises."""
+    if len(args) != 2 or not all(is_sym(a) and a.python_type() is int or
+                                 a.is_constant() and type(a.as_constant()) is int for a in args):
+        return None
+    return containers.TupleVariable([sym_binary(tx, "floordiv", *args), sym_binary(tx, "mod", *args)])
+
+
 _COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
 
 
