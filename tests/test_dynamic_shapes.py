@@ -787,3 +787,14 @@ def test_divmod_of_a_symbolic_int_stays_symbolic():
     with traced() as t:
         run_sequence(f, [(torch.randn(2), n) for n in range(3, 13)])
     assert t.graph_breaks == 0 and t.recompile_limits == 0 and t.recompiles == 1, t
+
+
+def test_membership_of_a_symbolic_int_in_a_tuple_of_ints_is_not_a_trace_per_value():
+    """`n in [5, 6]` of a dynamic int specialised it (a trace per value). Now as `==` of sequences:
+    one size among the pairs, its relation (`not in`: negated); several guarded in turn."""
+    def f(x, n):
+        return x * (n in [5, 6]) + (n not in (5, 6)) + (n not in (7,)), 5 in x.shape, n in [n, 2], n not in ()
+
+    with traced() as t:
+        run_sequence(f, [(torch.randn(n), n) for n in range(3, 13)])
+    assert t.graph_breaks == 0 and t.recompile_limits == 0 and t.recompiles == 3, t  # static; n not in (5, 6); 5; 6

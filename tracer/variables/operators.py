@@ -15,7 +15,7 @@ from .base import ConstantVariable, UntracedValue, rely_on_identity
 from .containers import (BaseSequence, DictVariable, DictViewVariable, ListVariable, SizeVariable,
                          TupleVariable)
 from .sets import SetVariable
-from .sym import is_sym, sym_binary, sym_compare, sym_unary
+from .sym import is_relation, is_sym, sym_binary, sym_compare, sym_unary
 from .numpy_vars import NdarrayVariable
 from .tensor import TensorVariable
 
@@ -158,6 +158,8 @@ def _never_a_dict(var):
 
 
 def unary_op(tx, name, a):
+    if name == "not_" and is_relation(a):
+        return sym_unary(tx, name, a)  # (`n not in (5,)`: the relation negated stays symbolic)
     if name in ("not_", "truth"):
         value = a.truthy(tx)
         return ConstantVariable(not value if name == "not_" else value)
@@ -294,6 +296,18 @@ def _int_equality(tx, op, a, b):
     return _joined(tx, op, zip(a.items, b.items), any_=op == "!=")
 
 
+def _int_membership(tx, container, item):
+    """`n in (5, 6)` (a list display after `in` is a constant tuple) or `5 in x.shape`, of ints
+    some symbolic, in a tuple, list or torch.Size: any of the items equal to the item, as
+    _joined answers it, not the int specialised (a trace per value). None where that does not
+    apply."""
+    seq = _items_of(container)
+    if not isinstance(seq, BaseSequence) or seq.python_type() not in (tuple, list, SizeVariable.kind) or \
+            not _ints_with_a_size((item, *seq.items)):
+        return None
+    return _joined(tx, "==", [(v, item) for v in seq.items], any_=True)
+
+
 def _ints_with_a_size(values):
     return all(_int_like(v) for v in values) and any(is_sym(v) for v in values)
 
@@ -373,6 +387,9 @@ def contains(tx, container, item):
         found = _user_contains(tx, container, item)
         if found is not None:
             return found
+    joined = _int_membership(tx, container, item)
+    if joined is not None:
+        return joined
     if _is_plain_iterator(container):
         # an iterator or generator has no __contains__: `in` advances it up to the first
         # equal item (PySequence_Contains), and what follows stays for the next reader

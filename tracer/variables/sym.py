@@ -13,6 +13,7 @@ That is always correct; it only makes the graph less general.
 import math
 import operator
 
+import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, guard_scalar
 
@@ -95,6 +96,14 @@ def is_sym(var):
     return isinstance(var, SymNodeVariable)
 
 
+def is_relation(var):
+    """A symbolic bool that is one relation of numbers (`n == 5`, `n < m`), whose negation is
+    one too (`n != 5`): not an And/Or of several, which inductor cannot lower where a tensor
+    op uses it."""
+    return isinstance(var, SymNodeVariable) and isinstance(var.value, torch.SymBool) and \
+        isinstance(var.value.node.expr, sympy.core.relational.Relational)
+
+
 def is_unbacked(var):
     """A sym value the graph computes from tensor data (`t.item()`): no value at trace time."""
     return isinstance(var, SymNodeVariable) and bool(free_unbacked_symbols(var.value))
@@ -170,7 +179,7 @@ def sym_compare(tx, op, a, b):
 
 
 def sym_unary(tx, name, a):
-    fn = {"neg": operator.neg, "pos": operator.pos, "abs": abs}.get(name)
+    fn = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "not_": torch.sym_not}.get(name)
     if fn is not None:
         try:
             return sym_apply(tx, fn, [_sym_arg(a)])

@@ -50,7 +50,7 @@ def CONTAINS_OP(tx, inst):
     b, a = tx.pop(), tx.pop()
     result = contains(tx, b, a)
     if inst.arg:
-        result = ConstantVariable(not result.truthy(tx))
+        result = unary_op(tx, "not_", result)
     tx.push(result)
 
 
