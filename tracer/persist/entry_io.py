@@ -3,9 +3,11 @@
 A record holds the entry's guards (guards_io.py), its rewritten code with every constant
 described (portable.py: resume functions are nested code objects, written with it), its graph
 (graph_io.py), the rerun plan that wraps the graph, what explain and stats show (breaks, the
-reason of a frame run as Python), the backend it was compiled for, and the digests of the
+reason of a frame run as Python), the backend it was compiled for, the digests of the
 source files of the modules its descriptions name (`deps`): an edited helper or model file
-makes the record unloadable.
+makes the record unloadable, and what the trace read from library namespaces without guards
+(library_io.py): another object under such a name (a monkeypatched torch function) makes it
+stale too.
 
 Reading rebuilds the Entry for the call that asked for it: guards first (they may need that
 call's values to find a function again), then the graph, compiled by the backend on its first
@@ -29,10 +31,10 @@ from ..runtime.cache import Entry
 from ..trace.handlers.exceptions import GradRestore
 from ..variables.torch_vars import SavedHooksRestore
 from ..runtime.frame_hook import skip_code, untraced
-from . import graph_io, guards_io
+from . import graph_io, guards_io, library_io
 from .portable import Reader, Stale, Unportable, Writer, register
 
-FORMAT = 2  # (2: a rerun plan says whether the graph's ops are under a handler)
+FORMAT = 3  # (2: a rerun plan says whether the graph's ops are under a handler; 3: library reads)
 
 # inductor with a mode or options: by its configuration (read back: the one object of it)
 register(Inductor, "backend.inductor",
@@ -110,6 +112,7 @@ def write_entry(code, entry, frame):
             record["rerun"] = (plan.grad_mode, tuple(plan.args), w.write(plan.devices), plan.handled)
     if entry.code is not None:
         record["code"] = w.write(entry.code)
+    record["library_reads"] = library_io.write_reads(w, entry.library_reads)
     record["deps"] = {name: module_digest(name) for name in sorted(w.deps)}
     return record
 
@@ -121,6 +124,7 @@ def read_entry(code, record, frame, builtins, backend_fn):
         if module_digest(name) != digest:
             raise Stale(f"module {name} changed since the entry was written")
     r = Reader()
+    library_io.check_reads(r, record["library_reads"])  # (what the trace trusted without guards)
     precompiled((digest, marshal.loads(c)) for digest, c in record.get("guard_code", ()))
     guards = guards_io.read_guards(r, record["guards"], frame, builtins, record["guard_split"],
                                   record.get("guard_groups"))

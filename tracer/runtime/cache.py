@@ -53,6 +53,9 @@ class Entry:
                                  # function's where a functools.wraps wrapper runs its code
     rerun: object = None         # the graph's rerun.Plan (None: it raises as it is)
     saw_every_call: bool = False  # the trace ran every call its code can make (trace/coverage.py)
+    # (kind, namespace, name, value) the trace took from library namespaces without guards
+    # (variables/library_reads.py): the disk cache checks them again when it loads the entry
+    library_reads: tuple = ()
 
     def made_for(self, backend, fullgraph):
         return self.backend is backend and self.fullgraph == fullgraph

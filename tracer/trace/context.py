@@ -91,6 +91,10 @@ class TraceContext:
     # Variables with a source handed out again by the wrap memo (no guard added on that read:
     # variables/blocks.py does not record a block that read one wrapped before its call)
     memo_reads: list = _state(list, release=RESET, trial=TRUNCATE)
+    # (kind, id(namespace), name) -> (kind, namespace, name, value): what the trace took from a
+    # library namespace without a guard, kept with the entry (variables/library_reads.py; a
+    # refused trial's reads stay: the entry then names more than it used, never less)
+    library_reads: dict = _state(dict, release=RESET, trial=KEEP)
     # sources of the modules whose forward was inlined or replayed: the guards read through
     # one of them are checked by a function of its own, shared by its siblings (guards/builder.py)
     module_roots: dict = _state(dict, release=KEEP, trial=KEEP)

@@ -396,7 +396,8 @@ def _build_entry(tx, rewrite, state, builtins, backend_fn):
         out.shapes.note_specialised_floats()
         new_code = codegen.assemble(tx.code, rewrite, compiled, rerun=rerun)
     _never_intercept(new_code)
-    return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun)
+    return Entry(guards=guard_set, code=new_code, graph=gm, ops=out.count_ops() if gm else 0, rerun=rerun,
+                 library_reads=tuple(ctx.library_reads.values()))
 
 
 class _LateBreak(Unsupported):

@@ -20,6 +20,7 @@ from ..runtime import config, policy
 from ..rewrite.handoff import note_root_call
 from ..runtime.frame_hook import is_skipped
 from .handlers import HANDLERS
+from ..variables import library_reads
 from ..variables.base import ConstantVariable, Variable
 from ..variables.builder import wrap, wrap_unguarded
 from ..variables.functions import CellBox
@@ -170,6 +171,7 @@ class Frame:
         if name in self.f_globals:
             src = GlobalSource(name) if root else ItemSource(ConstSource(self.f_globals), name)
             if library:  # library module globals are code, treated as immutable: not guarded
+                library_reads.note_global(self, self.f_globals, name, self.f_globals[name])
                 return wrap_unguarded(self, self.f_globals[name], src)
             return wrap(self, self.f_globals[name], src)
         builtins_dict = self.f_globals.get("__builtins__", self.ctx.f_builtins)
@@ -180,6 +182,7 @@ class Frame:
         bsrc = BuiltinSource(name) if builtins_dict is self.ctx.f_builtins else \
             ItemSource(ConstSource(builtins_dict), name)
         if library:  # (library modules such as torch.* are treated as immutable)
+            library_reads.note_global(self, self.f_globals, name, builtins_dict[name])
             return wrap_unguarded(self, builtins_dict[name], bsrc)
         gsrc = GlobalsDictSource() if root else ConstSource(self.f_globals)
         self.guard(Predicate.key_absent(gsrc, name, f"{name!r} not shadowed by a global"))

@@ -513,8 +513,10 @@ class PythonModuleVariable(ObjectVariable):
             if hook is not None:
                 module_getattr.refuse_computed_data(self.module, name)
             return builder.wrap(tx, value, module_getattr.attr_source(self.module, ConstSource(self.module), name))
-        source = None if trusted else module_getattr.attr_source(self.module, module_getattr.base_source(self), name)
-        return builder.wrap(tx, value, source)
+        if trusted:  # (what another process may hold there instead is the disk cache's to check)
+            library_reads.note_attr(tx, self.module, name, value)
+            return builder.wrap(tx, value, None)
+        return builder.wrap(tx, value, module_getattr.attr_source(self.module, module_getattr.base_source(self), name))
 
     def hasattr(self, tx, name):
         if tx.side_effects.pending_global(self.module.__dict__, name) is not None:
@@ -530,9 +532,11 @@ class PythonModuleVariable(ObjectVariable):
     def _guard_presence(self, tx, name, present):
         """Whether a user module has `name` is a fact of this call: a later `mod.FAST = True`
         (or another process setting it at import) must fail the guard. A library namespace is
-        trusted like its functions (rule 7)."""
+        trusted like its functions (rule 7), its answer noted for the disk cache."""
         if not policy.is_library_namespace(self.module.__name__):
             module_getattr.guard_presence(tx, self, name, present)
+        else:
+            library_reads.note_presence(tx, self.module, name, present)
 
     def reconstruct(self, cg):
         cg.load_const(self.module)
@@ -544,4 +548,4 @@ class PythonModuleVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars, module_getattr, lazy_annotations  # noqa: E402
+from . import checkpoint, folds, tensor as tensor_mod, containers, speculate, functions, exceptions, builder, torch_calls, numpy_vars, module_getattr, lazy_annotations, library_reads  # noqa: E402
