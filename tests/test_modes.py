@@ -314,8 +314,8 @@ def test_entry_with_options_is_saved_and_loaded_by_its_configuration(tmp_path, m
     the tracer's caches emptied and new backend objects made (what a new process has), read
     back instead of traced, matched by configuration (another option value is not served it);
     its graph keeps the static_address marks and the loaded entry computes what eager does.
-    (In this process rather than a child: a suite process's environment digest can differ from
-    a fresh one's, see store.torch_patches.)"""
+    (In this process rather than a child: a suite process may hold torch patches other tests
+    left, which a fresh one's entries would be stale under, see persist/library_io.py.)"""
     from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
     # (the Store would set TORCHINDUCTOR_CACHE_DIR for the rest of the session: keep it as it is)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())

@@ -34,6 +34,9 @@ MODULES = {
     "torchfast.py": '''
         def fast_gelu(t, approximate="none"):
             return t * 100
+
+        def numel(self):
+            return 10
     ''',
     "kernels.py": '''
         def norm(t, *args, **kwargs):
@@ -41,6 +44,12 @@ MODULES = {
 
         def logsigmoid(t):
             return t * 7
+
+        def dim(self):
+            return 7
+
+        def smart_apply(module, fn):
+            return module
     ''',
     "usepatched.py": '''
         import torch
@@ -60,6 +69,12 @@ MODULES = {
 
         def f_logsigmoid(x):
             return F.logsigmoid(x) - 1
+
+        def f_numel(x):
+            return x + x.numel()
+
+        def f_dim(x):
+            return x * x.dim()
     ''',
 }
 
@@ -153,3 +168,31 @@ def test_a_process_that_patched_nothing_still_loads_every_entry(runs):
     unpatched = runs[3]
     assert all(r["ok"] and r["traced"] == 0 and r["loaded"] == 1 for r in unpatched.values()), unpatched
     assert runs[2]["warm"]["traced"] == 0 and runs[1]["warm"]["stale"] == 0, runs[1]["warm"]
+
+
+# ---- torch.Tensor and nn.Module --------------------------------------------------------------
+# Their methods are reached through the objects: what they hold under torch's names that is not
+# torch's own is written with every entry and compared when it is read. It had the same holes
+# as the namespaces: a dim() the trace folded from torch's own method was served where
+# Tensor.dim was patched after the first compile, and a numel() where numel was patched from a
+# torch* module.
+
+CLASSES = dict(funcs=["f_numel", "f_dim"], before=[], after=[])
+CLASSES_PATCHED = dict(CLASSES, before=["import torchfast", "torch.Tensor.numel = torchfast.numel"],
+                       after=["import kernels", "torch.Tensor.dim = kernels.dim"])
+# a name torch's class lacks, added after the first compile (transformers sets
+# nn.Module.smart_apply when a model initialises its weights): no patch of torch's code
+CLASSES_ADDED = dict(CLASSES, after=["import kernels", "torch.nn.Module.smart_apply = kernels.smart_apply"])
+
+
+@pytest.fixture(scope="module")
+def class_runs(tmp_path_factory):
+    return _runs(tmp_path_factory, [CLASSES, CLASSES_PATCHED, CLASSES_ADDED])
+
+
+def test_a_patched_tensor_method_makes_the_entries_stale(class_runs):
+    first, patched, added = class_runs
+    assert all(r["ok"] and r["traced"] == 1 and r["saved"] == 1 for r in first.values()), first
+    for name in ("f_numel", "f_dim"):  # (patched before and after the first compile)
+        assert patched[name]["ok"] and patched[name]["traced"] == 1 and patched[name]["stale"] == 1, patched
+    assert all(r["ok"] and r["traced"] == 0 and r["loaded"] == 1 for r in added.values()), added

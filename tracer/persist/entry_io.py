@@ -6,8 +6,8 @@ described (portable.py: resume functions are nested code objects, written with i
 reason of a frame run as Python), the backend it was compiled for, the digests of the
 source files of the modules its descriptions name (`deps`): an edited helper or model file
 makes the record unloadable, and what the trace read from library namespaces without guards
-(library_io.py): another object under such a name (a monkeypatched torch function) makes it
-stale too.
+and the patches of torch's classes (library_io.py): another object under such a name (a
+monkeypatched torch function) makes it stale too.
 
 Reading rebuilds the Entry for the call that asked for it: guards first (they may need that
 call's values to find a function again), then the graph, compiled by the backend on its first
@@ -34,7 +34,8 @@ from ..runtime.frame_hook import skip_code, untraced
 from . import graph_io, guards_io, library_io
 from .portable import Reader, Stale, Unportable, Writer, register
 
-FORMAT = 3  # (2: a rerun plan says whether the graph's ops are under a handler; 3: library reads)
+FORMAT = 4  # (2: a rerun plan says whether the graph's ops are under a handler; 3: library reads;
+            # 4: torch classes' patches)
 
 # inductor with a mode or options: by its configuration (read back: the one object of it)
 register(Inductor, "backend.inductor",
@@ -113,6 +114,7 @@ def write_entry(code, entry, frame):
     if entry.code is not None:
         record["code"] = w.write(entry.code)
     record["library_reads"] = library_io.write_reads(w, entry.library_reads)
+    record["class_patches"] = library_io.class_patches()
     record["deps"] = {name: module_digest(name) for name in sorted(w.deps)}
     return record
 
@@ -125,6 +127,7 @@ def read_entry(code, record, frame, builtins, backend_fn):
             raise Stale(f"module {name} changed since the entry was written")
     r = Reader()
     library_io.check_reads(r, record["library_reads"])  # (what the trace trusted without guards)
+    library_io.check_class_patches(record["class_patches"])
     precompiled((digest, marshal.loads(c)) for digest, c in record.get("guard_code", ()))
     guards = guards_io.read_guards(r, record["guards"], frame, builtins, record["guard_split"],
                                   record.get("guard_groups"))

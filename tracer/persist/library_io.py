@@ -22,10 +22,18 @@ Checked when the entry is read (`check_reads`): under each name the live namespa
 the object the description finds (the same object, or an equal constant), with the same
 fingerprint, and each presence must hold. Otherwise the entry is Stale: the frame is traced
 again, counted in tracer.stats().cache_stale with the name that changed.
+
+torch.Tensor's and nn.Module's methods are reached through objects, not namespace reads: the
+callables they hold under torch's names that are not torch's own are written with every entry
+and compared when it is read (`class_patches`, below).
 """
+import os
 import sys
 import types
 
+import torch
+
+from ..runtime import policy
 from ..variables.base import is_constant_value
 from ..variables.library_reads import GLOBAL, HAS
 from .portable import Stale, Unportable, _module_of_dict, _same_bound, fingerprint
@@ -143,3 +151,64 @@ def _spell(namespace, name):
         return f"{namespace.get('__name__', '?')}.{name}"
     return f"{getattr(namespace, '__name__', '?')}.{name}"
 
+
+# ---- torch's classes ------------------------------------------------------------------------
+# A tensor's methods and nn.Module's call machinery are reached through the object, not read
+# from a namespace: what these classes hold that is not torch's own is written with every entry
+# and compared when it is read (`class_patches`). Only names the classes had (their own or
+# inherited) when the tracer was imported count: torch's API, which the value model knows by
+# name. A name added later is no code of torch's a trace relies on (transformers sets
+# `nn.Module.smart_apply` when a model initialises its weights: counted, it made every entry of
+# the processes that compiled before building a model stale in those that did not).
+_CLASSES = (torch.Tensor, torch.nn.Module)
+_TORCH_NAMES = {cls: frozenset(dir(cls)) for cls in _CLASSES}
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_C_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
+                  types.MemberDescriptorType, types.ClassMethodDescriptorType)
+
+
+def class_patches():
+    """(class, name, fingerprint) of each function, descriptor or other callable of torch.Tensor
+    and nn.Module, under one of torch's names, that is not torch's own: a monkeypatch (a
+    profiler's wrapper of `Tensor.__add__`, a kernel library's `Module.__call__`), by what it
+    is, not by the module it claims (`functools.wraps` copies `__module__`). Asked at each save
+    and each load (~0.1 ms): a patch made after the first compile counts."""
+    out = []
+    for cls in _CLASSES:
+        names = _TORCH_NAMES[cls]
+        for name, v in vars(cls).items():
+            if name not in names or isinstance(v, type) or _torch_own(v) or \
+                    not (callable(v) or isinstance(v, (classmethod, property))):
+                continue
+            out.append((cls.__qualname__, name, fingerprint(v)))
+    return tuple(sorted(out, key=lambda item: item[:2]))
+
+
+def _torch_own(v):
+    """Whether `v` is torch's own code: a Python function whose code is in torch's files (not one
+    that only copied a torch function's names), a descriptor of a torch class, a C function of
+    a torch module or class."""
+    t = type(v)
+    if t is types.FunctionType:
+        return v.__code__.co_filename.startswith(_TORCH_DIR)
+    if t is staticmethod or t is classmethod:
+        return _torch_own(v.__func__)
+    if t is property:
+        return all(f is None or _torch_own(f) for f in (v.fget, v.fset, v.fdel))
+    if t in _C_DESCRIPTORS:
+        return policy.is_torch_value(v.__objclass__)
+    if t is types.BuiltinFunctionType:
+        owner = v.__self__
+        if isinstance(owner, types.ModuleType):
+            return policy.is_torch_module(owner.__name__)
+        return isinstance(owner, type) and policy.is_torch_value(owner)
+    return False
+
+
+def check_class_patches(written):
+    """Raise Stale unless torch's classes hold the same foreign callables as when the entry was
+    written (none, in a process that patched nothing)."""
+    now = class_patches()
+    if now != tuple(written):
+        changed = sorted({f"{c}.{n}" for c, n, _fp in set(now) ^ set(written)})
+        raise Stale(f"{', '.join(changed[:3])} patched (or no longer) since the entry was written")

@@ -4,7 +4,9 @@ Layout: `<dir>/<environment>/<code key[:2]>/<code key>/<record digest>.entry`.
 
 - `environment` is a digest of what every entry depends on besides its own code: the Python
   version, torch's version, frametracer's version and the digest of its own files, and the
-  record format. Another Python, torch or tracer never reads this directory's entries.
+  record format. Another Python, torch or tracer never reads this directory's entries. What a
+  process did to torch's namespaces and classes (a patch) is checked per entry, when it is read
+  (library_io.py): it may change at any time, after the directory was opened too.
 - `code key` identifies a code object across processes (portable.code_key: file, qualified
   name, first line, bytecode, constants, names): an edited function is another key.
 - One file per entry, named by the digest of its contents: two processes that make the same
@@ -25,7 +27,6 @@ import pathlib
 import sys
 import tempfile
 import threading
-import types
 import warnings
 import zipfile
 
@@ -95,31 +96,11 @@ def environment():
         mine = _package_digest()  # (its version would add nothing: a release is its files)
         # -O and -OO compile other code (`if __debug__:` blocks, asserts, docstrings)
         parts = (sys.version, sys.implementation.cache_tag, sys.flags.optimize, torch.__version__, mine,
-                 entry_io.FORMAT, torch_patches())
+                 entry_io.FORMAT)
         _ENV.append(hashlib.sha256(repr(parts).encode()).hexdigest()[:20])
         _ENV.append({"python": sys.version.split()[0], "torch": torch.__version__, "frametracer": mine,
                      "format": entry_io.FORMAT})
     return _ENV[0]
-
-
-def torch_patches():
-    """The functions of torch's main namespaces that are not torch's own: a process that
-    monkeypatched `torch.nn.functional.gelu` (or a Tensor method) before its first compile is
-    another environment. (Traces trust torch's functions as immutable library code and do not
-    guard them one by one: rule 7.)"""
-    out = []
-    for m in (torch, torch.nn.functional, torch.Tensor, torch.nn.Module):
-        for name, v in vars(m).items():
-            if type(v) in _C_CALLABLES or isinstance(v, type) or not callable(v):
-                continue  # (torch's C functions and descriptors: only Python can patch in others)
-            module = getattr(v, "__module__", None) or ""
-            if not (module.startswith("torch") or module in ("builtins", "", "typing", "typing_extensions")):
-                out.append((getattr(m, "__name__", "?"), name, module, str(getattr(v, "__qualname__", ""))))
-    return tuple(sorted(out))
-
-
-_C_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
-                types.GetSetDescriptorType, types.MemberDescriptorType, types.ClassMethodDescriptorType)
 
 
 ENVIRONMENT_FILE = "environment.json"  # what an environment directory was made by (listings)
