@@ -35,6 +35,17 @@ def _entry():
     return entries[0]
 
 
+def _traced_encoder12():
+    """(model, input, compiled run, the entry's guard set) of a 12-layer encoder traced in one
+    graph, its layers replayed, equal to eager."""
+    m, x = _encoder(12), torch.randn(2, 5, 32)
+    compiled = tracer.compile(run, backend="eager")
+    torch.testing.assert_close(compiled(m, x), m(x))
+    s = tracer.stats()
+    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 10
+    return m, x, compiled, _entry().guards
+
+
 def _flat(gs):
     """The same guards compiled as one function (no groups)."""
     return compile_guards(gs.guards, builtins=gs.builtins, split=gs.split)
@@ -71,12 +82,7 @@ def _mutations(m):
 
 
 def test_group_checks_answer_as_the_flat_check_and_share_their_code():
-    m, x = _encoder(12), torch.randn(2, 5, 32)
-    compiled = tracer.compile(run, backend="eager")
-    torch.testing.assert_close(compiled(m, x), m(x))
-    s = tracer.stats()
-    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 10
-    gs = _entry().guards
+    m, x, compiled, gs = _traced_encoder12()
     assert len(gs.groups) >= 12
     # one text per kind of group, not per layer: compiled once, bound per layer
     texts, calls = gs.source_code.count("def check_group"), gs.source_code.count("group of")
@@ -206,12 +212,7 @@ def test_a_replayed_layer_is_one_unit_of_the_set_and_its_guards_are_named_one_by
     still each guard (`gs.guards`): a deep change in one layer fails the fast check, the
     generated check and the flat form's, and failures() names the very fact."""
     from guards.retarget import BlockGuards
-    m, x = _encoder(12), torch.randn(2, 5, 32)
-    compiled = tracer.compile(run, backend="eager")
-    torch.testing.assert_close(compiled(m, x), m(x))
-    s = tracer.stats()
-    assert s.internal_errors == 0 and s.graph_breaks == 0 and s.blocks_replayed >= 10
-    gs = _entry().guards
+    m, x, compiled, gs = _traced_encoder12()
     units = [g for g in gs._units if type(g) is BlockGuards]
     roots = {g.source.name() for g in units}
     assert len(units) >= 10 and all(f"_modules['layers']._modules['{k}']" in " ".join(roots) for k in range(2, 12))
