@@ -232,33 +232,3 @@ def test_a_replayed_layer_is_one_unit_of_the_set_and_its_guards_are_named_one_by
     finally:
         m.layers[9].self_attn.dropout = old
     assert gs.check(L, G, None) and gs.full_check(L, G, None)
-
-
-def test_a_replayed_layers_inputs_are_read_by_one_call():
-    """A replayed layer's parameters are read by one call of its block's getter on the layer
-    (graph/input_getters.py), not a load each: the rewritten code of a 12-layer encoder is a
-    fraction of its inputs' count, and a parameter replaced in a replayed layer, or the whole
-    layer replaced by a copy, is the one the next call reads. The code reads back from the
-    disk cache (the getter is written as its paths) and gives the same answers."""
-    import copy
-    import pickle
-    from tracer.graph.input_getters import InputGetter
-    m, x = _encoder(12), torch.randn(2, 5, 32)
-    compiled = tracer.compile(m, backend="eager")
-    torch.testing.assert_close(compiled(x), m(x))
-    entry = _entry()
-    n_inputs = len([n for n in entry.graph.graph.nodes if n.op == "placeholder"])
-    instrs = list(dis.get_instructions(entry.code))
-    getters = [i for i in instrs if i.opname == "LOAD_CONST" and isinstance(i.argval, InputGetter)]
-    assert len(getters) >= 9 and len(instrs) < 2 * n_inputs, (len(getters), len(instrs), n_inputs)
-    assert sum(i.argval for i in instrs if i.opname == "UNPACK_SEQUENCE") >= 9 * 12
-    with torch.no_grad():
-        m.layers[6].linear1.weight = torch.nn.Parameter(torch.randn_like(m.layers[6].linear1.weight))
-        m.layers[9].self_attn.in_proj_bias.add_(1.0)
-    m.layers[11] = copy.deepcopy(m.layers[3])
-    before = tracer.stats().frames_traced
-    torch.testing.assert_close(compiled(x), m(x))
-    assert tracer.stats().frames_traced == before
-    getter = getters[0].argval
-    back = pickle.loads(pickle.dumps(getter.sources))
-    assert all(a is b for a, b in zip(InputGetter(back)(m.layers[5]), getter(m.layers[5]), strict=True))

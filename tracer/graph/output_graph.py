@@ -27,7 +27,6 @@ from torch.fx.experimental.symbolic_shapes import PendingUnbackedSymbolNotFound,
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ..exc import Unsupported
-from .input_getters import InputGroups
 from .node_meta import derived, set_value
 from .quiet_fake import example_value_errors_handled
 from .shapes import SYM_TYPES, Shapes, constant_of
@@ -129,7 +128,6 @@ class OutputGraph:
         self.fake_mode = self.shapes.fake_mode
         self.root = torch.nn.Module()
         self.inputs = []          # [(source, placeholder node, real tensor or int)]
-        self.input_groups = InputGroups()  # runs of inputs the rewritten code reads by one call
         self._attr_names = {}     # id(obj) -> attribute name on root
         self._attr_keep = []      # keep objs alive while tracing so ids stay unique
         self._fake_memo = {}      # id(real tensor) -> fake

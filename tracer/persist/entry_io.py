@@ -24,7 +24,6 @@ import types
 from guards.codegen import precompiled
 
 from ..graph.backends import Inductor, eager, inductor_with
-from ..graph.input_getters import InputGetter
 from ..rewrite.graph_break import BreakInfo
 from ..rewrite.rerun import RERUN, Plan, _Plain, graph_raised, _Rerun
 from ..runtime.cache import Entry
@@ -66,9 +65,6 @@ def _read_plain(r, payload):
 register(untraced, "graph", _write_untraced, _read_untraced)
 register(_Plain, "plain", _write_plain, _read_plain)
 register(_Rerun, "rerun", lambda w, obj: (), lambda r, payload: RERUN)
-# a replayed block's input getter: by the paths it reads, compiled again
-register(InputGetter, "input_getter", lambda w, g: tuple(guards_io.write_source(w, s) for s in g.sources),
-         lambda r, payload: InputGetter(tuple(guards_io.read_source(r, d) for d in payload)))
 register(GradRestore, "grad_restore", lambda w, obj: bool(obj.prev), lambda r, payload: GradRestore(payload))
 register(SavedHooksRestore, "saved_hooks_restore", lambda w, obj: obj.prev, lambda r, payload: SavedHooksRestore(payload))
 

@@ -364,7 +364,3 @@ def _contents(cell):
         return cell.cell_contents
     except ValueError:
         return _EMPTY
-
-
-# a Source on its own (a replayed block's input getter: entry_io.py)
-write_source, read_source = _write_source, _read_source

@@ -124,19 +124,8 @@ class CodeGen:
         if self.calls_graph():
             slot = GraphSlot()
             sources = [source for source, _node, _t in self.output.inputs]
-            runs, items, i = self.output.input_groups, [], 0  # (source, getter or None, inputs)
-            while i < len(sources):
-                run = runs.run_at(i, sources)
-                items.append((sources[i], None, 1) if run is None else run)
-                i += items[-1][2]
-            call, loads = _shared_prefixes(self.code, [src for src, _g, _n in items], self.new_tmp)
-            call += versions.load_const_callable(slot)
-            for (_src, getter, n), load in zip(items, loads):
-                if getter is None:
-                    call += load
-                else:  # a replayed block's inputs, read through its module by one call
-                    call += versions.load_const_callable(getter) + load + versions.call(1)
-                    call.append(bc.Instr("UNPACK_SEQUENCE", n))
+            call, loads = _shared_prefixes(self.code, sources, self.new_tmp)
+            call += versions.load_const_callable(slot) + loads
             call += versions.call(len(sources)) + [bc.Instr("STORE_FAST", GRAPH_OUT)]
             self.sections[GRAPH_CALL] = call
         return Rewrite(self.sections, slot, self.outputs)
@@ -285,8 +274,8 @@ class _TempSource(Source):
 
 
 def _shared_prefixes(code, sources, new_tmp):
-    """(instructions storing shared prefixes into temporaries, per source the instructions
-    loading it through them). A model's parameters are graph inputs reached through chains of module
+    """(instructions storing shared prefixes into temporaries, instructions loading `sources`
+    through them). A model's parameters are graph inputs reached through chains of module
     dicts (`self._modules['layers']._modules['3']._parameters['weight']`): each point where
     chains part is read once, so the code is a third as long (assembling it was a tenth of a
     48-layer model's first call) and a call reads each module once."""
@@ -321,7 +310,8 @@ def _shared_prefixes(code, sources, new_tmp):
         pre += _source_instrs(code, through_temps(a))
         temps[a] = new_tmp()
         pre.append(bc.Instr("STORE_FAST", temps[a]))
-    return pre, [_source_instrs(code, through_temps(s)) for s in sources]
+    loads = [ins for s in sources for ins in _source_instrs(code, through_temps(s))]
+    return pre, loads
 
 
 def generate(tx, ret):

@@ -81,7 +81,6 @@ from guards.retarget import STAND_IN, BlockGuards, Retarget, name_template
 from guards.sources import AttrSource, ItemSource
 
 from ..graph import inference_blocks, node_meta
-from ..graph.input_getters import InputGetter
 from ..graph.subgraphs import BLOCK_META
 from ..runtime import config, records
 from . import block_copy, containers, generators
@@ -283,7 +282,6 @@ class Block:
         self.guards = self.inputs = self.shared = self.check = self.values = self.prefix = None
         self.twin = None       # BlockGuards(stand-in root, self.guards): what each sibling's is named by
         self.matches = None    # per input, the first block's TensorMatch (its check holds them)
-        self.getter = None     # InputGetter of its inputs (made at the first replay that can use it)
         self.paths, self.objects = [], None  # (_stores_on)
         self.holes, self.lookups, self.passed = [], [], []  # (block_holes.py: set by _record)
         self.extra = []        # rooted sources a replay reads for its holes (modules, rereads)
@@ -579,11 +577,7 @@ class Block:
 
     def _wrap_inputs(self, tx, var, retarget, values, env, at):
         """The sibling's graph inputs the inlined call makes after `at` holes (all of them
-        where the block has none), wrapped as the inlined call wraps them. Made all in one run
-        (no holes, each a new input, each a module's parameter or buffer), they are read by
-        the block's getter in the rewritten code (graph/input_getters.py)."""
-        inputs = tx.output.inputs
-        start, made = len(inputs), []
+        where the block has none), wrapped as the inlined call wraps them."""
         for i, ((source, node), value) in enumerate(zip(self.inputs, values)):
             if self.input_at is not None and self.input_at[i] != at:
                 continue
@@ -591,14 +585,9 @@ class Block:
             rel = _module_path(source, _ROOT)
             if rel is not None:  # a parameter or buffer, as NNModuleVariable reads it
                 tv = nn_module.module_tensor(tx, value, new_source, f"{var.path}.{rel}", like=node, match=self.matches[i])
-                made.append(new_source)
             else:
                 tv = builder.wrap(tx, value, new_source)
             env[node] = tv.node
-        if self.input_at is None and len(made) == len(self.inputs) == len(inputs) - start and made:
-            if self.getter is None:
-                self.getter = InputGetter([s for s, _n in self.inputs])
-            tx.output.input_groups.add(start, made, var.source, self.getter)
 
 
 def group_roots(ctx):
