@@ -40,6 +40,7 @@ tests/test_torch_internals.py resolves each).
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import pathlib
 import re
@@ -143,6 +144,7 @@ class Plan:
         self._index: dict = {}
         self._under_stand_in: dict[Source, bool] = {}
         self._one_values: dict[int, Any] = {}  # id(guard) -> _one_value(guard): a template's, once
+        self._blocks: dict[int, tuple] = {}  # id(template) -> (template, nodes, ops): keep_block
 
     def node(self, src: Source, root: int | None = None) -> int:
         """The node fetching `src`; with `root` (a node), `src` is read from the stand-in root
@@ -278,6 +280,71 @@ class Plan:
         else:
             self.op(fc.O_PY1, i, (n,), g.fn, rule=fc.R_NEVER)
 
+    # -- a replayed block's ops, made once per template ------------------------------------
+    # Why: a 48-layer model's siblings each add ~100 guards through node()/add(), the same
+    # work each time (hashing sources, looking them up, choosing ops): most of building the
+    # C program. The first sibling's nodes and ops are kept relative to its root's node and
+    # its first guard's number; the others are copies with their own root and numbers.
+
+    def mark(self, root: int) -> tuple:
+        """Where a block read through node `root` starts (for keep_block)."""
+        return (root, len(self.nodes), len(self.ops), len(self._index))
+
+    def keep_block(self, template: tuple, start: tuple) -> None:
+        """Keep what the block made since `start` for repeat_block: its nodes under its root
+        (the others, shared state, are shared by every copy) and its ops. Not kept where it
+        used a node under its root made before it (another block on the same root made it)."""
+        root, n0, o0, k0 = start
+        rooted = {root: -1}  # absolute node -> its place among the block's rooted nodes (root: -1)
+        keys = {i: key for key, i in itertools.islice(self._index.items(), k0, None)}
+        nodes = []
+        for j in range(n0, len(self.nodes)):
+            kind, parent, idx, arg = self.nodes[j]
+            key = keys.get(j)
+            if type(key) is tuple and key[0] in rooted and parent in rooted:
+                rooted[j] = len(nodes)
+                nodes.append((kind, rooted[parent], idx, arg, rooted[key[0]], key[1]))
+            elif self._reaches(j, root):
+                return
+        ops = []
+        first = min((g for op in self.ops[o0:] for g in op[-1]), default=0)
+        for kind, rule, refs, a, b, c, num, guards in self.ops[o0:]:
+            if any(n not in rooted and self._reaches(n, root) for n in refs):
+                return
+            ops.append((kind, rule, tuple(rooted.get(n, n + _ABSOLUTE) for n in refs),
+                        a, b, c, num, tuple(g - first for g in guards)))
+        self._blocks[id(template)] = (template, nodes, ops)
+
+    def _reaches(self, n: int, root: int) -> bool:
+        """Whether node n is read through node `root`."""
+        while n >= 0:
+            if n == root:
+                return True
+            n = self.nodes[n][1]
+        return False
+
+    def repeat_block(self, template: tuple, i: int, root: int) -> bool:
+        """Add a kept block's nodes and ops read through node `root`, its guards numbered from
+        i; False if the block was not kept."""
+        kept = self._blocks.get(id(template))
+        if kept is None or kept[0] is not template:
+            return False
+        _t, nodes, ops = kept
+        index, out = self._index, self.nodes
+        made = []
+        for kind, parent, idx, arg, key_root, src in nodes:
+            key = (root if key_root < 0 else made[key_root], src)
+            at = index.get(key)
+            if at is None:
+                at = index[key] = len(out)
+                out.append((kind, root if parent < 0 else made[parent], idx, arg))
+            made.append(at)
+        append = self.ops.append
+        for kind, rule, refs, a, b, c, num, guards in ops:
+            append((kind, rule, tuple(n - _ABSOLUTE if n >= _ABSOLUTE else (root if n < 0 else made[n]) for n in refs),
+                    a, b, c, num, tuple(g + i for g in guards)))
+        return True
+
     def _one_value(self, g: Guard):
         """``def check(V)``: g's conditions with its source's value as the argument (made once
         for a template guard, which every sibling of its block shares)."""
@@ -292,6 +359,16 @@ class Plan:
 
 
 _ODict = __import__("collections").OrderedDict
+_ABSOLUTE = 1 << 40  # (keep_block: a shared node's number, told from a rooted node's place)
+
+
+def _noting(fn, called: list):
+    """`fn`, noting in `called` that it was called (a guard's own compiled check: its op is
+    not repeated for another block)."""
+    def noted():
+        called.append(True)
+        return fn()
+    return noted
 
 
 def _soft_anchor(cls: type) -> int:
@@ -315,13 +392,19 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
 
     def add_block(g, i, root):  # (a BlockGuards: its template's ops, read through its root's node)
         r = plan.node(g.source, root)
+        if plan.repeat_block(g.template, i, r):
+            return
+        start = plan.mark(r)
+        called = []
         for t in g.template:
             if type(t) is BlockGuards:
                 add_block(t, i, r)
                 i += t.width()
             else:
-                plan.add(t, i, slow_fn(i), r)
+                plan.add(t, i, _noting(slow_fn(i), called), r)
                 i += 1
+        if not called:  # (a guard's own compiled check is its copy's alone: not repeated)
+            plan.keep_block(g.template, start)
 
     def add(g):
         i = index[id(g)]

@@ -232,3 +232,35 @@ def test_a_replayed_layer_is_one_unit_of_the_set_and_its_guards_are_named_one_by
     finally:
         m.layers[9].self_attn.dropout = old
     assert gs.check(L, G, None) and gs.full_check(L, G, None)
+
+
+@pytest.mark.skipif(not __import__("guards.fastpath", fromlist=["ENABLED"]).ENABLED, reason="no C guard program here")
+def test_a_replayed_layers_c_ops_are_copies_of_its_first_siblings(monkeypatch):
+    """A replayed layer's C nodes and ops are the first sibling's, copied with its own root
+    node and guard numbers (fastpath.Plan.keep_block/repeat_block), not made again guard by
+    guard: the program is exactly the one made guard by guard, and answers alike."""
+    from guards import fastpath
+    m, x, compiled, gs = _traced_encoder12()
+    made = []
+    monkeypatch.setattr(fastpath.fc, "Program", lambda *a: made.append(a) or object())
+    kept = []
+    real_repeat = fastpath.Plan.repeat_block
+    monkeypatch.setattr(fastpath.Plan, "repeat_block", lambda *a: kept.append(real_repeat(*a)) or kept[-1])
+    fastpath.build(gs, *_parts(gs))
+    monkeypatch.setattr(fastpath.Plan, "repeat_block", lambda *a: False)
+    fastpath.build(gs, *_parts(gs))
+    assert sum(kept) >= 9, kept
+    (_f1, _s1, nodes, ops), (_f2, _s2, nodes_one_by_one, ops_one_by_one) = made
+    assert nodes == nodes_one_by_one and len(ops) == len(ops_one_by_one)
+    for a, b in zip(ops, ops_one_by_one):  # (ops of Python checks hold functions made per build)
+        assert a[:3] + a[-2:] == b[:3] + b[-2:] and all(type(u) is type(v) for u, v in zip(a[3:6], b[3:6])), (a, b)
+
+
+def _parts(gs):
+    """(first, batch, rest) as GuardSet.__init__ hands them to fastpath.build."""
+    from guards.builder import _width
+    n, k = 0, 0
+    while n < gs.split[0]:
+        n += _width(gs._units[k])
+        k += 1
+    return gs._units[:k], gs._batch, gs._units[k + gs.split[1]:]
