@@ -174,6 +174,13 @@ class CodeGen:
         self.emit("COPY", 1)
         self._cells[id(box)] = self.store_tmp()
 
+    def new_cell(self, box):
+        """Make the real cell for `box` now, empty, unless one is made already: the cell a
+        class made after the graph fills (`__classcell__`), which its methods close over."""
+        if id(box) not in self._cells:
+            self.call_with(types.CellType, [])
+            self._cells[id(box)] = self.store_tmp()
+
     # ---- primitives used by Variable.reconstruct ----------------------------------------------
     def emit(self, name, arg=bc.UNSET):
         self.instrs.append(bc.Instr(name) if arg is bc.UNSET else bc.Instr(name, arg))

@@ -54,6 +54,7 @@ class Frame:
         ctx.frames.append(self)      # (released when the trace is done: TraceContext.release)
         self.generator = None        # the GeneratorVariable whose body this frame is
         self.suspended_value = None  # what the last YIELD_VALUE yielded (handlers/misc.py)
+        self.namespace = None        # a class body's namespace (a DictVariable): the NAME ops' locals
 
     # ---- shared state shortcuts ---------------------------------------------------------
     output = property(lambda self: self.ctx.output)
@@ -200,7 +201,9 @@ class Frame:
         return False
 
     # ---- calls ------------------------------------------------------------------------------
-    def inline_call(self, fn_var, args, kwargs):
+    def inline_call(self, fn_var, args, kwargs, namespace=None):
+        """Run a call of `fn_var` as a child frame; `namespace`: the DictVariable a class
+        body's NAME instructions read and write (variables/frame_classes.py)."""
         code = fn_var.get_code()
         if self.depth + 1 > config.MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {config.MAX_INLINE_DEPTH} calls (recursion?)")
@@ -217,6 +220,7 @@ class Frame:
         for name, box in zip(code.co_freevars, fn_var.closure_cells(self)):
             cells[name] = box
         child = Frame(self.ctx, code, fn_var.get_globals(), bound, cells, parent=self, func=fn_var)
+        child.namespace = namespace
         if code.co_flags & 0x20:  # generator: resumed lazily, one yield per next()
             gen = GeneratorVariable(child)
             self.ctx.generators.append(gen)

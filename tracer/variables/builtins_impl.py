@@ -377,9 +377,6 @@ def _delattr(tx, obj, name):
     return ConstantVariable(None)
 
 
-@impl(type)
-def _type(tx, obj):
-    return objects.ClassVariable(obj.python_type())
 
 
 @impl(vars)

@@ -14,6 +14,7 @@ import types
 
 from guards.sources import AttrSource, ConstSource, ItemSource
 
+from . import class_stand_ins
 from ..exc import Unsupported, UserException
 from .base import ConstantVariable, ObjectVariable, Variable
 from bytecode_utils import arg_names, make_binder, versions
@@ -181,6 +182,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         """Inlined, unless the function carries a torch.compile annotation (see
         compile_annotations.py): those are honoured as torch.compile honours them."""
         fn = self.fn
+        made = class_stand_ins.method_var(tx, fn)
+        if made is not None:  # a method of a class made in the frame: the function the body made
+            return made.call(tx, args, kwargs)
         if ann.is_graph_break(fn):
             raise Unsupported("torch._dynamo.graph_break()")
         if ann.disabled(fn) is not None:

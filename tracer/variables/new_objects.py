@@ -30,6 +30,7 @@ import types
 from bytecode_utils import versions
 from guards.sources import AttrSource, ConstSource
 
+from . import class_stand_ins
 from ..exc import Unsupported, UserException
 from ..runtime import policy
 from .base import ConstantVariable, Variable
@@ -554,7 +555,7 @@ class NewObjectVariable(Variable):
         # (built once per rewritten code, and refused if it contains itself: CodeGen.reconstruct)
         base = self.dict_base
         cg.extend(versions.load_const_callable(rebuild_object))
-        cg.load_const(self.cls)
+        class_stand_ins.load_class(cg, self.cls)
         cg.load_const(dict.__new__ if base is not None else list.__new__ if self.elements is not None
                       else object.__new__)
         names = tuple(self.attrs.items) + tuple(self.slots)  # (object.__setattr__ fills a slot too)

@@ -14,6 +14,7 @@ from guards.sources import AttrSource, ConstSource, GenericAttrSource, ItemSourc
 
 from ..exc import Unsupported, UserException
 from ..runtime import compile_annotations as ann
+from . import class_stand_ins
 from .base import ConstantVariable, ObjectVariable, Variable, python_object
 from .dict_storage import DictStorage
 
@@ -160,7 +161,8 @@ def bind_class_attr(tx, attr, obj_var, cls, source=None):
         answer = modelled(attr) if modelled is not None else None
         if answer is not None:
             return answer
-        return functions.BoundMethodVariable(functions.UserFunctionVariable(attr), obj_var)
+        made = class_stand_ins.method_var(tx, attr)  # a method of a class made in the frame
+        return functions.BoundMethodVariable(made or functions.UserFunctionVariable(attr), obj_var)
     if attr is _OBJECT_CLASS:  # obj.__class__: the type, fixed by the object's identity/type guard
         return ClassVariable(cls, ConstSource(cls))
     if hasattr(obj_var, "slot_call"):  # object/dict/list slot methods act on the object's state
@@ -559,7 +561,7 @@ class ClassVariable(ObjectVariable):
         raise Unsupported(f"constructing a {self.cls.__name__} object inside the traced frame")
 
     def reconstruct(self, cg):
-        cg.load_const(self.cls)
+        class_stand_ins.load_class(cg, self.cls)  # (one made in the frame: made again, per call)
 
     def __repr__(self):
         return f"Class({self.cls.__name__})"

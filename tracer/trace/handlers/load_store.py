@@ -136,8 +136,15 @@ def LOAD_CLOSURE(tx, inst):
     tx.push(CellRef(tx.cells[inst.argval]))
 
 
-@handler("LOAD_DEREF")
 @handler("LOAD_CLASSDEREF", versions=[(3, 11)])
+def LOAD_CLASSDEREF(tx, inst):
+    """A class body's read of a free variable: its namespace first, then the cell."""
+    if tx.namespace is not None and inst.argval in tx.namespace.items:
+        return tx.push(tx.namespace.items[inst.argval])
+    LOAD_DEREF(tx, inst)
+
+
+@handler("LOAD_DEREF")
 def LOAD_DEREF(tx, inst):
     box = tx.cells.get(inst.argval)
     if box is None:
@@ -164,7 +171,50 @@ def DELETE_DEREF(tx, inst):
     raise Unsupported("del of a closure variable")
 
 
-@handler("LOAD_NAME", "STORE_NAME", "DELETE_NAME")
-@handler("LOAD_LOCALS", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS", versions=SINCE_312)
-def NAME_OPS(tx, inst):
-    raise Unsupported(f"{inst.opname}: module or class body code is not traced")
+def _namespace(tx, inst):
+    """The namespace of a class body being traced (variables/frame_classes.py); module code
+    is never traced."""
+    if tx.namespace is None:
+        raise Unsupported(f"{inst.opname}: module code is not traced")
+    return tx.namespace.items
+
+
+@handler("LOAD_NAME")
+def LOAD_NAME(tx, inst):
+    """The namespace, then globals, then builtins."""
+    ns = _namespace(tx, inst)
+    tx.push(ns[inst.argval] if inst.argval in ns else tx.load_global(inst.argval))
+
+
+@handler("STORE_NAME")
+def STORE_NAME(tx, inst):
+    _namespace(tx, inst)[inst.argval] = tx.pop()
+
+
+@handler("DELETE_NAME")
+def DELETE_NAME(tx, inst):
+    ns = _namespace(tx, inst)
+    if inst.argval not in ns:
+        raise Unsupported(f"del of {inst.argval!r}, not in the class namespace (the user code raises NameError)")
+    del ns[inst.argval]
+
+
+@handler("LOAD_LOCALS", versions=SINCE_312)
+def LOAD_LOCALS(tx, inst):
+    _namespace(tx, inst)
+    tx.push(tx.namespace)
+
+
+@handler("LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS", versions=SINCE_312)
+def LOAD_FROM_DICT(tx, inst):
+    """3.12+: a class body's read through its namespace (LOAD_LOCALS pushed it), else the
+    cell or the globals."""
+    _namespace(tx, inst)
+    ns = tx.pop()
+    if ns is not tx.namespace:
+        raise Unsupported(f"{inst.opname} on a mapping other than the class namespace")
+    if inst.argval in ns.items:
+        return tx.push(ns.items[inst.argval])
+    if inst.opname == "LOAD_FROM_DICT_OR_DEREF":
+        return LOAD_DEREF(tx, inst)
+    tx.push(tx.load_global(inst.argval))

@@ -1,4 +1,5 @@
 """Stack shuffling, no-ops, imports, and opcodes that are explicitly not traced."""
+import builtins
 import dis
 import sys
 
@@ -10,7 +11,8 @@ from ...variables.base import ConstantVariable
 from ...variables.builder import wrap
 from .registry import SINCE_312, UNTIL_314, handler
 from ...variables.generators import GeneratorVariable, runtime_error_for
-from ...variables.containers import IteratorVariable
+from ...variables.containers import DictVariable, IteratorVariable
+from ...variables.functions import BuiltinVariable
 from ...variables.exceptions import ExceptionVariable
 from ...variables.builtins_impl import call_builtin
 from ...variables import module_getattr
@@ -113,6 +115,20 @@ def GET_LEN(tx, inst):
     tx.push(ConstantVariable(tx.stack[-1].length(tx)))
 
 
+@handler("LOAD_BUILD_CLASS")
+def LOAD_BUILD_CLASS(tx, inst):
+    """A class statement: its call of __build_class__ is traced (variables/frame_classes.py)."""
+    tx.push(BuiltinVariable(builtins.__build_class__))
+
+
+@handler("SETUP_ANNOTATIONS")
+def SETUP_ANNOTATIONS(tx, inst):
+    """A class body with annotations: `__annotations__` made in its namespace if absent."""
+    if tx.namespace is None:
+        raise Unsupported("SETUP_ANNOTATIONS: annotations in module code")
+    tx.namespace.items.setdefault("__annotations__", DictVariable({}))
+
+
 def _unsupported(reason):
     def h(tx, inst):
         raise Unsupported(f"{inst.opname}: {reason}")
@@ -122,8 +138,6 @@ def _unsupported(reason):
 for _name, _why in {
     "IMPORT_STAR": "import * in a function",
     "PRINT_EXPR": "interactive printing",
-    "SETUP_ANNOTATIONS": "annotations in a frame",
-    "LOAD_BUILD_CLASS": "class definition inside a traced frame",
     "GET_AWAITABLE": "coroutine frame",
     "GET_AITER": "async iteration",
     "GET_ANEXT": "async iteration",
