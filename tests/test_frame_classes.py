@@ -212,9 +212,11 @@ def test_nn_module_subclass_made_in_the_frame():
     _captured(f, torch.randn(4))
 
 
-def test_unsupported_class_breaks_at_the_statement():
-    """A base whose __init_subclass__ runs user code: a graph break at the class statement
-    only (the work before and after it is traced), with the reason; answers as eager's."""
+def test_unsupported_class_runs_the_frame_as_python_once():
+    """A base whose __init_subclass__ runs user code: the class is made natively. The frame
+    runs as Python, its reason named, not a graph break: code after a break would get a new
+    class each call, whose guards by identity fail, a recompile per call up to the limit.
+    Later calls trace nothing; answers as eager's."""
     registry = []
 
     class Registered:
@@ -226,21 +228,25 @@ def test_unsupported_class_breaks_at_the_statement():
 
         class P(Registered):
             pass
-        return y + len(registry)
+        return y + len(registry) + P.__name__.count("P")
     tracer.reset()
     compiled = tracer.compile(f)
     with traced() as t:
-        got = compiled(torch.ones(2))
-    assert registry == ["P"]
-    assert torch.allclose(got, torch.ones(2) * 2 + 1)
-    assert_captured(t, graphs=2, breaks=1, fallbacks=0)
+        for k in range(1, 6):
+            got = compiled(torch.ones(2))
+            assert registry == ["P"] * k
+            assert torch.allclose(got, torch.ones(2) * 2 + k + 1)
+    assert t.fallbacks == 1 and t.graph_breaks == 0 and t.internal_errors == 0, str(t)
+    # (the frame itself is not traced again; __init_subclass__, called natively with a new
+    # class each time, is: its guard on `cls` by identity, as before this change)
+    assert "<locals>.f:" not in str(t), str(t)
     rep = str(tracer.explain(f, torch.ones(2)))
-    assert "__init_subclass__" in rep and "ran as Python" not in rep
+    assert "__init_subclass__" in rep and "after a class made in the frame" in rep
 
 
-def test_class_body_with_a_tensor_op_breaks():
-    """A class body computing on an input tensor is not made at trace time: a break at the
-    statement, the answer eager's."""
+def test_class_body_with_a_tensor_op_runs_the_frame_as_python():
+    """A class body computing on an input tensor is not made at trace time: the frame runs
+    as Python once (no recompile per call), the answer eager's."""
     def f(x):
         class P:
             w = x * 3
@@ -248,6 +254,27 @@ def test_class_body_with_a_tensor_op_breaks():
     tracer.reset()
     compiled = tracer.compile(f)
     with traced() as t:
-        got = compiled(torch.ones(2))
-    assert torch.allclose(got, torch.ones(2) * 3 + 1)
-    assert t.fallbacks == 0 and t.internal_errors == 0 and t.graph_breaks == 1, str(t)
+        for _ in range(4):
+            x = torch.randn(2)
+            assert torch.allclose(compiled(x), x * 3 + 1)
+    assert t.fallbacks == 1 and t.internal_errors == 0 and t.graph_breaks == 0 and t.recompiles == 0, str(t)
+
+
+def test_a_class_with_a_staticmethod_does_not_recompile_per_call():
+    """A class whose body makes a staticmethod (not made at trace time) and is used after:
+    before, a graph break at the class statement sent a new class to the code after it on
+    every call (8 recompiles and a RecompileLimitWarning); now the frame runs as Python."""
+    def g(x):
+        class Q:
+            @staticmethod
+            def k():
+                return 3
+        y = x + 1
+        return y * Q.k()
+    tracer.reset()
+    compiled = tracer.compile(g)
+    with traced() as t:
+        for _ in range(10):
+            x = torch.randn(3)
+            assert torch.allclose(compiled(x), (x + 1) * 3)
+    assert t.recompiles == 0 and t.internal_errors == 0 and t.frames_traced <= 2, str(t)

@@ -95,6 +95,11 @@ class TraceContext:
     # library namespace without a guard, kept with the entry (variables/library_reads.py; a
     # refused trial's reads stay: the entry then names more than it used, never less)
     library_reads: dict = _state(dict, release=RESET, trial=KEEP)
+    # names of the classes the trace made (variables/frame_classes.py): a class made in the
+    # frame is a new object on every call, and code after a graph break would see a new one
+    # each time (its guards by identity fail: a recompile per call), so such a trace does not
+    # break (convert_frame._trace_once)
+    frame_classes: list = _state(list, release=RESET, trial=KEEP)
     # sources of the modules whose forward was inlined or replayed: the guards read through
     # one of them are checked by a function of its own, shared by its siblings (guards/builder.py)
     module_roots: dict = _state(dict, release=KEEP, trial=KEEP)

@@ -270,6 +270,11 @@ def _trace_once(code, L, G, C, builtins, policy, break_at, handled, stock_leaves
         ctx.mode_blocks_at_stop = list(ctx.mode_blocks)  # (at a graph break: still open)
         return ctx, frame, ret
     except BaseException as e:
+        if isinstance(e, Unsupported) and e.breakable and ctx.frame_classes:
+            # the code after a break would get a new class (or instance) each call: a
+            # recompile each time; the frame runs as Python, its calls traced
+            e.breakable = False
+            e.reason = f"{e.reason} (after a class made in the frame: no graph break there)"
         if isinstance(e, Unsupported):  # (read before the release clears the frames)
             e.saw_every_call = saw_every_call(ctx, G, builtins)
             e.root_calls = root_call_dims(ctx.root_calls)

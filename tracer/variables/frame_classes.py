@@ -33,6 +33,7 @@ _SAFE_METACLASSES = (type, abc.ABCMeta)  # their __new__/__init__ only make the 
 def _type(tx, *args):
     """type(obj), or type(name, bases, ns): a class made in the frame."""
     if len(args) == 3:
+        tx.ctx.frame_classes.append("type()")
         return make_type(tx, *args)
     if len(args) != 1:
         raise user_error(TypeError, "type() takes 1 or 3 arguments")
@@ -48,6 +49,7 @@ def _build_class(tx, *args, **kwargs):
 def build_class(tx, args, kwargs):
     """`__build_class__(body, name, *bases, metaclass=..., **kwds)`: the body traced on a new
     namespace, then the class made from it (make_class)."""
+    tx.ctx.frame_classes.append("class")
     if len(args) < 2:
         raise Unsupported("__build_class__ with fewer than two arguments (the user code raises TypeError)")
     body, name = args[0], _constant_str(args[1], "class name")
