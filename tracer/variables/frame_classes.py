@@ -13,8 +13,10 @@ computed in the frame are the trace's own.
 
 Only what has no effect of its own is made at trace time: the metaclass is `type` or
 `abc.ABCMeta`, no base has an `__init_subclass__` of its own, no class attribute has a
-`__set_name__`, the body adds no graph op and no side effect. Anything else is Unsupported,
-a graph break at the class statement's call of `__build_class__`.
+`__set_name__`, the body adds no graph op and no side effect. Anything else is Unsupported;
+it, and any other Unsupported once a class was made, runs the frame as Python rather than
+breaking the graph (convert_frame._trace_once reads `TraceContext.frame_classes`): the code
+after a break would be handed a new class on every call, and traced again each time.
 """
 import abc
 import builtins
