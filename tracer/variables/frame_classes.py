@@ -67,6 +67,7 @@ def build_class(tx, args, kwargs):
     if tx.output.count_ops() != ops or _effects(tx) != effects:
         raise Unsupported(f"the body of class {name} has tensor operations or side effects")
     classcell = namespace.items.pop("__classcell__", None)
+    _drop_classdict_cell(namespace.items)
     return make_class(tx, metaclass, name, bases, namespace.items,
                       classcell.box if isinstance(classcell, stack_values.CellRef) else None)
 
@@ -113,6 +114,22 @@ def make_class(tx, metaclass, name, bases, items, classcell):
     if classcell is not None:
         classcell.set(var)  # (`__class__` and zero-argument super() in its methods)
     return var
+
+
+def _drop_classdict_cell(items):
+    """CPython 3.14+ hands every class body's namespace to type() as `__classdictcell__` too,
+    which type.__new__ fills with the class's dict and removes: the cell annotation scopes
+    read the class's names through. A class whose functions close over it (its
+    `__annotate__`, a method's annotations) is not made here; otherwise the cell is read by
+    nothing and is dropped."""
+    ref = items.pop("__classdictcell__", None)
+    if ref is None:
+        return
+    box = getattr(ref, "box", None)
+    if box is None or any(box in getattr(v, "closure", ()) for v in items.values()
+                          if isinstance(v, functions.NestedFunctionVariable)):
+        raise Unsupported("a class body whose functions read the class's own dict (__classdictcell__: "
+                          "its annotations' scope)")
 
 
 def _constant_str(var, what):
