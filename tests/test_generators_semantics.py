@@ -6,6 +6,7 @@ import torch
 
 import tracer
 
+from helpers import assert_captured, traced
 from semantics_helpers import check, run
 
 
@@ -436,3 +437,121 @@ def test_finally_runs_when_a_generator_is_deleted_after_a_graph_break():
         torch.testing.assert_close(c(lc, torch.ones(2)), f(le, torch.ones(2)))
         assert lc == le == ["gen finally", "after del"]
     assert tracer.stats().fallbacks == 0
+
+
+class _Pulled:
+    """A class whose __iter__ is a generator method that counts what it hands out."""
+    def __init__(self, n):
+        self.n, self.pulled = n, 0
+
+    def __iter__(self):
+        for i in range(self.n):
+            self.pulled += 1
+            yield i
+
+
+class _Holds:
+    """A class whose __iter__ is iter() of a list it holds."""
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class _Indexed:
+    """A class with __getitem__ only: iterated by the old sequence protocol (IndexError ends it)."""
+    def __init__(self, items):
+        self.items = items
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
+def _loop_over(x, it):
+    for i in it:
+        x = x + i
+    return x
+
+
+def _loop_until_two(x, it):
+    for i in it:
+        if i == 2:
+            break
+        x = x + i
+    return x, it.pulled
+
+
+def _one_graph(c, fn, *args):
+    """compiled == eager (and the inputs as eager leaves them), one graph, no break or fallback."""
+    with traced() as t:
+        run(c, fn, *args)
+    assert_captured(t, graphs=1, breaks=0)
+    return t
+
+
+def test_a_loop_over_an_object_whose_iter_is_a_generator_method_is_traced():
+    """`for i in it` over an object passed in whose __iter__ is a generator method: a break
+    inside the loop before (the frame ran as Python), as torch.compile traces it. Now __iter__
+    is inlined and its generator advanced as far as the loop pulls (a loop that stops early
+    leaves `pulled` where eager does); a new `n` recompiles, a patched __iter__ too."""
+    c = tracer.compile(_loop_over)
+    _one_graph(c, _loop_over, torch.ones(2), _Pulled(3))
+    with traced() as t:
+        run(c, _loop_over, torch.ones(2), _Pulled(3))
+    assert t.frames_traced == 0
+    _one_graph(c, _loop_over, torch.ones(2), _Pulled(4))
+    stop = tracer.compile(_loop_until_two)
+    _one_graph(stop, _loop_until_two, torch.ones(2), _Pulled(5))
+
+    class Patched(_Pulled):
+        pass
+    c2 = tracer.compile(_loop_over)
+    _one_graph(c2, _loop_over, torch.ones(2), Patched(3))
+    Patched.__iter__ = lambda self: iter([10, 20])
+    with traced() as t:
+        run(c2, _loop_over, torch.ones(2), Patched(3))
+    assert t.recompiles == 1 and t.graph_breaks == 0 and t.fallbacks == 0
+
+
+def test_a_loop_over_an_object_whose_iter_returns_iter_of_a_list_or_that_has_only_getitem():
+    """`__iter__` returning `iter(self.items)`, and a class with `__getitem__` only (CPython's
+    sequence iterator: obj[0], obj[1]... until IndexError): the first was a break inside the
+    loop (the frame ran as Python), the second a break on "iterating over" the object. Both
+    now one graph, the items' changes seen on later calls."""
+    for cls in (_Holds, _Indexed):
+        c = tracer.compile(_loop_over)
+        items = [1, 2, 3]
+        _one_graph(c, _loop_over, torch.ones(2), cls(items))
+        _one_graph(c, _loop_over, torch.ones(2), cls([4, 5]))
+
+    def made_here(x, items):
+        seq = _Indexed(items)
+        return _loop_over(x, seq), list(seq), [v * 2 for v in _Holds(items)]
+
+    _one_graph(tracer.compile(made_here), made_here, torch.ones(2), [1, 2])
+
+
+def test_zip_over_an_object_whose_iter_is_a_generator_pulls_as_far_as_eager():
+    """`zip(obj, (1, 2))` with obj's __iter__ a generator method: the trace drained the whole
+    generator (obj.pulled 5 where eager's is 3: a wrong answer). Now zip takes it one item at a
+    time as CPython's does; and a sequence iterator advanced before a break is rebuilt where it
+    stood."""
+    def f(x, obj):
+        for a, b in zip(obj, (1, 2)):
+            x = x + a * b
+        return x, list(enumerate(obj)), obj.pulled
+
+    _one_graph(tracer.compile(f), f, torch.ones(2), _Pulled(5))
+
+    def across_a_break(x, obj):
+        it = iter(obj)
+        a = next(it)
+        torch._dynamo.graph_break()
+        return x + a + next(it), list(it)
+
+    c = tracer.compile(across_a_break)
+    with traced() as t:
+        for items in ([1, 2, 3], [4, 5, 6, 7]):
+            run(c, across_a_break, torch.ones(2), _Indexed(items))
+    assert t.fallbacks == 0 and t.internal_errors == 0, str(t)

@@ -399,16 +399,17 @@ def _range(tx, *args):
 
 
 def _lazy(iterable):
-    # a list is read lazily too: the loop body may append to or pop from it (as CPython sees)
-    return isinstance(iterable, IteratorVariable) and iterable.lazy() or isinstance(iterable, ListVariable)
+    # a list is read lazily too: the loop body may append to or pop from it (as CPython sees);
+    # and an object of a user class, whose own iteration may run code (zip stops pulling early)
+    return isinstance(iterable, IteratorVariable) and iterable.lazy() or isinstance(iterable, ListVariable) or \
+        live_iterators.is_user_object(iterable)
 
 
 def _lazy_map(tx, iterables, step, py_type=None, leading=(), trailing=()):
     """Like the builtin, pull from lazy iterators one item at a time; `step(items)` -> Variable/None.
     Made again where it leaves the frame unstarted: `py_type(*leading, *iterators, *trailing)`."""
-    for it in iterables:
-        live_iterators.refuse_one_at_a_time(it)
     its = [it if isinstance(it, IteratorVariable) else ListIteratorVariable(it) if isinstance(it, ListVariable)
+           else live_iterators.iterator_over(tx, it) if live_iterators.is_user_object(it)
            else IteratorVariable(it.iterate(tx)) for it in iterables]
 
     def more(tx):

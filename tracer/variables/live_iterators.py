@@ -5,7 +5,8 @@ iterator `iter(v)` gives (GET_ITER, the iter() builtin). A list's is ListIterato
 import collections
 import types
 
-from ..exc import Unsupported
+from ..exc import Unsupported, UserException
+from .base import ConstantVariable
 from .exceptions import user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListIteratorVariable, ListVariable,
                          TupleVariable, UnreadValue, container_size, emit_iter_over, key_variable)
@@ -98,11 +99,94 @@ def iterator_over(tx, v):
     base, kind = (v.dict_var, v.kind) if isinstance(v, DictViewVariable) else (v, "keys")
     if isinstance(base, DictVariable) and base.user_cls in (dict, collections.defaultdict):
         return DictIteratorVariable(base, kind)
+    if (it := user_iterator(tx, v)) is not None:
+        return it
     refuse_one_at_a_time(v)
     it = IteratorVariable(v.iterate(tx), py_type=builtins_impl.iter_type(v))
     if isinstance(base, (DictVariable, SetVariable)):
         it.sized = (base, container_size(base))  # (an OrderedDict's: its own, order-keeping checks)
     return it
+
+
+def user_iterator(tx, v):
+    """`iter(obj)` of an object of a user class, as CPython's PyObject_GetIter, or None where
+    the object is its own iterator (`refuse_one_at_a_time` decides) or not a user object. The
+    class's own Python `__iter__` is called, traced like any method and guarded on the class's
+    entry: its result is the iterator, a generator its body makes advanced only as far as the
+    loop pulls (draining it here would run more of it than eager does, when the loop stops
+    half-way). With no `__iter__`, a Python `__getitem__` is the old sequence protocol
+    (`sequence_iterator`)."""
+    if not is_user_object(v):
+        return None
+    cls = v.python_type()
+    attr, owner = objects.guarded_type_lookup(tx, objects.class_source(v), cls, "__iter__")
+    if owner is None:
+        return sequence_iterator(tx, v)
+    if not isinstance(attr, types.FunctionType) or objects.lookup_type_attr(cls, "__next__")[1] is not None:
+        return None
+    it = objects.bind_class_attr(tx, attr, v, cls).call(tx, [], {})
+    if not isinstance(it, IteratorVariable):  # (self without a __next__, a list...: eager's TypeError)
+        raise Unsupported(f"{cls.__name__}.__iter__ returned a {it}, not an iterator the trace models")
+    return it
+
+
+def is_user_object(v):
+    """An object of a user class (passed in or made in the frame): its iteration is its class's."""
+    return isinstance(v, (objects.UserObjectVariable, new_objects.NewObjectVariable))
+
+
+class SequenceIteratorVariable(IteratorVariable):
+    """`iter(obj)` of an object whose class has a Python `__getitem__` and no `__iter__`:
+    CPython's sequence iterator reads obj[0], obj[1]... through the class's method (traced)
+    until it raises IndexError or StopIteration, one item per step, so a loop that stops early
+    reads no further. Made again unstarted at a break: `iter(obj)`."""
+
+    def __init__(self, obj):
+        super().__init__([], more=self._step, py_type=_SEQUENCE_ITERATOR)
+        self.obj, self.index = obj, 0
+        self.unstarted = (iter, [obj])
+
+    def _step(self, tx):
+        try:
+            item = self.obj.getitem(tx, ConstantVariable(self.index))
+        except UserException as e:
+            if issubclass(e.exc_type, (IndexError, StopIteration)):
+                return None
+            raise
+        self.index += 1
+        return item
+
+    def reconstruct(self, cg):
+        """At a break: CPython's own sequence iterator over the object, at the index this one
+        reached (exhausted: an empty iterator)."""
+        if self._more is None:
+            return emit_iter_over(cg, [])
+        cg.call_with(sequence_iterator_at, [self.obj, ConstantVariable(self.index)])
+
+
+def sequence_iterator_at(obj, index):
+    """`iter(obj)` advanced to `index` without reading the items before it (as pickling
+    restores it)."""
+    it = iter(obj)
+    it.__setstate__(index)
+    return it
+
+
+class _Indexed:
+    def __getitem__(self, i):
+        raise IndexError
+
+
+_SEQUENCE_ITERATOR = type(iter(_Indexed()))  # (CPython's `iterator`)
+
+
+def sequence_iterator(tx, v):
+    """The old sequence protocol's iterator of `v` (a user object whose class has no
+    `__iter__`), when its class has a Python `__getitem__` (guarded on the class's entry when
+    the first item is read); None otherwise (iteration is refused where it is asked for)."""
+    if not isinstance(objects.lookup_type_attr(v.python_type(), "__getitem__")[0], types.FunctionType):
+        return None
+    return SequenceIteratorVariable(v)
 
 
 def refuse_one_at_a_time(v):

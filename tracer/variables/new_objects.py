@@ -466,6 +466,10 @@ class NewObjectVariable(Variable):
         self._special(tx, "__delitem__", [key], "item deletion")
 
     def iterate(self, tx):
+        if self._class_attr(tx, "__iter__", _MISSING) is _MISSING:  # the old sequence protocol
+            it = live_iterators.sequence_iterator(tx, self)
+            if it is not None:
+                return it.iterate(tx)
         it = self._special(tx, "__iter__", [], "iteration")
         if it is not self:
             return it.iterate(tx)
@@ -595,4 +599,4 @@ def _attr_name(var):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, containers, object_protocols, objects, collections_vars, exceptions  # noqa: E402
+from . import functions, containers, object_protocols, objects, collections_vars, exceptions, live_iterators  # noqa: E402

@@ -233,6 +233,10 @@ class UserObjectVariable(DictStorage, ObjectVariable):
             # its own __iter__ (a generator, or iter() of what it holds), traced, then drained
             it = special_method(tx, self, "__iter__").call(tx, [], {})
             return it.iterate(tx) if it is not self else self._drain_next(tx)
+        if lookup_type_attr(type(self.value), "__iter__")[1] is None:  # the old sequence protocol
+            it = live_iterators.user_iterator(tx, self)
+            if it is not None:
+                return it.iterate(tx)
         return super().iterate(tx)
 
     def _drain_next(self, tx):
@@ -788,4 +792,4 @@ class OpaqueVariable(ObjectVariable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import functions, new_objects, object_protocols, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors, lazy_annotations  # noqa: E402
+from . import functions, new_objects, object_protocols, dict_storage, mode_blocks, torch_calls, collections_vars, autograd_function, containers, named_tuples, exceptions, builder, introspection, keyed_dict, descriptors, lazy_annotations, live_iterators  # noqa: E402
