@@ -2,9 +2,11 @@
 functools.wraps attributes, function attributes, type(obj).__mro__ with mixins, hasattr on
 a functools.partial, nonlocal stores into a called function's cell."""
 import functools
+import operator
 
 import torch
 
+from helpers import assert_captured, traced
 from semantics_helpers import check, run
 import tracer
 
@@ -237,3 +239,63 @@ def test_partial_of_a_partial_is_one_partial():
     p.__dict__  # (made now: CPython no longer merges p into a partial of it)
     _, d = run(c, f, torch.ones(2), p)
     assert d.frames == 1 and d.fallbacks == 0  # a guard on p's instance dict told the difference
+
+
+class _Shaped:
+    def __init__(self, t):
+        self.inner = _Box(t)
+        self.scale = 3
+
+
+class _Box:
+    def __init__(self, t):
+        self.t = t
+
+
+def test_operator_itemgetter_and_attrgetter_made_in_the_frame_are_traced():
+    """`operator.itemgetter(1)` / `operator.attrgetter("shape")` made in the frame and called
+    (also several keys, a dotted name, as sort key): a break where each was made ("constructing
+    a itemgetter object") and another where it was called, where torch.compile captures one
+    graph. Now each call is the subscripts / attribute reads it stands for, traced (and
+    guarded) as the plain ones, and eager's TypeErrors are raised in the frame."""
+    def f(x, d, obj):
+        first = operator.itemgetter(1)([x, x + 1])
+        a, b = operator.itemgetter("a", "b")(d)
+        t, scale = operator.attrgetter("inner.t", "scale")(obj)
+        pairs = sorted([(1, 3), (2, 1)], key=operator.itemgetter(1))
+        try:
+            operator.attrgetter(1)
+        except TypeError as e:
+            msg = str(e)
+        return x.reshape(operator.attrgetter("shape")(x)[::-1]) * a + b, first, t * scale, pairs, msg
+
+    c, d = check(f, torch.ones(2, 3), {"a": 2, "b": 3}, _Shaped(torch.ones(3)), graphs=1, dynamo=True)
+    run(c, f, torch.ones(2, 3), {"a": 4, "b": 5}, _Shaped(torch.ones(3)))  # changed inputs, eager's values
+
+
+def test_operator_getters_passed_in_or_across_a_break():
+    """A getter handed to the frame (or to a resume function at a break) was a break at its
+    call ("descriptor wrapper_descriptor on itemgetter"). Now it is modelled by the constants it
+    was made from, guarded: a getter of other keys recompiles."""
+    def f(x, g):
+        return x * len(repr(g([10, 20, 30]))), g
+
+    c = tracer.compile(f)
+    for g, traces in ((operator.itemgetter(0, 2), 1), (operator.itemgetter(0, 2), 0), (operator.itemgetter(1), 1)):
+        with traced() as t:
+            out = c(torch.ones(2), g)
+        torch.testing.assert_close(out[0], f(torch.ones(2), g)[0])
+        assert out[1] is g and t.frames_traced == traces
+        if traces:
+            assert_captured(t, graphs=1, breaks=0)
+    assert len(c.entries) == 2
+
+    def across(x):
+        g = operator.attrgetter("shape")
+        torch._dynamo.graph_break()
+        return x.reshape(g(x)[::-1]), g
+
+    with traced() as t:
+        out = tracer.compile(across)(torch.ones(2, 3))
+    assert out[0].shape == (3, 2) and out[1].__reduce__() == (operator.attrgetter, ("shape",))
+    assert_captured(t, graphs=1, breaks=1)

@@ -16,5 +16,5 @@ from . import base  # noqa: E402,F401  (first)
 from . import (autograd_function, builder, builtins_impl, checkpoint, collections_vars, container_args, containers,  # noqa: E402,F401
                copying, descriptors, dict_storage, exceptions, folds, frame_classes, functions, generators, input_tuples, introspection,
                itertools_impl, keyed_dict, lazy_annotations, lazy_reads, library_reads, live_iterators, mode_blocks,
-               module_stores, new_objects, nn_module, object_protocols, objects, operators, speculate, stack_values, sym,
+               module_stores, new_objects, nn_module, object_protocols, objects, operator_getters, operators, speculate, stack_values, sym,
                templates, tensor, tensor_facts, torch_calls, torch_vars)

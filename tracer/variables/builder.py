@@ -54,7 +54,7 @@ from .objects import ClassVariable, OpaqueVariable, UserObjectVariable, WrapperO
 from .tensor import TensorVariable
 from .torch_objects import is_traced_object
 from .torch_vars import GradModeClassVariable, PythonModuleVariable, TorchFunctionVariable
-from . import iterator_inputs
+from . import iterator_inputs, operator_getters
 
 _BUILTIN_MODULES = (builtins, math, operator)
 _GRAD_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
@@ -677,6 +677,7 @@ _BY_TYPE = {
     **{it: iterator_inputs.seq_iterator for it in iterator_inputs.SEQ_ITERATORS if it is not type(iter([]))},
     types.ModuleType: _python_module,
     types.CodeType: _opaque,
+    operator.itemgetter: operator_getters.wrap_input, operator.attrgetter: operator_getters.wrap_input,
     object: _opaque,  # a sentinel (`_MISSING = object()`, compared with `is`)
     **{c: _foreign_generator for c in _GENERATOR_TYPES},
 }
