@@ -1,5 +1,6 @@
 """Library code real models run on every call (issue 9), each mechanism on a small program:
 compiled == eager, what was captured (graphs, breaks), and warm calls compile nothing."""
+import collections
 import copy
 import functools
 import inspect
@@ -13,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 import tracer
 from helpers import traced
+from semantics_helpers import check, run as differential
 
 
 @pytest.fixture(autouse=True)
@@ -467,3 +469,34 @@ def test_a_checkpointed_batch_norm_in_training_runs_natively(backend):
         torch.testing.assert_close(a, b)
     assert any("writes a tensor it did not make" in e.reason for e in t.of("break")), t
     assert t.fallbacks == 0 and t.internal_errors == 0, t
+
+
+# ---- collections.Counter ----------------------------------------------------------------------
+
+def test_a_counter_made_in_the_frame_is_traced():
+    """`collections.Counter(["a", "b", "a"])` in the frame: a break at `_count_elements`, the C
+    helper Counter.update calls, where torch.compile captures one graph; and `c[k]` of a missing
+    key (Counter's __missing__: 0) was a KeyError break. Now _count_elements is its loop on the
+    tracer's dict, dict's [] gives a missing key to the class's __missing__, and most_common(),
+    items(), `c[k]` after it are traced: one graph, eager's values on later calls and when the
+    input list changes."""
+    def f(x, xs):
+        c = collections.Counter(["a", "b", "a"])
+        d = collections.Counter(xs)
+        d.update("abca")
+        d["q"] += 1
+        return x * c["a"] + d[1] + d["zz"], d.most_common(), sorted(d.items(), key=str), list(d), d
+
+    c, _ = check(f, torch.ones(2), [1, 2, 1, 3], graphs=1, dynamo=True)
+    with traced() as t:
+        differential(c, f, torch.ones(2), [3, 3, 1])
+    assert t.graph_breaks == 0 and t.fallbacks == 0 and t.internal_errors == 0, str(t)
+
+
+def test_a_counter_passed_in_reads_a_missing_key_through_missing():
+    """A Counter (a dict subclass with __missing__) passed in: `c[k]` of a missing key was a
+    break ("missing key of a Counter with __missing__"); now its __missing__ is inlined."""
+    def f(x, c):
+        return x * c["zz"] + c[1], c.most_common()
+
+    check(f, torch.ones(2), collections.Counter([1, 1, 2]), graphs=1)

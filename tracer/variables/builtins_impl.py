@@ -757,10 +757,12 @@ def _hashable_constant(v):
 from .itertools_impl import IMPLS as _ITERTOOLS_IMPLS  # noqa: E402
 from .sums import IMPLS as _SUM_IMPLS  # noqa: E402
 from .operator_getters import IMPLS as _GETTER_IMPLS  # noqa: E402
+from .collections_vars import IMPLS as _COLLECTIONS_IMPLS  # noqa: E402
 
 _IMPLS.update(_ITERTOOLS_IMPLS)
 _IMPLS.update(_SUM_IMPLS)
 _IMPLS.update(_GETTER_IMPLS)
+_IMPLS.update(_COLLECTIONS_IMPLS)
 _IMPL_IDS = {id(fn): fn for fn in _IMPLS}
 
 

@@ -306,6 +306,24 @@ def _make_namespace_var(tx, args, kwargs):
     return NamespaceVariable(attrs)
 
 
+def count_elements(tx, mapping, iterable):
+    """`_collections._count_elements(mapping, iterable)`, the C helper of Counter.update and
+    Counter(iterable): its loop, run on Variables as collections' own Python fallback states it
+    (`mapping[elem] = mapping.get(elem, 0) + 1` for each item, one item at a time), through
+    the mapping's own `get` and item assignment as the C code calls them when they are not
+    dict's (and as dict's own when they are, which gives the same)."""
+    it = live_iterators.iterator_over(tx, iterable)
+    for _ in containers.bounded(tx):
+        elem = it.next(tx)
+        if elem is None:
+            return ConstantVariable(None)
+        old = mapping.call_method(tx, "get", [elem, ConstantVariable(0)], {})
+        mapping.setitem(tx, elem, operators.binary_op(tx, "add", old, ConstantVariable(1)))
+
+
+IMPLS = {collections._count_elements: count_elements}
+
+
 def constructor(cls):
     """The Variable-building constructor for a builtin collection class, or None."""
     if cls is collections.OrderedDict:
@@ -324,4 +342,4 @@ def constructor(cls):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import container_args, containers, functions, exceptions, new_objects, objects  # noqa: E402
+from . import container_args, containers, functions, exceptions, live_iterators, new_objects, objects, operators  # noqa: E402

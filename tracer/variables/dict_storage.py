@@ -205,8 +205,9 @@ class DictReadMethod(Variable):
                 return self.obj.dict_item(tx, key)
             if name == "get":
                 return args[1] if len(args) > 1 else ConstantVariable(None)
-            if hasattr(type(self.obj.value), "__missing__"):  # dict's [] calls it (defaultdict)
-                raise Unsupported(f"missing key of a {type(self.obj.value).__name__} with __missing__")
+            missing = objects.special_method(tx, self.obj, "__missing__")  # dict's [] calls it (Counter's 0)
+            if missing is not None:
+                return missing.call(tx, [args[0]], {})
             raise exceptions.user_error(KeyError, key)
         if name in ("__len__", "keys", "__iter__") and not args and not kwargs:
             keys = [ConstantVariable(k) for k in self.obj.dict_keys(tx)]
@@ -220,4 +221,4 @@ class DictReadMethod(Variable):
 # Modules of the value model that also import this one (the one import cycle, see
 # docs/design.md): imported as modules, after this module's own definitions, so that
 # either may be imported first; their names are read when a function runs.
-from . import builder, collections_vars, containers, exceptions  # noqa: E402
+from . import builder, collections_vars, containers, exceptions, objects  # noqa: E402

@@ -525,11 +525,23 @@ class NewObjectVariable(Variable):
         if name == "__delitem__":
             self.items.delitem(tx, args[0])
             return ConstantVariable(None)
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self._dict_subscript(tx, args[0])
         if name == "copy":
             return containers.DictVariable(self.items.items)
         if name in _DICT_METHODS:
             return self.items.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{owner.__name__}.{name} on a new {self.cls.__name__} object")
+
+    def _dict_subscript(self, tx, key):
+        """dict's `[]` on an instance of a subclass: a missing key is given to the class's
+        `__missing__` (Counter's 0), looked up on the type (guarded), as CPython's
+        dict_subscript does; without one, dict's KeyError."""
+        if not self.items.call_method(tx, "__contains__", [key], {}).as_constant():
+            missing = self._class_attr(tx, "__missing__")
+            if missing is not None:
+                return objects.bind_class_attr(tx, missing, self, self.cls).call(tx, [key], {})
+        return self.items.call_method(tx, "__getitem__", [key], {})
 
     def _list_call(self, tx, name, args, kwargs):
         """list's own methods on a list subclass's elements (those the class does not define)."""
