@@ -299,3 +299,56 @@ def test_operator_getters_passed_in_or_across_a_break():
         out = tracer.compile(across)(torch.ones(2, 3))
     assert out[0].shape == (3, 2) and out[1].__reduce__() == (operator.attrgetter, ("shape",))
     assert_captured(t, graphs=1, breaks=1)
+
+
+_LRU_SCALE = [2]
+
+
+@functools.lru_cache(None)
+def _doubled(n):
+    return n * 2, n + 1
+
+
+@functools.lru_cache(None)
+def _scaled(n):
+    return n * _LRU_SCALE[0]  # reads shared state: the cache keeps the first answer
+
+
+@functools.lru_cache(None)
+def _listed(n):
+    return [n]
+
+
+def test_a_pure_lru_cache_function_is_traced_and_an_impure_one_stays_a_break():
+    """A call of a user's lru_cache function was always a break ("whether its body runs
+    depends on the cache"). torch.compile traces `__wrapped__`; now so does the trace where
+    that cannot differ from the cache: constant arguments, a body that reads nothing guarded
+    and logs no effect, an immutable result (one graph, no break). A body reading a global
+    list whose value changes later (the cache keeps the old answer) and one returning a list
+    (the caller may mutate the cached object) stay breaks, with eager's answers."""
+    def pure(x):
+        n, s = _doubled(3)
+        return x * n, s
+
+    check(pure, torch.ones(2), graphs=1, breaks=0, dynamo=True)
+
+    def impure(x):
+        return x * _scaled(3)
+
+    c = tracer.compile(impure)
+    for scale in (2, 5):
+        _LRU_SCALE[0] = scale
+        with traced() as t:
+            torch.testing.assert_close(c(torch.ones(2)), impure(torch.ones(2)))
+        assert t.fallbacks == 0 and t.internal_errors == 0
+    assert _scaled(3) == 6  # the first answer, kept by the cache (so by both calls)
+
+    def mutable(x):
+        xs = _listed(3)
+        xs.append(1)
+        return x * len(xs)
+
+    with traced() as t:
+        out = tracer.compile(mutable)(torch.ones(2))
+    assert out.tolist() == [2.0, 2.0] and _listed(3) == [3, 1]  # the cached list itself
+    assert t.graph_breaks == 1 and t.fallbacks == 0

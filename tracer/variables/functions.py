@@ -671,8 +671,11 @@ class LruCacheVariable(ObjectVariable):
     def call(self, tx, args, kwargs):
         name = getattr(self.value, "__qualname__", repr(self.value))
         if not _library_function(self.value):
-            raise Unsupported(f"lru_cache function {name}: whether its body runs depends on the "
-                              "cache, so it is called natively")
+            result = self._pure_body(tx, args, kwargs)
+            if result is None:
+                raise Unsupported(f"lru_cache function {name}: whether its body runs depends on the "
+                                  "cache, so it is called natively")
+            return result
         if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
             raise Unsupported(f"lru_cache function {name} called with traced arguments")
         result = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
@@ -680,8 +683,56 @@ class LruCacheVariable(ObjectVariable):
             raise Unsupported(f"lru_cache function {name} returned a {type(result).__name__}, not a constant")
         return ConstantVariable(result)
 
+    def _pure_body(self, tx, args, kwargs):
+        """The user's function under the cache (`__wrapped__`, guarded as any function read),
+        inlined on trial, as TorchDynamo traces it: kept only where running the body again
+        gives what the cache would hold. That is, arguments that are constants (hashed by
+        value: an object hashed by identity could have changed since it was cached), a body
+        that reads nothing the trace guards (no global, attribute or input: its answer depends
+        on the arguments alone), logs no side effect, adds no graph node, and a result that is
+        an immutable constant (a cached list could be mutated by the caller and read back
+        changed on the next hit; a fresh copy would not). What stays observable is the
+        cache's own bookkeeping: `cache_info()` counts no hit or miss for these calls, and the
+        cache is not filled; no answer the program computes from the call differs. None (the
+        trial taken back): the call is a break."""
+        consts = [*args, *kwargs.values()]
+        if not all(type(a) is base.ConstantVariable and base.is_constant_value(a.value) for a in consts):
+            return None
+        src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+        wrapped = builder.wrap(tx, self.value.__wrapped__, src)
+        if not isinstance(wrapped, UserFunctionVariable):
+            return None
+        cp, n_guards, effects = tx.ctx.checkpoint(), len(tx.ctx.guards), tx.side_effects.sizes()
+        try:
+            result = tx.inline_call(wrapped, list(args), dict(kwargs))
+        except Unsupported:
+            result = None
+        pure = result is not None and cp.restorable() and len(tx.ctx.guards) == n_guards and \
+            tx.side_effects.sizes() == effects and _immutable_result(result)
+        if pure:
+            return result
+        if not cp.restorable():
+            raise Unsupported(f"lru_cache function {self.value.__qualname__}: its body is not a pure "
+                              "function of constant arguments")
+        cp.restore()
+        return None
+
     def truthy(self, tx):
         return True
+
+
+def _immutable_result(var):
+    """A constant Variable of an immutable value, or a tuple of such."""
+    if type(var) is containers.TupleVariable:
+        return all(_immutable_result(v) for v in var.items)
+    return type(var) is base.ConstantVariable and _immutable_constant(var.value)
+
+
+def _immutable_constant(value):
+    """None, a number, a string or bytes, or a tuple/frozenset of them."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(_immutable_constant(v) for v in value)
+    return value is None or type(value) in (bool, int, float, complex, str, bytes)
 
 
 _LIBRARY_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib", "stdlib")})
