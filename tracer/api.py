@@ -7,6 +7,7 @@ entry's rewritten code with the same slots. A miss traces the frame (convert_fra
 import contextlib
 import copy
 import functools
+import inspect
 import pickle
 import types
 
@@ -193,7 +194,7 @@ class CompiledFunction(_DispatchBase or object):
         calls, rtol, atol = self._check
         if calls and entry.code is not None:
             run = checked(run, entry, self._run_eager, calls, rtol, atol, self._drop_checker,
-                          self._code.co_qualname)
+                          self._code.co_qualname, own_slots=_star_slots(self._code))
             dynamo_skip_call(run)
         self._hits.append((entry.guards.check, run))
 
@@ -576,3 +577,15 @@ def reset():
     cache.reset()
     clear_thread_caches()
     block_holes.forget()
+
+
+def _star_slots(code):
+    """The argument slots of `code` the call makes for the frame alone: its `*args` tuple and
+    `**kwargs` dict (after the positional and keyword-only ones)."""
+    i = code.co_argcount + code.co_kwonlyargcount
+    out = []
+    for flag in (inspect.CO_VARARGS, inspect.CO_VARKEYWORDS):
+        if code.co_flags & flag:
+            out.append(i)
+            i += 1
+    return tuple(out)
