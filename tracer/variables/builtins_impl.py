@@ -230,8 +230,12 @@ def _issubclass(tx, a, b):
 def _guarded_subclass(tx, t, cls):
     """issubclass(t, cls), guarded where the answer can change without t or cls changing: a
     user's ABC (`Proto.register(A)` later makes A a subclass). Library ABCs
-    (collections.abc, typing) are trusted like library globals."""
-    result = issubclass(t, cls)
+    (collections.abc, typing) are trusted like library globals. What issubclass raises (a
+    TypedDict, a subscripted generic: no class checks) is the user code's TypeError."""
+    try:
+        result = issubclass(t, cls)
+    except TypeError as e:
+        raise user_error(TypeError, str(e)) from None
     classes = cls if isinstance(cls, tuple) else (cls,)
     if any(_custom_check(type(c)) and not library_object(c) for c in classes):
         tx.guard(Predicate(ConstSource(cls), lambda c, _t=t, _r=result: issubclass(_t, c) is _r,
