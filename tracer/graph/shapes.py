@@ -85,6 +85,9 @@ class SizePolicy:
         self.made_float_symbols = False
         self.made_scalar_index = False  # `x[t]` by a 0-d int tensor is in the graph (torch_calls)
         self.scalar_outputs = False  # `t.item()` may be an unbacked symbol (config.capture_scalar_outputs)
+        # a view of an earlier input's storage keeps static sizes (Shapes.fake_input): for a
+        # backend that runs AOTAutograd (convert_frame sets it)
+        self.static_views = True
 
     @property
     def scalar_index(self):
@@ -208,9 +211,11 @@ class Shapes:
             raise Unsupported(f"a tensor whose autograd state cannot be read: {str(e).split('.')[0]}")
         dims = self.policy.tensor_dims(tensor, source)
         storage = storage_id(tensor)
-        if storage != UNKNOWN_STORAGE and storage in self._storages:
+        if storage != UNKNOWN_STORAGE and storage in self._storages and self.policy.static_views:
             # a view of an earlier input's storage keeps static sizes: AOTAutograd merges the
-            # two into one base and cannot find its own symbols again (an internal error)
+            # two into one base and cannot find its own symbols again (an internal error). The
+            # eager backend runs the graph as it is: its views' sizes may be symbolic (HF's
+            # `labels=batch[:, 1:]` beside `input_ids=batch[:, :-1]`: a trace per length)
             dims = {}
         self._storages.add(storage)
         tsrc = self._torch_source()

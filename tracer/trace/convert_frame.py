@@ -59,6 +59,7 @@ def convert_frame(code, L, G, C, builtins, backend_fn, fullgraph=False, dynamic=
     ctx = None
     policy = SizePolicy(dynamic, cache_for(code).sizes)
     policy.scalar_outputs = fullgraph or config.capture_scalar_outputs
+    policy.static_views = backend_fn is not eager_backend
     caught = []  # the exceptions handled here: their frames are let go of at the end
     leaves = set()  # stock nn modules kept as leaves (_trace)
     try:
