@@ -33,6 +33,21 @@ TORCH  torch itself. The hook skips its frames (the module call machinery, funct
        this for every caller (a prefix test on the name once made torchvision's functions
        opaque graph nodes and its objects unsupported values).
 
+INLINED_TORCH  torch.nn.utils, torch.optim: torch's Python code that works on parameters and
+       their state (gradient clipping reads each `p.grad` and scales it in place,
+       vector_to_parameters assigns `p.data`, the functional optimizers `torch.optim.sgd.sgd` & co.
+       update parameters in place) rather than computing a tensor from tensors. Its functions are
+       inlined like user code, as TorchDynamo inlines them (trace_rules' MOD_INLINELIST holds
+       torch.nn and torch.optim), so their in-place ops, `.grad` reads and `.data` writes are
+       traced or break with a reason. Recorded as one opaque node they were wrong: a function
+       returning None (vector_to_parameters, sgd) was erased as a pure op that computed nothing,
+       and AOTAutograd re-ran clip_grad_norm_ on fakes whose .grad is None (it returned 0 and
+       clipped nothing). Left out: torch.optim.lr_scheduler (TorchDynamo skips it: it reads the
+       optimizer's Python state) and torch.nn.utils.parametrize, whose functions keep their
+       cache in a module-level dict (`parametrize.cached()`): a library namespace's globals are
+       read without guards, so an inlined cache lookup would not be guarded (reading it stays a
+       graph break, as it was).
+
 UNTRACED_LIBRARIES  numpy, scipy, pandas, sympy, mpmath, networkx, PIL, matplotlib: libraries
        with no tensor programs inside. Never traced: the hook skips their frames, and inside a
        trace their functions and callables are opaque values (a call is a graph break with
@@ -116,6 +131,8 @@ import types
 import torch
 
 TORCH = ("torch",)
+INLINED_TORCH = ("torch.nn.utils", "torch.optim")
+NOT_INLINED_TORCH = ("torch.optim.lr_scheduler", "torch.nn.utils.parametrize")
 UNTRACED_LIBRARIES = ("numpy", "scipy", "pandas", "sympy", "mpmath", "networkx", "PIL", "matplotlib")
 UNTRACED_STDLIB = ("logging", "warnings")
 NOT_CONSTRUCTED_STDLIB = ("builtins", "typing", "abc", "enum", "functools", "threading", "weakref")
@@ -145,6 +162,24 @@ def is_torch_module(module_name):
 def is_torch_value(value):
     """A function, callable or class whose `__module__` is torch's."""
     return is_torch_module(getattr(value, "__module__", None))
+
+
+def _in_packages(module_name, packages):
+    """`module_name` is one of `packages` or a submodule of one."""
+    return isinstance(module_name, str) and any(
+        module_name == p or module_name.startswith(p + ".") for p in packages)
+
+
+def is_inlined_torch_module(module_name):
+    """torch's code of this module is inlined like user code, not called as one graph op
+    (INLINED_TORCH)."""
+    return _in_packages(module_name, INLINED_TORCH) and not _in_packages(module_name, NOT_INLINED_TORCH)
+
+
+def is_inlined_torch_function(value):
+    """A Python function of torch's that a trace inlines (INLINED_TORCH); a C function or an
+    op of the same module stays an op."""
+    return isinstance(value, types.FunctionType) and is_inlined_torch_module(value.__module__)
 
 
 def is_untraced_module(module_name):

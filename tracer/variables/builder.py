@@ -713,7 +713,8 @@ _TABLE = (
         policy.is_untraced_value(v), _opaque),
     (lambda v, t: t is functools._lru_cache_wrapper, _lru_cache),
     (lambda v, t: t is types.FunctionType and is_module_dispatch(v), _module_dispatch),
-    (lambda v, t: t is types.FunctionType and (not _is_torch_callable(v) or _stock_forward(v)), _user_function),
+    (lambda v, t: t is types.FunctionType and (not _is_torch_callable(v) or _stock_forward(v) or
+                                               policy.is_inlined_torch_function(v)), _user_function),
     (lambda v, t: _is_builtin_callable(v), _builtin),
     # an object of a torch class whose __call__ is Python code (a pruning hook): not an op
     (lambda v, t: _is_torch_callable(v) and is_traced_object(v, t) and not _is_context_manager(v), _user_object),

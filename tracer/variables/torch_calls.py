@@ -57,6 +57,8 @@ def call_torch(tx, kind, target, args, kwargs):
     if _writes_in_place(name, kwargs):
         _refuse_overlapping_write(name, fake_args, fake_kwargs)
     node, example = tx.output.create_node(kind, target, node_args, node_kwargs, fn)
+    if example is None and not mutating:
+        _refuse_effect_only(tx, node, target, name)
     node_meta.annotate(tx, node, example, target)
     result = wrap_result(tx, node, example, mutating=mutating, inputs=(args, kwargs))
     if isinstance(result, ConstantVariable) and tensor_facts.is_fact(name) and args and \
@@ -66,6 +68,27 @@ def call_torch(tx, kind, target, args, kwargs):
     if reads_state and isinstance(result, ConstantVariable):
         _guard_query(tx, target, name, fake_args, fake_kwargs, result.value)
     return result
+
+
+# torch's Python checks: run on fakes, what they check becomes a guard or an assertion of the
+# shape environment (a SymBool condition); a tensor condition needs its data (a break).
+_CHECKS = frozenset(getattr(torch, n) for n in (
+    "_check", "_check_is_size", "_check_index", "_check_value", "_check_type", "_check_not_implemented",
+    "_check_with", "_assert") if hasattr(torch, n))
+
+
+def _refuse_effect_only(tx, node, target, name):
+    """A Python function (not an op) that returned None was called for its effect:
+    `vector_to_parameters` assigns `p.data`, `torch.utils.swap_tensors` swaps two objects,
+    `torch.optim.sgd.sgd` updates in place. As one node erased for computing nothing (an op
+    returning None is a query), the effect was lost; kept, AOTAutograd would re-run it on its
+    own fakes. The call runs as Python instead (the torch code the trace inlines never gets
+    here: runtime/policy.py INLINED_TORCH)."""
+    if not isinstance(target, types.FunctionType) or target in _CHECKS:
+        return
+    tx.output.graph.erase_node(node)
+    raise Unsupported(f"{target.__module__}.{target.__qualname__}() returned None: a Python function of "
+                      "torch's called for its effect, not an op")
 
 
 # The legacy tensor types. Called with data they copy it as torch.tensor(data, dtype=...) does;
