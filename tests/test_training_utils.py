@@ -91,3 +91,96 @@ def test_parameters_to_vector_of_a_generator_is_captured():
     torch.testing.assert_close(got, f(x))
     assert_captured(t, breaks=0, graphs=1)
 
+
+def _clip_step(m, params, x):
+    loss = m(x).pow(2).sum()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, 0.5)
+    return loss.detach(), norm
+
+
+def _clip_step_gen(m, x):
+    loss = m(x).pow(2).sum()
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)  # (the usual call: a generator)
+    return loss.detach(), norm
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("given", ["list", "generator"])
+def test_clip_grad_norm_is_traced_and_clips_under_every_backend(backend, given):
+    """`clip_grad_norm_(params, 0.5)` after backward: one opaque node, which AOTAutograd
+    (aot_eager, inductor) traced again on fakes whose .grad is None: it returned 0 and clipped
+    nothing. Passed `m.parameters()` (the usual call) it broke with "IteratorVariable() passed
+    to a torch op". Now clip_grad_norm_ is inlined (its `p.grad` reads are guarded graph inputs,
+    `_foreach_mul_` scales them in place) and torch's grouping of the grads by device and dtype
+    is evaluated by the trace: after backward's break, one graph, and every backend returns
+    eager's norm and leaves eager's gradients."""
+    warnings.filterwarnings("ignore", message=".*TensorFloat32.*")
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 2)
+    ref = copy.deepcopy(m)
+    step = _clip_step if given == "list" else _clip_step_gen
+    args = (lambda m: (m, list(m.parameters()))) if given == "list" else (lambda m: (m,))
+    c = tracer.compile(step, backend=backend)
+    with traced() as t:
+        for i in range(2):
+            x = torch.randn(3, 4)
+            m.zero_grad()
+            ref.zero_grad()
+            loss, norm = c(*args(m), x)
+            want_loss, want_norm = step(*args(ref), x)
+            torch.testing.assert_close(loss, want_loss)
+            torch.testing.assert_close(norm, want_norm)
+            assert norm.item() > 0.5
+            for p, q in zip(m.parameters(), ref.parameters()):
+                torch.testing.assert_close(p.grad, q.grad)
+    assert_captured(t, breaks=1, graphs=2)  # (backward is a break: a graph before it, one after)
+    assert "backward" in t.of("break")[0].reason
+
+
+def test_clip_grad_value_under_aot_eager_clips_as_eager():
+    """`clip_grad_value_(params, 0.01)` under aot_eager raised BackendError: AOTAutograd re-ran
+    the opaque node on fakes without grads, and torch's grouping raised on the empty list. Now
+    it is traced (two in-place foreach clamps on the grads, graph inputs) and clips as eager;
+    with every grad None it raises eager's RuntimeError."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 2)
+    ps = list(m.parameters())
+
+    def g(x):
+        torch.nn.utils.clip_grad_value_(ps, 0.01)
+        return x + 1
+
+    c = tracer.compile(g, backend="aot_eager")
+    with traced() as t:
+        for _ in range(2):
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            want = [p.grad.clamp(-0.01, 0.01) for p in ps]
+            torch.testing.assert_close(c(torch.ones(3)), torch.ones(3) + 1)
+            for p, w in zip(ps, want):
+                torch.testing.assert_close(p.grad, w)
+    assert_captured(t, breaks=0, graphs=1)
+    for p in ps:
+        p.grad = None
+    with pytest.raises(RuntimeError, match="empty"):
+        g(torch.ones(3))
+    with pytest.raises(RuntimeError, match="empty"):
+        c(torch.ones(3))
+
+
+def test_a_generator_passed_to_a_torch_op_is_named_as_such():
+    """A generator handed to an op the trace records (`torch.cat(gen)`) breaks with what the
+    user passed, not the tracer's class ("IteratorVariable() passed to a torch op"); the call
+    then runs as Python and raises eager's TypeError."""
+    m = torch.nn.Linear(3, 2)
+
+    def f(x):
+        return torch.cat(p.flatten() for p in m.parameters()) * x
+
+    with traced() as t:
+        with pytest.raises(TypeError, match="must be tuple of Tensors, not generator"):
+            tracer.compile(f)(torch.ones(8))
+    assert_captured(t, breaks=1, min_ops=0)
+    assert "a generator object passed to a torch op" in t.of("break")[0].reason

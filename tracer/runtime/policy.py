@@ -33,20 +33,22 @@ TORCH  torch itself. The hook skips its frames (the module call machinery, funct
        this for every caller (a prefix test on the name once made torchvision's functions
        opaque graph nodes and its objects unsupported values).
 
-INLINED_TORCH  torch.nn.utils, torch.optim: torch's Python code that works on parameters and
-       their state (gradient clipping reads each `p.grad` and scales it in place,
-       vector_to_parameters assigns `p.data`, the functional optimizers `torch.optim.sgd.sgd` & co.
-       update parameters in place) rather than computing a tensor from tensors. Its functions are
-       inlined like user code, as TorchDynamo inlines them (trace_rules' MOD_INLINELIST holds
-       torch.nn and torch.optim), so their in-place ops, `.grad` reads and `.data` writes are
+INLINED_TORCH  torch.nn.utils, torch.optim (and their helpers, torch.utils._foreach_utils):
+       torch's Python code that works on parameters and their state (gradient clipping reads
+       each `p.grad` and scales it in place, vector_to_parameters assigns `p.data`, the
+       functional optimizers `torch.optim.sgd.sgd` & co. update parameters in place) rather
+       than computing a tensor from tensors. Its functions are inlined like user code, as
+       TorchDynamo inlines them (trace_rules' MOD_INLINELIST holds torch.nn, torch.optim and
+       torch.utils._foreach_utils), so their in-place ops, `.grad` reads and `.data` writes are
        traced or break with a reason. Recorded as one opaque node they were wrong: a function
        returning None (vector_to_parameters, sgd) was erased as a pure op that computed nothing,
        and AOTAutograd re-ran clip_grad_norm_ on fakes whose .grad is None (it returned 0 and
-       clipped nothing). Left out: torch.optim.lr_scheduler (TorchDynamo skips it: it reads the
-       optimizer's Python state) and torch.nn.utils.parametrize, whose functions keep their
-       cache in a module-level dict (`parametrize.cached()`): a library namespace's globals are
-       read without guards, so an inlined cache lookup would not be guarded (reading it stays a
-       graph break, as it was).
+       clipped nothing; its grouping of the grads by device and dtype is evaluated by the
+       trace: variables/foreach_groups.py). Left out: torch.optim.lr_scheduler (TorchDynamo
+       skips it: it reads the optimizer's Python state) and torch.nn.utils.parametrize, whose
+       functions keep their cache in a module-level dict (`parametrize.cached()`): a library
+       namespace's globals are read without guards, so an inlined cache lookup would not be
+       guarded (reading it stays a graph break, as it was).
 
 UNTRACED_LIBRARIES  numpy, scipy, pandas, sympy, mpmath, networkx, PIL, matplotlib: libraries
        with no tensor programs inside. Never traced: the hook skips their frames, and inside a
@@ -131,7 +133,7 @@ import types
 import torch
 
 TORCH = ("torch",)
-INLINED_TORCH = ("torch.nn.utils", "torch.optim")
+INLINED_TORCH = ("torch.nn.utils", "torch.optim", "torch.utils._foreach_utils")
 NOT_INLINED_TORCH = ("torch.optim.lr_scheduler", "torch.nn.utils.parametrize")
 UNTRACED_LIBRARIES = ("numpy", "scipy", "pandas", "sympy", "mpmath", "networkx", "PIL", "matplotlib")
 UNTRACED_STDLIB = ("logging", "warnings")

@@ -14,7 +14,7 @@ only through the `tx` it is handed; below it, the graph, the runtime, guards and
 # fresh process and that no module of it imports a layer above.
 from . import base  # noqa: E402,F401  (first)
 from . import (autograd_function, builder, builtins_impl, checkpoint, collections_vars, container_args, containers,  # noqa: E402,F401
-               copying, descriptors, dict_storage, exceptions, folds, frame_classes, functions, generators, input_tuples, introspection,
+               copying, descriptors, dict_storage, exceptions, folds, foreach_groups, frame_classes, functions, generators, input_tuples, introspection,
                itertools_impl, keyed_dict, lazy_annotations, lazy_reads, library_reads, live_iterators, mode_blocks,
                module_stores, new_objects, nn_module, object_protocols, objects, operator_getters, operators, speculate, stack_values, sym,
                templates, tensor, tensor_facts, torch_calls, torch_vars)

@@ -19,4 +19,4 @@ def folds(fn):
 
 
 # the modules that register folds (they import this one for `folds`)
-from . import copying, introspection  # noqa: E402,F401
+from . import copying, foreach_groups, introspection  # noqa: E402,F401

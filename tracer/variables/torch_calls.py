@@ -25,7 +25,7 @@ from ..graph import node_meta
 from ..graph.output_graph import getitem_node, repoints_input
 from ..graph.shapes import SYM_TYPES, is_symbolic
 from . import containers, tensor_facts
-from .base import ConstantVariable, is_constant_value
+from .base import ConstantVariable, UntracedValue, is_constant_value
 
 
 def call_torch(tx, kind, target, args, kwargs):
@@ -437,7 +437,19 @@ def to_fx(value):
             # FX writes a function argument with repr(): `<built-in method sin ...>` is no code
             raise Unsupported(f"the function {getattr(value.fn, '__name__', value.fn)} passed to a torch op")
         return value.fn, value.fn
-    raise Unsupported(f"{value} passed to a torch op")
+    raise Unsupported(f"{_kind_of(value)} passed to a torch op (an op takes tensors, numbers and lists or "
+                      "tuples of them)")
+
+
+def _kind_of(value):
+    """What was passed, in the user's words (`a generator object`), not the Variable's class
+    (`IteratorVariable()` was the message)."""
+    if isinstance(value, UntracedValue):  # (held untouched: its type is not asked of the Variable)
+        return f"a {type(value.value).__name__} object"
+    try:
+        return f"a {value.python_type().__name__} object"
+    except Unsupported:
+        return f"{value}"
 
 
 _GRAPH_SCALARS = (bool, int, float, complex, str)
