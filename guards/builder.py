@@ -111,6 +111,14 @@ def _with_aliases(guards: list[Guard]) -> list[Guard]:
     return out
 
 
+def forget_examples(guards) -> None:
+    """Drop the weakrefs the TensorMatch guards among `guards` hold to their example tensors,
+    once nothing needs them (TensorMatch.forget_example)."""
+    for g in guards:
+        if isinstance(g, TensorMatch):
+            g.forget_example()
+
+
 class GuardSet:
     """A compiled guard set.  ``check`` is the fast generated function; never raises."""
 
@@ -148,6 +156,7 @@ class GuardSet:
         self.check: Callable[[tuple, dict, Any], bool] = (
             self._program if self._program is not None else self.full_check)
         self._covered = {i for gs in self._op_guards for i in gs}
+        forget_examples(guards)  # (built: their weakrefs would keep swap_tensors off the tensors)
 
     @property
     def guards(self) -> list[Guard]:

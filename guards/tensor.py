@@ -6,7 +6,10 @@ the builder batches every TensorMatch of a set into ONE TensorGuards object, so 
 per-call cost is a single C call.  TensorGuards copies metadata; it keeps no reference to
 the example tensors (tested), and neither does TensorMatch: it holds plain metadata, a
 one-tensor TensorGuards for the slow "why did it fail" path, and a weakref to the
-example used only when the batch is built.
+example used only until the batch is built: the GuardSet then drops it (`forget_example`),
+since `torch.utils.swap_tensors` refuses a tensor that any weakref points to (a module's
+`.double()` under `set_swap_module_params_on_conversion`, after one compiled call, raised
+"Couldn't swap Linear.weight").
 
 TensorFact and StorageSharing pin what TensorGuards does not read, for the graphs that rely on
 it: a fact of one tensor object a trace folded (its storage offset, whether it is a view...),
@@ -51,6 +54,11 @@ def make_tensor_guards(examples: list[torch.Tensor], sizes=None, strides=None) -
         dynamic_dims_sizes=[list(s) for s in sizes] if sizes else [list(t.shape) for t in examples],
         dynamic_dims_strides=[list(s) for s in strides] if strides else [list(t.stride()) for t in examples],
     )
+
+
+def _no_example():
+    """A forgotten example's stand-in for its weakref: always dead."""
+    return None
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -128,6 +136,12 @@ class TensorMatch(Guard):
     def _key(self):
         return (self.source, id(self.type), self.dtype, str(self.device), self.shape,
                 self.stride, self.requires_grad, self.dispatch_keys)
+
+    def forget_example(self) -> None:
+        """Drop the weakref to the example (the set this guard is compiled into no longer needs
+        it): a weakref on a user tensor makes `torch.utils.swap_tensors` refuse it. What the
+        guard checks is its metadata, never the example's identity."""
+        object.__setattr__(self, "_example_ref", _no_example)
 
     def live_example(self) -> torch.Tensor | None:
         """The example if it is still alive and still matches this guard, else None."""

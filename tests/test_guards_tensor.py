@@ -85,6 +85,19 @@ def test_dead_example_falls_back_to_single_checks():
     assert not gs.check((torch.randn(2, 3),), {}, None)
 
 
+def test_a_built_guard_set_holds_no_weakref_to_its_examples():
+    """The examples' weakrefs serve only the set's build (the batch): kept after it, they made
+    `torch.utils.swap_tensors` refuse every tensor a compiled call had guarded. The set still
+    batches its tensors and checks what it checked."""
+    t = torch.randn(2, 2)
+    gs = cg(TensorMatch(x, t))
+    assert "TensorMatch batch" in gs.source_code
+    assert weakref.getweakrefcount(t) == 0
+    torch.utils.swap_tensors(t, torch.zeros(2, 3))
+    assert not gs.check((t,), {}, None)
+    assert gs.check((torch.zeros(2, 2),), {}, None)
+
+
 def test_guards_do_not_keep_objects_alive():
     class Thing:
         pass

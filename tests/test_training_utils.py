@@ -4,6 +4,7 @@ the compiled step with eager (parameters, gradients, returned values) and checks
 captured; each failed before its fix."""
 import copy
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -184,3 +185,59 @@ def test_a_generator_passed_to_a_torch_op_is_named_as_such():
             tracer.compile(f)(torch.ones(8))
     assert_captured(t, breaks=1, min_ops=0)
     assert "a generator object passed to a torch op" in t.of("break")[0].reason
+
+
+@pytest.fixture
+def swap_on_conversion():
+    """`module.double()` swaps each parameter (torch.utils.swap_tensors) instead of setting
+    its .data, for the test's duration."""
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    yield
+    torch.__future__.set_swap_module_params_on_conversion(before)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_tensors_a_compiled_call_guarded_can_be_swapped(backend, swap_on_conversion):
+    """`torch.utils.swap_tensors` refuses a tensor that any weakref points to. After one
+    compiled call, each parameter had two: its TensorMatch guard's (kept for building the
+    guard batch) and the trace's fake mode's (its converter keys real tensors by WeakIdRef, and
+    the entry's graph keeps the mode alive), plus, under aot_eager, the tracing context's that
+    AOTAutograd keeps for the backward. `m.double()` raised "_apply(): Couldn't swap
+    Linear.weight". Now each is let go of once the guard set and the backend are built: the
+    swap works, and the next call recompiles for float64 and gives eager's answer."""
+    warnings.filterwarnings("ignore", message=".*TensorFloat32.*")
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    ref = copy.deepcopy(m)
+    c = tracer.compile(m, backend=backend)
+    x = torch.randn(4, 3)
+    with traced() as t:
+        torch.testing.assert_close(c(x), ref(x))
+        c(x).sum().backward()
+        ref(x).sum().backward()
+        assert [weakref.getweakrefcount(p) for p in m.parameters()] == [0, 0]
+        m.double()
+        ref.double()
+        got = c(x.double())
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, ref(x.double()))
+    assert_captured(t, breaks=0, recompiles=1)
+    assert t.recompiles == 1
+
+
+def test_a_global_tensor_a_compiled_function_read_can_be_swapped():
+    """A tensor read from the frame's globals (guarded) and swapped with another after the
+    call: swap_tensors raised "Cannot swap t1 because it has weakref associated with it". Now
+    the swap works, and the compiled function reads the swapped contents, as eager does."""
+    g = {"a": torch.ones(3)}
+    f = eval("lambda x: x + a", g)
+    c = tracer.compile(f)
+    with traced() as t:
+        torch.testing.assert_close(c(torch.ones(3)), f(torch.ones(3)))
+        torch.utils.swap_tensors(g["a"], torch.full((3,), 5.0))
+        torch.testing.assert_close(c(torch.ones(3)), torch.full((3,), 6.0))
+        torch.utils.swap_tensors(g["a"], torch.zeros(2, dtype=torch.float64))
+        torch.testing.assert_close(c(torch.ones(2, dtype=torch.float64)), f(torch.ones(2, dtype=torch.float64)))
+    assert_captured(t, breaks=0, recompiles=None)
+    assert t.recompiles == 1

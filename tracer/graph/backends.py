@@ -15,7 +15,7 @@ from ..runtime import config
 from ..runtime.frame_hook import skip_code
 from . import aot_outputs, inference_blocks, subgraphs
 from .output_graph import printable
-from .shapes import static_tracing_context
+from .shapes import forget_inputs, static_tracing_context
 
 
 def eager(gm, example_inputs):
@@ -112,8 +112,12 @@ def _in_tracing_context(run, example_inputs):
     from torch._guards import TracingContext, tracing
     if TracingContext.try_get() is not None:
         return run()
-    with tracing(static_tracing_context(example_inputs)):
-        return run()
+    tc = static_tracing_context(example_inputs)
+    try:
+        with tracing(tc):
+            return run()
+    finally:
+        forget_inputs(tc)
 
 
 NAMED = {"eager": eager, "aot_eager": aot_eager, "inductor": inductor}

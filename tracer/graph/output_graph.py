@@ -31,7 +31,7 @@ from .node_meta import derived, set_value
 from .quiet_fake import example_value_errors_handled
 from .shapes import SYM_TYPES, Shapes, constant_of
 from guards.tensor import storage_id
-from .static_fakes import static_fake
+from .static_fakes import forget_real_tensors, static_fake
 
 
 def _sanitize(name):
@@ -158,6 +158,7 @@ class OutputGraph:
         self._attr_keep = []
         self._fake_memo = {}
         self.grad_fns = {}
+        forget_real_tensors(self.fake_mode)
 
     # ---- graph inputs and attributes -------------------------------------------
     def fake(self, tensor):

@@ -43,6 +43,7 @@ from guards.tensor import UNKNOWN_STORAGE, storage_id
 from ..runtime import config
 from ..runtime.cache import FrameSizes
 from ..exc import Unsupported
+from .static_fakes import forget_real_tensors
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -319,8 +320,11 @@ class Shapes:
                 tc.tensor_to_context[real] = ctx if ctx is not None else StatefulSymbolicContext(
                     dynamic_sizes=[DimDynamic.STATIC] * n, dynamic_strides=[DimDynamic.INFER_STRIDE] * n,
                     constraint_sizes=[None] * n, constraint_strides=[None] * n, tensor_source=tsrc)
-        with tracing(tc):
-            yield
+        try:
+            with tracing(tc):
+                yield
+        finally:
+            forget_inputs(tc)
 
     def example_inputs(self, real_inputs):
         """What the backend gets, as torch.compile gives it: real tensors, SymInts for ints
@@ -503,6 +507,16 @@ def _shape_match(expr, sources):
 
 
 __all__ = ["Shapes", "SizePolicy", "is_symbolic", "constant_of", "SYM_TYPES"]
+
+
+def forget_inputs(tc):
+    """After the backend's compile: let go of the weakrefs a tracing context holds on the real
+    input tensors (its map of each input's symbolic context, its fake mode's describer). The
+    compiled graph may keep the context (AOTAutograd's lazy backward does), and
+    `torch.utils.swap_tensors` refuses a tensor with any weakref. As TorchDynamo does after a
+    compile (convert_frame.clear_compile_context_weakrefs)."""
+    tc.tensor_to_context.clear()
+    forget_real_tensors(tc.fake_mode)
 
 
 def static_tracing_context(example_inputs):

@@ -14,6 +14,10 @@ Anything else (a subclass, a view, a tensor whose storage anything else holds, a
 inference or conj/neg bits, a functorch wrapper, another layout) goes through `from_tensor`
 as before, which tracks aliasing between fakes. The meta tensor is made as `from_tensor`
 makes its own: outside inference mode and outside the dispatch modes the user entered.
+
+Torch internals read here: FakeTensorConverter.set_tensor_memo/_get_memo and the meta
+converter's MetaTensorDescriber tables (forget_real_tensors); checked on torch 2.13.0 (docs/torch.md
+lists them all; tests/test_torch_internals.py resolves each).
 """
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -39,6 +43,19 @@ def static_fake(fake_mode, tensor):
     """`fake_mode.from_tensor(tensor, static_shapes=True)`, made the short way when exact."""
     fake = _short(fake_mode, tensor) if _plain(tensor) else None
     return fake if fake is not None else fake_mode.from_tensor(tensor, static_shapes=True)
+
+
+def forget_real_tensors(fake_mode):
+    """Drop what `fake_mode`'s converter knows of the real tensors it made fakes of: its
+    describer keys them by `WeakIdRef`, a weakref on each user tensor, and
+    `torch.utils.swap_tensors` refuses a tensor with any weakref ("Cannot swap t1 because it has
+    weakref associated with it"). The fakes outlive the trace in the entry's graph (node
+    metadata), and with them the mode; nothing fakifies a real tensor under it after the
+    trace and the backend's compile. (TorchDynamo clears the same two tables after a compile:
+    convert_frame._clear_fake_mode_weakrefs.)"""
+    describer = fake_mode.fake_tensor_converter.meta_converter.describer
+    describer.lookup_tensor.clear()
+    describer.lookup_storage.clear()
 
 
 def _plain(t):
