@@ -172,10 +172,11 @@ def DELETE_DEREF(tx, inst):
 
 
 def _namespace(tx, inst):
-    """The namespace of a class body being traced (variables/frame_classes.py); module code
-    is never traced."""
+    """The namespace of a class body being traced (variables/frame_classes.py). Module code,
+    and class-scope code run on its own (a class's `__annotate__` on 3.14), is not traced."""
     if tx.namespace is None:
-        raise Unsupported(f"{inst.opname}: module code is not traced")
+        raise Unsupported(f"{inst.opname}: module or class body code is not traced (only the body of a class "
+                          f"made in the traced frame is)")
     return tx.namespace.items
 
 
