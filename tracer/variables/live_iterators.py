@@ -3,6 +3,7 @@ Variable's own storage) and reversed(list)'s (by index from the end); `iterator_
 iterator `iter(v)` gives (GET_ITER, the iter() builtin). A list's is ListIteratorVariable
 (containers.py)."""
 import collections
+import collections.abc
 import types
 
 from ..exc import Unsupported, UserException
@@ -122,6 +123,12 @@ def user_iterator(tx, v):
     attr, owner = objects.guarded_type_lookup(tx, objects.class_source(v), cls, "__iter__")
     if owner is None:
         return sequence_iterator(tx, v)
+    if attr is _SEQUENCE_MIXIN_ITER:
+        # collections.abc.Sequence's own `__iter__` is the sequence protocol written as a
+        # generator (self[0], self[1]... until IndexError): read the same way, without a
+        # generator left suspended in its try (every later step of the trace would look for
+        # who still holds it: an HF LLaMA's first call took twice as long)
+        return sequence_iterator(tx, v, stops=(IndexError,))
     if not isinstance(attr, types.FunctionType) or objects.lookup_type_attr(cls, "__next__")[1] is not None:
         return None
     it = objects.bind_class_attr(tx, attr, v, cls).call(tx, [], {})
@@ -141,17 +148,19 @@ class SequenceIteratorVariable(IteratorVariable):
     until it raises IndexError or StopIteration, one item per step, so a loop that stops early
     reads no further. Made again unstarted at a break: `iter(obj)`."""
 
-    def __init__(self, obj):
-        super().__init__([], more=self._step, py_type=_SEQUENCE_ITERATOR)
-        self.obj, self.index = obj, 0
+    def __init__(self, obj, stops=(IndexError, StopIteration), py_type=None):
+        super().__init__([], more=self._step, py_type=py_type or _SEQUENCE_ITERATOR)
+        self.obj, self.index, self.stops = obj, 0, stops
         self.unstarted = (iter, [obj])
 
     def _step(self, tx):
         try:
             item = self.obj.getitem(tx, ConstantVariable(self.index))
         except UserException as e:
-            if issubclass(e.exc_type, (IndexError, StopIteration)):
+            if issubclass(e.exc_type, self.stops):
                 return None
+            if issubclass(e.exc_type, StopIteration):  # (inside Sequence.__iter__: a RuntimeError)
+                raise Unsupported("StopIteration raised by __getitem__ inside Sequence.__iter__") from None
             raise
         self.index += 1
         return item
@@ -180,13 +189,19 @@ class _Indexed:
 _SEQUENCE_ITERATOR = type(iter(_Indexed()))  # (CPython's `iterator`)
 
 
-def sequence_iterator(tx, v):
+def sequence_iterator(tx, v, stops=(IndexError, StopIteration)):
     """The old sequence protocol's iterator of `v` (a user object whose class has no
-    `__iter__`), when its class has a Python `__getitem__` (guarded on the class's entry when
-    the first item is read); None otherwise (iteration is refused where it is asked for)."""
+    `__iter__`, or collections.abc.Sequence's, which stops at IndexError only), when its class
+    has a Python `__getitem__` (guarded on the class's entry when the first item is read);
+    None otherwise (iteration is refused where it is asked for)."""
     if not isinstance(objects.lookup_type_attr(v.python_type(), "__getitem__")[0], types.FunctionType):
         return None
+    if stops == (IndexError,):
+        return SequenceIteratorVariable(v, stops, py_type=types.GeneratorType)
     return SequenceIteratorVariable(v)
+
+
+_SEQUENCE_MIXIN_ITER = collections.abc.Sequence.__iter__
 
 
 def refuse_one_at_a_time(v):
