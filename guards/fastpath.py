@@ -286,15 +286,16 @@ class Plan:
     # C program. The first sibling's nodes and ops are kept relative to its root's node and
     # its first guard's number; the others are copies with their own root and numbers.
 
-    def mark(self, root: int) -> tuple:
-        """Where a block read through node `root` starts (for keep_block)."""
-        return (root, len(self.nodes), len(self.ops), len(self._index))
+    def mark(self, root: int, first: int) -> tuple:
+        """Where a block read through node `root`, its guards numbered from `first`, starts
+        (for keep_block)."""
+        return (root, first, len(self.nodes), len(self.ops), len(self._index))
 
     def keep_block(self, template: tuple, start: tuple) -> None:
         """Keep what the block made since `start` for repeat_block: its nodes under its root
         (the others, shared state, are shared by every copy) and its ops. Not kept where it
         used a node under its root made before it (another block on the same root made it)."""
-        root, n0, o0, k0 = start
+        root, first, n0, o0, k0 = start
         rooted = {root: -1}  # absolute node -> its place among the block's rooted nodes (root: -1)
         keys = {i: key for key, i in itertools.islice(self._index.items(), k0, None)}
         nodes = []
@@ -307,7 +308,6 @@ class Plan:
             elif self._reaches(j, root):
                 return
         ops = []
-        first = min((g for op in self.ops[o0:] for g in op[-1]), default=0)
         for kind, rule, refs, a, b, c, num, guards in self.ops[o0:]:
             if any(n not in rooted and self._reaches(n, root) for n in refs):
                 return
@@ -394,7 +394,7 @@ def build(gs, first: list[Guard], batch, rest: list[Guard]) -> Any:
         r = plan.node(g.source, root)
         if plan.repeat_block(g.template, i, r):
             return
-        start = plan.mark(r)
+        start = plan.mark(r, i)
         called = []
         for t in g.template:
             if type(t) is BlockGuards:

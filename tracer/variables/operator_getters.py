@@ -16,16 +16,6 @@ from .base import ConstantVariable, Variable, check_builtin_attr, is_constant_va
 from .containers import TupleVariable
 from .exceptions import user_error
 
-IMPLS = {}
-
-
-def impl(fn):
-    def register(f):
-        IMPLS[fn] = f
-        return f
-    return register
-
-
 class _GetterVariable(Variable):
     """A getter made in the frame: `args` are the Variables it was made from (rebuilt from
     them at a break); calling it applies `_get` to its one argument for each of them."""
@@ -104,25 +94,28 @@ def wrap_input(tx, value, source, g):
     return cls([ConstantVariable(a) for a in args], source)
 
 
-@impl(operator.itemgetter)
-def _itemgetter(tx, *keys, **kwargs):
+def _made_with(name, args, kwargs):
+    """CPython's TypeErrors for a getter made without arguments or with keywords."""
     if kwargs:
-        raise user_error(TypeError, "itemgetter() takes no keyword arguments")
-    if not keys:
-        raise user_error(TypeError, "itemgetter expected 1 argument, got 0")
+        raise user_error(TypeError, f"{name}() takes no keyword arguments")
+    if not args:
+        raise user_error(TypeError, f"{name} expected 1 argument, got 0")
+
+
+def _itemgetter(tx, *keys, **kwargs):
+    _made_with("itemgetter", keys, kwargs)
     return ItemGetterVariable(keys)
 
 
-@impl(operator.attrgetter)
 def _attrgetter(tx, *names, **kwargs):
     """Names are checked when the getter is made, as CPython checks them: strings only."""
-    if kwargs:
-        raise user_error(TypeError, "attrgetter() takes no keyword arguments")
-    if not names:
-        raise user_error(TypeError, "attrgetter expected 1 argument, got 0")
+    _made_with("attrgetter", names, kwargs)
     for n in names:
         if not n.is_constant():
             raise Unsupported("operator.attrgetter() of a name that is not a constant")
         if not isinstance(n.as_constant(), str):
             raise user_error(TypeError, "attribute name must be a string")
     return AttrGetterVariable([ConstantVariable(n.as_constant()) for n in names])
+
+
+IMPLS = {operator.itemgetter: _itemgetter, operator.attrgetter: _attrgetter}
